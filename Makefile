@@ -1,0 +1,49 @@
+# kgstream: `make run` serves the demo, `make test` runs every test.
+GO        ?= go
+MODULES   := github.com/kgstream/kgstream/...
+DATA      ?= ./data
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: run build test test-short lint bench tidy clean
+
+## run: the embedded all-in-one (NATS JetStream, stores, every worker) with the demo corpus
+run:
+	$(GO) run ./cmd/kgstream up --data $(DATA) --demo
+
+## build: every binary into ./bin
+build:
+	mkdir -p bin
+	$(GO) build -o bin/ ./cmd/kgstream ./services/gateway/cmd/gateway ./services/extractor/cmd/extractor \
+		./services/resolver/cmd/resolver ./services/clusterer/cmd/clusterer ./services/reporter/cmd/reporter \
+		./services/query/cmd/query
+
+# pkg/leiden is single-goroutine numeric code: the race detector finds
+# nothing there and makes its fixture tests ten times slower.
+SEQUENTIAL := github.com/kgstream/kgstream/pkg/leiden
+
+## test: every module, with the race detector, against real NATS JetStream and Redis
+test:
+	$(GO) test -race -count=1 -timeout 25m $$($(GO) list $(MODULES) | grep -v -x -F '$(SEQUENTIAL)')
+	$(GO) test -count=1 -timeout 10m $(SEQUENTIAL)
+
+## test-short: the same without the race detector
+test-short:
+	$(GO) test -count=1 $(MODULES)
+
+## lint: gofmt, go vet, staticcheck
+lint:
+	@out=$$(gofmt -l pkg services cmd); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(MODULES)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(MODULES)
+
+## bench: the benchmarks the issues ask for (ingest throughput, index lag, Leiden)
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem -timeout 60m $(MODULES)
+
+## tidy: go mod tidy in every module
+tidy:
+	for m in pkg services/gateway services/extractor services/resolver services/clusterer services/reporter services/query cmd/kgstream; do \
+		(cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; done
+
+clean:
+	rm -rf bin $(DATA)

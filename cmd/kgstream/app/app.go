@@ -1,0 +1,321 @@
+// Package app composes the all-in-one kgstream process: an embedded NATS
+// JetStream server (or the one at --nats), the embedded stores (or Redis),
+// every worker, and the gateway and query APIs on one address. The
+// distributed binaries under services/*/cmd run the same workers.
+package app
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/daemon"
+	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/serve"
+	"github.com/kgstream/kgstream/pkg/status"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/services/clusterer"
+	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/gateway"
+	"github.com/kgstream/kgstream/services/query"
+	"github.com/kgstream/kgstream/services/reporter"
+	"github.com/kgstream/kgstream/services/resolver"
+)
+
+//go:embed demo
+var demoFS embed.FS
+
+// DemoFS is the bundled example corpus (a catalog and a few postmortems).
+func DemoFS() fs.FS {
+	sub, _ := fs.Sub(demoFS, "demo")
+	return sub
+}
+
+// Config configures the all-in-one.
+type Config struct {
+	DataDir    string
+	HTTPAddr   string
+	TokensFile string
+	// NATSURL selects an external NATS server instead of the embedded one.
+	NATSURL string
+	// RedisURL selects the Redis stores instead of the embedded ones.
+	RedisURL    string
+	RedisPrefix string
+	// Stream and SubjectPrefix name the JetStream stream and subjects.
+	Stream        string
+	SubjectPrefix string
+	// Demo ingests the bundled corpus after start.
+	Demo bool
+	// LLM, when BaseURL is set, drives extraction.
+	LLM llm.Config
+	// Quiet and MaxDelay debounce re-clustering.
+	Quiet, MaxDelay time.Duration
+	// AuditEvery is the orphan audit period (default 1m).
+	AuditEvery time.Duration
+	// MaxDeliver bounds deliveries per stage before dead-lettering.
+	MaxDeliver int
+	// Backoff between redeliveries.
+	Backoff []time.Duration
+	Log     *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = "./data"
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:8080"
+	}
+	if c.RedisPrefix == "" {
+		c.RedisPrefix = "kg"
+	}
+	if c.AuditEvery == 0 {
+		c.AuditEvery = time.Minute
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+}
+
+// Stages are the consumers of the pipeline, in order.
+var Stages = []string{"extractor", "resolver", "clusterer", "reporter"}
+
+// App is a running all-in-one.
+type App struct {
+	cfg      Config
+	Addr     string
+	Registry *prometheus.Registry
+	Stores   store.Stores
+	Bus      *stream.Bus
+	Status   *status.Collector
+
+	ready *serve.Readiness
+	wg    sync.WaitGroup
+	errc  chan error
+	close []func()
+}
+
+// Start starts everything and returns once the HTTP API is listening.
+func Start(ctx context.Context, cfg Config) (_ *App, err error) {
+	cfg.setDefaults()
+	a := &App{cfg: cfg, Registry: prometheus.NewRegistry(), ready: &serve.Readiness{}, errc: make(chan error, 16)}
+	defer func() {
+		if err != nil {
+			a.shutdown()
+		}
+	}()
+	log := cfg.Log
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	scfg := stream.Config{URL: cfg.NATSURL, Stream: cfg.Stream}
+	scfg.Subjects.Prefix = cfg.SubjectPrefix
+	if cfg.NATSURL == "" {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "nats"), 0o755); err != nil {
+			return nil, fmt.Errorf("creating data dir: %w", err)
+		}
+		emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: filepath.Join(cfg.DataDir, "nats")})
+		if err != nil {
+			return nil, err
+		}
+		a.close = append(a.close, emb.Shutdown)
+		nc, err := emb.Connect()
+		if err != nil {
+			return nil, err
+		}
+		a.close = append(a.close, nc.Close)
+		scfg.Conn = nc
+	}
+	bus, err := stream.Connect(ctx, scfg, log, stream.NewMetrics(a.Registry))
+	if err != nil {
+		return nil, err
+	}
+	a.Bus = bus
+	a.close = append(a.close, bus.Close)
+
+	st, err := daemon.OpenStores(ctx, cfg.DataDir, cfg.RedisURL, cfg.RedisPrefix)
+	if err != nil {
+		return nil, err
+	}
+	a.Stores = st
+	a.close = append(a.close, func() { _ = st.Close() })
+
+	var authn *auth.Authenticator
+	if cfg.TokensFile != "" {
+		toks, err := auth.LoadFile(cfg.TokensFile)
+		if err != nil {
+			return nil, err
+		}
+		authn, err = auth.New(toks, nil)
+		if err != nil {
+			return nil, fmt.Errorf("loading tokens: %w", err)
+		}
+	} else {
+		anon := auth.AnonymousCaller
+		authn, _ = auth.New(nil, &anon)
+	}
+
+	ext, err := NewExtractor(cfg.LLM, st, log, a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	ew, err := extractor.New(extractor.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, ext, log.With("stage", "extractor"), a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	rw, err := resolver.New(resolver.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, st, log.With("stage", "resolver"), a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	cw, err := clusterer.New(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{})},
+		bus, st, log.With("stage", "clusterer"), a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	pw, err := reporter.New(reporter.Config{}, bus, st, log.With("stage", "reporter"), a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := gateway.New(gateway.Config{}, st, bus, authn, log.With("component", "gateway"), a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := query.New(query.DefaultConfig(), st, authn, log.With("component", "query"), a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	stc, err := status.NewCollector(st, bus, Stages, log, a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	a.Status = stc
+
+	api := http.NewServeMux()
+	gwh := gw.Handler()
+	api.Handle("/v1/documents", gwh)
+	api.Handle("/v1/documents/", gwh)
+	api.Handle("/v1/catalog", gwh)
+	api.Handle("GET /v1/status", stc.Handler(authn))
+	api.Handle("/", qs.Handler())
+	l, err := serve.Listen(cfg.HTTPAddr)
+	if err != nil {
+		return nil, err
+	}
+	a.Addr = l.Addr().String()
+
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.close = append(a.close, func() { cancel(); a.wg.Wait() })
+	a.goRun("http", func() error { return serve.Serve(wctx, l, serve.Mux(api, a.Registry, a.ready), log) })
+	a.goRun("extractor", func() error { return ew.Run(wctx) })
+	a.goRun("resolver", func() error { return rw.Run(wctx) })
+	a.goRun("clusterer", func() error { return cw.Run(wctx) })
+	a.goRun("reporter", func() error { return pw.Run(wctx) })
+	a.goRun("query", func() error { return qs.Run(wctx) })
+	a.goRun("audit", func() error { return a.auditLoop(wctx) })
+	a.ready.Set(true)
+	log.Info("kgstream is up", "addr", a.Addr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
+		"stores", orDefault(cfg.RedisURL, "embedded"), "extractor", ext.Name())
+	return a, nil
+}
+
+// NewExtractor returns the LLM extractor when cfg has a base URL, else the
+// offline one whose gazetteer reads the graph store.
+func NewExtractor(cfg llm.Config, st store.GraphStore, log *slog.Logger, reg prometheus.Registerer) (extractor.Extractor, error) {
+	if cfg.BaseURL != "" {
+		client, err := llm.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("configuring the LLM client: %w", err)
+		}
+		return extractor.NewLLM(extractor.LLMConfig{}, client, log, reg)
+	}
+	return extractor.NewOffline(extractor.OfflineConfig{Gazetteer: extractor.NewStoreGazetteer(st, 0)})
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func (a *App) goRun(name string, f func() error) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := f(); err != nil && !errors.Is(err, context.Canceled) {
+			a.cfg.Log.Error("component stopped", "component", name, "error", err)
+			a.errc <- fmt.Errorf("%s: %w", name, err)
+		}
+	}()
+}
+
+// auditLoop recounts orphans periodically; the first audit comes soon
+// after start so the gauge exists before the first full period.
+func (a *App) auditLoop(ctx context.Context) error {
+	wait := min(5*time.Second, a.cfg.AuditEvery)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		if err := a.Status.Audit(ctx); err != nil && ctx.Err() == nil {
+			a.cfg.Log.Warn("audit failed", "error", err)
+		}
+		wait = a.cfg.AuditEvery
+	}
+}
+
+// Err delivers the first component failure.
+func (a *App) Err() <-chan error { return a.errc }
+
+// URL is the base URL of the HTTP API.
+func (a *App) URL() string { return "http://" + a.Addr }
+
+// Close drains and stops everything: unready first, then the workers and
+// the HTTP server finish what they hold, then connections and stores close.
+func (a *App) Close() {
+	a.ready.Set(false)
+	a.shutdown()
+}
+
+func (a *App) shutdown() {
+	for i := len(a.close) - 1; i >= 0; i-- {
+		a.close[i]()
+	}
+	a.close = nil
+}
+
+// Run starts the all-in-one, ingests the demo when asked, and blocks until
+// ctx is cancelled or a component fails.
+func Run(ctx context.Context, cfg Config) error {
+	a, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if cfg.Demo {
+		if err := IngestDemo(ctx, a.URL(), ""); err != nil {
+			return fmt.Errorf("ingesting the demo corpus: %w", err)
+		}
+		a.cfg.Log.Info("demo corpus ingested; try: curl -s '" + a.URL() + "/v1/paths?start=service:token-issuer&rels=~mentions'")
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-a.errc:
+		return err
+	}
+}

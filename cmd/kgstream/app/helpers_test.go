@@ -1,0 +1,62 @@
+package app_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/llm/llmtest"
+)
+
+func llmConfig(r *llmtest.Replay) llm.Config {
+	return llm.Config{BaseURL: r.URL(), Model: "replay", APIKey: "test", Timeout: 10 * time.Second}
+}
+
+// redisURL is the machine's Redis (KG_TEST_REDIS_URL overrides).
+func redisURL() string {
+	if u := os.Getenv("KG_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// natsURL is the machine's NATS JetStream (KG_TEST_NATS_URL overrides).
+func natsURL() string {
+	if u := os.Getenv("KG_TEST_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+// quietLog logs warnings and errors only.
+func quietLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// cleanRedis deletes every key under prefix.
+func cleanRedis(t testing.TB, prefix string) {
+	opts, err := goredis.ParseURL(redisURL())
+	if err != nil {
+		panic(err)
+	}
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 500 {
+			c.Del(ctx, keys...)
+			keys = keys[:0]
+		}
+	}
+	if len(keys) > 0 {
+		c.Del(ctx, keys...)
+	}
+}

@@ -1,0 +1,148 @@
+// Package daemon is what every standalone kgstream service binary shares:
+// the common flags (NATS, Redis, stream, subjects, HTTP), opening the stores
+// and the bus, serving /metrics, /healthz and /readyz, and running until a
+// signal arrives. Each service's main parses its flags and calls Run.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kgstream/kgstream/pkg/serve"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
+	redisstore "github.com/kgstream/kgstream/pkg/store/redis"
+	"github.com/kgstream/kgstream/pkg/stream"
+)
+
+// Flags are the options every service takes.
+type Flags struct {
+	Name          string
+	NATSURL       string
+	RedisURL      string
+	RedisPrefix   string
+	DataDir       string
+	Stream        string
+	SubjectPrefix string
+	HTTPAddr      string
+}
+
+// Register adds the common flags to fs with defaults from the environment.
+func (f *Flags) Register(fs *flag.FlagSet, defaultHTTP string) {
+	fs.StringVar(&f.NATSURL, "nats", envOr("KG_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL")
+	fs.StringVar(&f.RedisURL, "redis", envOr("KG_REDIS_URL", ""), "Redis URL of the stores (empty: embedded store under --data, single-process only)")
+	fs.StringVar(&f.RedisPrefix, "redis-prefix", envOr("KG_REDIS_PREFIX", "kg"), "Redis key prefix")
+	fs.StringVar(&f.DataDir, "data", envOr("KG_DATA_DIR", "./data"), "data directory for the embedded store")
+	fs.StringVar(&f.Stream, "stream", envOr("KG_STREAM", "KG"), "JetStream stream name")
+	fs.StringVar(&f.SubjectPrefix, "subject-prefix", envOr("KG_SUBJECT_PREFIX", "kg"), "subject prefix")
+	fs.StringVar(&f.HTTPAddr, "http", envOr("KG_HTTP_ADDR", defaultHTTP), "HTTP address for the API (if any), /metrics, /healthz and /readyz")
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+// OpenStores opens Redis stores when redisURL is set, else the embedded
+// store under dataDir.
+func OpenStores(ctx context.Context, dataDir, redisURL, prefix string) (store.Stores, error) {
+	if redisURL != "" {
+		opts, err := goredis.ParseURL(redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("parsing redis url: %w", err)
+		}
+		s := redisstore.New(goredis.NewClient(opts), prefix)
+		if err := s.Ping(ctx); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("connecting to redis: %w", err)
+		}
+		return s, nil
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating data dir: %w", err)
+	}
+	return embedded.Open(filepath.Join(dataDir, "kgstream.db"), embedded.Options{})
+}
+
+// Env is what a service's body gets.
+type Env struct {
+	Flags    Flags
+	Log      *slog.Logger
+	Registry *prometheus.Registry
+	Bus      *stream.Bus
+	Stores   store.Stores
+	Ready    *serve.Readiness
+}
+
+// Body builds a service's worker and API from env. It returns the function
+// to run (blocking until ctx is done) and an optional API handler.
+type Body func(ctx context.Context, env *Env) (run func(context.Context) error, api http.Handler, err error)
+
+// Run connects, builds the service with body, serves HTTP and runs it until
+// SIGINT/SIGTERM. needStores says whether the service reads the stores.
+func Run(f Flags, needStores bool, body Body) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", f.Name)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	scfg := stream.Config{URL: f.NATSURL, Stream: f.Stream}
+	scfg.Subjects.Prefix = f.SubjectPrefix
+	bus, err := stream.Connect(ctx, scfg, log, stream.NewMetrics(reg))
+	if err != nil {
+		return err
+	}
+	defer bus.Close()
+	env := &Env{Flags: f, Log: log, Registry: reg, Bus: bus, Ready: &serve.Readiness{}}
+	if needStores {
+		st, err := OpenStores(ctx, f.DataDir, f.RedisURL, f.RedisPrefix)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		env.Stores = st
+	}
+	run, api, err := body(ctx, env)
+	if err != nil {
+		return err
+	}
+	l, err := serve.Listen(f.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- serve.Serve(ctx, l, serve.Mux(api, reg, env.Ready), log) }()
+	go func() { errc <- run(ctx) }()
+	env.Ready.Set(true)
+	log.Info("service started", "http", l.Addr().String(), "nats", f.NATSURL)
+	err = <-errc
+	stop()
+	env.Ready.Set(false)
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Block waits for ctx; for services whose work is all in their HTTP API.
+func Block(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}

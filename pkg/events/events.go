@@ -1,0 +1,408 @@
+// Package events defines kgstream's JetStream events: their subjects, their
+// JSON encoding with a schema version, and the validation every decoder runs
+// so that a malformed event is rejected with a clear error.
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+)
+
+// SchemaVersion is the version of every event this code writes and the only
+// one it reads.
+const SchemaVersion = 1
+
+// Sentinel errors callers branch on.
+var (
+	// ErrInvalidEvent wraps every decoding or validation failure. Such an
+	// event can never succeed, so workers dead-letter it at once.
+	ErrInvalidEvent = errors.New("invalid event")
+	// ErrUnknownSchema is returned for an event with a schema version this
+	// code does not read.
+	ErrUnknownSchema = errors.New("unknown schema version")
+)
+
+// Kind names an event type; it is the subject token after the prefix.
+type Kind string
+
+// The event kinds of the architecture.
+const (
+	KindDocChanged         Kind = "doc.changed"
+	KindDocDeleted         Kind = "doc.deleted"
+	KindDocACL             Kind = "doc.acl"
+	KindExtracted          Kind = "extracted"
+	KindGraphChanged       Kind = "graph.changed"
+	KindCommunitiesChanged Kind = "communities.changed"
+	KindReportsChanged     Kind = "reports.changed"
+	KindDLQ                Kind = "dlq"
+)
+
+// Subjects builds subjects under a prefix ("kg" in production; tests use their
+// own so that runs on a shared server never collide).
+type Subjects struct{ Prefix string }
+
+// DefaultSubjects are the production subjects (kg.*).
+var DefaultSubjects = Subjects{Prefix: "kg"}
+
+func (s Subjects) prefix() string {
+	if s.Prefix == "" {
+		return "kg"
+	}
+	return s.Prefix
+}
+
+// For returns the subject of kind k for tenant t, e.g. kg.doc.changed.acme.
+func (s Subjects) For(k Kind, tenant string) string {
+	return s.prefix() + "." + string(k) + "." + tenant
+}
+
+// All returns the wildcard subject of kind k for every tenant.
+func (s Subjects) All(k Kind) string { return s.prefix() + "." + string(k) + ".*" }
+
+// DLQ returns the dead-letter subject of a stage.
+func (s Subjects) DLQ(stage string) string { return s.prefix() + ".dlq." + stage }
+
+// Wildcard returns the subject filter covering every kgstream subject.
+func (s Subjects) Wildcard() string { return s.prefix() + ".>" }
+
+// Parse splits a subject into kind and tenant.
+func (s Subjects) Parse(subject string) (Kind, string, error) {
+	rest, ok := strings.CutPrefix(subject, s.prefix()+".")
+	if !ok {
+		return "", "", fmt.Errorf("%w: subject %q is not under %q", ErrInvalidEvent, subject, s.prefix())
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i < 0 {
+		return "", "", fmt.Errorf("%w: subject %q has no tenant", ErrInvalidEvent, subject)
+	}
+	return Kind(rest[:i]), rest[i+1:], nil
+}
+
+// MsgID is the Nats-Msg-Id of an event: tenant/doc/version/kind. Never the
+// doc id alone: the dedup window is not cleared on ack, so an edit published
+// under the same id would be dropped.
+func MsgID(tenant, docID string, version int64, kind string) string {
+	return fmt.Sprintf("%s/%s/%d/%s", tenant, docID, version, kind)
+}
+
+// Header is the envelope every event starts with.
+type Header struct {
+	Schema int    `json:"schema"`
+	Tenant string `json:"tenant"`
+}
+
+func (h Header) validate() error {
+	if h.Schema != SchemaVersion {
+		return fmt.Errorf("%w: %d (this build reads %d)", ErrUnknownSchema, h.Schema, SchemaVersion)
+	}
+	if err := provenance.ValidateTenant(h.Tenant); err != nil {
+		return err
+	}
+	return nil
+}
+
+// DocChanged announces a new version of a document's text.
+type DocChanged struct {
+	Header
+	DocID   string         `json:"doc_id"`
+	Version int64          `json:"version"`
+	Source  string         `json:"source,omitempty"`
+	DocType string         `json:"doc_type,omitempty"`
+	Title   string         `json:"title,omitempty"`
+	Text    string         `json:"text"`
+	ACL     provenance.ACL `json:"acl"`
+	// Structured is set for documents whose content is already a graph (a
+	// service catalog): the extractor passes it through without chunking.
+	Structured *Structured `json:"structured,omitempty"`
+	OccurredAt time.Time   `json:"occurred_at,omitzero"`
+	ReceivedAt time.Time   `json:"received_at"`
+}
+
+// Structured is an already-extracted set of entities and relationships.
+type Structured struct {
+	Entities      []RawEntity       `json:"entities"`
+	Relationships []RawRelationship `json:"relationships"`
+}
+
+// Validate checks the fields a consumer relies on.
+func (e *DocChanged) Validate() error {
+	if err := e.Header.validate(); err != nil {
+		return err
+	}
+	if err := provenance.ValidateDocID(e.DocID); err != nil {
+		return err
+	}
+	if e.Version < 1 {
+		return fmt.Errorf("version %d must be >= 1", e.Version)
+	}
+	if strings.TrimSpace(e.Text) == "" && e.Structured == nil {
+		return errors.New("text is empty")
+	}
+	if e.ReceivedAt.IsZero() {
+		return errors.New("received_at is missing")
+	}
+	return nil
+}
+
+// DocDeleted announces that a document is gone. Version is the deletion's
+// own version, one past the last content version.
+type DocDeleted struct {
+	Header
+	DocID      string    `json:"doc_id"`
+	Version    int64     `json:"version"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+// Validate checks the fields a consumer relies on.
+func (e *DocDeleted) Validate() error {
+	if err := e.Header.validate(); err != nil {
+		return err
+	}
+	if err := provenance.ValidateDocID(e.DocID); err != nil {
+		return err
+	}
+	if e.Version < 1 {
+		return fmt.Errorf("version %d must be >= 1", e.Version)
+	}
+	return nil
+}
+
+// DocACL announces a new ACL for a document. The registry already enforces
+// it when this event is published; consumers use it to mark derived
+// artifacts stale.
+type DocACL struct {
+	Header
+	DocID       string         `json:"doc_id"`
+	Version     int64          `json:"version"`
+	ACLRevision int64          `json:"acl_revision"`
+	ACL         provenance.ACL `json:"acl"`
+	ReceivedAt  time.Time      `json:"received_at"`
+}
+
+// Validate checks the fields a consumer relies on.
+func (e *DocACL) Validate() error {
+	if err := e.Header.validate(); err != nil {
+		return err
+	}
+	if err := provenance.ValidateDocID(e.DocID); err != nil {
+		return err
+	}
+	if e.Version < 0 || e.ACLRevision < 1 {
+		return fmt.Errorf("version %d / acl_revision %d out of range", e.Version, e.ACLRevision)
+	}
+	return nil
+}
+
+// TextUnit is one chunk of a document version.
+type TextUnit struct {
+	ID    string `json:"id"`
+	Text  string `json:"text"`
+	Start int    `json:"start"` // byte offset in the document text
+	End   int    `json:"end"`
+	// Tokens is the chunk's length in tokens of the chunking tokenizer.
+	Tokens int `json:"tokens,omitempty"`
+}
+
+// RawEntity is an entity as an extractor saw it, before resolution.
+type RawEntity struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Description string `json:"description,omitempty"`
+	TextUnit    string `json:"text_unit,omitempty"`
+	// Key, when set, is the name the canonical id is derived from (a catalog
+	// entity's metadata.name when Name is its title).
+	Key string `json:"key,omitempty"`
+	// Authority ranks this spelling as a display name, higher wins:
+	// AuthorityMention (the default), AuthorityCatalogName, AuthorityCatalogTitle.
+	Authority int `json:"authority,omitempty"`
+}
+
+// Display-name authorities of a RawEntity.
+const (
+	AuthorityMention      = 0
+	AuthorityCatalogName  = 1
+	AuthorityCatalogTitle = 2
+)
+
+// RawRelationship is a relationship as an extractor saw it, before resolution.
+type RawRelationship struct {
+	Source      string  `json:"source"`
+	SourceType  string  `json:"source_type"`
+	Relation    string  `json:"relation"`
+	Target      string  `json:"target"`
+	TargetType  string  `json:"target_type"`
+	Description string  `json:"description,omitempty"`
+	Strength    float64 `json:"strength,omitempty"`
+	TextUnit    string  `json:"text_unit,omitempty"`
+}
+
+// Extracted carries what the extractor found in one document version.
+type Extracted struct {
+	Header
+	DocID         string            `json:"doc_id"`
+	Version       int64             `json:"version"`
+	Title         string            `json:"title,omitempty"`
+	DocType       string            `json:"doc_type,omitempty"`
+	Extractor     string            `json:"extractor"`
+	TextUnits     []TextUnit        `json:"text_units"`
+	Entities      []RawEntity       `json:"entities"`
+	Relationships []RawRelationship `json:"relationships"`
+	ReceivedAt    time.Time         `json:"received_at"`
+}
+
+// Validate checks the fields a consumer relies on, including that every
+// entity and relationship names a text unit of this event when it names one.
+func (e *Extracted) Validate() error {
+	if err := e.Header.validate(); err != nil {
+		return err
+	}
+	if err := provenance.ValidateDocID(e.DocID); err != nil {
+		return err
+	}
+	if e.Version < 1 {
+		return fmt.Errorf("version %d must be >= 1", e.Version)
+	}
+	units := make(map[string]bool, len(e.TextUnits))
+	for i, u := range e.TextUnits {
+		if u.ID == "" {
+			return fmt.Errorf("text_units[%d]: id is empty", i)
+		}
+		units[u.ID] = true
+	}
+	for i, en := range e.Entities {
+		if strings.TrimSpace(en.Name) == "" || strings.TrimSpace(en.Type) == "" {
+			return fmt.Errorf("entities[%d]: name and type are required", i)
+		}
+		if en.TextUnit != "" && !units[en.TextUnit] {
+			return fmt.Errorf("entities[%d]: unknown text unit %q", i, en.TextUnit)
+		}
+	}
+	for i, r := range e.Relationships {
+		if strings.TrimSpace(r.Source) == "" || strings.TrimSpace(r.Target) == "" || strings.TrimSpace(r.Relation) == "" {
+			return fmt.Errorf("relationships[%d]: source, relation and target are required", i)
+		}
+		if r.TextUnit != "" && !units[r.TextUnit] {
+			return fmt.Errorf("relationships[%d]: unknown text unit %q", i, r.TextUnit)
+		}
+	}
+	return nil
+}
+
+// GraphChanged tells the clusterer that a source's contributions changed.
+type GraphChanged struct {
+	Header
+	DocID      string    `json:"doc_id"`
+	Version    int64     `json:"version"`
+	Deleted    bool      `json:"deleted,omitempty"`
+	Touched    []string  `json:"touched"` // entity ids added, removed or re-linked
+	Entities   int       `json:"entities"`
+	Edges      int       `json:"edges"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+// Validate checks the fields a consumer relies on.
+func (e *GraphChanged) Validate() error {
+	if err := e.Header.validate(); err != nil {
+		return err
+	}
+	return provenance.ValidateDocID(e.DocID)
+}
+
+// CommunityChange names one community whose member set is new.
+type CommunityChange struct {
+	ID         string `json:"id"`
+	Level      int    `json:"level"`
+	MemberHash string `json:"member_hash"`
+}
+
+// CommunitiesChanged lists the communities a re-clustering changed or removed.
+type CommunitiesChanged struct {
+	Header
+	Run     int64             `json:"run"` // clustering run number, per tenant
+	Changed []CommunityChange `json:"changed"`
+	// Refreshed lists communities whose member set is unchanged but whose
+	// sources moved on to other versions: their reports must be rebuilt
+	// because they are no longer admissible.
+	Refreshed []CommunityChange `json:"refreshed,omitempty"`
+	Removed   []string          `json:"removed"`
+	// OldestReceivedAt is the earliest gateway receipt folded into this run,
+	// for index-lag accounting.
+	OldestReceivedAt time.Time `json:"oldest_received_at,omitzero"`
+}
+
+// Validate checks the fields a consumer relies on.
+func (e *CommunitiesChanged) Validate() error {
+	if err := e.Header.validate(); err != nil {
+		return err
+	}
+	for i, c := range e.Changed {
+		if c.ID == "" {
+			return fmt.Errorf("changed[%d]: id is empty", i)
+		}
+	}
+	return nil
+}
+
+// ReportsChanged lists rewritten or removed reports.
+type ReportsChanged struct {
+	Header
+	Reports []string `json:"reports"`
+	Removed []string `json:"removed,omitempty"`
+}
+
+// Validate checks the fields a consumer relies on.
+func (e *ReportsChanged) Validate() error { return e.Header.validate() }
+
+// Validator is implemented by every event type.
+type Validator interface{ Validate() error }
+
+// Encode stamps the schema version and marshals v after validating it, so a
+// producer can never publish an event its consumers would reject.
+func Encode(v Validator) ([]byte, error) {
+	setSchema(v)
+	if err := v.Validate(); err != nil {
+		return nil, fmt.Errorf("encoding %T: %w: %w", v, ErrInvalidEvent, err)
+	}
+	return json.Marshal(v)
+}
+
+func setSchema(v Validator) {
+	switch e := v.(type) {
+	case *DocChanged:
+		e.Schema = SchemaVersion
+	case *DocDeleted:
+		e.Schema = SchemaVersion
+	case *DocACL:
+		e.Schema = SchemaVersion
+	case *Extracted:
+		e.Schema = SchemaVersion
+	case *GraphChanged:
+		e.Schema = SchemaVersion
+	case *CommunitiesChanged:
+		e.Schema = SchemaVersion
+	case *ReportsChanged:
+		e.Schema = SchemaVersion
+	}
+}
+
+// Decode unmarshals data into v strictly (unknown fields and trailing data
+// are errors) and validates it. Every failure wraps ErrInvalidEvent.
+func Decode(data []byte, v Validator) error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: decoding %T: %w", ErrInvalidEvent, v, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: decoding %T: trailing data", ErrInvalidEvent, v)
+	}
+	if err := v.Validate(); err != nil {
+		return fmt.Errorf("%w: %T: %w", ErrInvalidEvent, v, err)
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package events
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+)
+
+func validDoc() *DocChanged {
+	return &DocChanged{Header: Header{Tenant: "acme"}, DocID: "INC-1", Version: 1, Text: "hello",
+		ACL: provenance.PublicACL(), ReceivedAt: time.Unix(1700000000, 0).UTC()}
+}
+
+func TestRoundTrip(t *testing.T) {
+	data, err := Encode(validDoc())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got DocChanged
+	if err := Decode(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Schema != SchemaVersion || got.DocID != "INC-1" || got.Text != "hello" {
+		t.Fatalf("round trip lost data: %+v", got)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good, _ := Encode(validDoc())
+	cases := map[string]string{
+		"malformed":      `{"schema":1,`,
+		"unknown schema": strings.Replace(string(good), `"schema":1`, `"schema":99`, 1),
+		"unknown field":  strings.Replace(string(good), `"schema":1`, `"schema":1,"bogus":true`, 1),
+		"wrong type":     strings.Replace(string(good), `"version":1`, `"version":"one"`, 1),
+		"bad tenant":     strings.Replace(string(good), `"tenant":"acme"`, `"tenant":"Acme Corp"`, 1),
+		"no doc id":      strings.Replace(string(good), `"doc_id":"INC-1"`, `"doc_id":""`, 1),
+		"zero version":   strings.Replace(string(good), `"version":1`, `"version":0`, 1),
+		"empty text":     strings.Replace(string(good), `"text":"hello"`, `"text":"  "`, 1),
+		"trailing":       string(good) + `{}`,
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			var ev DocChanged
+			err := Decode([]byte(in), &ev)
+			if !errors.Is(err, ErrInvalidEvent) {
+				t.Fatalf("got %v, want ErrInvalidEvent", err)
+			}
+		})
+	}
+}
+
+func TestEncodeRefusesInvalid(t *testing.T) {
+	ev := validDoc()
+	ev.DocID = ""
+	if _, err := Encode(ev); !errors.Is(err, ErrInvalidEvent) {
+		t.Fatalf("got %v, want ErrInvalidEvent", err)
+	}
+}
+
+func TestExtractedTextUnitsChecked(t *testing.T) {
+	ev := &Extracted{Header: Header{Tenant: "acme"}, DocID: "d", Version: 1,
+		TextUnits:     []TextUnit{{ID: "u1", Text: "x"}},
+		Relationships: []RawRelationship{{Source: "a", SourceType: "t", Relation: "r", Target: "b", TargetType: "t", TextUnit: "u2"}}}
+	if _, err := Encode(ev); err == nil || !strings.Contains(err.Error(), "unknown text unit") {
+		t.Fatalf("got %v, want unknown text unit", err)
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	s := Subjects{Prefix: "kg"}
+	if got := s.For(KindDocChanged, "acme"); got != "kg.doc.changed.acme" {
+		t.Fatal(got)
+	}
+	k, tenant, err := s.Parse("kg.communities.changed.acme")
+	if err != nil || k != KindCommunitiesChanged || tenant != "acme" {
+		t.Fatal(k, tenant, err)
+	}
+	if _, _, err := s.Parse("other.doc.changed.acme"); err == nil {
+		t.Fatal("foreign prefix accepted")
+	}
+	if got := MsgID("acme", "INC-1", 3, "changed"); got != "acme/INC-1/3/changed" {
+		t.Fatal(got)
+	}
+}
+
+// FuzzDecode: no input crashes a decoder, and whatever decodes also
+// re-encodes and decodes to the same event.
+func FuzzDecode(f *testing.F) {
+	good, _ := Encode(validDoc())
+	f.Add(good)
+	f.Add([]byte(`{"schema":1,"tenant":"a","doc_id":"x","version":2,"received_at":"2024-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"schema":1,"tenant":"a","doc_id":"x","version":1,"text_units":[{"id":"u"}],"entities":[{"name":"n","type":"t","text_unit":"u"}],"relationships":[],"extractor":"x","received_at":"2024-01-01T00:00:00Z"}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, mk := range []func() Validator{
+			func() Validator { return &DocChanged{} }, func() Validator { return &DocDeleted{} },
+			func() Validator { return &DocACL{} }, func() Validator { return &Extracted{} },
+			func() Validator { return &GraphChanged{} }, func() Validator { return &CommunitiesChanged{} },
+			func() Validator { return &ReportsChanged{} },
+		} {
+			v := mk()
+			if err := Decode(data, v); err != nil {
+				if !errors.Is(err, ErrInvalidEvent) {
+					t.Fatalf("error does not wrap ErrInvalidEvent: %v", err)
+				}
+				continue
+			}
+			again, err := Encode(v)
+			if err != nil {
+				t.Fatalf("decoded event does not re-encode: %v", err)
+			}
+			if err := Decode(again, mk()); err != nil {
+				t.Fatalf("re-encoded event does not decode: %v", err)
+			}
+		}
+	})
+}

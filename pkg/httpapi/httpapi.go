@@ -1,0 +1,113 @@
+// Package httpapi holds what every kgstream HTTP surface shares: JSON error
+// bodies ({"error":{"code","message"}}), JSON responses, strict request
+// decoding with a size limit, and the authentication middleware.
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/kgstream/kgstream/pkg/auth"
+)
+
+// Error is an HTTP error with a machine-readable code.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Details carries structured extras (e.g. ambiguity candidates).
+	Details any `json:"details,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+// Errorf builds an *Error.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WriteJSON writes v with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// WriteError writes err as a JSON error. Errors that are not *Error become
+// 500 internal without leaking their text; they are logged instead.
+func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
+	var he *Error
+	if !errors.As(err, &he) {
+		if log != nil {
+			log.Error("request failed", "error", err)
+		}
+		he = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+	}
+	WriteJSON(w, he.Status, map[string]any{"error": he})
+}
+
+// DecodeJSON decodes a JSON body strictly (unknown fields, trailing data and
+// wrong types are 400) with a size limit (413).
+func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return Errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json, got %q", ct)
+	}
+	body, err := ReadBody(w, r, limit)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return Errorf(http.StatusBadRequest, "invalid_field", "field %q must be %s, got %s", te.Field, te.Type, te.Value)
+		case errors.As(err, &se):
+			return Errorf(http.StatusBadRequest, "malformed_json", "malformed JSON at byte %d: %v", se.Offset, err)
+		case errors.Is(err, io.EOF):
+			return Errorf(http.StatusBadRequest, "empty_body", "request body is empty")
+		default:
+			return Errorf(http.StatusBadRequest, "malformed_json", "%v", err)
+		}
+	}
+	if dec.More() {
+		return Errorf(http.StatusBadRequest, "malformed_json", "trailing data after the JSON object")
+	}
+	return nil
+}
+
+// ReadBody reads at most limit bytes of the body; more is a 413.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "request body exceeds %d bytes", limit)
+		}
+		return nil, Errorf(http.StatusBadRequest, "unreadable_body", "reading request body: %v", err)
+	}
+	return body, nil
+}
+
+// Authenticated wraps h so it runs with the caller in the request context;
+// a missing or bad token is 401.
+func Authenticated(a *auth.Authenticator, log *slog.Logger, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := a.Authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kgstream"`)
+			WriteError(w, log, Errorf(http.StatusUnauthorized, "unauthenticated", "%v", err))
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(auth.WithCaller(r.Context(), c)))
+	})
+}

@@ -1,0 +1,360 @@
+// Package llm is a small client for OpenAI-compatible chat-completion
+// endpoints (OpenAI, vLLM, Ollama, llama.cpp server) with JSON-schema
+// structured outputs. It retries what a retry can fix (timeouts, 429 with
+// its Retry-After, 5xx) with exponential backoff and reports everything
+// else at once with the status and an excerpt of the body.
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrBadResponse means the endpoint answered 200 with a body that is not
+	// a chat completion (no choices, not JSON, a refusal).
+	ErrBadResponse = errors.New("llm: unusable response")
+	// ErrRetriesExhausted wraps the last transient failure once MaxRetries
+	// retries have failed too.
+	ErrRetriesExhausted = errors.New("llm: retries exhausted")
+)
+
+// Config says which endpoint and model to use.
+type Config struct {
+	// BaseURL is the API root, e.g. https://api.openai.com/v1 or
+	// http://127.0.0.1:8000/v1; "/chat/completions" is appended.
+	BaseURL string
+	// Model is sent as the request's model.
+	Model string
+	// APIKey is sent as a bearer token when set (local servers need none).
+	APIKey string
+	// Timeout bounds one attempt (default 120s).
+	Timeout time.Duration
+	// MaxRetries is how many times a transient failure is retried after the
+	// first attempt (default 3; negative means never).
+	MaxRetries int
+	// MinBackoff and MaxBackoff bound the exponential backoff between
+	// attempts (defaults 500ms and 30s). A Retry-After header takes
+	// precedence, capped at MaxRetryAfter (default 60s).
+	MinBackoff, MaxBackoff, MaxRetryAfter time.Duration
+	// Temperature is sent when non-nil.
+	Temperature *float64
+	// HTTPClient is used when set (default: a client without its own
+	// timeout; Timeout applies per attempt).
+	HTTPClient *http.Client
+}
+
+func (c *Config) setDefaults() {
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	if c.Timeout == 0 {
+		c.Timeout = 120 * time.Second
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 3
+	}
+	if c.MaxRetries < 0 {
+		c.MaxRetries = 0
+	}
+	if c.MinBackoff == 0 {
+		c.MinBackoff = 500 * time.Millisecond
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = 60 * time.Second
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.BaseURL == "" {
+		return errors.New("llm: BaseURL is required")
+	}
+	if !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
+		return fmt.Errorf("llm: BaseURL %q must be an http(s) URL", c.BaseURL)
+	}
+	if c.Model == "" {
+		return errors.New("llm: Model is required")
+	}
+	if c.Timeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff {
+		return errors.New("llm: Timeout and backoffs must be positive, MaxBackoff >= MinBackoff")
+	}
+	return nil
+}
+
+// Message is one chat message.
+type Message struct {
+	Role    string `json:"role"` // system, user or assistant
+	Content string `json:"content"`
+}
+
+// Roles of chat messages.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Schema is a JSON schema the reply must follow (structured outputs).
+type Schema struct {
+	// Name identifies the schema to the endpoint ([a-zA-Z0-9_-]).
+	Name string
+	// Schema is the JSON schema document.
+	Schema json.RawMessage
+}
+
+// Usage is the token accounting of one completion.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Completion is a model's reply.
+type Completion struct {
+	Content      string
+	FinishReason string
+	Model        string // as reported by the endpoint
+	Usage        Usage
+	// Attempts counts the HTTP requests made, retries included.
+	Attempts int
+}
+
+// StatusError is a non-2xx answer.
+type StatusError struct {
+	StatusCode int
+	// Body is an excerpt of the response body.
+	Body string
+	// RetryAfter is the delay the server asked for (0 if none).
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("llm: status %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Body)
+}
+
+// Temporary reports whether a retry may succeed.
+func (e *StatusError) Temporary() bool {
+	return e.StatusCode == http.StatusTooManyRequests || e.StatusCode == http.StatusRequestTimeout || e.StatusCode >= 500
+}
+
+// Client talks to one endpoint and model. It is safe for concurrent use.
+type Client struct {
+	cfg Config
+	url string
+}
+
+// New returns a client for cfg.
+func New(cfg Config) (*Client, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, url: cfg.BaseURL + "/chat/completions"}, nil
+}
+
+// Model returns the configured model name (for metrics labels).
+func (c *Client) Model() string { return c.cfg.Model }
+
+type responseFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *jsonSchema `json:"json_schema,omitempty"`
+}
+
+type jsonSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+	Strict bool            `json:"strict"`
+}
+
+type request struct {
+	Model          string          `json:"model"`
+	Messages       []Message       `json:"messages"`
+	ResponseFormat *responseFormat `json:"response_format,omitempty"`
+	Temperature    *float64        `json:"temperature,omitempty"`
+}
+
+type response struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		Message struct {
+			Content *string `json:"content"`
+			Refusal string  `json:"refusal"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage Usage `json:"usage"`
+}
+
+// Complete sends messages and returns the first choice. With a schema the
+// reply is constrained to it (response_format json_schema, strict).
+func (c *Client) Complete(ctx context.Context, messages []Message, schema *Schema) (Completion, error) {
+	req := request{Model: c.cfg.Model, Messages: messages, Temperature: c.cfg.Temperature}
+	if schema != nil {
+		req.ResponseFormat = &responseFormat{Type: "json_schema",
+			JSONSchema: &jsonSchema{Name: schema.Name, Schema: schema.Schema, Strict: true}}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Completion{}, fmt.Errorf("encoding chat request: %w", err)
+	}
+	var last error
+	for attempt := 0; ; attempt++ {
+		out, err := c.attempt(ctx, body)
+		if err == nil {
+			out.Attempts = attempt + 1
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return Completion{}, fmt.Errorf("calling %s: %w", c.url, ctx.Err())
+		}
+		if !transient(err) {
+			return Completion{}, fmt.Errorf("calling %s: %w", c.url, err)
+		}
+		last = err
+		if attempt >= c.cfg.MaxRetries {
+			return Completion{}, fmt.Errorf("calling %s: %w after %d attempts: %w", c.url, ErrRetriesExhausted, attempt+1, last)
+		}
+		t := time.NewTimer(c.delay(attempt, err))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Completion{}, fmt.Errorf("calling %s: %w (last error: %w)", c.url, ctx.Err(), last)
+		case <-t.C:
+		}
+	}
+}
+
+// delay is the wait before retry number attempt+1: the server's
+// Retry-After when it sent one, else full-jitter exponential backoff (the
+// jitter spreads the retries of many workers hitting one rate limit).
+func (c *Client) delay(attempt int, err error) time.Duration {
+	var se *StatusError
+	if errors.As(err, &se) && se.RetryAfter > 0 {
+		return min(se.RetryAfter, c.cfg.MaxRetryAfter)
+	}
+	d := c.cfg.MinBackoff << min(attempt, 30)
+	if d <= 0 || d > c.cfg.MaxBackoff {
+		d = c.cfg.MaxBackoff
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+type timeoutError struct{ err error }
+
+func (e timeoutError) Error() string { return "attempt timed out: " + e.err.Error() }
+func (e timeoutError) Unwrap() error { return e.err }
+
+func transient(err error) bool {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Temporary()
+	}
+	var te timeoutError
+	if errors.As(err, &te) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	// A connection closed mid-response is worth another try too.
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+func (c *Client) attempt(ctx context.Context, body []byte) (Completion, error) {
+	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return Completion{}, fmt.Errorf("building request: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	if c.cfg.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	resp, err := c.cfg.HTTPClient.Do(hreq)
+	if err != nil {
+		if ctx.Err() == nil && actx.Err() != nil {
+			return Completion{}, timeoutError{err}
+		}
+		return Completion{}, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		if ctx.Err() == nil && actx.Err() != nil {
+			return Completion{}, timeoutError{err}
+		}
+		return Completion{}, fmt.Errorf("reading response: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return Completion{}, &StatusError{StatusCode: resp.StatusCode, Body: Excerpt(string(data), 512),
+			RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	}
+	var r response
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Completion{}, fmt.Errorf("%w: decoding body: %w: %s", ErrBadResponse, err, Excerpt(string(data), 512))
+	}
+	if len(r.Choices) == 0 {
+		return Completion{}, fmt.Errorf("%w: no choices: %s", ErrBadResponse, Excerpt(string(data), 512))
+	}
+	ch := r.Choices[0]
+	if ch.Message.Refusal != "" {
+		return Completion{}, fmt.Errorf("%w: model refused: %s", ErrBadResponse, Excerpt(ch.Message.Refusal, 512))
+	}
+	if ch.Message.Content == nil {
+		return Completion{}, fmt.Errorf("%w: no message content: %s", ErrBadResponse, Excerpt(string(data), 512))
+	}
+	return Completion{Content: *ch.Message.Content, FinishReason: ch.FinishReason, Model: r.Model, Usage: r.Usage}, nil
+}
+
+// retryAfter parses a Retry-After value: delay-seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// Excerpt shortens s to at most n bytes (on a rune boundary) for error
+// messages, marking the cut.
+func Excerpt(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
+}

@@ -1,0 +1,224 @@
+// Package provenance defines where a fact comes from (tenant, document,
+// version, text unit), who may read a document (its ACL), who is asking
+// (a Caller) and the admission rule every read path applies.
+package provenance
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrInvalidTenant means a tenant name is not a valid subject token.
+	ErrInvalidTenant = errors.New("invalid tenant")
+	// ErrInvalidDocID means a document id is empty, too long or has control characters.
+	ErrInvalidDocID = errors.New("invalid document id")
+)
+
+var tenantRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// ValidateTenant checks that t can be used as a NATS subject token.
+func ValidateTenant(t string) error {
+	if !tenantRE.MatchString(t) {
+		return fmt.Errorf("%w: %q must match [a-z0-9_-]{1,64}", ErrInvalidTenant, t)
+	}
+	return nil
+}
+
+// ValidateDocID checks a document id: 1..256 bytes of printable text without
+// slashes (ids appear in URLs and in Nats-Msg-Id).
+func ValidateDocID(id string) error {
+	if id == "" || len(id) > 256 {
+		return fmt.Errorf("%w: %q must be 1 to 256 bytes", ErrInvalidDocID, id)
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f || r == '/' {
+			return fmt.Errorf("%w: %q contains a control character or '/'", ErrInvalidDocID, id)
+		}
+	}
+	return nil
+}
+
+// ACL says who may read a document. A nil *ACL in an API request means
+// public within the tenant.
+type ACL struct {
+	Public     bool     `json:"public,omitempty"`
+	Groups     []string `json:"groups,omitempty"`
+	Principals []string `json:"principals,omitempty"`
+}
+
+// PublicACL is the ACL of a document that did not say otherwise.
+func PublicACL() ACL { return ACL{Public: true} }
+
+// Normalize sorts and deduplicates the lists so equal ACLs compare equal.
+func (a ACL) Normalize() ACL {
+	norm := func(in []string) []string {
+		out := make([]string, 0, len(in))
+		for _, s := range in {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		sort.Strings(out)
+		return slices.Compact(out)
+	}
+	return ACL{Public: a.Public, Groups: norm(a.Groups), Principals: norm(a.Principals)}
+}
+
+// Admits reports whether the ACL lets c read (tenant is checked by the caller
+// of Admits, see Readable).
+func (a ACL) Admits(c Caller) bool {
+	if a.Public {
+		return true
+	}
+	if c.Principal != "" && slices.Contains(a.Principals, c.Principal) {
+		return true
+	}
+	for _, g := range c.Groups {
+		if slices.Contains(a.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Caller is the identity a request runs as.
+type Caller struct {
+	Tenant    string   `json:"tenant"`
+	Principal string   `json:"principal"`
+	Groups    []string `json:"groups,omitempty"`
+	// Admin callers may write to any tenant (token flag); reads still obey ACLs.
+	Admin bool `json:"admin,omitempty"`
+}
+
+// SourceRef names one version of one document, optionally one text unit in it.
+type SourceRef struct {
+	DocID    string `json:"doc_id"`
+	Version  int64  `json:"version"`
+	TextUnit string `json:"text_unit,omitempty"`
+}
+
+// String renders the ref as doc@version[#unit].
+func (r SourceRef) String() string {
+	s := fmt.Sprintf("%s@%d", r.DocID, r.Version)
+	if r.TextUnit != "" {
+		s += "#" + r.TextUnit
+	}
+	return s
+}
+
+// SourceState is what the source registry knows of a document right now.
+type SourceState struct {
+	Tenant string `json:"tenant"`
+	DocID  string `json:"doc_id"`
+	// Version is the latest announced content version (monotonic per doc).
+	// A deletion is announced as a new version with Deleted set.
+	Version int64 `json:"version"`
+	// ACLRevision counts ACL changes, so each one gets its own event id.
+	ACLRevision int64  `json:"acl_revision"`
+	ACL         ACL    `json:"acl"`
+	Deleted     bool   `json:"deleted,omitempty"`
+	Source      string `json:"source,omitempty"`
+	Title       string `json:"title,omitempty"`
+	UpdatedAt   string `json:"updated_at,omitempty"`
+}
+
+// Readable is the admission rule for one source: same tenant, not deleted,
+// and the current ACL admits the caller.
+func Readable(c Caller, s SourceState) bool {
+	return s.Tenant == c.Tenant && !s.Deleted && s.ACL.Admits(c)
+}
+
+// Lookup gives the registry's current state of a set of documents of one
+// tenant. A document the registry does not know is absent from the map.
+type Lookup func(docIDs []string) (map[string]SourceState, error)
+
+// Admitter applies the admission rule for one caller against one registry
+// snapshot. It caches lookups for the duration of one request, so a request
+// sees one consistent view and the registry is asked once per document.
+type Admitter struct {
+	caller Caller
+	lookup Lookup
+	cache  map[string]SourceState
+	known  map[string]bool
+}
+
+// NewAdmitter returns an Admitter for caller c.
+func NewAdmitter(c Caller, lookup Lookup) *Admitter {
+	return &Admitter{caller: c, lookup: lookup, cache: map[string]SourceState{}, known: map[string]bool{}}
+}
+
+// Caller returns the identity the admitter checks for.
+func (a *Admitter) Caller() Caller { return a.caller }
+
+// Prefetch loads the state of ids in one registry call.
+func (a *Admitter) Prefetch(ids []string) error {
+	var missing []string
+	for _, id := range ids {
+		if !a.known[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	missing = slices.Compact(missing)
+	got, err := a.lookup(missing)
+	if err != nil {
+		return fmt.Errorf("looking up sources: %w", err)
+	}
+	for _, id := range missing {
+		a.known[id] = true
+		if s, ok := got[id]; ok {
+			a.cache[id] = s
+		}
+	}
+	return nil
+}
+
+func (a *Admitter) state(id string) (SourceState, bool, error) {
+	if err := a.Prefetch([]string{id}); err != nil {
+		return SourceState{}, false, err
+	}
+	s, ok := a.cache[id]
+	return s, ok, nil
+}
+
+// Direct reports whether a direct contribution of document id (any version)
+// may be shown: the document is readable now. It fails closed on error.
+func (a *Admitter) Direct(id string) (bool, error) {
+	s, ok, err := a.state(id)
+	if err != nil || !ok {
+		return false, err
+	}
+	return Readable(a.caller, s), nil
+}
+
+// Derived reports whether an artifact built from refs may be shown: every
+// source is readable AND still at the version the artifact was built from.
+// An artifact built from no source is not admitted.
+func (a *Admitter) Derived(refs []SourceRef) (bool, error) {
+	if len(refs) == 0 {
+		return false, nil
+	}
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i] = r.DocID
+	}
+	if err := a.Prefetch(ids); err != nil {
+		return false, err
+	}
+	for _, r := range refs {
+		s, ok := a.cache[r.DocID]
+		if !ok || !Readable(a.caller, s) || s.Version != r.Version {
+			return false, nil
+		}
+	}
+	return true, nil
+}

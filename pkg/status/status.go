@@ -1,0 +1,158 @@
+// Package status gathers what ops watch: documents, entities, edges,
+// pending events per stage, dead letters, orphan edges and index lag. It
+// backs `GET /v1/status` and `kgstream status`.
+package status
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/httpapi"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream"
+)
+
+// Stores is what status reads.
+type Stores interface {
+	store.Registry
+	store.GraphStore
+}
+
+// Lag is a pair of quantiles in seconds.
+type Lag struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+// Report is the status of one tenant (the JSON of `kgstream status --json`).
+type Report struct {
+	Tenant          string            `json:"tenant"`
+	Documents       int               `json:"documents"`
+	Applied         int               `json:"applied"`
+	Entities        int               `json:"entities"`
+	Edges           int               `json:"edges"`
+	OrphanEdges     int               `json:"orphan_edges"`
+	OrphanEntities  int               `json:"orphan_entities"`
+	IndexMismatches int               `json:"index_mismatches"`
+	Audited         bool              `json:"audited"`
+	DeadLetters     uint64            `json:"dead_letters"`
+	Pending         map[string]uint64 `json:"pending"`
+	IndexLag        Lag               `json:"index_lag_seconds"`
+	Problems        []string          `json:"problems,omitempty"`
+}
+
+// Collector computes reports and keeps kgstream_orphan_edges current.
+type Collector struct {
+	st      Stores
+	bus     *stream.Bus
+	stages  []string
+	log     *slog.Logger
+	orphans *prometheus.GaugeVec
+}
+
+// NewCollector returns a Collector; stages are the consumer names whose
+// pending counts are reported. bus may be nil (no pending or dead letters).
+func NewCollector(st Stores, bus *stream.Bus, stages []string, log *slog.Logger, reg prometheus.Registerer) (*Collector, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Collector{st: st, bus: bus, stages: stages, log: log,
+		orphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kgstream_orphan_edges",
+			Help: "Edges without a live supporting source, from the last audit (must be 0).",
+		}, []string{"tenant"}),
+	}
+	if reg != nil {
+		if err := reg.Register(c.orphans); err != nil {
+			return nil, fmt.Errorf("registering status metrics: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Audit scans every tenant and updates the orphan gauge.
+func (c *Collector) Audit(ctx context.Context) error {
+	tenants, err := c.st.GraphTenants(ctx)
+	if err != nil {
+		return fmt.Errorf("listing tenants: %w", err)
+	}
+	for _, t := range tenants {
+		a, err := c.st.Audit(ctx, t)
+		if err != nil {
+			return fmt.Errorf("auditing %s: %w", t, err)
+		}
+		c.orphans.WithLabelValues(t).Set(float64(a.OrphanEdges))
+		if a.OrphanEdges > 0 || a.OrphanEntities > 0 || a.IndexMismatches > 0 {
+			c.log.Error("audit found inconsistencies", "tenant", t, "orphan_edges", a.OrphanEdges,
+				"orphan_entities", a.OrphanEntities, "index_mismatches", a.IndexMismatches, "problems", a.Problems)
+		}
+	}
+	return nil
+}
+
+// Collect builds the report of one tenant; audit recounts orphans from the
+// store (otherwise the counts come from the cheap stats).
+func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Report, error) {
+	r := Report{Tenant: tenant, Pending: map[string]uint64{}}
+	srcs, err := c.st.ListSources(ctx, tenant)
+	if err != nil {
+		return r, fmt.Errorf("listing sources: %w", err)
+	}
+	for _, s := range srcs {
+		if !s.Deleted {
+			r.Documents++
+		}
+	}
+	st, err := c.st.Stats(ctx, tenant)
+	if err != nil {
+		return r, fmt.Errorf("reading stats: %w", err)
+	}
+	r.Applied, r.Entities, r.Edges = st.Sources, st.Entities, st.Edges
+	if audit {
+		a, err := c.st.Audit(ctx, tenant)
+		if err != nil {
+			return r, fmt.Errorf("auditing: %w", err)
+		}
+		r.Audited = true
+		r.OrphanEdges, r.OrphanEntities, r.IndexMismatches, r.Problems = a.OrphanEdges, a.OrphanEntities, a.IndexMismatches, a.Problems
+		c.orphans.WithLabelValues(tenant).Set(float64(a.OrphanEdges))
+	}
+	if c.bus != nil {
+		for _, s := range c.stages {
+			n, err := c.bus.Pending(ctx, s)
+			if err != nil {
+				c.log.Warn("reading pending count", "stage", s, "error", err)
+				continue
+			}
+			r.Pending[s] = n
+		}
+		dl, err := c.bus.DeadLetters(ctx)
+		if err != nil {
+			return r, err
+		}
+		r.DeadLetters = dl
+		if p50, p99, ok := c.bus.LagQuantiles("graph"); ok {
+			r.IndexLag = Lag{P50: p50, P99: p99}
+		}
+	}
+	return r, nil
+}
+
+// Handler serves GET /v1/status[?audit=1] for the caller's tenant.
+func (c *Collector) Handler(a *auth.Authenticator) http.Handler {
+	return httpapi.Authenticated(a, c.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller, _ := auth.CallerFrom(r.Context())
+		audit := r.URL.Query().Get("audit") != ""
+		rep, err := c.Collect(r.Context(), caller.Tenant, audit)
+		if err != nil {
+			httpapi.WriteError(w, c.log, httpapi.Errorf(http.StatusServiceUnavailable, "status_unavailable", "%v", err))
+			return
+		}
+		httpapi.WriteJSON(w, http.StatusOK, rep)
+	}))
+}

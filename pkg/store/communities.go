@@ -1,0 +1,53 @@
+package store
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// ValidateCommunities checks a ReplaceCommunities call as every adapter
+// does: a valid tenant, a run number of at least 1 (LastRun reports 0 for
+// "none"), and non-empty, unique community ids with non-negative levels.
+// Failures wrap ErrInvalid.
+func ValidateCommunities(tenant string, run int64, cs []Community) error {
+	if err := ValidateTenant(tenant); err != nil {
+		return err
+	}
+	if run < 1 {
+		return fmt.Errorf("%w: run %d must be >= 1", ErrInvalid, run)
+	}
+	seen := make(map[string]bool, len(cs))
+	for i, c := range cs {
+		if err := checkID(c.ID, MaxEntityIDLen); err != nil {
+			return fmt.Errorf("%w: communities[%d]: id %w", ErrInvalid, i, err)
+		}
+		if seen[c.ID] {
+			return fmt.Errorf("%w: communities[%d]: duplicate id %q", ErrInvalid, i, c.ID)
+		}
+		seen[c.ID] = true
+		if c.Level < 0 {
+			return fmt.Errorf("%w: communities[%d] %q: level %d is negative", ErrInvalid, i, c.ID, c.Level)
+		}
+	}
+	return nil
+}
+
+// SortCommunities sorts cs by level, then id: the order Communities returns.
+func SortCommunities(cs []Community) {
+	slices.SortFunc(cs, func(a, b Community) int {
+		return cmp.Or(cmp.Compare(a.Level, b.Level), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// ValidateReport checks a PutReport call as every adapter does. Failures
+// wrap ErrInvalid.
+func ValidateReport(tenant string, r Report) error {
+	if err := ValidateTenant(tenant); err != nil {
+		return err
+	}
+	if err := checkID(r.ID, MaxEntityIDLen); err != nil {
+		return fmt.Errorf("%w: report id %w", ErrInvalid, err)
+	}
+	return nil
+}

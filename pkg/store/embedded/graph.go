@@ -1,0 +1,498 @@
+package embedded
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// Names of a tenant graph's sub-buckets and counters.
+const (
+	subSources  = "sources"
+	subEntities = "entities"
+	subEdges    = "edges"
+	subByType   = "by_type"
+	subOut      = "out"
+	subIn       = "in"
+	subMeta     = "meta"
+
+	countSources  = "sources"
+	countEntities = "entities"
+	countEdges    = "edges"
+)
+
+// graphBuckets are one tenant's graph buckets.
+type graphBuckets struct {
+	sources, entities, edges, byType, out, in, meta *bolt.Bucket
+}
+
+// openGraph returns the tenant's graph buckets, nil if the tenant has none
+// and create is false.
+func openGraph(tx *bolt.Tx, tenant string, create bool) (*graphBuckets, error) {
+	t, err := tenantBucket(tx, bucketGraph, tenant, create)
+	if err != nil || t == nil {
+		return nil, err
+	}
+	var g graphBuckets
+	for _, sub := range []struct {
+		name string
+		b    **bolt.Bucket
+	}{
+		{subSources, &g.sources}, {subEntities, &g.entities}, {subEdges, &g.edges},
+		{subByType, &g.byType}, {subOut, &g.out}, {subIn, &g.in}, {subMeta, &g.meta},
+	} {
+		if create {
+			if *sub.b, err = t.CreateBucketIfNotExists([]byte(sub.name)); err != nil {
+				return nil, err
+			}
+		} else if *sub.b = t.Bucket([]byte(sub.name)); *sub.b == nil {
+			return nil, fmt.Errorf("graph bucket %q of %q is missing", sub.name, tenant)
+		}
+	}
+	return &g, nil
+}
+
+func (g *graphBuckets) record(docID string) (*store.SourceRecord, error) {
+	var r store.SourceRecord
+	found, err := getJSON(g.sources, docID, &r)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (g *graphBuckets) entity(id string) (store.Entity, bool, error) {
+	var e store.Entity
+	found, err := getJSON(g.entities, id, &e)
+	return e, found, err
+}
+
+func (g *graphBuckets) edge(id string) (store.Edge, bool, error) {
+	var e store.Edge
+	found, err := getJSON(g.edges, id, &e)
+	return e, found, err
+}
+
+// Apply retracts what docID contributed before and adds c, in one
+// transaction (see store.GraphStore).
+func (s *Store) Apply(ctx context.Context, tenant, docID string, version int64, c store.Contributions) (store.ApplyResult, error) {
+	res, err := s.change(ctx, tenant, store.Change{DocID: docID, Version: version, Contributions: c})
+	if err != nil {
+		return store.ApplyResult{}, fmt.Errorf("applying source %q version %d in %q: %w", docID, version, tenant, err)
+	}
+	return res, nil
+}
+
+// Delete retracts what docID contributed and leaves a tombstone at version
+// (see store.GraphStore).
+func (s *Store) Delete(ctx context.Context, tenant, docID string, version int64) (store.ApplyResult, error) {
+	res, err := s.change(ctx, tenant, store.Change{DocID: docID, Version: version, Delete: true})
+	if err != nil {
+		return store.ApplyResult{}, fmt.Errorf("deleting source %q version %d in %q: %w", docID, version, tenant, err)
+	}
+	return res, nil
+}
+
+func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (store.ApplyResult, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return store.ApplyResult{}, err
+	}
+	if err := ch.Validate(); err != nil {
+		return store.ApplyResult{}, err
+	}
+	// Replays are frequent (redelivery, reprocessing): settle Stale and
+	// Duplicate in a read transaction, which costs no fsync. The write
+	// transaction decides again, so a race only costs the shortcut.
+	var res store.ApplyResult
+	decided := false
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		g, err := openGraph(tx, tenant, false)
+		if err != nil || g == nil {
+			return err
+		}
+		old, err := g.record(ch.DocID)
+		if err != nil {
+			return err
+		}
+		if o := ch.Outcome(old); o != store.Applied {
+			res, decided = store.ApplyResult{Outcome: o, Previous: old.Version}, true
+		}
+		return nil
+	})
+	if err != nil || decided {
+		return res, err
+	}
+	ch.Now = s.now()
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		g, err := openGraph(tx, tenant, true)
+		if err != nil {
+			return err
+		}
+		old, err := g.record(ch.DocID)
+		if err != nil {
+			return err
+		}
+		entityIDs, edgeIDs := ch.Reads(old)
+		entities := make(map[string]store.Entity, len(entityIDs))
+		for _, id := range entityIDs {
+			e, found, err := g.entity(id)
+			if err != nil {
+				return err
+			}
+			if found {
+				entities[id] = e
+			}
+		}
+		edges := make(map[string]store.Edge, len(edgeIDs))
+		for _, id := range edgeIDs {
+			e, found, err := g.edge(id)
+			if err != nil {
+				return err
+			}
+			if found {
+				edges[id] = e
+			}
+		}
+		w, err := store.Plan(ch, old, entities, edges)
+		if err != nil {
+			return err
+		}
+		res = w.Result
+		if w.Record == nil {
+			return nil
+		}
+		return g.write(old, w)
+	})
+	return res, err
+}
+
+// write persists planned writes in the order store.Writes prescribes.
+func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
+	for _, e := range w.RemoveEntities {
+		if err := g.entities.Delete([]byte(e.ID)); err != nil {
+			return err
+		}
+		if err := g.byType.Delete(pair(e.Type, e.ID)); err != nil {
+			return err
+		}
+	}
+	for _, e := range w.RemoveEdges {
+		if err := g.edges.Delete([]byte(e.ID)); err != nil {
+			return err
+		}
+		if err := g.out.Delete(pair(e.Source, e.ID)); err != nil {
+			return err
+		}
+		if err := g.in.Delete(pair(e.Target, e.ID)); err != nil {
+			return err
+		}
+	}
+	for _, e := range w.PutEntities {
+		if err := putJSON(g.entities, e.ID, e); err != nil {
+			return err
+		}
+		if err := g.byType.Put(pair(e.Type, e.ID), nil); err != nil {
+			return err
+		}
+	}
+	for _, e := range w.PutEdges {
+		if err := putJSON(g.edges, e.ID, e); err != nil {
+			return err
+		}
+		if err := g.out.Put(pair(e.Source, e.ID), nil); err != nil {
+			return err
+		}
+		if err := g.in.Put(pair(e.Target, e.ID), nil); err != nil {
+			return err
+		}
+	}
+	if err := putJSON(g.sources, w.Record.DocID, w.Record); err != nil {
+		return err
+	}
+	liveDelta := int64(0)
+	if old != nil && !old.Deleted {
+		liveDelta--
+	}
+	if !w.Record.Deleted {
+		liveDelta++
+	}
+	for _, c := range []struct {
+		key   string
+		delta int64
+	}{
+		{countSources, liveDelta},
+		{countEntities, int64(w.Result.EntitiesAdded - w.Result.EntitiesRemoved)},
+		{countEdges, int64(w.Result.EdgesAdded - w.Result.EdgesRemoved)},
+	} {
+		if c.delta != 0 {
+			if err := putInt(g.meta, c.key, getInt(g.meta, c.key)+c.delta); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Source returns a document's record (store.ErrNotFound if never applied).
+func (s *Store) Source(ctx context.Context, tenant, docID string) (store.SourceRecord, error) {
+	var rec *store.SourceRecord
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) (err error) {
+		rec, err = g.record(docID)
+		return err
+	})
+	if err == nil && rec == nil {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.SourceRecord{}, fmt.Errorf("getting source %q of %q: %w", docID, tenant, err)
+	}
+	return *rec, nil
+}
+
+// Entity returns one entity (store.ErrNotFound if absent).
+func (s *Store) Entity(ctx context.Context, tenant, id string) (store.Entity, error) {
+	var (
+		e     store.Entity
+		found bool
+	)
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) (err error) {
+		e, found, err = g.entity(id)
+		return err
+	})
+	if err == nil && !found {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Entity{}, fmt.Errorf("getting entity %q of %q: %w", id, tenant, err)
+	}
+	return e, nil
+}
+
+// Entities returns the entities among ids that exist.
+func (s *Store) Entities(ctx context.Context, tenant string, ids []string) (map[string]store.Entity, error) {
+	out := make(map[string]store.Entity, len(ids))
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		for _, id := range ids {
+			e, found, err := g.entity(id)
+			if err != nil {
+				return err
+			}
+			if found {
+				out[id] = e
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("getting entities of %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// EntitiesByType returns every entity of a type, sorted by id; "" means all.
+// It reads the type index, not every entity.
+func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store.Entity, error) {
+	out := []store.Entity{}
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		if typ == "" {
+			return g.entities.ForEach(func(k, v []byte) error {
+				var e store.Entity
+				if err := unmarshal(k, v, &e); err != nil {
+					return err
+				}
+				out = append(out, e)
+				return nil
+			})
+		}
+		return scanPrefix(g.byType, typ, func(id string) error {
+			e, found, err := g.entity(id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("type index lists missing entity %q", id)
+			}
+			out = append(out, e)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing entities of type %q in %q: %w", typ, tenant, err)
+	}
+	return out, nil
+}
+
+// Edges returns the edges leaving (Out) or entering (In) an entity, sorted
+// by id, from the adjacency index.
+func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Direction) ([]store.Edge, error) {
+	out := []store.Edge{}
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		idx := g.out
+		if dir == store.In {
+			idx = g.in
+		}
+		return scanPrefix(idx, entityID, func(id string) error {
+			e, found, err := g.edge(id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("adjacency index lists missing edge %q", id)
+			}
+			out = append(out, e)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
+	}
+	return out, nil
+}
+
+// Snapshot returns the whole tenant graph, from one read transaction.
+func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error) {
+	gr := store.Graph{Entities: []store.Entity{}, Edges: []store.Edge{}}
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) (err error) {
+		gr, err = g.snapshot()
+		return err
+	})
+	if err != nil {
+		return store.Graph{}, fmt.Errorf("taking a snapshot of %q: %w", tenant, err)
+	}
+	return gr, nil
+}
+
+func (g *graphBuckets) snapshot() (store.Graph, error) {
+	gr := store.Graph{Entities: []store.Entity{}, Edges: []store.Edge{}}
+	err := g.entities.ForEach(func(k, v []byte) error {
+		var e store.Entity
+		if err := unmarshal(k, v, &e); err != nil {
+			return err
+		}
+		gr.Entities = append(gr.Entities, e)
+		return nil
+	})
+	if err != nil {
+		return store.Graph{}, err
+	}
+	err = g.edges.ForEach(func(k, v []byte) error {
+		var e store.Edge
+		if err := unmarshal(k, v, &e); err != nil {
+			return err
+		}
+		gr.Edges = append(gr.Edges, e)
+		return nil
+	})
+	return gr, err
+}
+
+// Stats returns the counts kept up to date by every write.
+func (s *Store) Stats(ctx context.Context, tenant string) (store.Stats, error) {
+	var st store.Stats
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		st = store.Stats{
+			Sources:  int(getInt(g.meta, countSources)),
+			Entities: int(getInt(g.meta, countEntities)),
+			Edges:    int(getInt(g.meta, countEdges)),
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Stats{}, fmt.Errorf("counting the graph of %q: %w", tenant, err)
+	}
+	return st, nil
+}
+
+// Audit scans the whole tenant graph, its records, indexes and counters in
+// one read transaction.
+func (s *Store) Audit(ctx context.Context, tenant string) (store.AuditReport, error) {
+	var rep store.AuditReport
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		gr, err := g.snapshot()
+		if err != nil {
+			return err
+		}
+		var recs []store.SourceRecord
+		err = g.sources.ForEach(func(k, v []byte) error {
+			var r store.SourceRecord
+			if err := unmarshal(k, v, &r); err != nil {
+				return err
+			}
+			recs = append(recs, r)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		idx := store.Indexes{ByType: map[string][]string{}, Out: map[string][]string{}, In: map[string][]string{}}
+		for _, ix := range []struct {
+			b *bolt.Bucket
+			m map[string][]string
+		}{{g.byType, idx.ByType}, {g.out, idx.Out}, {g.in, idx.In}} {
+			err := ix.b.ForEach(func(k, _ []byte) error {
+				a, b, err := splitPair(k)
+				if err != nil {
+					return err
+				}
+				ix.m[a] = append(ix.m[a], b)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		rep = store.Audit(gr, recs, &idx)
+		for _, c := range []struct {
+			key  string
+			want int
+		}{{countSources, rep.Sources}, {countEntities, rep.Entities}, {countEdges, rep.Edges}} {
+			if got := getInt(g.meta, c.key); got != int64(c.want) {
+				rep.AddIndexMismatch("counter %q is %d, the graph has %d", c.key, got, c.want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.AuditReport{}, fmt.Errorf("auditing the graph of %q: %w", tenant, err)
+	}
+	return rep, nil
+}
+
+// GraphTenants lists the tenants with graph data, sorted.
+func (s *Store) GraphTenants(ctx context.Context) ([]string, error) {
+	var out []string
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		out = tenantNames(tx, bucketGraph)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing graph tenants: %w", err)
+	}
+	return out, nil
+}
+
+// readGraph runs fn on the tenant's graph in a read transaction; a tenant
+// without a graph reads as empty (fn is not called).
+func (s *Store) readGraph(ctx context.Context, tenant string, fn func(*graphBuckets) error) error {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return err
+	}
+	return s.view(ctx, func(tx *bolt.Tx) error {
+		g, err := openGraph(tx, tenant, false)
+		if err != nil || g == nil {
+			return err
+		}
+		return fn(g)
+	})
+}
+
+func unmarshal(k, v []byte, dst any) error {
+	if err := json.Unmarshal(v, dst); err != nil {
+		return fmt.Errorf("decoding %q: %w", k, err)
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// registryUpdate runs one registry transition on docID in a read-write
+// transaction: next gets the current state (nil if unknown) and returns the
+// state to store and whether to store it.
+func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
+	next func(cur *provenance.SourceState) (provenance.SourceState, bool, error)) (provenance.SourceState, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return provenance.SourceState{}, err
+	}
+	if err := store.ValidateDocID(docID); err != nil {
+		return provenance.SourceState{}, err
+	}
+	var out provenance.SourceState
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b, err := tenantBucket(tx, bucketRegistry, tenant, true)
+		if err != nil {
+			return err
+		}
+		var cur provenance.SourceState
+		found, err := getJSON(b, docID, &cur)
+		if err != nil {
+			return err
+		}
+		var curp *provenance.SourceState
+		if found {
+			curp = &cur
+		}
+		st, write, err := next(curp)
+		if err != nil {
+			return err
+		}
+		out = st
+		if !write {
+			return nil
+		}
+		return putJSON(b, docID, st)
+	})
+	return out, err
+}
+
+// Announce records a content version (see store.Registry).
+func (s *Store) Announce(ctx context.Context, tenant string, a store.Announcement) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, a.DocID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		st, err := store.NextAnnounced(cur, tenant, a)
+		return st, err == nil, err
+	})
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("announcing %q in %q: %w", a.DocID, tenant, err)
+	}
+	return st, nil
+}
+
+// SetACL replaces a document's ACL (see store.Registry).
+func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance.ACL) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		st, err := store.NextACL(cur, docID, acl)
+		return st, err == nil, err
+	})
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("setting the ACL of %q in %q: %w", docID, tenant, err)
+	}
+	return st, nil
+}
+
+// MarkDeleted records a deletion (see store.Registry).
+func (s *Store) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		return store.NextDeleted(cur, docID)
+	})
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("deleting %q in %q: %w", docID, tenant, err)
+	}
+	return st, nil
+}
+
+// Sources returns the state of the given documents; unknown ids are absent.
+func (s *Store) Sources(ctx context.Context, tenant string, docIDs []string) (map[string]provenance.SourceState, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("looking up sources: %w", err)
+	}
+	out := make(map[string]provenance.SourceState, len(docIDs))
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := tenantBucket(tx, bucketRegistry, tenant, false)
+		if err != nil || b == nil {
+			return err
+		}
+		for _, id := range docIDs {
+			var st provenance.SourceState
+			found, err := getJSON(b, id, &st)
+			if err != nil {
+				return err
+			}
+			if found {
+				out[id] = st
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up sources in %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// ListSources returns every document of a tenant, sorted by doc id.
+func (s *Store) ListSources(ctx context.Context, tenant string) ([]provenance.SourceState, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing sources: %w", err)
+	}
+	out := []provenance.SourceState{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := tenantBucket(tx, bucketRegistry, tenant, false)
+		if err != nil || b == nil {
+			return err
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var st provenance.SourceState
+			if err := unmarshal(k, v, &st); err != nil {
+				return err
+			}
+			out = append(out, st)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing sources of %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// Tenants lists the tenants the registry knows, sorted.
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	var out []string
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		out = tenantNames(tx, bucketRegistry)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing tenants: %w", err)
+	}
+	return out, nil
+}

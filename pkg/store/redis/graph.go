@@ -1,0 +1,476 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// Apply retracts what docID contributed before and adds c, in one
+// optimistic transaction (see store.GraphStore and the package doc).
+func (s *Store) Apply(ctx context.Context, tenant, docID string, version int64, c store.Contributions) (store.ApplyResult, error) {
+	res, err := s.change(ctx, tenant, store.Change{DocID: docID, Version: version, Contributions: c})
+	if err != nil {
+		return store.ApplyResult{}, fmt.Errorf("applying source %q version %d in %q: %w", docID, version, tenant, err)
+	}
+	return res, nil
+}
+
+// Delete retracts what docID contributed and leaves a tombstone at version
+// (see store.GraphStore).
+func (s *Store) Delete(ctx context.Context, tenant, docID string, version int64) (store.ApplyResult, error) {
+	res, err := s.change(ctx, tenant, store.Change{DocID: docID, Version: version, Delete: true})
+	if err != nil {
+		return store.ApplyResult{}, fmt.Errorf("deleting source %q version %d in %q: %w", docID, version, tenant, err)
+	}
+	return res, nil
+}
+
+func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (store.ApplyResult, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return store.ApplyResult{}, err
+	}
+	if err := ch.Validate(); err != nil {
+		return store.ApplyResult{}, err
+	}
+	k := s.tenantKeys(tenant)
+	var res store.ApplyResult
+	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+		old, err := getJSON[store.SourceRecord](ctx, tx, k.src(ch.DocID))
+		if err != nil {
+			return err
+		}
+		if o := ch.Outcome(old); o != store.Applied {
+			res = store.ApplyResult{Outcome: o, Previous: old.Version}
+			return nil
+		}
+		entityIDs, edgeIDs := ch.Reads(old)
+		entityKeys, edgeKeys := k.prefixed(k.entity, entityIDs), k.prefixed(k.edge, edgeIDs)
+		// Watch before reading, so any change after our read aborts EXEC.
+		if watch := slices.Concat(entityKeys, edgeKeys); len(watch) > 0 {
+			if err := tx.Watch(ctx, watch...).Err(); err != nil {
+				return err
+			}
+		}
+		entities := make(map[string]store.Entity, len(entityIDs))
+		if err := mgetJSON(ctx, tx, entityKeys, func(i int, e store.Entity) { entities[entityIDs[i]] = e }); err != nil {
+			return err
+		}
+		edges := make(map[string]store.Edge, len(edgeIDs))
+		if err := mgetJSON(ctx, tx, edgeKeys, func(i int, e store.Edge) { edges[edgeIDs[i]] = e }); err != nil {
+			return err
+		}
+		ch.Now = s.now()
+		w, err := store.Plan(ch, old, entities, edges)
+		if err != nil {
+			return err
+		}
+		res = w.Result
+		if w.Record == nil {
+			return nil
+		}
+		cmds, err := k.writes(w)
+		if err != nil {
+			return err
+		}
+		// See registryUpdate: the global set is outside the transaction.
+		if err := s.client.SAdd(ctx, s.graphTenantsKey(), tenant).Err(); err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, c := range cmds {
+				c(ctx, p)
+			}
+			return nil
+		})
+		return err
+	}, k.src(ch.DocID))
+	return res, err
+}
+
+// writeCmd queues commands of a transaction.
+type writeCmd func(ctx context.Context, p goredis.Pipeliner)
+
+// writes turns planned writes into commands, in the order store.Writes
+// prescribes, ending with the generation bump. Encoding happens here, before
+// the transaction, so a failure cannot leave half a MULTI queued.
+func (k keys) writes(w store.Writes) ([]writeCmd, error) {
+	var cmds []writeCmd
+	add := func(c writeCmd) { cmds = append(cmds, c) }
+	var goneEntities, goneEdges, putEntities, putEdges []string
+	for _, e := range w.RemoveEntities {
+		add(func(ctx context.Context, p goredis.Pipeliner) {
+			p.Del(ctx, k.entity(e.ID))
+			p.SRem(ctx, k.byType(e.Type), e.ID)
+		})
+		goneEntities = append(goneEntities, e.ID)
+	}
+	for _, e := range w.RemoveEdges {
+		add(func(ctx context.Context, p goredis.Pipeliner) {
+			p.Del(ctx, k.edge(e.ID))
+			p.SRem(ctx, k.out(e.Source), e.ID)
+			p.SRem(ctx, k.in(e.Target), e.ID)
+		})
+		goneEdges = append(goneEdges, e.ID)
+	}
+	for _, e := range w.PutEntities {
+		data, err := marshal(e)
+		if err != nil {
+			return nil, err
+		}
+		add(func(ctx context.Context, p goredis.Pipeliner) {
+			p.Set(ctx, k.entity(e.ID), data, 0)
+			p.SAdd(ctx, k.byType(e.Type), e.ID)
+		})
+		putEntities = append(putEntities, e.ID)
+	}
+	for _, e := range w.PutEdges {
+		data, err := marshal(e)
+		if err != nil {
+			return nil, err
+		}
+		add(func(ctx context.Context, p goredis.Pipeliner) {
+			p.Set(ctx, k.edge(e.ID), data, 0)
+			p.SAdd(ctx, k.out(e.Source), e.ID)
+			p.SAdd(ctx, k.in(e.Target), e.ID)
+		})
+		putEdges = append(putEdges, e.ID)
+	}
+	rec, err := marshal(w.Record)
+	if err != nil {
+		return nil, err
+	}
+	doc, deleted := w.Record.DocID, w.Record.Deleted
+	add(func(ctx context.Context, p goredis.Pipeliner) {
+		// Removals first: an entity whose type changed is in both lists.
+		if len(goneEntities) > 0 {
+			p.SRem(ctx, k.entities(), anys(goneEntities)...)
+		}
+		if len(goneEdges) > 0 {
+			p.SRem(ctx, k.edges(), anys(goneEdges)...)
+		}
+		if len(putEntities) > 0 {
+			p.SAdd(ctx, k.entities(), anys(putEntities)...)
+		}
+		if len(putEdges) > 0 {
+			p.SAdd(ctx, k.edges(), anys(putEdges)...)
+		}
+		p.Set(ctx, k.src(doc), rec, 0)
+		p.SAdd(ctx, k.srcs(), doc)
+		if deleted {
+			p.SRem(ctx, k.live(), doc)
+		} else {
+			p.SAdd(ctx, k.live(), doc)
+		}
+		p.Incr(ctx, k.gen())
+	})
+	return cmds, nil
+}
+
+func anys(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// Source returns a document's record (store.ErrNotFound if never applied).
+func (s *Store) Source(ctx context.Context, tenant, docID string) (store.SourceRecord, error) {
+	rec, err := getOne[store.SourceRecord](ctx, s, tenant, func(k keys) string { return k.src(docID) })
+	if err != nil {
+		return store.SourceRecord{}, fmt.Errorf("getting source %q of %q: %w", docID, tenant, err)
+	}
+	return rec, nil
+}
+
+// Entity returns one entity (store.ErrNotFound if absent).
+func (s *Store) Entity(ctx context.Context, tenant, id string) (store.Entity, error) {
+	e, err := getOne[store.Entity](ctx, s, tenant, func(k keys) string { return k.entity(id) })
+	if err != nil {
+		return store.Entity{}, fmt.Errorf("getting entity %q of %q: %w", id, tenant, err)
+	}
+	return e, nil
+}
+
+func getOne[T any](ctx context.Context, s *Store, tenant string, key func(keys) string) (T, error) {
+	var zero T
+	if err := store.ValidateTenant(tenant); err != nil {
+		return zero, err
+	}
+	v, err := getJSON[T](ctx, s.client, key(s.tenantKeys(tenant)))
+	if err != nil {
+		return zero, err
+	}
+	if v == nil {
+		return zero, store.ErrNotFound
+	}
+	return *v, nil
+}
+
+// Entities returns the entities among ids that exist (one MGET per chunk,
+// each atomic).
+func (s *Store) Entities(ctx context.Context, tenant string, ids []string) (map[string]store.Entity, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("getting entities: %w", err)
+	}
+	k := s.tenantKeys(tenant)
+	out := make(map[string]store.Entity, len(ids))
+	err := s.consistent(ctx, k, func() error {
+		clear(out)
+		return mgetJSON(ctx, s.client, k.prefixed(k.entity, ids), func(i int, e store.Entity) { out[ids[i]] = e })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("getting entities of %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// EntitiesByType returns every entity of a type, sorted by id; "" means
+// all. It reads the type set, not every entity.
+func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store.Entity, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing entities of type %q: %w", typ, err)
+	}
+	k := s.tenantKeys(tenant)
+	set := k.byType(typ)
+	if typ == "" {
+		set = k.entities()
+	}
+	var out []store.Entity
+	err := s.consistent(ctx, k, func() (err error) {
+		out, err = readSet[store.Entity](ctx, s.client, set, k.entity)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing entities of type %q in %q: %w", typ, tenant, err)
+	}
+	slices.SortFunc(out, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Edges returns the edges leaving (Out) or entering (In) an entity, sorted
+// by id, from the adjacency sets.
+func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Direction) ([]store.Edge, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing edges of %q: %w", entityID, err)
+	}
+	k := s.tenantKeys(tenant)
+	set := k.out(entityID)
+	if dir == store.In {
+		set = k.in(entityID)
+	}
+	var out []store.Edge
+	err := s.consistent(ctx, k, func() (err error) {
+		out, err = readSet[store.Edge](ctx, s.client, set, k.edge)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
+	}
+	slices.SortFunc(out, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// readSet reads the JSON values of the keys named by a set's members. A
+// member without a value is errTorn: a concurrent removal, which the
+// caller's consistent read retries, or else a broken index.
+func readSet[T any](ctx context.Context, c goredis.Cmdable, set string, key func(string) string) ([]T, error) {
+	ids, err := c.SMembers(ctx, set).Result()
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = key(id)
+	}
+	out := make([]T, 0, len(ids))
+	if err := mgetJSON(ctx, c, keys, func(_ int, v T) { out = append(out, v) }); err != nil {
+		return nil, err
+	}
+	if len(out) != len(ids) {
+		return nil, fmt.Errorf("%w: index %q lists %d ids, %d of them missing", errTorn, set, len(ids), len(ids)-len(out))
+	}
+	return out, nil
+}
+
+// Snapshot returns the whole tenant graph as of one generation.
+func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return store.Graph{}, fmt.Errorf("taking a snapshot: %w", err)
+	}
+	k := s.tenantKeys(tenant)
+	var g store.Graph
+	err := s.consistent(ctx, k, func() (err error) {
+		g, err = s.snapshot(ctx, k)
+		return err
+	})
+	if err != nil {
+		return store.Graph{}, fmt.Errorf("taking a snapshot of %q: %w", tenant, err)
+	}
+	return g, nil
+}
+
+func (s *Store) snapshot(ctx context.Context, k keys) (store.Graph, error) {
+	entities, err := readSet[store.Entity](ctx, s.client, k.entities(), k.entity)
+	if err != nil {
+		return store.Graph{}, err
+	}
+	edges, err := readSet[store.Edge](ctx, s.client, k.edges(), k.edge)
+	if err != nil {
+		return store.Graph{}, err
+	}
+	slices.SortFunc(entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
+	return store.Graph{Entities: entities, Edges: edges}, nil
+}
+
+// Stats returns counts, read in one MULTI.
+func (s *Store) Stats(ctx context.Context, tenant string) (store.Stats, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return store.Stats{}, fmt.Errorf("counting the graph: %w", err)
+	}
+	k := s.tenantKeys(tenant)
+	var live, ents, edges *goredis.IntCmd
+	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		live, ents, edges = p.SCard(ctx, k.live()), p.SCard(ctx, k.entities()), p.SCard(ctx, k.edges())
+		return nil
+	})
+	if err != nil {
+		return store.Stats{}, fmt.Errorf("counting the graph of %q: %w", tenant, err)
+	}
+	return store.Stats{Sources: int(live.Val()), Entities: int(ents.Val()), Edges: int(edges.Val())}, nil
+}
+
+// Audit scans every graph key of the tenant (not just what the id sets
+// list) as of one generation, and checks the id sets too.
+func (s *Store) Audit(ctx context.Context, tenant string) (store.AuditReport, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return store.AuditReport{}, fmt.Errorf("auditing the graph: %w", err)
+	}
+	k := s.tenantKeys(tenant)
+	var rep store.AuditReport
+	err := s.consistent(ctx, k, func() (err error) {
+		rep, err = s.audit(ctx, k)
+		return err
+	})
+	if err != nil {
+		return store.AuditReport{}, fmt.Errorf("auditing the graph of %q: %w", tenant, err)
+	}
+	return rep, nil
+}
+
+func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
+	var srcKeys, entKeys, edgeKeys []string
+	idxKeys := map[string]string{} // set key -> kind
+	idxOwner := map[string]string{}
+	iter := s.client.Scan(ctx, 0, globEscape(k.graph())+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		rest := strings.TrimPrefix(key, k.graph())
+		for _, kind := range []string{"src:", "ent:", "edge:", "type:", "out:", "in:"} {
+			id, ok := strings.CutPrefix(rest, kind)
+			if !ok {
+				continue
+			}
+			switch kind {
+			case "src:":
+				srcKeys = append(srcKeys, key)
+			case "ent:":
+				entKeys = append(entKeys, key)
+			case "edge:":
+				edgeKeys = append(edgeKeys, key)
+			default:
+				idxKeys[key], idxOwner[key] = kind, id
+			}
+			break
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return store.AuditReport{}, err
+	}
+	var g store.Graph
+	var recs []store.SourceRecord
+	if err := mgetJSON(ctx, s.client, srcKeys, func(_ int, r store.SourceRecord) { recs = append(recs, r) }); err != nil {
+		return store.AuditReport{}, err
+	}
+	if err := mgetJSON(ctx, s.client, entKeys, func(_ int, e store.Entity) { g.Entities = append(g.Entities, e) }); err != nil {
+		return store.AuditReport{}, err
+	}
+	if err := mgetJSON(ctx, s.client, edgeKeys, func(_ int, e store.Edge) { g.Edges = append(g.Edges, e) }); err != nil {
+		return store.AuditReport{}, err
+	}
+	slices.SortFunc(g.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(g.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
+
+	idx := store.Indexes{ByType: map[string][]string{}, Out: map[string][]string{}, In: map[string][]string{}}
+	members := map[string]*goredis.StringSliceCmd{}
+	sets := []string{k.srcs(), k.live(), k.entities(), k.edges()}
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for key := range idxKeys {
+			members[key] = p.SMembers(ctx, key)
+		}
+		for _, key := range sets {
+			members[key] = p.SMembers(ctx, key)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.AuditReport{}, err
+	}
+	for key, kind := range idxKeys {
+		m := map[string]map[string][]string{"type:": idx.ByType, "out:": idx.Out, "in:": idx.In}[kind]
+		m[idxOwner[key]] = members[key].Val()
+	}
+	rep := store.Audit(g, recs, &idx)
+
+	// The id sets must list exactly the keys that exist.
+	var want = map[string][]string{k.srcs(): {}, k.live(): {}, k.entities(): {}, k.edges(): {}}
+	for _, r := range recs {
+		want[k.srcs()] = append(want[k.srcs()], r.DocID)
+		if !r.Deleted {
+			want[k.live()] = append(want[k.live()], r.DocID)
+		}
+	}
+	for _, e := range g.Entities {
+		want[k.entities()] = append(want[k.entities()], e.ID)
+	}
+	for _, e := range g.Edges {
+		want[k.edges()] = append(want[k.edges()], e.ID)
+	}
+	for _, key := range sets {
+		w, got := slices.Sorted(slices.Values(want[key])), slices.Sorted(slices.Values(members[key].Val()))
+		if !slices.Equal(w, got) {
+			rep.AddIndexMismatch("set %q has %d ids, %d keys exist", key, len(got), len(w))
+		}
+	}
+	return rep, nil
+}
+
+// GraphTenants lists the tenants with graph data, sorted.
+func (s *Store) GraphTenants(ctx context.Context) ([]string, error) {
+	ts, err := s.client.SMembers(ctx, s.graphTenantsKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing graph tenants: %w", err)
+	}
+	slices.Sort(ts)
+	return ts, nil
+}
+
+// globEscape quotes the glob metacharacters of a key prefix for SCAN MATCH.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

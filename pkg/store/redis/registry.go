@@ -1,0 +1,140 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// registryUpdate runs one registry transition on docID as an optimistic
+// transaction on its key: next gets the current state (nil if unknown) and
+// returns the state to store and whether to store it.
+func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
+	next func(cur *provenance.SourceState) (provenance.SourceState, bool, error)) (provenance.SourceState, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return provenance.SourceState{}, err
+	}
+	if err := store.ValidateDocID(docID); err != nil {
+		return provenance.SourceState{}, err
+	}
+	k := s.tenantKeys(tenant)
+	key := k.reg(docID)
+	var out provenance.SourceState
+	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+		cur, err := getJSON[provenance.SourceState](ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		st, write, err := next(cur)
+		if err != nil {
+			return err
+		}
+		out = st
+		if !write {
+			return nil
+		}
+		data, err := marshal(st)
+		if err != nil {
+			return err
+		}
+		// Outside the transaction: the global set lives in another slot.
+		// Listing a tenant whose first write then failed is harmless.
+		if err := s.client.SAdd(ctx, s.tenantsKey(), tenant).Err(); err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Set(ctx, key, data, 0)
+			p.SAdd(ctx, k.regDocs(), docID)
+			return nil
+		})
+		return err
+	}, key)
+	return out, err
+}
+
+// Announce records a content version (see store.Registry).
+func (s *Store) Announce(ctx context.Context, tenant string, a store.Announcement) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, a.DocID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		st, err := store.NextAnnounced(cur, tenant, a)
+		return st, err == nil, err
+	})
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("announcing %q in %q: %w", a.DocID, tenant, err)
+	}
+	return st, nil
+}
+
+// SetACL replaces a document's ACL (see store.Registry).
+func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance.ACL) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		st, err := store.NextACL(cur, docID, acl)
+		return st, err == nil, err
+	})
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("setting the ACL of %q in %q: %w", docID, tenant, err)
+	}
+	return st, nil
+}
+
+// MarkDeleted records a deletion (see store.Registry).
+func (s *Store) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		return store.NextDeleted(cur, docID)
+	})
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("deleting %q in %q: %w", docID, tenant, err)
+	}
+	return st, nil
+}
+
+// Sources returns the state of the given documents; unknown ids are absent.
+func (s *Store) Sources(ctx context.Context, tenant string, docIDs []string) (map[string]provenance.SourceState, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("looking up sources: %w", err)
+	}
+	k := s.tenantKeys(tenant)
+	out := make(map[string]provenance.SourceState, len(docIDs))
+	err := mgetJSON(ctx, s.client, k.prefixed(k.reg, docIDs), func(i int, st provenance.SourceState) {
+		out[docIDs[i]] = st
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up sources in %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// ListSources returns every document of a tenant, sorted by doc id.
+func (s *Store) ListSources(ctx context.Context, tenant string) ([]provenance.SourceState, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing sources: %w", err)
+	}
+	k := s.tenantKeys(tenant)
+	ids, err := s.client.SMembers(ctx, k.regDocs()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing sources of %q: %w", tenant, err)
+	}
+	slices.Sort(ids)
+	out := make([]provenance.SourceState, 0, len(ids))
+	err = mgetJSON(ctx, s.client, k.prefixed(k.reg, ids), func(_ int, st provenance.SourceState) {
+		out = append(out, st)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing sources of %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// Tenants lists the tenants the registry knows, sorted.
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	ts, err := s.client.SMembers(ctx, s.tenantsKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing tenants: %w", err)
+	}
+	slices.Sort(ts)
+	return ts, nil
+}

@@ -1,0 +1,305 @@
+// Package store defines kgstream's store contracts: the source registry, the
+// graph store, the community store and the report store. Adapters live in
+// subpackages named after their technology (embedded, redis); every adapter
+// must pass the conformance suite in storetest.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrNotFound means the document, entity, community or report is absent.
+	ErrNotFound = errors.New("not found")
+	// ErrStaleVersion means a version older than the latest was announced.
+	ErrStaleVersion = errors.New("stale version")
+	// ErrConflict means a concurrent writer won; the operation may be retried.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid means an argument (tenant, document id, version,
+	// contribution) is malformed. Retrying cannot help: callers dead-letter.
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// Announcement is a new content version of a document, as the gateway
+// records it before publishing.
+type Announcement struct {
+	DocID string
+	// Version 0 means the next version after the latest announced.
+	Version   int64
+	ACL       provenance.ACL
+	Source    string
+	Title     string
+	UpdatedAt string
+}
+
+// Registry is the source registry: per document, the latest announced
+// version, its ACL and its deleted flag. Every read path admits against it.
+type Registry interface {
+	// Announce records a content version. A version lower than the latest
+	// announced fails with ErrStaleVersion; the same version again is an
+	// idempotent replay that returns the current state (and updates ACL and
+	// metadata). A deleted document comes back with a version above its
+	// deletion's.
+	Announce(ctx context.Context, tenant string, a Announcement) (provenance.SourceState, error)
+	// SetACL replaces a document's ACL and bumps its ACL revision.
+	// ErrNotFound for an unknown or deleted document.
+	SetACL(ctx context.Context, tenant, docID string, acl provenance.ACL) (provenance.SourceState, error)
+	// MarkDeleted records a deletion as a new version (latest + 1) and sets
+	// Deleted. Deleting a deleted document returns its state unchanged.
+	// ErrNotFound for a document never announced.
+	MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error)
+	// Sources returns the state of the given documents; unknown ids are absent.
+	Sources(ctx context.Context, tenant string, docIDs []string) (map[string]provenance.SourceState, error)
+	// ListSources returns every document of a tenant, deleted ones included,
+	// sorted by doc id.
+	ListSources(ctx context.Context, tenant string) ([]provenance.SourceState, error)
+	// Tenants lists the tenants the registry knows, sorted.
+	Tenants(ctx context.Context) ([]string, error)
+}
+
+// EntityContribution is one source's statement that an entity exists.
+type EntityContribution struct {
+	ID   string // canonical id, "type:key" (see package resolve)
+	Type string
+	Name string // spelling as seen
+	// NameRank orders display-name candidates: lower wins (0 catalog title,
+	// 1 catalog name, 2 mention). Ties keep the first spelling seen.
+	NameRank    int
+	Description string
+	TextUnits   []string
+}
+
+// EdgeContribution is one source's support for a directed typed edge.
+type EdgeContribution struct {
+	Source      string // entity id
+	Relation    string
+	Target      string // entity id
+	Description string
+	Weight      float64
+	TextUnits   []string
+}
+
+// EdgeID is the id of the edge source -relation-> target.
+func EdgeID(source, relation, target string) string { return source + "|" + relation + "|" + target }
+
+// ID returns the edge's id.
+func (c EdgeContribution) ID() string { return EdgeID(c.Source, c.Relation, c.Target) }
+
+// Contributions is everything one document version contributes. Every edge
+// endpoint must appear in Entities.
+type Contributions struct {
+	Title     string
+	DocType   string
+	TextUnits []events.TextUnit
+	Entities  []EntityContribution
+	Edges     []EdgeContribution
+	// ReceivedAt is the gateway receipt of the version, kept for lag metrics.
+	ReceivedAt time.Time
+}
+
+// Fragment is what one source version says of an entity or edge.
+type Fragment struct {
+	DocID       string   `json:"doc_id"`
+	Version     int64    `json:"version"`
+	TextUnits   []string `json:"text_units,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Weight      float64  `json:"weight,omitempty"`
+	Name        string   `json:"name,omitempty"`
+	NameRank    int      `json:"name_rank,omitempty"`
+}
+
+// Entity is a resolved node with its per-source fragments (sorted by doc id).
+type Entity struct {
+	ID      string     `json:"id"`
+	Type    string     `json:"type"`
+	Name    string     `json:"name"`
+	Sources []Fragment `json:"sources"`
+}
+
+// Edge is a directed typed edge with its per-source supports (sorted by doc id).
+type Edge struct {
+	ID       string     `json:"id"`
+	Source   string     `json:"source"`
+	Relation string     `json:"relation"`
+	Target   string     `json:"target"`
+	Supports []Fragment `json:"supports"`
+}
+
+// SourceRecord is what the graph store holds of one document: the applied
+// version (or its deletion tombstone), its text units and the index of what
+// it contributed.
+type SourceRecord struct {
+	DocID      string            `json:"doc_id"`
+	Version    int64             `json:"version"`
+	Deleted    bool              `json:"deleted,omitempty"`
+	Title      string            `json:"title,omitempty"`
+	DocType    string            `json:"doc_type,omitempty"`
+	TextUnits  []events.TextUnit `json:"text_units,omitempty"`
+	Entities   []string          `json:"entities,omitempty"` // sorted
+	Edges      []string          `json:"edges,omitempty"`    // sorted
+	AppliedAt  time.Time         `json:"applied_at"`
+	ReceivedAt time.Time         `json:"received_at,omitzero"`
+}
+
+// Outcome says what an Apply or Delete did.
+type Outcome string
+
+// Apply outcomes.
+const (
+	Applied   Outcome = "applied"
+	Duplicate Outcome = "duplicate" // same version already applied: nothing changed
+	Stale     Outcome = "stale"     // older than applied: nothing changed
+)
+
+// ApplyResult describes one Apply or Delete.
+type ApplyResult struct {
+	Outcome  Outcome
+	Previous int64 // version applied before (0 if none)
+	// Touched lists entity ids that were added, removed, or gained or lost an
+	// edge, sorted.
+	Touched                        []string
+	EntitiesAdded, EntitiesRemoved int
+	EdgesAdded, EdgesRemoved       int
+}
+
+// Direction selects edges by their relation to an entity.
+type Direction int
+
+// Edge directions.
+const (
+	Out Direction = iota
+	In
+)
+
+// Graph is a whole tenant graph.
+type Graph struct {
+	Entities []Entity // sorted by id
+	Edges    []Edge   // sorted by id
+}
+
+// AuditReport is the result of a full consistency scan.
+type AuditReport struct {
+	Sources  int
+	Entities int
+	Edges    int
+	// OrphanEdges counts edges with no live supporting source, or a support
+	// that does not match its source's applied version.
+	OrphanEdges int
+	// OrphanEntities counts entities with no live source.
+	OrphanEntities int
+	// IndexMismatches counts differences between source records' contribution
+	// index and the supports found on entities and edges.
+	IndexMismatches int
+	Problems        []string // first few, human readable
+}
+
+// Stats are cheap counts of a tenant's graph.
+type Stats struct {
+	Sources  int // live (not deleted) sources
+	Entities int
+	Edges    int
+}
+
+// GraphStore holds the typed property graph with per-source provenance.
+type GraphStore interface {
+	// Apply retracts everything docID contributed before and adds c, in one
+	// transaction. A version older than the applied one (or its deletion)
+	// changes nothing (Stale); the applied version again changes nothing
+	// (Duplicate). Entities and edges losing their last source are removed.
+	Apply(ctx context.Context, tenant, docID string, version int64, c Contributions) (ApplyResult, error)
+	// Delete retracts everything docID contributed and records a tombstone at
+	// version, so older versions arriving later are stale.
+	Delete(ctx context.Context, tenant, docID string, version int64) (ApplyResult, error)
+	// Source returns a document's record (ErrNotFound if never applied).
+	Source(ctx context.Context, tenant, docID string) (SourceRecord, error)
+	// Entity returns one entity (ErrNotFound if absent).
+	Entity(ctx context.Context, tenant, id string) (Entity, error)
+	// Entities returns the entities among ids that exist.
+	Entities(ctx context.Context, tenant string, ids []string) (map[string]Entity, error)
+	// EntitiesByType returns every entity of a type, sorted by id; "" means all.
+	EntitiesByType(ctx context.Context, tenant, typ string) ([]Entity, error)
+	// Edges returns the edges leaving (Out) or entering (In) an entity, sorted by id.
+	Edges(ctx context.Context, tenant, entityID string, dir Direction) ([]Edge, error)
+	// Snapshot returns the whole tenant graph.
+	Snapshot(ctx context.Context, tenant string) (Graph, error)
+	// Stats returns counts.
+	Stats(ctx context.Context, tenant string) (Stats, error)
+	// Audit scans the whole tenant graph for orphans and index mismatches.
+	Audit(ctx context.Context, tenant string) (AuditReport, error)
+	// GraphTenants lists the tenants with graph data, sorted.
+	GraphTenants(ctx context.Context) ([]string, error)
+}
+
+// Community is one community of one clustering level.
+type Community struct {
+	ID         string   `json:"id"`
+	Level      int      `json:"level"`
+	Parent     string   `json:"parent,omitempty"`
+	Children   []string `json:"children,omitempty"`
+	Members    []string `json:"members"` // entity ids, sorted
+	MemberHash string   `json:"member_hash"`
+	// Sources is every (doc, version) supporting a member or an internal
+	// edge when the community was computed.
+	Sources []provenance.SourceRef `json:"sources"`
+	Run     int64                  `json:"run"`
+}
+
+// CommunityStore holds a tenant's current hierarchy.
+type CommunityStore interface {
+	// ReplaceCommunities atomically replaces a tenant's communities with the
+	// result of clustering run `run`.
+	ReplaceCommunities(ctx context.Context, tenant string, run int64, cs []Community) error
+	// Communities returns every community, sorted by level then id.
+	Communities(ctx context.Context, tenant string) ([]Community, error)
+	// LastRun returns the number of the last stored run (0 if none).
+	LastRun(ctx context.Context, tenant string) (int64, error)
+}
+
+// Finding is one cited statement of a report.
+type Finding struct {
+	Summary     string                 `json:"summary"`
+	Explanation string                 `json:"explanation"`
+	Entities    []string               `json:"entities,omitempty"`
+	Edges       []string               `json:"edges,omitempty"`
+	Citations   []provenance.SourceRef `json:"citations"`
+}
+
+// Report is a community report and what it was built from.
+type Report struct {
+	ID                string                 `json:"id"`
+	Community         string                 `json:"community"`
+	Level             int                    `json:"level"`
+	Title             string                 `json:"title"`
+	Summary           string                 `json:"summary"`
+	Findings          []Finding              `json:"findings"`
+	Rating            float64                `json:"rating"`
+	RatingExplanation string                 `json:"rating_explanation,omitempty"`
+	Sources           []provenance.SourceRef `json:"sources"`
+	MemberHash        string                 `json:"member_hash"`
+	Writer            string                 `json:"writer"`
+	UpdatedAt         time.Time              `json:"updated_at"`
+}
+
+// ReportStore holds community reports.
+type ReportStore interface {
+	PutReport(ctx context.Context, tenant string, r Report) error
+	DeleteReport(ctx context.Context, tenant, id string) error
+	Report(ctx context.Context, tenant, id string) (Report, error)
+	Reports(ctx context.Context, tenant string) ([]Report, error)
+}
+
+// Stores is every store an adapter provides.
+type Stores interface {
+	Registry
+	GraphStore
+	CommunityStore
+	ReportStore
+	Ping(ctx context.Context) error
+	Close() error
+}

@@ -1,0 +1,176 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// testTenantIsolation writes everything to one tenant and checks that every
+// read of another tenant sees none of it.
+func testTenantIsolation(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	announce(t, s, tenant, store.Announcement{DocID: "doc", ACL: provenance.PublicACL()})
+	apply(t, s, tenant, "doc", 1, contrib(ents(ent(api, "API", 1), ent(db, "DB", 1)), edge(api, "calls", db, 1)))
+	require.NoError(t, s.ReplaceCommunities(ctx, tenant, 1, []store.Community{{ID: "c1", Members: []string{api, db}}}))
+	require.NoError(t, s.PutReport(ctx, tenant, store.Report{ID: "r1", Community: "c1"}))
+
+	m, err := s.Sources(ctx, other, []string{"doc"})
+	require.NoError(t, err)
+	require.Empty(t, m)
+	list, err := s.ListSources(ctx, other)
+	require.NoError(t, err)
+	require.Empty(t, list)
+	_, err = s.SetACL(ctx, other, "doc", provenance.PublicACL())
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.MarkDeleted(ctx, other, "doc")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	_, err = s.Source(ctx, other, "doc")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.Entity(ctx, other, api)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	es, err := s.Entities(ctx, other, []string{api, db})
+	require.NoError(t, err)
+	require.Empty(t, es)
+	for _, typ := range []string{"", "service"} {
+		byType, err := s.EntitiesByType(ctx, other, typ)
+		require.NoError(t, err)
+		require.Empty(t, byType)
+	}
+	require.Empty(t, edges(t, s, other, api, store.Out))
+	require.Empty(t, edges(t, s, other, db, store.In))
+	g := snapshot(t, s, other)
+	require.Empty(t, g.Entities)
+	require.Empty(t, g.Edges)
+	st, err := s.Stats(ctx, other)
+	require.NoError(t, err)
+	require.Equal(t, store.Stats{}, st)
+	rep, err := s.Audit(ctx, other)
+	require.NoError(t, err)
+	require.Equal(t, store.AuditReport{}, rep)
+	cs, err := s.Communities(ctx, other)
+	require.NoError(t, err)
+	require.Empty(t, cs)
+	run, err := s.LastRun(ctx, other)
+	require.NoError(t, err)
+	require.Zero(t, run)
+	rs, err := s.Reports(ctx, other)
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	_, err = s.Report(ctx, other, "r1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// The same ids in the other tenant are independent: an older version
+	// there is not stale, and deleting there leaves the first alone.
+	res := apply(t, s, other, "doc", 1, contrib(ents(ent(api, "Other API", 1))))
+	require.Equal(t, store.Applied, res.Outcome)
+	require.Equal(t, "Other API", entity(t, s, other, api).Name)
+	require.Equal(t, "API", entity(t, s, tenant, api).Name)
+	del(t, s, other, "doc", 2)
+	require.Equal(t, "API", entity(t, s, tenant, api).Name)
+	require.NoError(t, s.DeleteReport(ctx, other, "r1"))
+	_, err = s.Report(ctx, tenant, "r1")
+	require.NoError(t, err)
+	requireClean(t, s, tenant)
+	requireClean(t, s, other)
+}
+
+func testCommunities(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	run, err := s.LastRun(ctx, tenant)
+	require.NoError(t, err)
+	require.Zero(t, run)
+	cs, err := s.Communities(ctx, tenant)
+	require.NoError(t, err)
+	require.Empty(t, cs)
+
+	refs := []provenance.SourceRef{{DocID: "a", Version: 2}, {DocID: "b", Version: 1}}
+	c2 := store.Community{ID: "c2", Level: 0, Parent: "p1", Members: []string{api, db}, MemberHash: "h2", Sources: refs, Run: 1}
+	c1 := store.Community{ID: "c1", Level: 0, Parent: "p1", Members: []string{cache}, MemberHash: "h1", Sources: refs[:1], Run: 1}
+	p1 := store.Community{ID: "p1", Level: 1, Children: []string{"c1", "c2"}, Members: []string{api, cache, db}, MemberHash: "hp", Sources: refs, Run: 1}
+	a0 := store.Community{ID: "a0", Level: 2, Members: []string{api, cache, db}, MemberHash: "ha", Sources: refs, Run: 1}
+	require.NoError(t, s.ReplaceCommunities(ctx, tenant, 1, []store.Community{a0, p1, c2, c1}))
+	cs, err = s.Communities(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, []store.Community{c1, c2, p1, a0}, cs, "sorted by level, then id")
+	run, err = s.LastRun(ctx, tenant)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, run)
+
+	c3 := store.Community{ID: "c3", Members: []string{api}, MemberHash: "h3", Sources: refs, Run: 2}
+	require.NoError(t, s.ReplaceCommunities(ctx, tenant, 2, []store.Community{c3}))
+	cs, err = s.Communities(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, []store.Community{c3}, cs, "a replacement drops the previous run's communities")
+	run, err = s.LastRun(ctx, tenant)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run)
+
+	require.NoError(t, s.ReplaceCommunities(ctx, tenant, 3, nil))
+	cs, err = s.Communities(ctx, tenant)
+	require.NoError(t, err)
+	require.Empty(t, cs)
+	run, err = s.LastRun(ctx, tenant)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, run)
+
+	require.ErrorIs(t, s.ReplaceCommunities(ctx, tenant, 0, []store.Community{c3}), store.ErrInvalid)
+	require.ErrorIs(t, s.ReplaceCommunities(ctx, tenant, 4, []store.Community{c3, c3}), store.ErrInvalid)
+	require.ErrorIs(t, s.ReplaceCommunities(ctx, tenant, 4, []store.Community{{ID: ""}}), store.ErrInvalid)
+	require.ErrorIs(t, s.ReplaceCommunities(ctx, "No Such", 4, nil), store.ErrInvalid)
+	run, err = s.LastRun(ctx, tenant)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, run, "refused replacements change nothing")
+}
+
+func testReports(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	_, err := s.Report(ctx, tenant, "r1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	refs := []provenance.SourceRef{{DocID: "a", Version: 2, TextUnit: "u1"}}
+	r1 := store.Report{
+		ID: "r1", Community: "c1", Level: 0, Title: "Payments — «core»", Summary: "s",
+		Findings: []store.Finding{{Summary: "f", Explanation: "e", Entities: []string{api},
+			Edges: []string{store.EdgeID(api, "calls", db)}, Citations: refs}},
+		Rating: 7.5, RatingExplanation: "why", Sources: []provenance.SourceRef{{DocID: "a", Version: 2}},
+		MemberHash: "h1", Writer: "extractive", UpdatedAt: time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC),
+	}
+	r0 := store.Report{ID: "r0", Community: "c0", Findings: []store.Finding{}, Sources: refs,
+		UpdatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	require.NoError(t, s.PutReport(ctx, tenant, r1))
+	require.NoError(t, s.PutReport(ctx, tenant, r0))
+	got, err := s.Report(ctx, tenant, "r1")
+	require.NoError(t, err)
+	require.Equal(t, r1, got)
+	all, err := s.Reports(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, []store.Report{r0, r1}, all, "sorted by id")
+
+	r1.Summary, r1.Rating = "rewritten", 3
+	require.NoError(t, s.PutReport(ctx, tenant, r1))
+	got, err = s.Report(ctx, tenant, "r1")
+	require.NoError(t, err)
+	require.Equal(t, r1, got, "a put replaces")
+
+	require.NoError(t, s.DeleteReport(ctx, tenant, "r1"))
+	_, err = s.Report(ctx, tenant, "r1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.NoError(t, s.DeleteReport(ctx, tenant, "r1"), "deleting an absent report is a no-op")
+	all, err = s.Reports(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, []store.Report{r0}, all)
+
+	require.ErrorIs(t, s.PutReport(ctx, tenant, store.Report{}), store.ErrInvalid)
+	require.ErrorIs(t, s.PutReport(ctx, "Bad Tenant", r0), store.ErrInvalid)
+}
+
+func testPingClose(t *testing.T, s store.Stores) {
+	require.NoError(t, s.Ping(t.Context()))
+	require.NoError(t, s.Close())
+	require.Error(t, s.Ping(t.Context()), "a closed store does not answer")
+}

@@ -1,0 +1,252 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+func announce(t *testing.T, s store.Stores, tn string, a store.Announcement) provenance.SourceState {
+	t.Helper()
+	st, err := retry(func() (provenance.SourceState, error) { return s.Announce(t.Context(), tn, a) })
+	require.NoError(t, err, "announcing %+v", a)
+	return st
+}
+
+func state(t *testing.T, s store.Stores, tn, doc string) (provenance.SourceState, bool) {
+	t.Helper()
+	m, err := s.Sources(t.Context(), tn, []string{doc})
+	require.NoError(t, err)
+	st, ok := m[doc]
+	return st, ok
+}
+
+func testAnnounceNextVersion(t *testing.T, s store.Stores) {
+	acl := provenance.ACL{Groups: []string{"sre", " ops", "sre"}, Principals: []string{"bob", "alice"}}
+	got := announce(t, s, tenant, store.Announcement{DocID: "page-1", ACL: acl, Source: "wiki", Title: "Page 1", UpdatedAt: "2025-01-01T00:00:00Z"})
+	want := provenance.SourceState{
+		Tenant: tenant, DocID: "page-1", Version: 1,
+		ACL:    provenance.ACL{Groups: []string{"ops", "sre"}, Principals: []string{"alice", "bob"}},
+		Source: "wiki", Title: "Page 1", UpdatedAt: "2025-01-01T00:00:00Z",
+	}
+	require.Equal(t, want, got)
+	stored, ok := state(t, s, tenant, "page-1")
+	require.True(t, ok)
+	require.Equal(t, want, stored)
+
+	got = announce(t, s, tenant, store.Announcement{DocID: "page-1", ACL: acl, Title: "Page 1 edited"})
+	require.EqualValues(t, 2, got.Version)
+	require.Equal(t, "Page 1 edited", got.Title)
+	require.Equal(t, want.ACLRevision, got.ACLRevision, "the ACL did not change")
+}
+
+func testAnnounceExplicitVersion(t *testing.T, s store.Stores) {
+	require.EqualValues(t, 5, announce(t, s, tenant, store.Announcement{DocID: "d", Version: 5, ACL: provenance.PublicACL()}).Version)
+	require.EqualValues(t, 6, announce(t, s, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()}).Version)
+	require.EqualValues(t, 9, announce(t, s, tenant, store.Announcement{DocID: "d", Version: 9, ACL: provenance.PublicACL()}).Version)
+	st, _ := state(t, s, tenant, "d")
+	require.EqualValues(t, 9, st.Version)
+}
+
+func testAnnounceStale(t *testing.T, s store.Stores) {
+	before := announce(t, s, tenant, store.Announcement{DocID: "d", Version: 5, ACL: provenance.PublicACL(), Title: "five"})
+	_, err := s.Announce(t.Context(), tenant, store.Announcement{DocID: "d", Version: 3, ACL: provenance.ACL{}, Title: "three"})
+	require.ErrorIs(t, err, store.ErrStaleVersion)
+	after, _ := state(t, s, tenant, "d")
+	require.Equal(t, before, after, "a stale announcement changes nothing")
+}
+
+func testAnnounceIdempotent(t *testing.T, s store.Stores) {
+	a := store.Announcement{DocID: "d", Version: 4, ACL: provenance.PublicACL(), Title: "t"}
+	first := announce(t, s, tenant, a)
+	require.Equal(t, first, announce(t, s, tenant, a), "a replay returns the same state")
+
+	// A replay carrying a new ACL and metadata updates them, and the ACL
+	// change is counted.
+	a.ACL, a.Title = provenance.ACL{Groups: []string{"sre"}}, "t2"
+	got := announce(t, s, tenant, a)
+	require.EqualValues(t, 4, got.Version)
+	require.Equal(t, provenance.ACL{Groups: []string{"sre"}}, got.ACL)
+	require.Equal(t, "t2", got.Title)
+	require.Equal(t, first.ACLRevision+1, got.ACLRevision)
+	stored, _ := state(t, s, tenant, "d")
+	require.Equal(t, got, stored)
+}
+
+func testSetACL(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	first := announce(t, s, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()})
+	st, err := s.SetACL(ctx, tenant, "d", provenance.ACL{Principals: []string{"zed", "amy"}})
+	require.NoError(t, err)
+	require.Equal(t, first.ACLRevision+1, st.ACLRevision)
+	require.Equal(t, provenance.ACL{Principals: []string{"amy", "zed"}}, st.ACL)
+	require.Equal(t, first.Version, st.Version, "an ACL change is not a content version")
+	st2, err := s.SetACL(ctx, tenant, "d", provenance.ACL{Principals: []string{"amy"}})
+	require.NoError(t, err)
+	require.Equal(t, st.ACLRevision+1, st2.ACLRevision)
+	stored, _ := state(t, s, tenant, "d")
+	require.Equal(t, st2, stored)
+
+	_, err = s.SetACL(ctx, tenant, "unknown", provenance.PublicACL())
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, ok := state(t, s, tenant, "unknown")
+	require.False(t, ok, "SetACL of an unknown document creates nothing")
+
+	_, err = s.MarkDeleted(ctx, tenant, "d")
+	require.NoError(t, err)
+	_, err = s.SetACL(ctx, tenant, "d", provenance.PublicACL())
+	require.ErrorIs(t, err, store.ErrNotFound, "a deleted document has no ACL to set")
+}
+
+func testMarkDeleted(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	announce(t, s, tenant, store.Announcement{DocID: "d", Version: 3, ACL: provenance.PublicACL(), Title: "t"})
+	st, err := s.MarkDeleted(ctx, tenant, "d")
+	require.NoError(t, err)
+	require.True(t, st.Deleted)
+	require.EqualValues(t, 4, st.Version, "a deletion is a new version")
+	again, err := s.MarkDeleted(ctx, tenant, "d")
+	require.NoError(t, err)
+	require.Equal(t, st, again, "deleting a deleted document changes nothing")
+	stored, _ := state(t, s, tenant, "d")
+	require.Equal(t, st, stored)
+
+	_, err = s.MarkDeleted(ctx, tenant, "never")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testRecreateAfterDelete(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	announce(t, s, tenant, store.Announcement{DocID: "d", Version: 2, ACL: provenance.PublicACL()})
+	del, err := s.MarkDeleted(ctx, tenant, "d")
+	require.NoError(t, err)
+	require.EqualValues(t, 3, del.Version)
+
+	for _, v := range []int64{2, 3} {
+		_, err = s.Announce(ctx, tenant, store.Announcement{DocID: "d", Version: v, ACL: provenance.PublicACL()})
+		require.ErrorIs(t, err, store.ErrStaleVersion, "version %d is not above the deletion's", v)
+	}
+	st := announce(t, s, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()})
+	require.False(t, st.Deleted)
+	require.EqualValues(t, 4, st.Version)
+}
+
+func testRegistryTenants(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	ts, err := s.Tenants(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ts)
+
+	announce(t, s, tenant, store.Announcement{DocID: "d", Version: 7, ACL: provenance.PublicACL(), Title: "acme's"})
+	announce(t, s, other, store.Announcement{DocID: "d", ACL: provenance.ACL{Groups: []string{"g"}}, Title: "globex's"})
+	a, _ := state(t, s, tenant, "d")
+	b, _ := state(t, s, other, "d")
+	require.EqualValues(t, 7, a.Version)
+	require.EqualValues(t, 1, b.Version)
+	require.Equal(t, tenant, a.Tenant)
+	require.Equal(t, other, b.Tenant)
+	require.Equal(t, "globex's", b.Title)
+
+	_, err = s.MarkDeleted(ctx, other, "d")
+	require.NoError(t, err)
+	a, _ = state(t, s, tenant, "d")
+	require.False(t, a.Deleted, "deleting in one tenant leaves the other alone")
+
+	ts, err = s.Tenants(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{tenant, other}, ts)
+}
+
+func testRegistryUnknown(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	for _, id := range []string{"c", "a", "b"} {
+		announce(t, s, tenant, store.Announcement{DocID: id, ACL: provenance.PublicACL()})
+	}
+	_, err := s.MarkDeleted(ctx, tenant, "b")
+	require.NoError(t, err)
+
+	m, err := s.Sources(ctx, tenant, []string{"a", "nope", "b"})
+	require.NoError(t, err)
+	require.Len(t, m, 2)
+	require.Contains(t, m, "a")
+	require.True(t, m["b"].Deleted)
+	m, err = s.Sources(ctx, tenant, nil)
+	require.NoError(t, err)
+	require.Empty(t, m)
+
+	list, err := s.ListSources(ctx, tenant)
+	require.NoError(t, err)
+	var ids []string
+	for _, st := range list {
+		ids = append(ids, st.DocID)
+	}
+	require.Equal(t, []string{"a", "b", "c"}, ids, "sorted, deleted ones included")
+
+	list, err = s.ListSources(ctx, other)
+	require.NoError(t, err)
+	require.Empty(t, list)
+}
+
+func testRegistryInvalid(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	_, err := s.Announce(ctx, "Bad Tenant", store.Announcement{DocID: "d"})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	require.ErrorIs(t, err, provenance.ErrInvalidTenant)
+	_, err = s.Announce(ctx, tenant, store.Announcement{DocID: ""})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	require.ErrorIs(t, err, provenance.ErrInvalidDocID)
+	_, err = s.Announce(ctx, tenant, store.Announcement{DocID: "a/b"})
+	require.ErrorIs(t, err, provenance.ErrInvalidDocID)
+	_, err = s.Announce(ctx, tenant, store.Announcement{DocID: "d", Version: -1})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.SetACL(ctx, "", "d", provenance.PublicACL())
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.MarkDeleted(ctx, tenant, "")
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.Sources(ctx, "UPPER", []string{"d"})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.ListSources(ctx, "a.b")
+	require.ErrorIs(t, err, store.ErrInvalid)
+
+	ts, err := s.Tenants(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ts, "failed calls leave no trace")
+}
+
+// testConcurrentAnnounce checks that "next version" is atomic: concurrent
+// announcements of one document each get a distinct version.
+func testConcurrentAnnounce(t *testing.T, s store.Stores) {
+	const writers, each = 6, 4
+	versions := make(chan int64, writers*each)
+	err := parallel(writers, func(i int) error {
+		for range each {
+			st, err := retry(func() (provenance.SourceState, error) {
+				return s.Announce(t.Context(), tenant, store.Announcement{DocID: "hot", ACL: provenance.PublicACL()})
+			})
+			if err != nil {
+				return err
+			}
+			versions <- st.Version
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	close(versions)
+	var got []int64
+	for v := range versions {
+		got = append(got, v)
+	}
+	slices.Sort(got)
+	want := make([]int64, writers*each)
+	for i := range want {
+		want[i] = int64(i + 1)
+	}
+	require.Equal(t, want, got, "every announcement got its own version")
+	st, _ := state(t, s, tenant, "hot")
+	require.EqualValues(t, writers*each, st.Version, fmt.Sprint(st))
+}

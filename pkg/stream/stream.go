@@ -1,0 +1,599 @@
+// Package stream is the JetStream plumbing every kgstream worker shares:
+// the stream definition, publishing with de-duplication ids, durable pull
+// consumers with explicit ack, bounded redelivery with backoff,
+// dead-lettering with the reason, and per-stage metrics. A worker is just a
+// Handler; everything else is written once here.
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kgstream/kgstream/pkg/events"
+)
+
+// Header names kgstream sets on messages.
+const (
+	HeaderDLQStage      = "Kg-Dlq-Stage"
+	HeaderDLQError      = "Kg-Dlq-Error"
+	HeaderDLQDeliveries = "Kg-Dlq-Deliveries"
+	HeaderDLQSubject    = "Kg-Dlq-Subject"
+)
+
+// Config says how to reach JetStream and which stream to use.
+type Config struct {
+	// URL of the NATS server; ignored when Conn is set.
+	URL string
+	// Conn is an existing connection (the all-in-one's in-process one).
+	Conn *nats.Conn
+	// Stream is the JetStream stream name (default "KG").
+	Stream string
+	// Subjects sets the subject prefix (default "kg").
+	Subjects events.Subjects
+	// Storage is file (default) or memory.
+	Storage jetstream.StorageType
+	// DuplicateWindow is JetStream's de-duplication window (default 1h).
+	DuplicateWindow time.Duration
+	// MaxAge bounds how long events are kept (default 7 days).
+	MaxAge time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Stream == "" {
+		c.Stream = "KG"
+	}
+	if c.Subjects.Prefix == "" {
+		c.Subjects = events.DefaultSubjects
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = time.Hour
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = 7 * 24 * time.Hour
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.URL == "" && c.Conn == nil {
+		return errors.New("stream: either URL or Conn is required")
+	}
+	return nil
+}
+
+// Metrics are the per-stage event metrics, registered once per registry.
+type Metrics struct {
+	Events      *prometheus.CounterVec
+	DeadLetters *prometheus.CounterVec
+	Duration    *prometheus.HistogramVec
+	// Lag is kgstream_index_lag_seconds: from the gateway's receipt of a
+	// change to the stage named (graph, communities, reports).
+	Lag *prometheus.HistogramVec
+}
+
+// NewMetrics registers the event metrics on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_events_total",
+			Help: "Events handled, by stage and outcome (ok, stale, retry, dead_letter).",
+		}, []string{"stage", "outcome"}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_dead_letters_total",
+			Help: "Events sent to the dead-letter stream, by stage.",
+		}, []string{"stage"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kgstream_event_handle_seconds",
+			Help:    "Time to handle one event, by stage.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"stage"}),
+		Lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kgstream_index_lag_seconds",
+			Help:    "Time from the gateway's receipt of a change to the stage named, by stage.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+		}, []string{"stage"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Events, m.DeadLetters, m.Duration, m.Lag)
+	}
+	return m
+}
+
+// Bus is a connection to kgstream's stream.
+type Bus struct {
+	cfg     Config
+	nc      *nats.Conn
+	ownConn bool
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	log     *slog.Logger
+	metrics *Metrics
+
+	lagMu   sync.Mutex
+	lagRing map[string]*ring
+}
+
+// ring keeps the most recent lag samples of one stage for quantiles.
+type ring struct {
+	buf  []float64
+	next int
+	full bool
+}
+
+func (r *ring) add(v float64) {
+	r.buf[r.next] = v
+	r.next = (r.next + 1) % len(r.buf)
+	if r.next == 0 {
+		r.full = true
+	}
+}
+
+func (r *ring) values() []float64 {
+	if r.full {
+		return append([]float64(nil), r.buf...)
+	}
+	return append([]float64(nil), r.buf[:r.next]...)
+}
+
+// Connect connects to NATS and creates or updates the stream.
+func Connect(ctx context.Context, cfg Config, log *slog.Logger, metrics *Metrics) (*Bus, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	b := &Bus{cfg: cfg, nc: cfg.Conn, log: log, metrics: metrics}
+	if b.nc == nil {
+		nc, err := nats.Connect(cfg.URL, nats.Name("kgstream"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false))
+		if err != nil {
+			return nil, fmt.Errorf("connecting to NATS at %s: %w", cfg.URL, err)
+		}
+		b.nc, b.ownConn = nc, true
+	}
+	js, err := jetstream.New(b.nc)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	b.js = js
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "kgstream events",
+		Subjects:    []string{cfg.Subjects.Wildcard()},
+		Storage:     cfg.Storage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      cfg.MaxAge,
+		Duplicates:  cfg.DuplicateWindow,
+		Discard:     jetstream.DiscardOld,
+	})
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("creating stream %s: %w", cfg.Stream, err)
+	}
+	b.stream = st
+	return b, nil
+}
+
+// ObserveLag records the index lag of a change received at received that
+// has now reached stage.
+func (b *Bus) ObserveLag(stage string, received time.Time) {
+	if received.IsZero() {
+		return
+	}
+	v := time.Since(received).Seconds()
+	b.metrics.Lag.WithLabelValues(stage).Observe(v)
+	b.lagMu.Lock()
+	defer b.lagMu.Unlock()
+	if b.lagRing == nil {
+		b.lagRing = map[string]*ring{}
+	}
+	r := b.lagRing[stage]
+	if r == nil {
+		r = &ring{buf: make([]float64, 4096)}
+		b.lagRing[stage] = r
+	}
+	r.add(v)
+}
+
+// LagQuantiles returns the p50 and p99 of the most recent lag samples of a
+// stage seen by this process (ok false when there are none).
+func (b *Bus) LagQuantiles(stage string) (p50, p99 float64, ok bool) {
+	b.lagMu.Lock()
+	r := b.lagRing[stage]
+	var vs []float64
+	if r != nil {
+		vs = r.values()
+	}
+	b.lagMu.Unlock()
+	if len(vs) == 0 {
+		return 0, 0, false
+	}
+	slices.Sort(vs)
+	q := func(p float64) float64 { return vs[min(len(vs)-1, int(p*float64(len(vs))))] }
+	return q(0.50), q(0.99), true
+}
+
+// Close closes the connection if the Bus opened it.
+func (b *Bus) Close() {
+	if b.ownConn && b.nc != nil {
+		_ = b.nc.Drain()
+	}
+}
+
+// Subjects returns the subject builder in use.
+func (b *Bus) Subjects() events.Subjects { return b.cfg.Subjects }
+
+// JetStream exposes the JetStream context (for tests and tools).
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// StreamName returns the stream's name.
+func (b *Bus) StreamName() string { return b.cfg.Stream }
+
+// Publish encodes ev, publishes it on the subject of kind for tenant with
+// Nats-Msg-Id msgID, and waits for JetStream's acknowledgement. Only after it
+// returns nil is the event durable.
+func (b *Bus) Publish(ctx context.Context, kind events.Kind, tenant, msgID string, ev events.Validator) (*jetstream.PubAck, error) {
+	data, err := events.Encode(ev)
+	if err != nil {
+		return nil, err
+	}
+	subject := b.cfg.Subjects.For(kind, tenant)
+	ack, err := b.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return nil, fmt.Errorf("publishing %s: %w", subject, err)
+	}
+	return ack, nil
+}
+
+// Message is one delivery of an event to a handler.
+type Message struct {
+	Subject    string
+	Kind       events.Kind
+	Tenant     string
+	Data       []byte
+	Header     nats.Header
+	Deliveries uint64
+	Sequence   uint64
+}
+
+// Handler processes one message. A nil error acks it; an error naks it for
+// redelivery with backoff, up to MaxDeliver deliveries, after which it is
+// dead-lettered. An error wrapping events.ErrInvalidEvent, or marked with
+// Permanent, is dead-lettered at once. A handler may return Stale(reason)
+// to ack and count the message as stale.
+type Handler func(ctx context.Context, m *Message) error
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one no redelivery can fix.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// ErrStale is returned (wrapped) by handlers for events older than what is
+// applied: the message is acknowledged and counted as stale.
+var ErrStale = errors.New("stale event")
+
+// IsPermanent reports whether err can never succeed on redelivery.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p) || errors.Is(err, events.ErrInvalidEvent)
+}
+
+// ConsumerConfig describes one stage's durable consumer.
+type ConsumerConfig struct {
+	// Stage names the stage in metrics and the dead-letter subject.
+	Stage string
+	// Durable is the consumer name (default: Stage).
+	Durable string
+	// Kinds are the event kinds this stage consumes (all tenants).
+	Kinds []events.Kind
+	// MaxDeliver bounds deliveries before dead-lettering (default 5).
+	MaxDeliver int
+	// Backoff is the nak delay per delivery; the last value repeats
+	// (default 100ms, 500ms, 2s, 5s).
+	Backoff []time.Duration
+	// AckWait is how long the server waits for an ack before redelivering
+	// (default 30s); a running handler keeps its message in progress.
+	AckWait time.Duration
+	// Batch is how many messages are fetched ahead (default 64).
+	Batch int
+}
+
+func (c *ConsumerConfig) setDefaults() {
+	if c.Durable == "" {
+		c.Durable = c.Stage
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = 5
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second}
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.Batch == 0 {
+		c.Batch = 64
+	}
+}
+
+// Validate checks the consumer configuration.
+func (c ConsumerConfig) Validate() error {
+	if c.Stage == "" {
+		return errors.New("stream: consumer stage is required")
+	}
+	if len(c.Kinds) == 0 {
+		return errors.New("stream: consumer needs at least one event kind")
+	}
+	if c.MaxDeliver < 1 {
+		return errors.New("stream: MaxDeliver must be >= 1")
+	}
+	return nil
+}
+
+// consumerName is the durable of one kind of a stage. A stage consuming one
+// kind uses its Durable as is; a stage consuming several has one durable per
+// kind, because servers before 2.10 take one filter subject per consumer.
+// Ordering across kinds is not needed: every handler is version-gated.
+func consumerName(durable string, kinds []events.Kind, k events.Kind) string {
+	if len(kinds) == 1 {
+		return durable
+	}
+	return durable + "-" + strings.ReplaceAll(string(k), ".", "_")
+}
+
+func (b *Bus) consumer(ctx context.Context, cc ConsumerConfig, k events.Kind) (jetstream.Consumer, error) {
+	// MaxDeliver is enforced here rather than by the server: the server stops
+	// redelivering silently at its limit, while we must dead-letter first and
+	// keep retrying the dead-letter publish if it fails.
+	return b.js.CreateOrUpdateConsumer(ctx, b.cfg.Stream, jetstream.ConsumerConfig{
+		Durable:       consumerName(cc.Durable, cc.Kinds, k),
+		FilterSubject: b.cfg.Subjects.All(k),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cc.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: cc.Batch * 2,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+}
+
+// Pending returns how many messages a stage's consumer has not yet
+// acknowledged (waiting plus in flight). A consumer not yet created counts
+// every message of its kinds as pending.
+func (b *Bus) Pending(ctx context.Context, durable string) (uint64, error) {
+	var total uint64
+	found := false
+	lister := b.stream.ListConsumers(ctx)
+	for info := range lister.Info() {
+		if info.Name == durable || strings.HasPrefix(info.Name, durable+"-") {
+			found = true
+			total += info.NumPending + uint64(info.NumAckPending)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return 0, fmt.Errorf("listing consumers of %s: %w", b.cfg.Stream, err)
+	}
+	if !found {
+		return 0, fmt.Errorf("%w: %s", ErrNoConsumer, durable)
+	}
+	return total, nil
+}
+
+// ErrNoConsumer means a stage has not created its consumer yet.
+var ErrNoConsumer = errors.New("no such consumer")
+
+// DeadLetters counts the messages in the dead-letter subjects.
+func (b *Bus) DeadLetters(ctx context.Context) (uint64, error) {
+	info, err := b.stream.Info(ctx, jetstream.WithSubjectFilter(b.cfg.Subjects.Prefix+".dlq.>"))
+	if err != nil {
+		return 0, fmt.Errorf("reading stream %s: %w", b.cfg.Stream, err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
+}
+
+// DeadLetter is the body of a dead-lettered message.
+type DeadLetter struct {
+	Stage      string          `json:"stage"`
+	Subject    string          `json:"subject"`
+	Error      string          `json:"error"`
+	Deliveries uint64          `json:"deliveries"`
+	Sequence   uint64          `json:"sequence"`
+	MsgID      string          `json:"msg_id,omitempty"`
+	FailedAt   time.Time       `json:"failed_at"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	RawData    string          `json:"raw_data,omitempty"` // when Data is not JSON
+}
+
+// Run consumes a stage's events with h until ctx is cancelled. It returns
+// after the messages in flight are finished (orderly drain). Each kind is
+// consumed by its own durable, concurrently.
+func (b *Bus) Run(ctx context.Context, cc ConsumerConfig, h Handler) error {
+	cc.setDefaults()
+	if err := cc.Validate(); err != nil {
+		return err
+	}
+	// Create the series so dashboards see 0 rather than nothing.
+	b.metrics.DeadLetters.WithLabelValues(cc.Stage)
+	b.metrics.Events.WithLabelValues(cc.Stage, "ok")
+	conss := make([]jetstream.Consumer, len(cc.Kinds))
+	for i, k := range cc.Kinds {
+		c, err := b.consumer(ctx, cc, k)
+		if err != nil {
+			return fmt.Errorf("creating consumer %s: %w", consumerName(cc.Durable, cc.Kinds, k), err)
+		}
+		conss[i] = c
+	}
+	errc := make(chan error, len(conss))
+	for _, c := range conss {
+		go func() { errc <- b.consume(ctx, cc, c, h) }()
+	}
+	var first error
+	for range conss {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (b *Bus) consume(ctx context.Context, cc ConsumerConfig, cons jetstream.Consumer, h Handler) error {
+	it, err := cons.Messages(jetstream.PullMaxMessages(cc.Batch), jetstream.PullExpiry(5*time.Second))
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", cc.Durable, err)
+	}
+	var once sync.Once
+	stop := func() { once.Do(it.Stop) }
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			b.log.Warn("fetching message", "stage", cc.Stage, "error", err)
+			continue
+		}
+		b.handle(ctx, cc, h, msg)
+	}
+}
+
+func (b *Bus) handle(ctx context.Context, cc ConsumerConfig, h Handler, msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		b.log.Error("reading message metadata", "stage", cc.Stage, "error", err)
+		_ = msg.Nak()
+		return
+	}
+	m := &Message{Subject: msg.Subject(), Data: msg.Data(), Header: msg.Headers(),
+		Deliveries: md.NumDelivered, Sequence: md.Sequence.Stream}
+	kind, tenant, perr := b.cfg.Subjects.Parse(m.Subject)
+	m.Kind, m.Tenant = kind, tenant
+
+	start := time.Now()
+	// Keep the message in progress while a slow handler (an LLM call) runs.
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(cc.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	if perr != nil {
+		err = perr
+	} else {
+		err = safeCall(hctx, h, m)
+	}
+	close(done)
+	cancel()
+	b.metrics.Duration.WithLabelValues(cc.Stage).Observe(time.Since(start).Seconds())
+
+	switch {
+	case err == nil:
+		b.ack(cc, msg, "ok")
+	case errors.Is(err, ErrStale):
+		b.log.Info("stale event acknowledged", "stage", cc.Stage, "subject", m.Subject, "reason", err.Error())
+		b.ack(cc, msg, "stale")
+	case IsPermanent(err) || int(md.NumDelivered) >= cc.MaxDeliver:
+		b.deadLetter(ctx, cc, msg, m, err)
+	default:
+		i := int(md.NumDelivered) - 1
+		if i >= len(cc.Backoff) {
+			i = len(cc.Backoff) - 1
+		}
+		b.log.Warn("handling event failed, will retry", "stage", cc.Stage, "subject", m.Subject,
+			"delivery", md.NumDelivered, "error", err)
+		b.metrics.Events.WithLabelValues(cc.Stage, "retry").Inc()
+		_ = msg.NakWithDelay(cc.Backoff[i])
+	}
+}
+
+func safeCall(ctx context.Context, h Handler, m *Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = Permanent(fmt.Errorf("handler panicked: %v", r))
+		}
+	}()
+	return h(ctx, m)
+}
+
+func (b *Bus) ack(cc ConsumerConfig, msg jetstream.Msg, outcome string) {
+	if err := msg.DoubleAck(context.Background()); err != nil {
+		// The server will redeliver; handlers are idempotent.
+		b.log.Warn("acknowledging message", "stage", cc.Stage, "error", err)
+	}
+	b.metrics.Events.WithLabelValues(cc.Stage, outcome).Inc()
+}
+
+func (b *Bus) deadLetter(ctx context.Context, cc ConsumerConfig, msg jetstream.Msg, m *Message, cause error) {
+	dl := DeadLetter{Stage: cc.Stage, Subject: m.Subject, Error: cause.Error(), Deliveries: m.Deliveries,
+		Sequence: m.Sequence, MsgID: m.Header.Get(jetstream.MsgIDHeader), FailedAt: time.Now().UTC()}
+	if json.Valid(m.Data) {
+		dl.Data = m.Data
+	} else {
+		dl.RawData = string(m.Data)
+	}
+	body, _ := json.Marshal(dl)
+	out := nats.NewMsg(b.cfg.Subjects.DLQ(cc.Stage))
+	out.Data = body
+	out.Header.Set(HeaderDLQStage, cc.Stage)
+	out.Header.Set(HeaderDLQError, truncate(cause.Error(), 1024))
+	out.Header.Set(HeaderDLQDeliveries, strconv.FormatUint(m.Deliveries, 10))
+	out.Header.Set(HeaderDLQSubject, m.Subject)
+	out.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dlq/%s/%d", cc.Stage, m.Sequence))
+	if _, err := b.js.PublishMsg(ctx, out); err != nil {
+		// Never drop: keep the original and try again later.
+		b.log.Error("dead-lettering failed, will retry", "stage", cc.Stage, "subject", m.Subject, "error", err)
+		_ = msg.NakWithDelay(cc.Backoff[len(cc.Backoff)-1])
+		return
+	}
+	b.log.Error("event dead-lettered", "stage", cc.Stage, "subject", m.Subject,
+		"deliveries", m.Deliveries, "error", cause)
+	b.metrics.DeadLetters.WithLabelValues(cc.Stage).Inc()
+	b.ack(cc, msg, "dead_letter")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

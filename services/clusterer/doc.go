@@ -1,0 +1,2 @@
+// Package clusterer is kgstream's clusterer worker.
+package clusterer

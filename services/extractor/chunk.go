@@ -1,0 +1,144 @@
+package extractor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+
+	"github.com/kgstream/kgstream/pkg/events"
+)
+
+// GraphRAG's chunking defaults.
+const (
+	DefaultChunkTokens  = 1200
+	DefaultChunkOverlap = 100
+)
+
+// cl100k_base's definition, as tiktoken-go builds it. It is restated here
+// so the tokenizer is built from the embedded ranks without
+// tiktoken.SetBpeLoader, which would swap a process-wide loader (and the
+// default loader downloads the ranks at run time).
+const (
+	cl100kFile    = "cl100k_base.tiktoken"
+	cl100kPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
+
+var cl100kSpecial = map[string]int{
+	"<|endoftext|>":   100257,
+	"<|fim_prefix|>":  100258,
+	"<|fim_middle|>":  100259,
+	"<|fim_suffix|>":  100260,
+	"<|endofprompt|>": 100276,
+}
+
+// Tokenizer counts and splits text in cl100k_base tokens, loaded from the
+// ranks embedded in tiktoken-go-loader: no network at run time. Loading
+// takes a moment and some memory, so share one per process. It is safe for
+// concurrent use.
+type Tokenizer struct {
+	enc *tiktoken.Tiktoken
+}
+
+// NewTokenizer loads cl100k_base.
+func NewTokenizer() (*Tokenizer, error) {
+	ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(cl100kFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s ranks: %w", cl100kFile, err)
+	}
+	bpe, err := tiktoken.NewCoreBPE(ranks, cl100kSpecial, cl100kPattern)
+	if err != nil {
+		return nil, fmt.Errorf("building cl100k_base: %w", err)
+	}
+	special := make(map[string]any, len(cl100kSpecial))
+	for k := range cl100kSpecial {
+		special[k] = true
+	}
+	enc := tiktoken.NewTiktoken(bpe, &tiktoken.Encoding{Name: "cl100k_base", PatStr: cl100kPattern,
+		MergeableRanks: ranks, SpecialTokens: cl100kSpecial}, special)
+	return &Tokenizer{enc: enc}, nil
+}
+
+// Count returns the number of tokens of text. Special-token spellings in
+// the text count as ordinary text: documents are data, not prompts.
+func (t *Tokenizer) Count(text string) int { return len(t.enc.EncodeOrdinary(text)) }
+
+// Chunker splits documents into token windows, GraphRAG-style: windows of
+// Size tokens, each starting Size-Overlap tokens after the previous one.
+type Chunker struct {
+	tok           *Tokenizer
+	size, overlap int
+}
+
+// NewChunker returns a chunker over tok.
+func NewChunker(tok *Tokenizer, size, overlap int) (*Chunker, error) {
+	if tok == nil {
+		return nil, errors.New("extractor: chunker needs a tokenizer")
+	}
+	if size < 1 || overlap < 0 || overlap >= size {
+		return nil, fmt.Errorf("extractor: chunk size %d and overlap %d must satisfy 0 <= overlap < size", size, overlap)
+	}
+	return &Chunker{tok: tok, size: size, overlap: overlap}, nil
+}
+
+// TextUnitID is the id of chunk index of a document version: the first 16
+// hex digits of sha256(doc id, version, index). It depends on nothing else,
+// so re-extracting a version yields the same ids and replays converge.
+func TextUnitID(docID string, version int64, index int) string {
+	h := sha256.New()
+	h.Write([]byte(docID))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.FormatInt(version, 10)))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.Itoa(index)))
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Chunk splits text into text units. Start and End are byte offsets into
+// text with Text == text[Start:End]; a window boundary that falls inside a
+// multi-byte character is widened to the whole character, so every unit is
+// valid UTF-8 (GraphRAG would decode a replacement character there).
+// Tokens is the window's token count. Text without tokens has no units.
+func (c *Chunker) Chunk(docID string, version int64, text string) []events.TextUnit {
+	ids := c.tok.enc.EncodeOrdinary(text)
+	if len(ids) == 0 {
+		return nil
+	}
+	// offsets[i] is the byte offset of token i; byte-level BPE tokens
+	// concatenate back to the text exactly, so token byte lengths add up.
+	offsets := make([]int, len(ids)+1)
+	for i, id := range ids {
+		offsets[i+1] = offsets[i] + len(c.tok.enc.Decode([]int{id}))
+	}
+	if offsets[len(ids)] != len(text) {
+		// Cannot happen with cl100k_base's ordinary encoding; if it ever does,
+		// clamp rather than slice out of range.
+		offsets[len(ids)] = len(text)
+	}
+	var units []events.TextUnit
+	for start := 0; ; start += c.size - c.overlap {
+		end := min(start+c.size, len(ids))
+		bs, be := min(offsets[start], len(text)), min(offsets[end], len(text))
+		for bs > 0 && !utf8.RuneStart(text[bs]) {
+			bs--
+		}
+		for be < len(text) && !utf8.RuneStart(text[be]) {
+			be++
+		}
+		units = append(units, events.TextUnit{
+			ID:     TextUnitID(docID, version, len(units)),
+			Text:   text[bs:be],
+			Start:  bs,
+			End:    be,
+			Tokens: end - start,
+		})
+		if end == len(ids) {
+			return units
+		}
+	}
+}

@@ -1,0 +1,84 @@
+// Command extractor chunks changed documents and extracts their entities
+// and relationships as its own process. KG_LLM_BASE_URL, KG_LLM_MODEL and
+// KG_LLM_API_KEY select the LLM extractor; without them it runs offline,
+// finding the graph's catalog entities (read from --redis) in the text.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/kgstream/kgstream/pkg/daemon"
+	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/services/extractor"
+)
+
+func main() {
+	f := daemon.Flags{Name: "extractor"}
+	fs := flag.NewFlagSet("extractor", flag.ExitOnError)
+	f.Register(fs, "127.0.0.1:8086")
+	chunkTokens := fs.Int("chunk-tokens", extractor.DefaultChunkTokens, "text unit size in cl100k_base tokens")
+	chunkOverlap := fs.Int("chunk-overlap", extractor.DefaultChunkOverlap, "tokens shared by consecutive text units (negative: none)")
+	maxDeliver := fs.Int("max-deliver", 5, "deliveries before an event is dead-lettered")
+	gleanings := fs.Int("llm-gleanings", 1, "\"entities were missed\" passes per text unit (negative: none)")
+	llmTimeout := fs.Duration("llm-timeout", 120*time.Second, "timeout of one LLM request")
+	llmRetries := fs.Int("llm-retries", 3, "retries of a timed-out, rate-limited or 5xx LLM request (negative: none)")
+	gazetteerTTL := fs.Duration("gazetteer-ttl", 30*time.Second, "how long the offline extractor caches the known entities")
+	_ = fs.Parse(os.Args[1:])
+
+	lc := llm.Config{BaseURL: os.Getenv("KG_LLM_BASE_URL"), Model: os.Getenv("KG_LLM_MODEL"),
+		APIKey: os.Getenv("KG_LLM_API_KEY"), Timeout: *llmTimeout, MaxRetries: *llmRetries}
+	useLLM := lc.BaseURL != ""
+	// The offline extractor's gazetteer is the shared graph store, so it is
+	// only opened when it is shared (Redis): the embedded store belongs to
+	// the single process that owns its file.
+	needStores := !useLLM && f.RedisURL != ""
+	var client *llm.Client
+	if useLLM {
+		// Checked before connecting anything: a bad LLM config is the
+		// operator's to fix, not a NATS problem.
+		var err error
+		if client, err = llm.New(lc); err != nil {
+			fmt.Fprintln(os.Stderr, "extractor:", err)
+			os.Exit(2)
+		}
+	}
+
+	err := daemon.Run(f, needStores, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
+		var ext extractor.Extractor
+		if useLLM {
+			x, err := extractor.NewLLM(extractor.LLMConfig{Gleanings: *gleanings}, client, env.Log, env.Registry)
+			if err != nil {
+				return nil, nil, err
+			}
+			ext = x
+			env.Log.Info("extracting with an LLM", "base_url", lc.BaseURL, "model", lc.Model)
+		} else {
+			oc := extractor.OfflineConfig{}
+			if env.Stores != nil {
+				oc.Gazetteer = extractor.NewStoreGazetteer(env.Stores, *gazetteerTTL)
+			} else {
+				env.Log.Warn("offline extraction without --redis: only document entities, no catalog mentions")
+			}
+			x, err := extractor.NewOffline(oc)
+			if err != nil {
+				return nil, nil, err
+			}
+			ext = x
+		}
+		w, err := extractor.New(extractor.Config{ChunkTokens: *chunkTokens, ChunkOverlap: *chunkOverlap,
+			MaxDeliver: *maxDeliver}, env.Bus, ext, env.Log, env.Registry)
+		if err != nil {
+			return nil, nil, err
+		}
+		return w.Run, nil, nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "extractor:", err)
+		os.Exit(1)
+	}
+}

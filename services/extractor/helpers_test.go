@@ -1,0 +1,202 @@
+package extractor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/services/extractor"
+)
+
+// seed is the seed corpus. Tests fail (never skip) without it.
+const seed = "../../../shared/corpora/seed-postmortems"
+
+// tokenizer is loaded once per test binary: loading cl100k_base takes a
+// moment and every worker of every test can share it.
+var tokenizer = sync.OnceValues(extractor.NewTokenizer)
+
+func tok(t *testing.T) *extractor.Tokenizer {
+	t.Helper()
+	tk, err := tokenizer()
+	require.NoError(t, err)
+	return tk
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// startBus runs a real JetStream server in-process with an in-memory
+// stream.
+func startBus(t *testing.T) *stream.Bus {
+	t.Helper()
+	e, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	nc, err := e.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc, Storage: jetstream.MemoryStorage}, testLogger(t), stream.NewMetrics(nil))
+	require.NoError(t, err)
+	return bus
+}
+
+// startWorker runs a worker until the test ends, waiting for Run to return.
+func startWorker(t *testing.T, bus *stream.Bus, ext extractor.Extractor, reg prometheus.Registerer, mut func(*extractor.Config)) *extractor.Worker {
+	t.Helper()
+	cfg := extractor.Config{Tokenizer: tok(t), MaxDeliver: 3, Backoff: []time.Duration{20 * time.Millisecond}}
+	if mut != nil {
+		mut(&cfg)
+	}
+	w, err := extractor.New(cfg, bus, ext, testLogger(t), reg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return w
+}
+
+// eventually polls cond until it holds or the deadline passes (no sleeps
+// standing in for synchronisation).
+func eventually(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %s: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// messages returns the stream's messages on subject, in order.
+func messages(t *testing.T, bus *stream.Bus, subject string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	ctx := t.Context()
+	st, err := bus.JetStream().Stream(ctx, bus.StreamName())
+	require.NoError(t, err)
+	info, err := st.Info(ctx)
+	require.NoError(t, err)
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		require.NoError(t, err)
+		if m.Subject == subject {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// waitExtracted waits for n extracted events of tenant and decodes them.
+func waitExtracted(t *testing.T, bus *stream.Bus, tenant string, n int) []events.Extracted {
+	t.Helper()
+	subject := bus.Subjects().For(events.KindExtracted, tenant)
+	var msgs []*jetstream.RawStreamMsg
+	eventually(t, 20*time.Second, func() error {
+		msgs = messages(t, bus, subject)
+		if len(msgs) < n {
+			return fmt.Errorf("%d of %d extracted events", len(msgs), n)
+		}
+		return nil
+	})
+	out := make([]events.Extracted, len(msgs))
+	for i, m := range msgs {
+		require.NoError(t, events.Decode(m.Data, &out[i]))
+		require.Equal(t, events.MsgID(tenant, out[i].DocID, out[i].Version, "extracted"), m.Header.Get(jetstream.MsgIDHeader))
+	}
+	return out
+}
+
+// waitDeadLetters waits for n dead letters of a stage.
+func waitDeadLetters(t *testing.T, bus *stream.Bus, stage string, n int) []stream.DeadLetter {
+	t.Helper()
+	var msgs []*jetstream.RawStreamMsg
+	eventually(t, 20*time.Second, func() error {
+		msgs = messages(t, bus, bus.Subjects().DLQ(stage))
+		if len(msgs) < n {
+			return fmt.Errorf("%d of %d dead letters", len(msgs), n)
+		}
+		return nil
+	})
+	out := make([]stream.DeadLetter, len(msgs))
+	for i, m := range msgs {
+		require.NoError(t, json.Unmarshal(m.Data, &out[i]))
+	}
+	return out
+}
+
+// seedDoc reads a seed postmortem as a DocChanged.
+func seedDoc(t *testing.T, tenant, id string, version int64) *events.DocChanged {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(seed, "docs", id+".txt"))
+	require.NoError(t, err, "seed corpus is required")
+	return &events.DocChanged{Header: events.Header{Tenant: tenant}, DocID: id, Version: version,
+		Source: "test", DocType: "incident", Title: "Postmortem " + id, Text: strings.TrimSpace(string(text)),
+		ACL: provenance.PublicACL(), ReceivedAt: time.Date(2025, 1, 9, 12, 0, 0, 0, time.UTC)}
+}
+
+func publishDoc(t *testing.T, bus *stream.Bus, doc *events.DocChanged) {
+	t.Helper()
+	_, err := bus.Publish(t.Context(), events.KindDocChanged, doc.Tenant,
+		events.MsgID(doc.Tenant, doc.DocID, doc.Version, string(events.KindDocChanged)), doc)
+	require.NoError(t, err)
+}
+
+// triples renders relationships as sorted "type:name -rel-> type:name".
+func triples(rels []events.RawRelationship) []string {
+	out := make([]string, 0, len(rels))
+	for _, r := range rels {
+		out = append(out, r.SourceType+":"+r.Source+" -"+r.Relation+"-> "+r.TargetType+":"+r.Target)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// recorded reads the recording's triples per document.
+func recorded(t *testing.T) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(seed, "recorded-llm-extraction.json"))
+	require.NoError(t, err, "seed recording is required")
+	var rec map[string][]events.RawRelationship
+	require.NoError(t, json.Unmarshal(data, &rec))
+	out := map[string][]string{}
+	for id, rels := range rec {
+		out[id] = triples(rels)
+	}
+	return out
+}

@@ -1,0 +1,164 @@
+package extractor_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/catalog"
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/services/extractor"
+)
+
+// seedGazetteer is the seed catalog's entities plus the components the
+// postmortems name, as the graph would hold them after a catalog import.
+func seedGazetteer(t *testing.T) extractor.StaticGazetteer {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(seed, "catalog-info.yaml"))
+	require.NoError(t, err)
+	st, _, err := catalog.Parse(data)
+	require.NoError(t, err)
+	var g extractor.StaticGazetteer
+	for _, e := range st.Entities {
+		g = append(g, extractor.Entry{ID: resolve.ID(e.Type, e.Key), Type: e.Type, Name: e.Name, Key: resolve.Key(e.Key)})
+	}
+	for _, c := range []string{"cert-manager", "ingress", "orders-db"} {
+		g = append(g, extractor.Entry{ID: resolve.ID("component", c), Type: "component", Name: c, Key: resolve.Key(c)})
+	}
+	return g
+}
+
+func offlineExtract(t *testing.T, g extractor.Gazetteer, text string) ([]events.RawEntity, []events.RawRelationship) {
+	t.Helper()
+	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: g})
+	require.NoError(t, err)
+	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, Text: text}
+	units := []events.TextUnit{{ID: "u1", Text: text, End: len(text)}}
+	ents, rels, err := x.Extract(context.Background(), doc, units)
+	require.NoError(t, err)
+	return ents, rels
+}
+
+func mentioned(rels []events.RawRelationship) []string {
+	var out []string
+	for _, r := range rels {
+		out = append(out, r.TargetType+":"+r.Target)
+	}
+	return out
+}
+
+func TestOfflineMatchesNormalisedNamesOnWordBoundaries(t *testing.T) {
+	g := seedGazetteer(t)
+	for name, tc := range map[string]struct {
+		text string
+		want []string
+	}{
+		"spaced":         {"the Cert Manager webhook timed out", []string{"component:certmanager"}},
+		"glued":          {"certmanager stopped issuing", []string{"component:certmanager"}},
+		"exact":          {"cert-manager could not renew", []string{"component:certmanager"}},
+		"underscore":     {"CHECKOUT_API returned 503s", []string{"service:checkoutapi"}},
+		"title":          {"the Data Platform team was paged", []string{"team:dataplatform"}},
+		"prefix":         {"xcert-manager is unrelated", nil},
+		"suffix":         {"cert-managers are many", nil},
+		"inside ident":   {"cert-manager-webhook failed", nil},
+		"glued to prior": {"my-ingress was fine", nil},
+		"sentence end":   {"traffic went to ingress. Then search-api.", []string{"component:ingress", "service:searchapi"}},
+		"possessive":     {"auth-service's pods", []string{"service:authservice"}},
+		"longest":        {"checkout api and checkout", []string{"service:checkoutapi"}},
+		"no newline":     {"cert\nmanager", nil},
+		"repeat once":    {"ingress, ingress and Ingress", []string{"component:ingress"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, rels := offlineExtract(t, g, tc.text)
+			require.Equal(t, tc.want, mentioned(rels))
+		})
+	}
+}
+
+func TestOfflineExtractsSeedPostmortem(t *testing.T) {
+	bus := startBus(t)
+	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: seedGazetteer(t)})
+	require.NoError(t, err)
+	startWorker(t, bus, x, nil, nil)
+
+	publishDoc(t, bus, seedDoc(t, "acme", "INC-112", 1))
+	publishDoc(t, bus, seedDoc(t, "acme", "INC-101", 1))
+	got := waitExtracted(t, bus, "acme", 2)
+
+	require.Equal(t, []string{
+		"incident:INC-112 -mentions-> component:certmanager",
+		"incident:INC-112 -mentions-> service:searchapi",
+	}, triples(got[0].Relationships))
+	require.Equal(t, []string{
+		"incident:INC-101 -mentions-> component:certmanager",
+		"incident:INC-101 -mentions-> component:ingress",
+		"incident:INC-101 -mentions-> service:authservice",
+		"incident:INC-101 -mentions-> service:checkoutapi",
+	}, triples(got[1].Relationships))
+
+	ex := got[0]
+	unit := ex.TextUnits[0].ID
+	require.Equal(t, events.RawEntity{Name: "INC-112", Type: "incident", Description: "Postmortem INC-112", TextUnit: unit}, ex.Entities[0])
+	require.Contains(t, ex.Entities, events.RawEntity{Name: "Cert Manager", Type: "component", Key: "certmanager", TextUnit: unit})
+	for _, r := range ex.Relationships {
+		require.Equal(t, unit, r.TextUnit)
+	}
+}
+
+// graphStore serves EntitiesByType from a slice and counts the calls; the
+// rest of the contract is not used by the gazetteer.
+type graphStore struct {
+	store.GraphStore
+	entities []store.Entity
+	calls    int
+}
+
+func (g *graphStore) EntitiesByType(_ context.Context, _, typ string) ([]store.Entity, error) {
+	g.calls++
+	if typ != "" {
+		panic("the gazetteer lists every type")
+	}
+	return g.entities, nil
+}
+
+func TestStoreGazetteerFiltersAndCaches(t *testing.T) {
+	gs := &graphStore{entities: []store.Entity{
+		{ID: "component:certmanager", Type: "component", Name: "cert-manager",
+			Sources: []store.Fragment{{DocID: "INC-112", Name: "Cert Manager"}, {DocID: "INC-121", Name: "certmanager"}, {DocID: "INC-101", Name: "cert-manager"}}},
+		{ID: "team:payments", Type: "team", Name: "Payments"},
+		{ID: "failure_mode:expiredcertificate", Type: "failure_mode", Name: "expired certificate"},
+		{ID: "incident:inc101", Type: "incident", Name: "INC-101"},
+	}}
+	g := extractor.NewStoreGazetteer(gs, time.Hour)
+	got, err := g.Entries(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, []extractor.Entry{
+		{ID: "component:certmanager", Type: "component", Name: "cert-manager", Key: "certmanager"},
+		{ID: "component:certmanager", Type: "component", Name: "Cert Manager", Key: "certmanager"},
+		{ID: "component:certmanager", Type: "component", Name: "certmanager", Key: "certmanager"},
+		{ID: "team:payments", Type: "team", Name: "Payments", Key: "payments"},
+	}, got)
+	_, err = g.Entries(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 1, gs.calls, "cached within the TTL")
+	_, err = g.Entries(t.Context(), "other")
+	require.NoError(t, err)
+	require.Equal(t, 2, gs.calls, "cached per tenant")
+
+	empty := &graphStore{}
+	eg := extractor.NewStoreGazetteer(empty, time.Hour)
+	for range 2 {
+		_, err = eg.Entries(t.Context(), "acme")
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, empty.calls, "an empty graph is not cached")
+
+	_, rels := offlineExtract(t, g, "Payments lost the certmanager")
+	require.Equal(t, []string{"team:payments", "component:certmanager"}, mentioned(rels))
+}

@@ -1,0 +1,2 @@
+// Package gateway is kgstream's gateway worker.
+package gateway

@@ -1,0 +1,59 @@
+// Command query serves kgstream's query API as its own process.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/daemon"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/status"
+	"github.com/kgstream/kgstream/services/query"
+)
+
+func main() {
+	f := daemon.Flags{Name: "query"}
+	fs := flag.NewFlagSet("query", flag.ExitOnError)
+	f.Register(fs, "127.0.0.1:8082")
+	tokens := fs.String("tokens", os.Getenv("KG_TOKENS_FILE"), "tokens file")
+	anonymous := fs.Bool("allow-anonymous", false, "admit callers without a token as tenant default, public documents only")
+	_ = fs.Parse(os.Args[1:])
+	err := daemon.Run(f, true, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
+		var toks []auth.Token
+		if *tokens != "" {
+			var err error
+			if toks, err = auth.LoadFile(*tokens); err != nil {
+				return nil, nil, err
+			}
+		}
+		var anon *provenance.Caller
+		if *anonymous {
+			c := auth.AnonymousCaller
+			anon = &c
+		}
+		a, err := auth.New(toks, anon)
+		if err != nil {
+			return nil, nil, err
+		}
+		q, err := query.New(query.DefaultConfig(), env.Stores, a, env.Log, env.Registry)
+		if err != nil {
+			return nil, nil, err
+		}
+		stc, err := status.NewCollector(env.Stores, env.Bus, []string{"extractor", "resolver", "clusterer", "reporter"}, env.Log, env.Registry)
+		if err != nil {
+			return nil, nil, err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /v1/status", stc.Handler(a))
+		mux.Handle("/", q.Handler())
+		return q.Run, mux, nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "query:", err)
+		os.Exit(1)
+	}
+}

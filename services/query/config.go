@@ -1,0 +1,139 @@
+package query
+
+import (
+	"errors"
+	"fmt"
+)
+
+// HardMaxHops is the longest rels list a paths query may have, whatever the
+// configuration says: each hop multiplies the frontier, so the bound keeps a
+// single request from walking the whole graph.
+const HardMaxHops = 6
+
+// Config configures a Service. Zero fields take the defaults of
+// DefaultConfig (see WithDefaults); Validate rejects what is out of range.
+type Config struct {
+	// MaxHops is the longest rels list accepted by GET /v1/paths (1..HardMaxHops).
+	MaxHops int
+	// MaxPathRows caps the rows of a paths response; the response says
+	// "truncated":true when more paths existed.
+	MaxPathRows int
+	// MaxFrontier caps the partial paths held at any hop of a traversal, so
+	// a hub node cannot make one request unbounded. Exceeding it truncates.
+	MaxFrontier int
+	// ExcludedPathTypes are entity types never stepped onto by a traversal
+	// (e.g. a "document" hub type that links everything). The start entity
+	// is exempt.
+	ExcludedPathTypes []string
+	// ExcludedPathEntities are canonical entity ids never stepped onto by a
+	// traversal. The start entity is exempt.
+	ExcludedPathEntities []string
+
+	// DefaultListLimit is the page size of GET /v1/entities without limit.
+	DefaultListLimit int
+	// MaxListLimit is the largest limit GET /v1/entities accepts.
+	MaxListLimit int
+	// MaxEntityEdges caps the edges per direction shown by GET
+	// /v1/entities/{type}/{name} and gathered per entity by local search.
+	MaxEntityEdges int
+
+	// DefaultBudgetTokens is the context budget of POST /v1/query without
+	// budget_tokens.
+	DefaultBudgetTokens int
+	// MaxBudgetTokens is the largest budget_tokens accepted.
+	MaxBudgetTokens int
+	// MaxQuestionBytes caps the question of POST /v1/query.
+	MaxQuestionBytes int
+	// MaxBodyBytes caps the request body of POST /v1/query.
+	MaxBodyBytes int64
+	// MaxSeedEntities caps the entities local search takes from a question.
+	MaxSeedEntities int
+	// MaxAnswerFacts caps the sentences of an extractive answer.
+	MaxAnswerFacts int
+}
+
+// DefaultConfig returns the configuration used for zero fields.
+func DefaultConfig() Config {
+	return Config{
+		MaxHops:             4,
+		MaxPathRows:         500,
+		MaxFrontier:         20000,
+		DefaultListLimit:    50,
+		MaxListLimit:        1000,
+		MaxEntityEdges:      200,
+		DefaultBudgetTokens: 4000,
+		MaxBudgetTokens:     64000,
+		MaxQuestionBytes:    4096,
+		MaxBodyBytes:        64 << 10,
+		MaxSeedEntities:     20,
+		MaxAnswerFacts:      12,
+	}
+}
+
+// WithDefaults returns c with every zero field set from DefaultConfig.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	setInt := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setInt(&c.MaxHops, d.MaxHops)
+	setInt(&c.MaxPathRows, d.MaxPathRows)
+	setInt(&c.MaxFrontier, d.MaxFrontier)
+	setInt(&c.DefaultListLimit, d.DefaultListLimit)
+	setInt(&c.MaxListLimit, d.MaxListLimit)
+	setInt(&c.MaxEntityEdges, d.MaxEntityEdges)
+	setInt(&c.DefaultBudgetTokens, d.DefaultBudgetTokens)
+	setInt(&c.MaxBudgetTokens, d.MaxBudgetTokens)
+	setInt(&c.MaxQuestionBytes, d.MaxQuestionBytes)
+	setInt(&c.MaxSeedEntities, d.MaxSeedEntities)
+	setInt(&c.MaxAnswerFacts, d.MaxAnswerFacts)
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = d.MaxBodyBytes
+	}
+	return c
+}
+
+// Validate reports every field that is out of range.
+func (c Config) Validate() error {
+	var errs []error
+	positive := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
+		}
+	}
+	if c.MaxHops < 1 || c.MaxHops > HardMaxHops {
+		errs = append(errs, fmt.Errorf("MaxHops must be 1..%d, got %d", HardMaxHops, c.MaxHops))
+	}
+	positive("MaxPathRows", c.MaxPathRows)
+	positive("MaxFrontier", c.MaxFrontier)
+	positive("DefaultListLimit", c.DefaultListLimit)
+	positive("MaxListLimit", c.MaxListLimit)
+	if c.DefaultListLimit > c.MaxListLimit {
+		errs = append(errs, fmt.Errorf("DefaultListLimit %d exceeds MaxListLimit %d", c.DefaultListLimit, c.MaxListLimit))
+	}
+	positive("MaxEntityEdges", c.MaxEntityEdges)
+	positive("DefaultBudgetTokens", c.DefaultBudgetTokens)
+	positive("MaxBudgetTokens", c.MaxBudgetTokens)
+	if c.DefaultBudgetTokens > c.MaxBudgetTokens {
+		errs = append(errs, fmt.Errorf("DefaultBudgetTokens %d exceeds MaxBudgetTokens %d", c.DefaultBudgetTokens, c.MaxBudgetTokens))
+	}
+	positive("MaxQuestionBytes", c.MaxQuestionBytes)
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, fmt.Errorf("MaxBodyBytes must be positive, got %d", c.MaxBodyBytes))
+	}
+	positive("MaxSeedEntities", c.MaxSeedEntities)
+	positive("MaxAnswerFacts", c.MaxAnswerFacts)
+	for _, t := range c.ExcludedPathTypes {
+		if !nameRE.MatchString(t) {
+			errs = append(errs, fmt.Errorf("ExcludedPathTypes: %q is not a lower-case snake_case type", t))
+		}
+	}
+	for _, id := range c.ExcludedPathEntities {
+		if typ, key, ok := cutID(id); !ok || !nameRE.MatchString(typ) || key == "" {
+			errs = append(errs, fmt.Errorf("ExcludedPathEntities: %q is not a canonical TYPE:KEY id", id))
+		}
+	}
+	return errors.Join(errs...)
+}

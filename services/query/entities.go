@@ -1,0 +1,203 @@
+package query
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kgstream/kgstream/pkg/httpapi"
+	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+type entitiesResponse struct {
+	Entities []entityJSON `json:"entities"`
+	Total    int          `json:"total"`
+	Limit    int          `json:"limit"`
+	Offset   int          `json:"offset"`
+}
+
+// intParam reads an optional non-negative integer parameter no larger than max.
+func intParam(r *http.Request, name string, def, max int) (int, error) {
+	s, err := singleParam(r, name)
+	if err != nil {
+		return 0, err
+	}
+	if s = strings.TrimSpace(s); s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > max {
+		return 0, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "%s must be an integer from 0 to %d, got %q", name, max, truncate(s, 32))
+	}
+	return n, nil
+}
+
+// entities lists or searches visible entities: q matches a normalisation
+// key substring or a case-insensitive display-name substring.
+func (s *Service) entities(v *view, _ http.ResponseWriter, r *http.Request) (any, error) {
+	q, err := singleParam(r, "q")
+	if err != nil {
+		return nil, err
+	}
+	if len(q) > maxRefLen {
+		return nil, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "q is longer than %d bytes", maxRefLen)
+	}
+	typ, err := typeParam(r, "type", false)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := intParam(r, "limit", s.cfg.DefaultListLimit, s.cfg.MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	offset, err := intParam(r, "offset", 0, math.MaxInt32)
+	if err != nil {
+		return nil, err
+	}
+
+	es, err := s.st.EntitiesByType(v.ctx, v.tenant, typ)
+	if err != nil {
+		return nil, fmt.Errorf("listing entities: %w", err)
+	}
+	visible, err := v.admitAll(es)
+	if err != nil {
+		return nil, err
+	}
+	q = strings.TrimSpace(q)
+	key, lower := resolve.Key(q), strings.ToLower(q)
+	resp := entitiesResponse{Entities: []entityJSON{}, Limit: limit, Offset: offset}
+	for _, ve := range visible {
+		if q != "" {
+			_, k, _ := cutID(ve.out.ID)
+			if !strings.Contains(k, key) && !strings.Contains(strings.ToLower(ve.out.Name), lower) {
+				continue
+			}
+		}
+		if resp.Total >= offset && len(resp.Entities) < limit {
+			resp.Entities = append(resp.Entities, ve.out)
+		}
+		resp.Total++
+	}
+	return resp, nil
+}
+
+type neighborEdge struct {
+	edgeJSON
+	Neighbor entityJSON `json:"neighbor"`
+}
+
+type entityDetail struct {
+	entityJSON
+	// Citations are the readable fragments that state the entity exists.
+	Citations    []citation     `json:"citations"`
+	Descriptions []description  `json:"descriptions"`
+	Out          []neighborEdge `json:"out"`
+	In           []neighborEdge `json:"in"`
+	// Truncated says Out or In was capped at MaxEntityEdges.
+	Truncated   bool     `json:"truncated"`
+	Communities []string `json:"communities"`
+}
+
+// entity shows one visible entity with its admitted descriptions, its
+// visible edges in both directions and the admitted communities it is in.
+func (s *Service) entity(v *view, _ http.ResponseWriter, r *http.Request) (any, error) {
+	typ, name := r.PathValue("type"), r.PathValue("name")
+	if !validName(typ) {
+		return nil, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "type %q is not a lower-case snake_case type", truncate(typ, maxNameLen))
+	}
+	if strings.TrimSpace(name) == "" || len(name) > maxRefLen {
+		return nil, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "name must be 1 to %d bytes", maxRefLen)
+	}
+	id := resolve.ID(typ, name)
+	ve, err := v.entity(id)
+	if err != nil {
+		return nil, err
+	}
+	if !ve.ok {
+		return nil, httpapi.Errorf(http.StatusNotFound, "unknown_entity", "no %s named %q", typ, truncate(name, 200))
+	}
+	d := entityDetail{entityJSON: ve.out, Citations: []citation{}, Out: []neighborEdge{}, In: []neighborEdge{}, Communities: []string{}}
+	for _, f := range ve.raw.Sources {
+		ok, err := v.adm.Direct(f.DocID)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			d.Citations = appendFragmentCitations(d.Citations, f)
+		}
+	}
+	if d.Descriptions, err = v.descriptions(ve.raw); err != nil {
+		return nil, err
+	}
+	for _, dir := range []store.Direction{store.Out, store.In} {
+		list, truncated, err := s.neighborEdges(v, id, dir, s.cfg.MaxEntityEdges)
+		if err != nil {
+			return nil, err
+		}
+		d.Truncated = d.Truncated || truncated
+		if dir == store.Out {
+			d.Out = list
+		} else {
+			d.In = list
+		}
+	}
+	cs, err := v.admittedCommunities()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		if slices.Contains(c.Members, id) {
+			d.Communities = append(d.Communities, c.ID)
+		}
+	}
+	return d, nil
+}
+
+// neighborEdges returns up to max visible edges of id in dir whose other end
+// is visible, with that end.
+func (s *Service) neighborEdges(v *view, id string, dir store.Direction, max int) ([]neighborEdge, bool, error) {
+	es, err := v.edges(id, dir)
+	if err != nil {
+		return nil, false, err
+	}
+	type cand struct {
+		e     edgeJSON
+		other string
+	}
+	var cands []cand
+	var others []string
+	for _, e := range es {
+		c, err := v.citations(e)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(c) == 0 {
+			continue
+		}
+		other := e.Target
+		if dir == store.In {
+			other = e.Source
+		}
+		cands = append(cands, cand{edgeJSON{Source: e.Source, Relation: e.Relation, Target: e.Target, Citations: c}, other})
+		others = append(others, other)
+	}
+	if err := v.entities(others); err != nil {
+		return nil, false, err
+	}
+	out := []neighborEdge{}
+	for _, c := range cands {
+		n := v.entityCache[c.other]
+		if !n.ok {
+			continue
+		}
+		if len(out) >= max {
+			return out, true, nil
+		}
+		out = append(out, neighborEdge{edgeJSON: c.e, Neighbor: n.out})
+	}
+	return out, false, nil
+}

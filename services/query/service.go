@@ -1,0 +1,195 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/httpapi"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// Stores is what the query service reads: the source registry (for
+// admission) and the graph, community and report stores. Every adapter's
+// store.Stores satisfies it.
+type Stores interface {
+	store.Registry
+	store.GraphStore
+	store.CommunityStore
+	store.ReportStore
+}
+
+// Service answers the query routes of API.md.
+type Service struct {
+	cfg      Config
+	st       Stores
+	auth     *auth.Authenticator
+	log      *slog.Logger
+	excluded map[string]bool // entity ids never stepped onto by paths
+	exTypes  map[string]bool // entity types never stepped onto by paths
+
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// New returns a Service. cfg's zero fields take defaults; st and a are
+// required; log may be nil (discard) and reg may be nil (metrics are kept
+// but not registered).
+func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating query config: %w", err)
+	}
+	if st == nil {
+		return nil, errors.New("creating query service: stores are nil")
+	}
+	if a == nil {
+		return nil, errors.New("creating query service: authenticator is nil")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{
+		cfg:      cfg,
+		st:       st,
+		auth:     a,
+		log:      log,
+		excluded: make(map[string]bool),
+		exTypes:  make(map[string]bool),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_query_requests_total",
+			Help: "Query API requests by route and HTTP status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kgstream_query_duration_seconds",
+			Help:    "Query API request duration by route.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+	}
+	for _, id := range cfg.ExcludedPathEntities {
+		s.excluded[id] = true
+	}
+	for _, t := range cfg.ExcludedPathTypes {
+		s.exTypes[t] = true
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{s.requests, s.duration} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("registering query metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Run blocks until ctx is done. The service holds no background work yet;
+// Run exists so the service composes like every other worker (cache
+// invalidation on kg.reports.changed will live here).
+func (s *Service) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Route patterns, also the "route" label of the metrics.
+const (
+	routePaths       = "GET /v1/paths"
+	routeAggregate   = "GET /v1/aggregate"
+	routeEntities    = "GET /v1/entities"
+	routeEntity      = "GET /v1/entities/{type}/{name}"
+	routeCommunities = "GET /v1/communities"
+	routeReport      = "GET /v1/reports/{id}"
+	routeQuery       = "POST /v1/query"
+)
+
+// Handler returns the query routes, each behind bearer authentication.
+// /metrics, /healthz and /readyz are not included: the process that mounts
+// this handler serves those for all its components.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.handle(mux, routePaths, s.paths)
+	s.handle(mux, routeAggregate, s.aggregate)
+	s.handle(mux, routeEntities, s.entities)
+	s.handle(mux, routeEntity, s.entity)
+	s.handle(mux, routeCommunities, s.communities)
+	s.handle(mux, routeReport, s.report)
+	s.handle(mux, routeQuery, s.query)
+	return mux
+}
+
+// handlerFunc answers one authenticated request: a body for 200, or an error
+// (an *httpapi.Error, or anything else for 500/503).
+type handlerFunc func(v *view, w http.ResponseWriter, r *http.Request) (any, error)
+
+func (s *Service) handle(mux *http.ServeMux, pattern string, h handlerFunc) {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller, ok := auth.CallerFrom(r.Context())
+		if !ok {
+			// Unreachable behind Authenticated; refuse rather than read as nobody.
+			httpapi.WriteError(w, s.log, httpapi.Errorf(http.StatusUnauthorized, "unauthenticated", "no caller"))
+			return
+		}
+		v := newView(r.Context(), s, caller)
+		body, err := h(v, w, r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		httpapi.WriteJSON(w, http.StatusOK, body)
+	})
+	authed := httpapi.Authenticated(s.auth, s.log, inner)
+	// Instrumentation sits outside authentication so 401s are counted too.
+	mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		authed.ServeHTTP(sw, r)
+		s.requests.WithLabelValues(pattern, strconv.Itoa(sw.status)).Inc()
+		s.duration.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
+	}))
+}
+
+// writeError maps err to a JSON error. An admission failure is 503: the
+// request fails closed rather than showing unchecked data.
+func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var he *httpapi.Error
+	switch {
+	case errors.As(err, &he):
+	case errors.Is(err, errAdmissionUnavailable):
+		s.log.Error("admission check failed", "route", r.Pattern, "error", err)
+		err = httpapi.Errorf(http.StatusServiceUnavailable, "admission_unavailable", "source permissions cannot be checked right now; try again")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		err = httpapi.Errorf(http.StatusServiceUnavailable, "unavailable", "request cancelled or timed out")
+	default:
+		s.log.Error("query failed", "route", r.Pattern, "error", err)
+	}
+	httpapi.WriteError(w, s.log, err)
+}
+
+// statusWriter remembers the status code for the metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wroteHeader = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer
+// (MaxBytesReader uses it to close oversized requests).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,381 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// errAdmissionUnavailable marks a failed registry lookup: the request must
+// fail closed (503), never fall back to showing unchecked data.
+var errAdmissionUnavailable = errors.New("source registry unavailable")
+
+// nameRE is the shape of entity types and relation names: lower-case
+// snake_case, as package resolve produces them.
+var nameRE = regexp.MustCompile(`^[a-z0-9]+(_[a-z0-9]+)*$`)
+
+// maxNameLen bounds type and relation names taken from query parameters.
+const maxNameLen = 64
+
+func validName(s string) bool { return len(s) <= maxNameLen && nameRE.MatchString(s) }
+
+// cutID splits a canonical "type:key" id.
+func cutID(id string) (typ, key string, ok bool) { return strings.Cut(id, ":") }
+
+// entityJSON is API.md's entity: {"id","type","name"}.
+type entityJSON struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	Name string `json:"name"`
+}
+
+// citation is API.md's citation: {"doc_id","version","text_unit"?}.
+type citation = provenance.SourceRef
+
+// edgeJSON is an edge as responses show it, with its admitted citations.
+type edgeJSON struct {
+	Source    string     `json:"source"`
+	Relation  string     `json:"relation"`
+	Target    string     `json:"target"`
+	Citations []citation `json:"citations"`
+}
+
+// view is one request's window on the stores: the caller's tenant only,
+// every fact passed through one Admitter (one consistent registry view per
+// request), and small caches so a traversal asks the stores once per entity.
+type view struct {
+	ctx    context.Context
+	s      *Service
+	tenant string
+	adm    *provenance.Admitter
+
+	entityCache map[string]visibleEntity // by id; absent or invisible kept as ok=false
+	edgeCache   map[edgeKey][]store.Edge
+	all         []store.Entity
+	allLoaded   bool
+}
+
+type edgeKey struct {
+	id  string
+	dir store.Direction
+}
+
+// visibleEntity is an entity as this caller may see it.
+type visibleEntity struct {
+	raw store.Entity
+	out entityJSON
+	ok  bool
+}
+
+func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
+	tenant := caller.Tenant
+	lookup := func(ids []string) (map[string]provenance.SourceState, error) {
+		m, err := s.st.Sources(ctx, tenant, ids)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errAdmissionUnavailable, err)
+		}
+		return m, nil
+	}
+	return &view{
+		ctx:         ctx,
+		s:           s,
+		tenant:      tenant,
+		adm:         provenance.NewAdmitter(caller, lookup),
+		entityCache: make(map[string]visibleEntity),
+		edgeCache:   make(map[edgeKey][]store.Edge),
+	}
+}
+
+// prefetchEntities asks the registry once for every source of es.
+func (v *view) prefetchEntities(es []store.Entity) error {
+	var ids []string
+	for _, e := range es {
+		for _, f := range e.Sources {
+			ids = append(ids, f.DocID)
+		}
+	}
+	return v.adm.Prefetch(ids)
+}
+
+// prefetchEdges asks the registry once for every support of es.
+func (v *view) prefetchEdges(es []store.Edge) error {
+	var ids []string
+	for _, e := range es {
+		for _, f := range e.Supports {
+			ids = append(ids, f.DocID)
+		}
+	}
+	return v.adm.Prefetch(ids)
+}
+
+// admit decides whether e is visible (one of its fragments is readable) and
+// picks a display name from readable fragments only, so a name seen only in
+// a document the caller may not read is not revealed through it.
+func (v *view) admit(e store.Entity) (visibleEntity, error) {
+	var readable []store.Fragment
+	named := false
+	for _, f := range e.Sources {
+		if f.Name != "" {
+			named = true
+		}
+		ok, err := v.adm.Direct(f.DocID)
+		if err != nil {
+			return visibleEntity{}, err
+		}
+		if ok {
+			readable = append(readable, f)
+		}
+	}
+	if len(readable) == 0 {
+		return visibleEntity{raw: e}, nil
+	}
+	name := e.Name
+	if named {
+		best := -1
+		for i, f := range readable {
+			if f.Name == e.Name {
+				best = i
+				break
+			}
+			if f.Name != "" && (best < 0 || f.NameRank < readable[best].NameRank) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			name = readable[best].Name
+		}
+	}
+	typ := e.Type
+	if typ == "" {
+		typ, _, _ = cutID(e.ID)
+	}
+	return visibleEntity{raw: e, out: entityJSON{ID: e.ID, Type: typ, Name: name}, ok: true}, nil
+}
+
+// entity returns the entity with id as this caller sees it (ok=false when
+// absent or not visible: the two are indistinguishable on purpose).
+func (v *view) entity(id string) (visibleEntity, error) {
+	if ve, hit := v.entityCache[id]; hit {
+		return ve, nil
+	}
+	e, err := v.s.st.Entity(v.ctx, v.tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		v.entityCache[id] = visibleEntity{}
+		return visibleEntity{}, nil
+	}
+	if err != nil {
+		return visibleEntity{}, fmt.Errorf("reading entity %q: %w", id, err)
+	}
+	ve, err := v.admit(e)
+	if err != nil {
+		return visibleEntity{}, err
+	}
+	v.entityCache[id] = ve
+	return ve, nil
+}
+
+// entities loads and admits ids in one store call, filling the cache.
+func (v *view) entities(ids []string) error {
+	var missing []string
+	for _, id := range ids {
+		if _, hit := v.entityCache[id]; !hit {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	got, err := v.s.st.Entities(v.ctx, v.tenant, missing)
+	if err != nil {
+		return fmt.Errorf("reading entities: %w", err)
+	}
+	es := make([]store.Entity, 0, len(got))
+	for _, e := range got {
+		es = append(es, e)
+	}
+	if err := v.prefetchEntities(es); err != nil {
+		return err
+	}
+	for _, id := range missing {
+		e, ok := got[id]
+		if !ok {
+			v.entityCache[id] = visibleEntity{}
+			continue
+		}
+		ve, err := v.admit(e)
+		if err != nil {
+			return err
+		}
+		v.entityCache[id] = ve
+	}
+	return nil
+}
+
+// allEntities returns every visible entity of the tenant, sorted by id,
+// loaded once per request.
+func (v *view) allEntities() ([]visibleEntity, error) {
+	if !v.allLoaded {
+		es, err := v.s.st.EntitiesByType(v.ctx, v.tenant, "")
+		if err != nil {
+			return nil, fmt.Errorf("listing entities: %w", err)
+		}
+		v.all, v.allLoaded = es, true
+	}
+	return v.admitAll(v.all)
+}
+
+// admitAll admits es (prefetching their sources) and keeps the visible ones.
+func (v *view) admitAll(es []store.Entity) ([]visibleEntity, error) {
+	if err := v.prefetchEntities(es); err != nil {
+		return nil, err
+	}
+	out := make([]visibleEntity, 0, len(es))
+	for _, e := range es {
+		ve, hit := v.entityCache[e.ID]
+		if !hit {
+			var err error
+			if ve, err = v.admit(e); err != nil {
+				return nil, err
+			}
+			v.entityCache[e.ID] = ve
+		}
+		if ve.ok {
+			out = append(out, ve)
+		}
+	}
+	return out, nil
+}
+
+// edges returns the stored edges of id in dir (not yet admitted), cached.
+func (v *view) edges(id string, dir store.Direction) ([]store.Edge, error) {
+	k := edgeKey{id, dir}
+	if es, hit := v.edgeCache[k]; hit {
+		return es, nil
+	}
+	es, err := v.s.st.Edges(v.ctx, v.tenant, id, dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading edges of %q: %w", id, err)
+	}
+	if err := v.prefetchEdges(es); err != nil {
+		return nil, err
+	}
+	v.edgeCache[k] = es
+	return es, nil
+}
+
+// citations returns the citations of e's readable supports, one per text
+// unit (one without text unit for a support that names none). An empty
+// result means the edge is not visible to this caller.
+func (v *view) citations(e store.Edge) ([]citation, error) {
+	var out []citation
+	for _, f := range e.Supports {
+		ok, err := v.adm.Direct(f.DocID)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = appendFragmentCitations(out, f)
+		}
+	}
+	return out, nil
+}
+
+func appendFragmentCitations(out []citation, f store.Fragment) []citation {
+	if len(f.TextUnits) == 0 {
+		return append(out, citation{DocID: f.DocID, Version: f.Version})
+	}
+	for _, tu := range f.TextUnits {
+		out = append(out, citation{DocID: f.DocID, Version: f.Version, TextUnit: tu})
+	}
+	return out
+}
+
+// description is one readable fragment's description of an entity.
+type description struct {
+	Text      string     `json:"text"`
+	Citations []citation `json:"citations"`
+}
+
+// descriptions returns the descriptions of e's readable fragments.
+func (v *view) descriptions(e store.Entity) ([]description, error) {
+	out := []description{}
+	for _, f := range e.Sources {
+		if f.Description == "" {
+			continue
+		}
+		ok, err := v.adm.Direct(f.DocID)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, description{Text: f.Description, Citations: appendFragmentCitations(nil, f)})
+		}
+	}
+	return out, nil
+}
+
+// admittedCommunities returns the communities this caller may see: those
+// whose every source is readable at the version they were computed from.
+func (v *view) admittedCommunities() ([]store.Community, error) {
+	cs, err := v.s.st.Communities(v.ctx, v.tenant)
+	if err != nil {
+		return nil, fmt.Errorf("reading communities: %w", err)
+	}
+	var ids []string
+	for _, c := range cs {
+		for _, r := range c.Sources {
+			ids = append(ids, r.DocID)
+		}
+	}
+	if err := v.adm.Prefetch(ids); err != nil {
+		return nil, err
+	}
+	out := make([]store.Community, 0, len(cs))
+	for _, c := range cs {
+		ok, err := v.adm.Derived(c.Sources)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// admittedReports returns the admitted reports by community id. When a
+// community has several, the most recently updated admitted one wins.
+func (v *view) admittedReports() (map[string]store.Report, error) {
+	rs, err := v.s.st.Reports(v.ctx, v.tenant)
+	if err != nil {
+		return nil, fmt.Errorf("reading reports: %w", err)
+	}
+	var ids []string
+	for _, r := range rs {
+		for _, ref := range r.Sources {
+			ids = append(ids, ref.DocID)
+		}
+	}
+	if err := v.adm.Prefetch(ids); err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.Report)
+	for _, r := range rs {
+		ok, err := v.adm.Derived(r.Sources)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if prev, dup := out[r.Community]; !dup || r.UpdatedAt.After(prev.UpdatedAt) {
+			out[r.Community] = r
+		}
+	}
+	return out, nil
+}

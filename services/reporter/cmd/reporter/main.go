@@ -1,0 +1,31 @@
+// Command reporter writes community reports as its own process.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/kgstream/kgstream/pkg/daemon"
+	"github.com/kgstream/kgstream/services/reporter"
+)
+
+func main() {
+	f := daemon.Flags{Name: "reporter"}
+	fs := flag.NewFlagSet("reporter", flag.ExitOnError)
+	f.Register(fs, "127.0.0.1:8085")
+	_ = fs.Parse(os.Args[1:])
+	err := daemon.Run(f, true, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
+		w, err := reporter.New(reporter.Config{}, env.Bus, env.Stores, env.Log, env.Registry)
+		if err != nil {
+			return nil, nil, err
+		}
+		return w.Run, nil, nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reporter:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,2 @@
+// Package reporter is kgstream's reporter worker.
+package reporter

@@ -1,0 +1,360 @@
+// Package reporter writes community reports for the communities whose member
+// set changed (and rebuilds those whose sources moved on), recording the
+// (source, version) set each report was built from so that the query side
+// can admit it only while every one of those sources is readable and current.
+package reporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream"
+)
+
+// Stores is what the reporter reads and writes.
+type Stores interface {
+	store.GraphStore
+	store.CommunityStore
+	store.ReportStore
+}
+
+// Config configures the reporter.
+type Config struct {
+	// Stage names the consumer (default "reporter").
+	Stage string
+	// MaxFindings bounds a report's findings (default 8).
+	MaxFindings int
+}
+
+func (c *Config) setDefaults() {
+	if c.Stage == "" {
+		c.Stage = "reporter"
+	}
+	if c.MaxFindings == 0 {
+		c.MaxFindings = 8
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.MaxFindings < 1 {
+		return errors.New("reporter: MaxFindings must be >= 1")
+	}
+	return nil
+}
+
+// Worker is the reporter.
+type Worker struct {
+	cfg     Config
+	bus     *stream.Bus
+	st      Stores
+	log     *slog.Logger
+	written *prometheus.CounterVec
+	took    prometheus.Histogram
+}
+
+// New returns a reporter Worker.
+func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheus.Registerer) (*Worker, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if bus == nil || st == nil {
+		return nil, errors.New("reporter: bus and stores are required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Worker{cfg: cfg, bus: bus, st: st, log: log,
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_reports_written_total",
+			Help: "Reports written, by reason (members_changed, sources_changed) and removed.",
+		}, []string{"reason"}),
+		took: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kgstream_report_write_seconds", Help: "Time to write one community report.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{w.written, w.took} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("registering reporter metrics: %w", err)
+			}
+		}
+	}
+	return w, nil
+}
+
+// Run consumes community changes until ctx is cancelled.
+func (w *Worker) Run(ctx context.Context) error {
+	return w.bus.Run(ctx, stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindCommunitiesChanged}}, w.Handle)
+}
+
+// ReportID is the id of a community's report.
+func ReportID(communityID string) string { return "r-" + communityID }
+
+// Handle rewrites the reports of one clustering run's changed communities.
+func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
+	var ev events.CommunitiesChanged
+	if err := events.Decode(m.Data, &ev); err != nil {
+		return err
+	}
+	last, err := w.st.LastRun(ctx, ev.Tenant)
+	if err != nil {
+		return fmt.Errorf("reading last run: %w", err)
+	}
+	if ev.Run < last {
+		// A newer run's event follows and covers these communities; the
+		// stale run's ids may no longer exist.
+		return fmt.Errorf("%w: run %d is older than stored run %d", stream.ErrStale, ev.Run, last)
+	}
+	comms, err := w.st.Communities(ctx, ev.Tenant)
+	if err != nil {
+		return fmt.Errorf("reading communities: %w", err)
+	}
+	byID := make(map[string]store.Community, len(comms))
+	for _, c := range comms {
+		byID[c.ID] = c
+	}
+	g, err := w.st.Snapshot(ctx, ev.Tenant)
+	if err != nil {
+		return fmt.Errorf("reading graph: %w", err)
+	}
+	ix := newIndex(g)
+	var written, removed []string
+	write := func(list []events.CommunityChange, reason string) error {
+		for _, ch := range list {
+			c, ok := byID[ch.ID]
+			if !ok {
+				continue
+			}
+			start := time.Now()
+			r := w.Extractive(c, ix)
+			if err := w.st.PutReport(ctx, ev.Tenant, r); err != nil {
+				return fmt.Errorf("storing report %s: %w", r.ID, err)
+			}
+			w.took.Observe(time.Since(start).Seconds())
+			w.written.WithLabelValues(reason).Inc()
+			written = append(written, r.ID)
+		}
+		return nil
+	}
+	if err := write(ev.Changed, "members_changed"); err != nil {
+		return err
+	}
+	if err := write(ev.Refreshed, "sources_changed"); err != nil {
+		return err
+	}
+	for _, id := range ev.Removed {
+		if err := w.st.DeleteReport(ctx, ev.Tenant, ReportID(id)); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("removing report of %s: %w", id, err)
+		}
+		w.written.WithLabelValues("removed").Inc()
+		removed = append(removed, ReportID(id))
+	}
+	w.bus.ObserveLag("reports", ev.OldestReceivedAt)
+	if _, err := w.bus.Publish(ctx, events.KindReportsChanged, ev.Tenant, events.MsgID(ev.Tenant, "_reports", ev.Run, "changed"),
+		&events.ReportsChanged{Header: events.Header{Tenant: ev.Tenant}, Reports: written, Removed: removed}); err != nil {
+		return fmt.Errorf("announcing reports: %w", err)
+	}
+	w.log.Info("reports written", "tenant", ev.Tenant, "run", ev.Run, "written", len(written), "removed", len(removed))
+	return nil
+}
+
+type index struct {
+	ents map[string]store.Entity
+	adj  map[string][]store.Edge
+}
+
+func newIndex(g store.Graph) *index {
+	ix := &index{ents: make(map[string]store.Entity, len(g.Entities)), adj: map[string][]store.Edge{}}
+	for _, e := range g.Entities {
+		ix.ents[e.ID] = e
+	}
+	for _, e := range g.Edges {
+		ix.adj[e.Source] = append(ix.adj[e.Source], e)
+		if e.Target != e.Source {
+			ix.adj[e.Target] = append(ix.adj[e.Target], e)
+		}
+	}
+	return ix
+}
+
+// Extractive writes a report without an LLM: the title names the most
+// connected members, the summary counts members by type and relationships,
+// and each finding states one member's relationships inside the community,
+// citing the supports of exactly those relationships.
+//
+// Rating (0-10) is a documented heuristic: 2·log2(1 + distinct documents),
+// plus 1 when the community holds an incident linked to a failure mode,
+// capped at 10. More independent evidence means a more important theme.
+func (w *Worker) Extractive(c store.Community, ix *index) store.Report {
+	in := make(map[string]bool, len(c.Members))
+	for _, m := range c.Members {
+		in[m] = true
+	}
+	var internal []store.Edge
+	seen := map[string]bool{}
+	degree := map[string]int{}
+	for _, m := range c.Members {
+		for _, e := range ix.adj[m] {
+			if in[e.Source] && in[e.Target] && !seen[e.ID] {
+				seen[e.ID] = true
+				internal = append(internal, e)
+				degree[e.Source]++
+				degree[e.Target]++
+			}
+		}
+	}
+	sort.Slice(internal, func(i, j int) bool { return internal[i].ID < internal[j].ID })
+	members := append([]string(nil), c.Members...)
+	sort.SliceStable(members, func(i, j int) bool {
+		if degree[members[i]] != degree[members[j]] {
+			return degree[members[i]] > degree[members[j]]
+		}
+		return members[i] < members[j]
+	})
+	name := func(id string) string {
+		if e, ok := ix.ents[id]; ok && e.Name != "" {
+			return e.Name
+		}
+		return id
+	}
+	var top []string
+	for _, m := range members[:min(3, len(members))] {
+		top = append(top, name(m))
+	}
+	types := map[string]int{}
+	for _, m := range c.Members {
+		types[ix.ents[m].Type]++
+	}
+	var typeParts []string
+	for _, t := range sortedKeys(types) {
+		typeParts = append(typeParts, fmt.Sprintf("%d %s", types[t], t))
+	}
+	sources := map[provenance.SourceRef]bool{}
+	hasFailure := false
+	var findings []store.Finding
+	for _, m := range members {
+		if len(findings) >= w.cfg.MaxFindings {
+			break
+		}
+		var parts []string
+		var cites []provenance.SourceRef
+		var edgeIDs []string
+		for _, e := range internal {
+			if e.Source != m {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %s", strings.ReplaceAll(e.Relation, "_", " "), name(e.Target)))
+			edgeIDs = append(edgeIDs, e.ID)
+			cites = append(cites, citations(e.Supports)...)
+			if e.Relation == "failure" || ix.ents[e.Target].Type == "failure_mode" {
+				hasFailure = true
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		findings = append(findings, store.Finding{
+			Summary:     fmt.Sprintf("%s (%s): %s", name(m), ix.ents[m].Type, strings.Join(parts, "; ")),
+			Explanation: fmt.Sprintf("%d relationship(s) of %s inside this community, each cited by the documents that state it.", len(parts), name(m)),
+			Entities:    []string{m},
+			Edges:       edgeIDs,
+			Citations:   dedupRefs(cites),
+		})
+	}
+	for _, m := range c.Members {
+		for _, f := range ix.ents[m].Sources {
+			sources[provenance.SourceRef{DocID: f.DocID, Version: f.Version}] = true
+		}
+	}
+	for _, e := range internal {
+		for _, s := range e.Supports {
+			sources[provenance.SourceRef{DocID: s.DocID, Version: s.Version}] = true
+		}
+	}
+	srcList := make([]provenance.SourceRef, 0, len(sources))
+	docs := map[string]bool{}
+	for r := range sources {
+		srcList = append(srcList, r)
+		docs[r.DocID] = true
+	}
+	sortRefs(srcList)
+	rating := 2 * math.Log2(1+float64(len(docs)))
+	if hasFailure {
+		rating++
+	}
+	rating = math.Min(10, math.Round(rating*10)/10)
+	return store.Report{
+		ID: ReportID(c.ID), Community: c.ID, Level: c.Level,
+		Title: strings.Join(top, ", "),
+		Summary: fmt.Sprintf("Community of %d entities (%s) joined by %d relationships, drawn from %d documents.",
+			len(c.Members), strings.Join(typeParts, ", "), len(internal), len(docs)),
+		Findings:          findings,
+		Rating:            rating,
+		RatingExplanation: fmt.Sprintf("2*log2(1+%d documents)%s, capped at 10", len(docs), map[bool]string{true: " + 1 for a failure mode", false: ""}[hasFailure]),
+		Sources:           srcList,
+		MemberHash:        c.MemberHash,
+		Writer:            "extractive",
+		UpdatedAt:         time.Now().UTC(),
+	}
+}
+
+func citations(fs []store.Fragment) []provenance.SourceRef {
+	var out []provenance.SourceRef
+	for _, f := range fs {
+		if len(f.TextUnits) == 0 {
+			out = append(out, provenance.SourceRef{DocID: f.DocID, Version: f.Version})
+		}
+		for _, u := range f.TextUnits {
+			out = append(out, provenance.SourceRef{DocID: f.DocID, Version: f.Version, TextUnit: u})
+		}
+	}
+	return out
+}
+
+func dedupRefs(in []provenance.SourceRef) []provenance.SourceRef {
+	set := map[provenance.SourceRef]bool{}
+	var out []provenance.SourceRef
+	for _, r := range in {
+		if !set[r] {
+			set[r] = true
+			out = append(out, r)
+		}
+	}
+	sortRefs(out)
+	return out
+}
+
+func sortRefs(s []provenance.SourceRef) {
+	sort.Slice(s, func(i, j int) bool {
+		if s[i].DocID != s[j].DocID {
+			return s[i].DocID < s[j].DocID
+		}
+		if s[i].Version != s[j].Version {
+			return s[i].Version < s[j].Version
+		}
+		return s[i].TextUnit < s[j].TextUnit
+	})
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

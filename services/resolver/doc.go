@@ -1,0 +1,2 @@
+// Package resolver is kgstream's resolver worker.
+package resolver
