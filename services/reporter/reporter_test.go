@@ -1,0 +1,120 @@
+package reporter_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
+	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/services/reporter"
+)
+
+func setup(t *testing.T) (*reporter.Worker, *embedded.Store, *stream.Bus, *prometheus.Registry) {
+	t.Helper()
+	emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc}, nil, nil)
+	require.NoError(t, err)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	reg := prometheus.NewRegistry()
+	w, err := reporter.New(reporter.Config{}, bus, st, nil, reg)
+	require.NoError(t, err)
+	return w, st, bus, reg
+}
+
+func apply(t *testing.T, st store.GraphStore, doc string, version int64, failure string) {
+	t.Helper()
+	inc, fm := "incident:"+doc, "failure_mode:"+failure
+	_, err := st.Apply(t.Context(), "acme", doc, version, store.Contributions{
+		TextUnits: []events.TextUnit{{ID: doc + "-u", Text: "t"}},
+		Entities: []store.EntityContribution{
+			{ID: inc, Type: "incident", Name: doc, NameRank: 2, TextUnits: []string{doc + "-u"}},
+			{ID: fm, Type: "failure_mode", Name: failure, NameRank: 2, TextUnits: []string{doc + "-u"}},
+		},
+		Edges: []store.EdgeContribution{{Source: inc, Relation: "failure", Target: fm, Weight: 1, TextUnits: []string{doc + "-u"}}},
+	})
+	require.NoError(t, err)
+}
+
+func message(t *testing.T, ev *events.CommunitiesChanged) *stream.Message {
+	t.Helper()
+	ev.Tenant = "acme"
+	data, err := events.Encode(ev)
+	require.NoError(t, err)
+	return &stream.Message{Subject: "kg.communities.changed.acme", Kind: events.KindCommunitiesChanged, Tenant: "acme", Data: data}
+}
+
+func TestReportsForChangedCommunitiesOnly(t *testing.T) {
+	w, st, _, reg := setup(t)
+	apply(t, st, "a", 1, "diskfull")
+	apply(t, st, "b", 1, "diskfull")
+	apply(t, st, "c", 3, "dns")
+	cs := []store.Community{
+		{ID: "c0-x", Level: 0, Members: []string{"failure_mode:diskfull", "incident:a", "incident:b"}, MemberHash: "x",
+			Sources: []provenance.SourceRef{{DocID: "a", Version: 1}, {DocID: "b", Version: 1}}},
+		{ID: "c0-y", Level: 0, Members: []string{"failure_mode:dns", "incident:c"}, MemberHash: "y",
+			Sources: []provenance.SourceRef{{DocID: "c", Version: 3}}},
+	}
+	require.NoError(t, st.ReplaceCommunities(t.Context(), "acme", 1, cs))
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 1,
+		Changed: []events.CommunityChange{{ID: "c0-x", Level: 0, MemberHash: "x"}}})))
+
+	r, err := st.Report(t.Context(), "acme", reporter.ReportID("c0-x"))
+	require.NoError(t, err)
+	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 1}, {DocID: "b", Version: 1}}, r.Sources)
+	require.Equal(t, "extractive", r.Writer)
+	require.NotEmpty(t, r.Findings)
+	for _, f := range r.Findings {
+		require.NotEmpty(t, f.Citations, "finding %q cites nothing", f.Summary)
+		require.NotEmpty(t, f.Edges)
+	}
+	require.Contains(t, r.Summary, "3 entities")
+	require.Greater(t, r.Rating, 0.0)
+	_, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-y"))
+	require.ErrorIs(t, err, store.ErrNotFound, "an unchanged community's report is not rewritten")
+
+	// Run 2: x removed, y refreshed (its source moved to a new version).
+	require.NoError(t, st.ReplaceCommunities(t.Context(), "acme", 2, cs[1:]))
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 2,
+		Refreshed: []events.CommunityChange{{ID: "c0-y", Level: 0, MemberHash: "y"}}, Removed: []string{"c0-x"}})))
+	_, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-x"))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	ry, err := st.Report(t.Context(), "acme", reporter.ReportID("c0-y"))
+	require.NoError(t, err)
+	require.Equal(t, []provenance.SourceRef{{DocID: "c", Version: 3}}, ry.Sources)
+
+	written := func(reason string) float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "kgstream_reports_written_total" {
+				for _, m := range mf.Metric {
+					if m.Label[0].GetValue() == reason {
+						return m.Counter.GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	require.EqualValues(t, 1, written("members_changed"))
+	require.EqualValues(t, 1, written("sources_changed"))
+	require.EqualValues(t, 1, written("removed"))
+
+	// An event of an older run is stale: a newer run supersedes it.
+	err = w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 1,
+		Changed: []events.CommunityChange{{ID: "c0-x", Level: 0, MemberHash: "x"}}}))
+	require.ErrorIs(t, err, stream.ErrStale)
+}

@@ -1,0 +1,173 @@
+package resolver_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
+	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/services/resolver"
+)
+
+type fixture struct {
+	bus     *stream.Bus
+	st      *embedded.Store
+	w       *resolver.Worker
+	metrics *stream.Metrics
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	reg := prometheus.NewRegistry()
+	m := stream.NewMetrics(reg)
+	bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc}, nil, m)
+	require.NoError(t, err)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	w, err := resolver.New(resolver.Config{MaxDeliver: 2, Backoff: []time.Duration{5 * time.Millisecond}}, bus, st, nil, reg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	return &fixture{bus: bus, st: st, w: w, metrics: m}
+}
+
+func extracted(doc string, version int64, failure string) *events.Extracted {
+	return &events.Extracted{Header: events.Header{Tenant: "acme"}, DocID: doc, Version: version, Extractor: "test",
+		TextUnits: []events.TextUnit{{ID: "u1", Text: "text"}},
+		Relationships: []events.RawRelationship{
+			{Source: doc, SourceType: "incident", Relation: "involved", Target: "Cert Manager", TargetType: "component", TextUnit: "u1"},
+			{Source: doc, SourceType: "incident", Relation: "failure", Target: failure, TargetType: "failure_mode", TextUnit: "u1"},
+		},
+		ReceivedAt: time.Now()}
+}
+
+func (f *fixture) publish(t *testing.T, kind events.Kind, id string, ev events.Validator) {
+	t.Helper()
+	_, err := f.bus.Publish(t.Context(), kind, "acme", id, ev)
+	require.NoError(t, err)
+}
+
+func (f *fixture) waitCount(t *testing.T, outcome string, n float64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for testutil.ToFloat64(f.metrics.Events.WithLabelValues("resolver", outcome)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %v %s events", n, outcome)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestOlderVersionAfterNewerChangesNothing(t *testing.T) {
+	f := setup(t)
+	f.publish(t, events.KindExtracted, "acme/INC-1/2/extracted", extracted("INC-1", 2, "bad upgrade"))
+	f.waitCount(t, "ok", 1)
+	before, err := f.st.Snapshot(t.Context(), "acme")
+	require.NoError(t, err)
+
+	f.publish(t, events.KindExtracted, "acme/INC-1/1/extracted", extracted("INC-1", 1, "expired certificate"))
+	f.waitCount(t, "stale", 1)
+	after, err := f.st.Snapshot(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	_, err = f.st.Entity(t.Context(), "acme", "failure_mode:expiredcertificate")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	rec, err := f.st.Source(t.Context(), "acme", "INC-1")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, rec.Version)
+}
+
+func TestEditRetractsAndDeleteRemoves(t *testing.T) {
+	f := setup(t)
+	f.publish(t, events.KindExtracted, "acme/INC-1/1/extracted", extracted("INC-1", 1, "expired certificate"))
+	f.publish(t, events.KindExtracted, "acme/INC-2/1/extracted", extracted("INC-2", 1, "expired certificate"))
+	f.waitCount(t, "ok", 2)
+	f.publish(t, events.KindExtracted, "acme/INC-1/2/extracted", extracted("INC-1", 2, "bad upgrade"))
+	f.waitCount(t, "ok", 3)
+	e, err := f.st.Entity(t.Context(), "acme", "failure_mode:expiredcertificate")
+	require.NoError(t, err, "INC-2 still supports it")
+	require.Len(t, e.Sources, 1)
+	in, err := f.st.Edges(t.Context(), "acme", "failure_mode:expiredcertificate", store.In)
+	require.NoError(t, err)
+	require.Len(t, in, 1)
+	require.Equal(t, "incident:inc2", in[0].Source)
+
+	f.publish(t, events.KindDocDeleted, "acme/INC-2/2/deleted", &events.DocDeleted{Header: events.Header{Tenant: "acme"},
+		DocID: "INC-2", Version: 2, ReceivedAt: time.Now()})
+	f.waitCount(t, "ok", 4)
+	_, err = f.st.Entity(t.Context(), "acme", "failure_mode:expiredcertificate")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = f.st.Entity(t.Context(), "acme", "component:certmanager")
+	require.NoError(t, err, "INC-1 still supports cert-manager")
+	a, err := f.st.Audit(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Zero(t, a.OrphanEdges)
+
+	// A late redelivery of the deleted document's content is stale.
+	f.publish(t, events.KindExtracted, "acme/INC-2/1/extracted-again", extracted("INC-2", 1, "expired certificate"))
+	f.waitCount(t, "stale", 1)
+}
+
+func TestInvalidEventDeadLettered(t *testing.T) {
+	f := setup(t)
+	_, err := f.bus.JetStream().Publish(t.Context(), "kg.extracted.acme", []byte(`{"schema":1,"tenant":"acme","doc_id":""}`))
+	require.NoError(t, err)
+	f.waitCount(t, "dead_letter", 1)
+	// Tenant in the body must match the subject.
+	ev := extracted("INC-9", 1, "disk full")
+	ev.Tenant = "other"
+	data, err := events.Encode(ev)
+	require.NoError(t, err)
+	_, err = f.bus.JetStream().Publish(t.Context(), "kg.extracted.acme", data)
+	require.NoError(t, err)
+	f.waitCount(t, "dead_letter", 2)
+	n, err := f.bus.DeadLetters(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+}
+
+func TestResolveNormalisesAndRanksNames(t *testing.T) {
+	w, err := resolver.New(resolver.Config{}, &stream.Bus{}, nilGraph{}, nil, nil)
+	require.NoError(t, err)
+	ev := &events.Extracted{Header: events.Header{Tenant: "acme"}, DocID: "d", Version: 1,
+		TextUnits: []events.TextUnit{{ID: "u"}},
+		Entities: []events.RawEntity{
+			{Name: "payments", Type: "Team", Authority: events.AuthorityCatalogName},
+			{Name: "Payments", Key: "payments", Type: "team", Authority: events.AuthorityCatalogTitle},
+			{Name: "no type", Type: " "},
+		},
+		Relationships: []events.RawRelationship{
+			{Source: "cert-manager", SourceType: "component", Relation: "Owned By", Target: "payments", TargetType: "team", TextUnit: "u"},
+			{Source: "Cert Manager", SourceType: "component", Relation: "owned_by", Target: "PAYMENTS", TargetType: "team", TextUnit: "u"},
+			{Source: "certmanager", SourceType: "", Relation: "owned_by", Target: "payments", TargetType: "team"},
+		}}
+	c, err := w.Resolve(ev)
+	require.NoError(t, err)
+	require.Len(t, c.Entities, 2)
+	require.Equal(t, "component:certmanager", c.Entities[0].ID)
+	require.Equal(t, "team:payments", c.Entities[1].ID)
+	require.Equal(t, "Payments", c.Entities[1].Name, "the catalog title wins")
+	require.Len(t, c.Edges, 1, "three spellings, one edge; the untyped one is refused")
+	require.Equal(t, "component:certmanager|owned_by|team:payments", c.Edges[0].ID())
+	require.Equal(t, []string{"u"}, c.Edges[0].TextUnits)
+}
+
+// nilGraph satisfies the constructor for Resolve-only tests.
+type nilGraph struct{ store.GraphStore }
