@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +45,7 @@ func Mux(api http.Handler, gatherer prometheus.Gatherer, ready *Readiness) *http
 		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	if api != nil {
-		mux.Handle("/", api)
+		mux.Handle("/", jsonErrors(api))
 	} else {
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 			httpapi.WriteError(w, nil, httpapi.Errorf(http.StatusNotFound, "not_found", "no route %s %s", r.Method, r.URL.Path))
@@ -82,3 +83,42 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger
 	}
 	return nil
 }
+
+// jsonErrors turns the plain-text 404 and 405 answers of a ServeMux (no
+// route, wrong method) into the JSON error body every other answer has.
+func jsonErrors(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&plainErrorWriter{ResponseWriter: w, r: r}, r)
+	})
+}
+
+type plainErrorWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	swallow bool
+}
+
+func (w *plainErrorWriter) WriteHeader(code int) {
+	ct := w.Header().Get("Content-Type")
+	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) && strings.HasPrefix(ct, "text/plain") {
+		w.swallow = true
+		w.Header().Del("X-Content-Type-Options")
+		he := httpapi.Errorf(code, "not_found", "no route %s %s", w.r.Method, w.r.URL.Path)
+		if code == http.StatusMethodNotAllowed {
+			he = httpapi.Errorf(code, "method_not_allowed", "%s is not allowed on %s", w.r.Method, w.r.URL.Path)
+		}
+		httpapi.WriteError(w.ResponseWriter, nil, he)
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *plainErrorWriter) Write(b []byte) (int, error) {
+	if w.swallow {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *plainErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
