@@ -21,6 +21,7 @@ import (
 type Stores interface {
 	store.Registry
 	store.GraphStore
+	store.ReportStore
 }
 
 // Lag is a pair of quantiles in seconds.
@@ -40,6 +41,7 @@ type Report struct {
 	OrphanEntities  int               `json:"orphan_entities"`
 	IndexMismatches int               `json:"index_mismatches"`
 	Audited         bool              `json:"audited"`
+	StaleReports    int               `json:"stale_reports"`
 	DeadLetters     uint64            `json:"dead_letters"`
 	Pending         map[string]uint64 `json:"pending"`
 	IndexLag        Lag               `json:"index_lag_seconds"`
@@ -53,6 +55,7 @@ type Collector struct {
 	stages  []string
 	log     *slog.Logger
 	orphans *prometheus.GaugeVec
+	stale   *prometheus.GaugeVec
 }
 
 // NewCollector returns a Collector; stages are the consumer names whose
@@ -66,10 +69,16 @@ func NewCollector(st Stores, bus *stream.Bus, stages []string, log *slog.Logger,
 			Name: "kgstream_orphan_edges",
 			Help: "Edges without a live supporting source, from the last audit (must be 0).",
 		}, []string{"tenant"}),
+		stale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kgstream_stale_reports",
+			Help: "Reports built from a source version that is no longer current (or deleted): admitted to no one until rewritten.",
+		}, []string{"tenant"}),
 	}
 	if reg != nil {
-		if err := reg.Register(c.orphans); err != nil {
-			return nil, fmt.Errorf("registering status metrics: %w", err)
+		for _, m := range []prometheus.Collector{c.orphans, c.stale} {
+			if err := reg.Register(m); err != nil {
+				return nil, fmt.Errorf("registering status metrics: %w", err)
+			}
 		}
 	}
 	return c, nil
@@ -87,12 +96,47 @@ func (c *Collector) Audit(ctx context.Context) error {
 			return fmt.Errorf("auditing %s: %w", t, err)
 		}
 		c.orphans.WithLabelValues(t).Set(float64(a.OrphanEdges))
+		n, err := c.staleReports(ctx, t)
+		if err != nil {
+			return fmt.Errorf("counting stale reports of %s: %w", t, err)
+		}
+		c.stale.WithLabelValues(t).Set(float64(n))
 		if a.OrphanEdges > 0 || a.OrphanEntities > 0 || a.IndexMismatches > 0 {
 			c.log.Error("audit found inconsistencies", "tenant", t, "orphan_edges", a.OrphanEdges,
 				"orphan_entities", a.OrphanEntities, "index_mismatches", a.IndexMismatches, "problems", a.Problems)
 		}
 	}
 	return nil
+}
+
+// staleReports counts reports whose recorded sources are deleted or at
+// another version than the registry's current one.
+func (c *Collector) staleReports(ctx context.Context, tenant string) (int, error) {
+	reps, err := c.st.Reports(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	var ids []string
+	for _, r := range reps {
+		for _, s := range r.Sources {
+			ids = append(ids, s.DocID)
+		}
+	}
+	cur, err := c.st.Sources(ctx, tenant, ids)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range reps {
+		for _, s := range r.Sources {
+			st, ok := cur[s.DocID]
+			if !ok || st.Deleted || st.Version != s.Version {
+				n++
+				break
+			}
+		}
+	}
+	return n, nil
 }
 
 // Collect builds the report of one tenant; audit recounts orphans from the
@@ -121,6 +165,10 @@ func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Rep
 		r.Audited = true
 		r.OrphanEdges, r.OrphanEntities, r.IndexMismatches, r.Problems = a.OrphanEdges, a.OrphanEntities, a.IndexMismatches, a.Problems
 		c.orphans.WithLabelValues(tenant).Set(float64(a.OrphanEdges))
+		if r.StaleReports, err = c.staleReports(ctx, tenant); err != nil {
+			return r, fmt.Errorf("counting stale reports: %w", err)
+		}
+		c.stale.WithLabelValues(tenant).Set(float64(r.StaleReports))
 	}
 	if c.bus != nil {
 		for _, s := range c.stages {

@@ -303,6 +303,28 @@ func runSeedScenario(t *testing.T, s scenario, replay *llmtest.Replay) {
 	require.Equal(t, "1[INC-121]", after["bad upgrade"])
 	require.NoError(t, get(t, aliceR, "/v1/entities/failure_mode/expired%20certificate", nil), "the node stays: others support it")
 
+	// Reports are rebuilt for the edit; none built on INC-121 v1 is served.
+	settledReportWith(t, aliceR, "INC-121")
+	for id := range reportIDs(t, aliceR) {
+		var rep struct {
+			Sources []struct {
+				DocID   string `json:"doc_id"`
+				Version int64  `json:"version"`
+			} `json:"sources"`
+		}
+		require.NoError(t, get(t, aliceR, "/v1/reports/"+url.PathEscape(id), &rep))
+		for _, src := range rep.Sources {
+			if src.DocID == "INC-121" {
+				require.EqualValues(t, 2, src.Version, "report %s built on INC-121 v1 served after the edit", id)
+			}
+		}
+	}
+	var stale struct {
+		StaleReports int `json:"stale_reports"`
+	}
+	require.NoError(t, get(t, aliceR, "/v1/status?audit=1", &stale))
+	require.Zero(t, stale.StaleReports, "every report was rewritten for the current versions")
+
 	// An older version sent after the newer one changes nothing.
 	d.Version, d.Text = 1, string(data)
 	_, err = alice.PostDocument(ctx, d)
