@@ -1,6 +1,8 @@
 package query
 
 import (
+	"github.com/kgstream/kgstream/pkg/resolve"
+
 	"errors"
 	"fmt"
 )
@@ -13,6 +15,9 @@ const HardMaxHops = 6
 // Config configures a Service. Zero fields take the defaults of
 // DefaultConfig (see WithDefaults); Validate rejects what is out of range.
 type Config struct {
+	// Aliases, when set, resolves TYPE:NAME references through the same
+	// reviewed alias table the resolver uses.
+	Aliases *resolve.AliasWatcher
 	// MaxHops is the longest rels list accepted by GET /v1/paths (1..HardMaxHops).
 	MaxHops int
 	// MaxPathRows caps the rows of a paths response; the response says

@@ -112,7 +112,7 @@ func (s *Service) entity(v *view, _ http.ResponseWriter, r *http.Request) (any, 
 	if strings.TrimSpace(name) == "" || len(name) > maxRefLen {
 		return nil, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "name must be 1 to %d bytes", maxRefLen)
 	}
-	id := resolve.ID(typ, name)
+	id := v.canonicalID(typ, name)
 	ve, err := v.entity(id)
 	if err != nil {
 		return nil, err

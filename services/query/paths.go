@@ -101,11 +101,10 @@ func (v *view) resolveStart(param, ref string) (visibleEntity, error) {
 	}
 	name := ref
 	if typ, rest, typed := strings.Cut(ref, ":"); typed {
-		id, err := resolve.ParseRef(ref)
-		if err != nil {
+		if _, err := resolve.ParseRef(ref); err != nil {
 			return visibleEntity{}, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "%s: %v", param, err)
 		}
-		ve, err := v.entity(id)
+		ve, err := v.entity(v.canonicalID(typ, rest))
 		if err != nil {
 			return visibleEntity{}, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/services/query"
 )
@@ -629,4 +632,20 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	require.NoError(t, svc.Run(ctx))
+}
+
+func TestStartResolvedThroughAliases(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "aliases.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("aliases:\n  - {type: component, canonical: cert-manager, mentions: [certificate manager]}\n"), 0o644))
+	aw, err := resolve.NewAliasWatcher(p, nil)
+	require.NoError(t, err)
+	f := newFixture(t).withConfig(query.Config{Aliases: aw})
+	var paths pathsResp
+	f.get("/v1/paths?start=component:certificate%20manager&rels=~involved,affected,owned_by", tokAlice, http.StatusOK, &paths)
+	require.Equal(t, "component:certmanager", paths.Start.ID)
+	require.Equal(t, []string{"Discovery", "Identity", "Messaging", "Payments"}, paths.terminalNames())
+	f.get("/v1/entities/component/Certificate%20Manager", tokAlice, http.StatusOK, nil)
+	// Without the alias table the same reference is unknown.
+	g := newFixture(t)
+	g.get("/v1/entities/component/Certificate%20Manager", tokAlice, http.StatusNotFound, nil)
 }

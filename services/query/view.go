@@ -1,6 +1,8 @@
 package query
 
 import (
+	"github.com/kgstream/kgstream/pkg/resolve"
+
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +60,16 @@ type view struct {
 	edgeCache   map[edgeKey][]store.Edge
 	all         []store.Entity
 	allLoaded   bool
+}
+
+// canonicalID is the id a TYPE:NAME reference names: the normalisation key,
+// mapped through the alias table like any mention.
+func (v *view) canonicalID(typ, name string) string {
+	t, k := resolve.Type(typ), resolve.Key(name)
+	if ck, ok := v.s.cfg.Aliases.Current().Canonical(v.tenant, t, k); ok {
+		k = ck
+	}
+	return t + ":" + k
 }
 
 type edgeKey struct {

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,11 +30,19 @@ type Config struct {
 	MaxDeliver int
 	// Backoff between redeliveries (default: the runner's).
 	Backoff []time.Duration
+	// Aliases, when set, maps reviewed mentions to canonical entities.
+	Aliases *resolve.AliasWatcher
+	// CatalogTTL bounds how long the catalog title index of a tenant is
+	// cached (default 30s); applying a catalog refreshes it at once.
+	CatalogTTL time.Duration
 }
 
 func (c *Config) setDefaults() {
 	if c.Stage == "" {
 		c.Stage = "resolver"
+	}
+	if c.CatalogTTL == 0 {
+		c.CatalogTTL = 30 * time.Second
 	}
 }
 
@@ -53,7 +63,22 @@ type Worker struct {
 
 	outcomes *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+
+	catMu   sync.Mutex
+	catalog map[string]*catalogIndex // by tenant
 }
+
+// catalogIndex links mentions to catalog entities: by title key (catalog
+// titles win over mentions) and, for untyped mentions, by key to the types
+// that key exists under.
+type catalogIndex struct {
+	built   time.Time
+	byTitle map[string]string   // type + "\x00" + title key -> entity id
+	types   map[string][]string // key -> types
+}
+
+// CatalogTypes are the entity types a catalog import produces.
+var CatalogTypes = []string{"service", "component", "system", "resource", "api", "domain", "team", "group", "user"}
 
 // New returns a resolver Worker.
 func New(cfg Config, bus *stream.Bus, graph store.GraphStore, log *slog.Logger, reg prometheus.Registerer) (*Worker, error) {
@@ -67,7 +92,7 @@ func New(cfg Config, bus *stream.Bus, graph store.GraphStore, log *slog.Logger, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{cfg: cfg, bus: bus, graph: graph, log: log,
+	w := &Worker{cfg: cfg, bus: bus, graph: graph, log: log, catalog: map[string]*catalogIndex{},
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_resolver_applies_total",
 			Help: "Graph applies by kind (change, delete) and outcome (applied, duplicate, stale).",
@@ -106,13 +131,16 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 		if ev.Tenant != m.Tenant {
 			return stream.Permanent(fmt.Errorf("event tenant %q does not match subject tenant %q", ev.Tenant, m.Tenant))
 		}
-		c, err := w.Resolve(&ev)
+		c, err := w.Resolve(ctx, &ev)
 		if err != nil {
-			return stream.Permanent(err)
+			return err
 		}
 		res, err := w.graph.Apply(ctx, ev.Tenant, ev.DocID, ev.Version, c)
 		if err != nil {
 			return classify(fmt.Errorf("applying %s@%d: %w", ev.DocID, ev.Version, err))
+		}
+		if ev.DocType == "catalog" && res.Outcome == store.Applied {
+			w.forgetCatalog(ev.Tenant)
 		}
 		return w.after(ctx, "change", ev.Tenant, ev.DocID, ev.Version, false, ev.ReceivedAt, res)
 	case events.KindDocDeleted:
@@ -159,22 +187,129 @@ func (w *Worker) after(ctx context.Context, kind, tenant, docID string, version 
 	return nil
 }
 
+func (w *Worker) forgetCatalog(tenant string) {
+	w.catMu.Lock()
+	delete(w.catalog, tenant)
+	w.catMu.Unlock()
+}
+
+// catalogFor returns the tenant's catalog index, rebuilding it from the
+// graph store when it is older than CatalogTTL.
+func (w *Worker) catalogFor(ctx context.Context, tenant string) (*catalogIndex, error) {
+	w.catMu.Lock()
+	ix := w.catalog[tenant]
+	w.catMu.Unlock()
+	if ix != nil && time.Since(ix.built) < w.cfg.CatalogTTL {
+		return ix, nil
+	}
+	ix = &catalogIndex{built: time.Now(), byTitle: map[string]string{}, types: map[string][]string{}}
+	for _, typ := range CatalogTypes {
+		ents, err := w.graph.EntitiesByType(ctx, tenant, typ)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s entities: %w", typ, err)
+		}
+		for _, e := range ents {
+			_, key := resolve.SplitID(e.ID)
+			ix.types[key] = appendUnique(ix.types[key], e.Type)
+			for _, f := range e.Sources {
+				if f.NameRank == 0 && f.Name != "" {
+					tk := resolve.Key(f.Name)
+					if tk != key {
+						ix.byTitle[e.Type+"\x00"+tk] = e.ID
+						ix.types[tk] = appendUnique(ix.types[tk], e.Type)
+					}
+				}
+			}
+		}
+	}
+	w.catMu.Lock()
+	w.catalog[tenant] = ix
+	w.catMu.Unlock()
+	return ix, nil
+}
+
+// Reasons a mention is refused.
+const (
+	reasonUntyped   = "untyped"
+	reasonAmbiguous = "ambiguous"
+	reasonEmpty     = "empty_name"
+)
+
 // Resolve maps an extraction to canonical contributions: typed canonical ids
-// by normalisation key, duplicates merged, relationships whose endpoints are
-// untyped refused with a counted reason instead of guessed.
-func (w *Worker) Resolve(ev *events.Extracted) (store.Contributions, error) {
+// by normalisation key, reviewed aliases applied, mentions of a catalog
+// entity's title linked to it, duplicates merged. An untyped mention is
+// typed only when exactly one type fits (from this extraction or the
+// catalog); otherwise it is refused with a counted, logged reason instead
+// of guessed, and so are the relationships that need it.
+func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contributions, error) {
 	c := store.Contributions{Title: ev.Title, DocType: ev.DocType, TextUnits: ev.TextUnits, ReceivedAt: ev.ReceivedAt}
+	var cat *catalogIndex
+	if ev.DocType != "catalog" {
+		var err error
+		if cat, err = w.catalogFor(ctx, ev.Tenant); err != nil {
+			return c, err
+		}
+	}
+	aliases := w.cfg.Aliases.Current()
+	// canonicalKey applies the alias table, then catalog titles.
+	canonical := func(typ, key string) string {
+		if ck, ok := aliases.Canonical(ev.Tenant, typ, key); ok {
+			return ck
+		}
+		if cat != nil {
+			if id, ok := cat.byTitle[typ+"\x00"+key]; ok {
+				_, k := resolve.SplitID(id)
+				return k
+			}
+		}
+		return key
+	}
+	// Types seen in this extraction per key, for untyped mentions.
+	local := map[string][]string{}
+	for _, e := range ev.Entities {
+		if t := resolve.Type(e.Type); t != "" {
+			local[resolve.Key(coalesce(e.Key, e.Name))] = appendUnique(local[resolve.Key(coalesce(e.Key, e.Name))], t)
+		}
+	}
+	for _, r := range ev.Relationships {
+		if t := resolve.Type(r.SourceType); t != "" {
+			local[resolve.Key(r.Source)] = appendUnique(local[resolve.Key(r.Source)], t)
+		}
+		if t := resolve.Type(r.TargetType); t != "" {
+			local[resolve.Key(r.Target)] = appendUnique(local[resolve.Key(r.Target)], t)
+		}
+	}
+	refuse := func(reason, name string, candidates []string) {
+		w.rejected.WithLabelValues(reason).Inc()
+		w.log.Info("mention refused", "tenant", ev.Tenant, "doc", ev.DocID, "version", ev.Version,
+			"mention", name, "reason", reason, "candidates", candidates)
+	}
 	ents := map[string]*store.EntityContribution{}
 	entity := func(typ, name, key string, authority int, desc, unit string) (string, bool) {
 		t := resolve.Type(typ)
 		name = strings.TrimSpace(name)
-		if key == "" {
-			key = name
-		}
-		if t == "" || name == "" || resolve.Key(key) == "" {
+		k := resolve.Key(coalesce(key, name))
+		if name == "" || k == "" {
+			refuse(reasonEmpty, name, nil)
 			return "", false
 		}
-		id := resolve.ID(t, key)
+		if t == "" {
+			cands := local[k]
+			if len(cands) == 0 && cat != nil {
+				cands = cat.types[k]
+			}
+			switch len(cands) {
+			case 1:
+				t = cands[0]
+			case 0:
+				refuse(reasonUntyped, name, nil)
+				return "", false
+			default:
+				refuse(reasonAmbiguous, name, cands)
+				return "", false
+			}
+		}
+		id := t + ":" + canonical(t, k)
 		e, ok := ents[id]
 		if !ok {
 			e = &store.EntityContribution{ID: id, Type: t, Name: name, NameRank: rankOf(authority), Description: desc}
@@ -185,15 +320,13 @@ func (w *Worker) Resolve(ev *events.Extracted) (store.Contributions, error) {
 		if e.Description == "" {
 			e.Description = desc
 		}
-		if unit != "" && !contains(e.TextUnits, unit) {
+		if unit != "" && !slices.Contains(e.TextUnits, unit) {
 			e.TextUnits = append(e.TextUnits, unit)
 		}
 		return id, true
 	}
 	for _, e := range ev.Entities {
-		if _, ok := entity(e.Type, e.Name, e.Key, e.Authority, e.Description, e.TextUnit); !ok {
-			w.rejected.WithLabelValues("untyped_entity").Inc()
-		}
+		entity(e.Type, e.Name, e.Key, e.Authority, e.Description, e.TextUnit)
 	}
 	edges := map[string]*store.EdgeContribution{}
 	for _, r := range ev.Relationships {
@@ -201,7 +334,6 @@ func (w *Worker) Resolve(ev *events.Extracted) (store.Contributions, error) {
 		src, ok1 := entity(r.SourceType, r.Source, "", events.AuthorityMention, "", r.TextUnit)
 		dst, ok2 := entity(r.TargetType, r.Target, "", events.AuthorityMention, "", r.TextUnit)
 		if !ok1 || !ok2 || rel == "" {
-			w.rejected.WithLabelValues("untyped_relationship").Inc()
 			continue
 		}
 		weight := r.Strength
@@ -219,7 +351,7 @@ func (w *Worker) Resolve(ev *events.Extracted) (store.Contributions, error) {
 		if e.Description == "" {
 			e.Description = r.Description
 		}
-		if r.TextUnit != "" && !contains(e.TextUnits, r.TextUnit) {
+		if r.TextUnit != "" && !slices.Contains(e.TextUnits, r.TextUnit) {
 			e.TextUnits = append(e.TextUnits, r.TextUnit)
 		}
 	}
@@ -234,6 +366,20 @@ func (w *Worker) Resolve(ev *events.Extracted) (store.Contributions, error) {
 	sort.Slice(c.Entities, func(i, j int) bool { return c.Entities[i].ID < c.Entities[j].ID })
 	sort.Slice(c.Edges, func(i, j int) bool { return c.Edges[i].ID() < c.Edges[j].ID() })
 	return c, nil
+}
+
+func coalesce(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func appendUnique(s []string, v string) []string {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
 }
 
 // classify marks store errors no redelivery can fix (malformed
@@ -257,13 +403,4 @@ func rankOf(authority int) int {
 	default:
 		return 2
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -2,6 +2,7 @@ package resolver_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream"
@@ -143,9 +145,25 @@ func TestInvalidEventDeadLettered(t *testing.T) {
 	require.EqualValues(t, 2, n)
 }
 
-func TestResolveNormalisesAndRanksNames(t *testing.T) {
-	w, err := resolver.New(resolver.Config{}, &stream.Bus{}, nilGraph{}, nil, nil)
+func newResolver(t *testing.T, aliases string) (*resolver.Worker, *embedded.Store) {
+	t.Helper()
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
 	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	var aw *resolve.AliasWatcher
+	if aliases != "" {
+		p := filepath.Join(t.TempDir(), "aliases.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(aliases), 0o644))
+		aw, err = resolve.NewAliasWatcher(p, nil)
+		require.NoError(t, err)
+	}
+	w, err := resolver.New(resolver.Config{Aliases: aw}, &stream.Bus{}, st, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	return w, st
+}
+
+func TestResolveNormalisesAndRanksNames(t *testing.T) {
+	w, _ := newResolver(t, "")
 	ev := &events.Extracted{Header: events.Header{Tenant: "acme"}, DocID: "d", Version: 1,
 		TextUnits: []events.TextUnit{{ID: "u"}},
 		Entities: []events.RawEntity{
@@ -158,16 +176,56 @@ func TestResolveNormalisesAndRanksNames(t *testing.T) {
 			{Source: "Cert Manager", SourceType: "component", Relation: "owned_by", Target: "PAYMENTS", TargetType: "team", TextUnit: "u"},
 			{Source: "certmanager", SourceType: "", Relation: "owned_by", Target: "payments", TargetType: "team"},
 		}}
-	c, err := w.Resolve(ev)
+	c, err := w.Resolve(t.Context(), ev)
 	require.NoError(t, err)
 	require.Len(t, c.Entities, 2)
 	require.Equal(t, "component:certmanager", c.Entities[0].ID)
 	require.Equal(t, "team:payments", c.Entities[1].ID)
 	require.Equal(t, "Payments", c.Entities[1].Name, "the catalog title wins")
-	require.Len(t, c.Edges, 1, "three spellings, one edge; the untyped one is refused")
+	require.Len(t, c.Edges, 1, "three spellings, one edge (the untyped one typed from this extraction)")
 	require.Equal(t, "component:certmanager|owned_by|team:payments", c.Edges[0].ID())
 	require.Equal(t, []string{"u"}, c.Edges[0].TextUnits)
 }
 
-// nilGraph satisfies the constructor for Resolve-only tests.
-type nilGraph struct{ store.GraphStore }
+// seedCatalog applies a catalog with a service titled differently from its
+// name, and a name used by two types.
+func seedCatalog(t *testing.T, st store.GraphStore) {
+	t.Helper()
+	_, err := st.Apply(t.Context(), "acme", "catalog", 1, store.Contributions{DocType: "catalog", Entities: []store.EntityContribution{
+		{ID: "service:searchapi", Type: "service", Name: "Product Search", NameRank: 0},
+		{ID: "service:payments", Type: "service", Name: "payments", NameRank: 1},
+		{ID: "team:payments", Type: "team", Name: "Payments", NameRank: 0},
+	}})
+	require.NoError(t, err)
+}
+
+func TestAliasCatalogTitleAndAmbiguity(t *testing.T) {
+	w, st := newResolver(t, `
+aliases:
+  - type: component
+    canonical: cert-manager
+    mentions: [certificate manager]
+`)
+	seedCatalog(t, st)
+	ev := &events.Extracted{Header: events.Header{Tenant: "acme"}, DocID: "INC-1", Version: 1,
+		Relationships: []events.RawRelationship{
+			// The alias table merges a spelling normalisation cannot.
+			{Source: "INC-1", SourceType: "incident", Relation: "involved", Target: "Certificate Manager", TargetType: "component"},
+			// A mention of a catalog title links to the catalog entity.
+			{Source: "INC-1", SourceType: "incident", Relation: "affected", Target: "product search", TargetType: "service"},
+			// "payments" is a service and a team: an untyped mention is refused.
+			{Source: "INC-1", SourceType: "incident", Relation: "affected", Target: "payments", TargetType: ""},
+			// Untyped and unknown: refused.
+			{Source: "INC-1", SourceType: "incident", Relation: "affected", Target: "mystery box", TargetType: ""},
+		}}
+	c, err := w.Resolve(t.Context(), ev)
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range c.Edges {
+		ids = append(ids, e.ID())
+	}
+	require.Equal(t, []string{
+		"incident:inc1|affected|service:searchapi",
+		"incident:inc1|involved|component:certmanager",
+	}, ids)
+}

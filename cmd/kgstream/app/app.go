@@ -23,6 +23,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/daemon"
 	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/serve"
 	"github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/store"
@@ -57,6 +58,8 @@ type Config struct {
 	// Stream and SubjectPrefix name the JetStream stream and subjects.
 	Stream        string
 	SubjectPrefix string
+	// AliasesFile is the reviewed alias table (YAML), reloaded on change.
+	AliasesFile string
 	// Demo ingests the bundled corpus after start.
 	Demo bool
 	// LLM, when BaseURL is set, drives extraction.
@@ -167,6 +170,10 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 		authn, _ = auth.New(nil, &anon)
 	}
 
+	aliases, err := resolve.NewAliasWatcher(cfg.AliasesFile, log)
+	if err != nil {
+		return nil, err
+	}
 	ext, err := NewExtractor(cfg.LLM, st, log, a.Registry)
 	if err != nil {
 		return nil, err
@@ -175,7 +182,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rw, err := resolver.New(resolver.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, st, log.With("stage", "resolver"), a.Registry)
+	rw, err := resolver.New(resolver.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, Aliases: aliases}, bus, st, log.With("stage", "resolver"), a.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +199,9 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	qs, err := query.New(query.DefaultConfig(), st, authn, log.With("component", "query"), a.Registry)
+	qcfg := query.DefaultConfig()
+	qcfg.Aliases = aliases
+	qs, err := query.New(qcfg, st, authn, log.With("component", "query"), a.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +233,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.goRun("reporter", func() error { return pw.Run(wctx) })
 	a.goRun("query", func() error { return qs.Run(wctx) })
 	a.goRun("audit", func() error { return a.auditLoop(wctx) })
+	a.goRun("aliases", func() error { return aliases.Run(wctx, 5*time.Second) })
 	a.ready.Set(true)
 	log.Info("kgstream is up", "addr", a.Addr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
 		"stores", orDefault(cfg.RedisURL, "embedded"), "extractor", ext.Name())

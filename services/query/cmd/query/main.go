@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/daemon"
 	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/services/query"
 )
@@ -21,6 +23,7 @@ func main() {
 	f.Register(fs, "127.0.0.1:8082")
 	tokens := fs.String("tokens", os.Getenv("KG_TOKENS_FILE"), "tokens file")
 	anonymous := fs.Bool("allow-anonymous", false, "admit callers without a token as tenant default, public documents only")
+	aliasesFile := fs.String("aliases", os.Getenv("KG_ALIASES_FILE"), "alias table (YAML), reloaded when it changes")
 	_ = fs.Parse(os.Args[1:])
 	err := daemon.Run(f, true, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
 		var toks []auth.Token
@@ -39,7 +42,13 @@ func main() {
 		if err != nil {
 			return nil, nil, err
 		}
-		q, err := query.New(query.DefaultConfig(), env.Stores, a, env.Log, env.Registry)
+		aliases, err := resolve.NewAliasWatcher(*aliasesFile, env.Log)
+		if err != nil {
+			return nil, nil, err
+		}
+		qcfg := query.DefaultConfig()
+		qcfg.Aliases = aliases
+		q, err := query.New(qcfg, env.Stores, a, env.Log, env.Registry)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -50,7 +59,10 @@ func main() {
 		mux := http.NewServeMux()
 		mux.Handle("GET /v1/status", stc.Handler(a))
 		mux.Handle("/", q.Handler())
-		return q.Run, mux, nil
+		return func(ctx context.Context) error {
+			go aliases.Run(ctx, 5*time.Second)
+			return q.Run(ctx)
+		}, mux, nil
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "query:", err)

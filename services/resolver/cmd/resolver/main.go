@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/kgstream/kgstream/pkg/daemon"
+	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/services/resolver"
 )
 
@@ -17,13 +19,21 @@ func main() {
 	fs := flag.NewFlagSet("resolver", flag.ExitOnError)
 	f.Register(fs, "127.0.0.1:8083")
 	maxDeliver := fs.Int("max-deliver", 5, "deliveries before an event is dead-lettered")
+	aliasesFile := fs.String("aliases", os.Getenv("KG_ALIASES_FILE"), "alias table (YAML), reloaded when it changes")
 	_ = fs.Parse(os.Args[1:])
 	err := daemon.Run(f, true, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
-		w, err := resolver.New(resolver.Config{MaxDeliver: *maxDeliver}, env.Bus, env.Stores, env.Log, env.Registry)
+		aliases, err := resolve.NewAliasWatcher(*aliasesFile, env.Log)
 		if err != nil {
 			return nil, nil, err
 		}
-		return w.Run, nil, nil
+		w, err := resolver.New(resolver.Config{MaxDeliver: *maxDeliver, Aliases: aliases}, env.Bus, env.Stores, env.Log, env.Registry)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context) error {
+			go aliases.Run(ctx, 5*time.Second)
+			return w.Run(ctx)
+		}, nil, nil
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "resolver:", err)
