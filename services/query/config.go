@@ -15,6 +15,10 @@ const HardMaxHops = 6
 // Config configures a Service. Zero fields take the defaults of
 // DefaultConfig (see WithDefaults); Validate rejects what is out of range.
 type Config struct {
+	// GlobalFallbackDropRatio: when more than this share of the reports a
+	// global question considered had to be dropped (not admitted for the
+	// caller), the answer falls back to local search (default 0.5).
+	GlobalFallbackDropRatio float64
 	// Aliases, when set, resolves TYPE:NAME references through the same
 	// reviewed alias table the resolver uses.
 	Aliases *resolve.AliasWatcher
@@ -60,18 +64,19 @@ type Config struct {
 // DefaultConfig returns the configuration used for zero fields.
 func DefaultConfig() Config {
 	return Config{
-		MaxHops:             4,
-		MaxPathRows:         500,
-		MaxFrontier:         20000,
-		DefaultListLimit:    50,
-		MaxListLimit:        1000,
-		MaxEntityEdges:      200,
-		DefaultBudgetTokens: 4000,
-		MaxBudgetTokens:     64000,
-		MaxQuestionBytes:    4096,
-		MaxBodyBytes:        64 << 10,
-		MaxSeedEntities:     20,
-		MaxAnswerFacts:      12,
+		GlobalFallbackDropRatio: 0.5,
+		MaxHops:                 4,
+		MaxPathRows:             500,
+		MaxFrontier:             20000,
+		DefaultListLimit:        50,
+		MaxListLimit:            1000,
+		MaxEntityEdges:          200,
+		DefaultBudgetTokens:     4000,
+		MaxBudgetTokens:         64000,
+		MaxQuestionBytes:        4096,
+		MaxBodyBytes:            64 << 10,
+		MaxSeedEntities:         20,
+		MaxAnswerFacts:          12,
 	}
 }
 
@@ -82,6 +87,9 @@ func (c Config) WithDefaults() Config {
 		if *v == 0 {
 			*v = def
 		}
+	}
+	if c.GlobalFallbackDropRatio == 0 {
+		c.GlobalFallbackDropRatio = d.GlobalFallbackDropRatio
 	}
 	setInt(&c.MaxHops, d.MaxHops)
 	setInt(&c.MaxPathRows, d.MaxPathRows)

@@ -63,6 +63,8 @@ type QueryResponse struct {
 	BudgetTokens int                `json:"budget_tokens"`
 	UsedTokens   int                `json:"used_tokens"`
 	Timings      map[string]float64 `json:"timings"`
+	// Global is set for global answers.
+	Global *GlobalStats `json:"global,omitempty"`
 }
 
 // ApproxTokens estimates the tokens of text as 4/3 per word, rounded up:
@@ -82,14 +84,17 @@ func (s *Service) query(v *view, w http.ResponseWriter, r *http.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
+	var resp QueryResponse
 	switch req.Mode {
 	case ModeLocal, ModeAuto:
-		// auto routes to local until the other modes exist: local answers
-		// every question shape, if not always best.
+		// auto routes to local: local answers every question shape, if not
+		// always best; a router by question shape is future work.
+		resp, err = s.local(v, req, budget)
+	case ModeGlobal:
+		resp, err = s.global(v, req, budget)
 	default:
-		return nil, httpapi.Errorf(http.StatusNotImplemented, "not_implemented", "mode %q is not implemented yet; use local", req.Mode)
+		return nil, httpapi.Errorf(http.StatusNotImplemented, "not_implemented", "mode %q is not implemented yet; use local or global", req.Mode)
 	}
-	resp, err := s.local(v, req, budget)
 	if err != nil {
 		return nil, err
 	}

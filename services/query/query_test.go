@@ -530,7 +530,6 @@ func TestErrors(t *testing.T) {
 		{"query bad budget", "POST", "/v1/query", tokAlice, map[string]any{"mode": "local", "question": "x", "budget_tokens": 0}, 400, "invalid_field"},
 		{"query malformed", "POST", "/v1/query", tokAlice, "{", 400, "malformed_json"},
 		{"query too large", "POST", "/v1/query", tokAlice, `{"mode":"local","question":"` + strings.Repeat("a", 70<<10) + `"}`, 413, "body_too_large"},
-		{"query global", "POST", "/v1/query", tokAlice, map[string]any{"mode": "global", "question": "x"}, 501, "not_implemented"},
 		{"query basic", "POST", "/v1/query", tokAlice, map[string]any{"mode": "basic", "question": "x"}, 501, "not_implemented"},
 		{"query drift", "POST", "/v1/query", tokAlice, map[string]any{"mode": "drift", "question": "x"}, 501, "not_implemented"},
 	}

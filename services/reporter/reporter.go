@@ -24,6 +24,7 @@ import (
 
 // Stores is what the reporter reads and writes.
 type Stores interface {
+	store.Registry
 	store.GraphStore
 	store.CommunityStore
 	store.ReportStore
@@ -156,6 +157,16 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 	if err := write(ev.Refreshed, "sources_changed"); err != nil {
 		return err
 	}
+	// Reports whose sources moved on (an edit of a document one of their
+	// edges leaves into another community, say) are rebuilt too: they are
+	// inadmissible until then.
+	stale, err := w.staleCommunities(ctx, ev.Tenant, byID, written)
+	if err != nil {
+		return err
+	}
+	if err := write(stale, "sources_changed"); err != nil {
+		return err
+	}
 	for _, id := range ev.Removed {
 		if err := w.st.DeleteReport(ctx, ev.Tenant, ReportID(id)); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("removing report of %s: %w", id, err)
@@ -170,6 +181,45 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 	}
 	w.log.Info("reports written", "tenant", ev.Tenant, "run", ev.Run, "written", len(written), "removed", len(removed))
 	return nil
+}
+
+// staleCommunities lists the existing communities whose report was built
+// from a source version the registry no longer has, skipping those just
+// written.
+func (w *Worker) staleCommunities(ctx context.Context, tenant string, byID map[string]store.Community, written []string) ([]events.CommunityChange, error) {
+	reps, err := w.st.Reports(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("reading reports: %w", err)
+	}
+	done := map[string]bool{}
+	for _, id := range written {
+		done[id] = true
+	}
+	var ids []string
+	for _, r := range reps {
+		for _, s := range r.Sources {
+			ids = append(ids, s.DocID)
+		}
+	}
+	cur, err := w.st.Sources(ctx, tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading sources: %w", err)
+	}
+	var out []events.CommunityChange
+	for _, r := range reps {
+		c, ok := byID[r.Community]
+		if !ok || done[r.ID] {
+			continue
+		}
+		for _, s := range r.Sources {
+			st, ok := cur[s.DocID]
+			if !ok || st.Deleted || st.Version != s.Version {
+				out = append(out, events.CommunityChange{ID: c.ID, Level: c.Level, MemberHash: c.MemberHash})
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 type index struct {
@@ -204,16 +254,21 @@ func (w *Worker) Extractive(c store.Community, ix *index) store.Report {
 	for _, m := range c.Members {
 		in[m] = true
 	}
+	// A report states what its members say: every edge leaving a member,
+	// also when its target sits in another community (an incident's failure
+	// mode is a fact about the incident wherever the clustering put it).
 	var internal []store.Edge
 	seen := map[string]bool{}
 	degree := map[string]int{}
 	for _, m := range c.Members {
 		for _, e := range ix.adj[m] {
-			if in[e.Source] && in[e.Target] && !seen[e.ID] {
+			if in[e.Source] && !seen[e.ID] {
 				seen[e.ID] = true
 				internal = append(internal, e)
 				degree[e.Source]++
-				degree[e.Target]++
+				if in[e.Target] {
+					degree[e.Target]++
+				}
 			}
 		}
 	}
@@ -300,7 +355,7 @@ func (w *Worker) Extractive(c store.Community, ix *index) store.Report {
 	return store.Report{
 		ID: ReportID(c.ID), Community: c.ID, Level: c.Level,
 		Title: strings.Join(top, ", "),
-		Summary: fmt.Sprintf("Community of %d entities (%s) joined by %d relationships, drawn from %d documents.",
+		Summary: fmt.Sprintf("Community of %d entities (%s) with %d relationships, drawn from %d documents.",
 			len(c.Members), strings.Join(typeParts, ", "), len(internal), len(docs)),
 		Findings:          findings,
 		Rating:            rating,

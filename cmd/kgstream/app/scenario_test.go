@@ -263,6 +263,19 @@ func runSeedScenario(t *testing.T, s scenario, replay *llmtest.Replay) {
 	// every stage idle and the same reports on two polls a quiet period apart.
 	reportWithINC101 := settledReportWith(t, aliceR, "INC-101")
 
+	// The global question: map-reduce over admitted reports, every document covered.
+	g := globalAnswer(t, aliceR, "What are the recurring root causes of our incidents?")
+	require.GreaterOrEqual(t, len(g.themes), 5, g.answer)
+	require.ElementsMatch(t, []string{"expired certificate", "unstaged config push"}, g.themes[:2], g.answer)
+	require.Equal(t, 3, g.counts["expired certificate"])
+	require.Equal(t, 3, g.counts["unstaged config push"])
+	require.Equal(t, 2, g.counts["connection pool exhaustion"])
+	require.Equal(t, 1, g.counts["dns misconfiguration"], "INC-118 is covered")
+	require.Equal(t, 1, g.counts["disk full"])
+	for _, d := range []string{"INC-101", "INC-112", "INC-121", "INC-104", "INC-115", "INC-127", "INC-118"} {
+		require.True(t, g.cited[d], "%s is not cited: %s", d, g.answer)
+	}
+
 	// Revocation: bob loses INC-101 on his very next request; alice keeps it.
 	require.Equal(t, want, failures(t, bobR))
 	require.NoError(t, get(t, bobR, "/v1/reports/"+url.PathEscape(reportWithINC101), nil))
@@ -275,6 +288,10 @@ func runSeedScenario(t *testing.T, s scenario, replay *llmtest.Replay) {
 	require.ErrorContains(t, err, "404")
 	err = get(t, bobR, "/v1/entities/incident/INC-101", nil)
 	require.ErrorContains(t, err, "404")
+	bg := globalAnswer(t, bobR, "What are the recurring root causes of our incidents?")
+	require.False(t, bg.cited["INC-101"], "a revoked document reached bob's global answer")
+	require.NotContains(t, bg.answer, "INC-101")
+	require.Greater(t, bg.dropped, 0, "reports built on INC-101 are dropped before the map step")
 	require.Equal(t, []string{"Discovery", "Identity", "Messaging", "Payments"}, terminals(t, aliceR))
 	require.NoError(t, get(t, aliceR, "/v1/reports/"+url.PathEscape(reportWithINC101), nil))
 	require.NoError(t, get(t, aliceR, "/v1/entities/incident/INC-101", nil))
@@ -353,6 +370,56 @@ func runSeedScenario(t *testing.T, s scenario, replay *llmtest.Replay) {
 	if s.metrics != nil {
 		require.Contains(t, s.metrics(), `kgstream_orphan_edges{tenant="acme"} 0`)
 	}
+}
+
+type global struct {
+	answer  string
+	themes  []string
+	counts  map[string]int
+	cited   map[string]bool
+	dropped int
+}
+
+// globalAnswer asks a global question and parses the ranked themes.
+func globalAnswer(t *testing.T, c *app.Client, q string) global {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"mode": "global", "question": q})
+	var resp struct {
+		Answer    string `json:"answer"`
+		Entities  []entity
+		Citations []struct {
+			DocID string `json:"doc_id"`
+		} `json:"citations"`
+		Context []struct {
+			Citations []struct {
+				DocID string `json:"doc_id"`
+			} `json:"citations"`
+		} `json:"context"`
+		Global struct {
+			Dropped int `json:"reports_dropped"`
+		} `json:"global"`
+	}
+	require.NoError(t, c.Do(t.Context(), http.MethodPost, "/v1/query", "application/json", body, &resp))
+	g := global{answer: resp.Answer, counts: map[string]int{}, cited: map[string]bool{}, dropped: resp.Global.Dropped}
+	for _, line := range strings.Split(resp.Answer, "\n")[1:] {
+		// "1. expired certificate (failure_mode): 3 documents [INC-101, ...]"
+		_, rest, _ := strings.Cut(line, ". ")
+		name, rest, _ := strings.Cut(rest, " (")
+		_, rest, _ = strings.Cut(rest, "): ")
+		var n int
+		fmt.Sscanf(rest, "%d", &n)
+		g.themes = append(g.themes, name)
+		g.counts[name] = n
+	}
+	for _, ci := range resp.Citations {
+		g.cited[ci.DocID] = true
+	}
+	for _, it := range resp.Context {
+		for _, ci := range it.Citations {
+			g.cited[ci.DocID] = true
+		}
+	}
+	return g
 }
 
 // reportIDs lists the reports admitted for c, with the documents each cites.
