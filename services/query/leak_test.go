@@ -236,7 +236,9 @@ func TestNoLeaks(t *testing.T) {
 		case string:
 			// Answers are text: no document id the caller may not read.
 			if strings.Contains(x, "INC-") {
-				for _, w := range strings.FieldsFunc(x, func(r rune) bool { return r == ' ' || r == ',' || r == '[' || r == ']' || r == '\n' || r == '.' || r == ':' }) {
+				for _, w := range strings.FieldsFunc(x, func(r rune) bool {
+					return r == ' ' || r == ',' || r == '[' || r == ']' || r == '\n' || r == '.' || r == ':'
+				}) {
 					if _, known := m.acl[w]; known && strings.HasPrefix(w, "INC-") {
 						require.True(t, m.readable(c, w), "%s: text names %s: %q", what, w, truncateText(x))
 					}
