@@ -36,6 +36,10 @@ type Config struct {
 	Stage string
 	// MaxFindings bounds a report's findings (default 8).
 	MaxFindings int
+	// LLM, when set, writes reports in GraphRAG's shape; a report it gets
+	// wrong (no finding citing known ids, a failed call) falls back to the
+	// extractive writer, counted.
+	LLM Writer
 }
 
 func (c *Config) setDefaults() {
@@ -57,12 +61,13 @@ func (c Config) Validate() error {
 
 // Worker is the reporter.
 type Worker struct {
-	cfg     Config
-	bus     *stream.Bus
-	st      Stores
-	log     *slog.Logger
-	written *prometheus.CounterVec
-	took    prometheus.Histogram
+	cfg      Config
+	bus      *stream.Bus
+	st       Stores
+	log      *slog.Logger
+	written  *prometheus.CounterVec
+	took     prometheus.Histogram
+	fallback prometheus.Counter
 }
 
 // New returns a reporter Worker.
@@ -82,13 +87,17 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 			Name: "kgstream_reports_written_total",
 			Help: "Reports written, by reason (members_changed, sources_changed) and removed.",
 		}, []string{"reason"}),
+		fallback: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kgstream_report_llm_fallbacks_total",
+			Help: "LLM reports rejected (failed call, invalid shape, no finding citing known ids) and written extractively instead.",
+		}),
 		took: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kgstream_report_write_seconds", Help: "Time to write one community report.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{w.written, w.took} {
+		for _, c := range []prometheus.Collector{w.written, w.took, w.fallback} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering reporter metrics: %w", err)
 			}
@@ -141,7 +150,7 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 				continue
 			}
 			start := time.Now()
-			r := w.Extractive(c, ix)
+			r := w.write(ctx, c, ix)
 			if err := w.st.PutReport(ctx, ev.Tenant, r); err != nil {
 				return fmt.Errorf("storing report %s: %w", r.ID, err)
 			}
@@ -220,6 +229,43 @@ func (w *Worker) staleCommunities(ctx context.Context, tenant string, byID map[s
 		}
 	}
 	return out, nil
+}
+
+// write uses the LLM writer when configured, the extractive one otherwise
+// or when the LLM's report is rejected.
+func (w *Worker) write(ctx context.Context, c store.Community, ix *index) store.Report {
+	if w.cfg.LLM != nil {
+		r, err := w.cfg.LLM.Write(ctx, c, ix.context(c))
+		if err == nil {
+			return r
+		}
+		w.fallback.Inc()
+		w.log.Warn("LLM report rejected, writing it extractively", "community", c.ID, "error", err)
+	}
+	return w.Extractive(c, ix)
+}
+
+// context is the community's members and the edges leaving them.
+func (ix *index) context(c store.Community) *Context {
+	x := &Context{}
+	in := make(map[string]bool, len(c.Members))
+	for _, m := range c.Members {
+		in[m] = true
+		if e, ok := ix.ents[m]; ok {
+			x.Members = append(x.Members, e)
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Members {
+		for _, e := range ix.adj[m] {
+			if in[e.Source] && !seen[e.ID] {
+				seen[e.ID] = true
+				x.Edges = append(x.Edges, e)
+			}
+		}
+	}
+	sort.Slice(x.Edges, func(i, j int) bool { return x.Edges[i].ID < x.Edges[j].ID })
+	return x
 }
 
 type index struct {

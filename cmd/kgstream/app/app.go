@@ -191,7 +191,15 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	pw, err := reporter.New(reporter.Config{}, bus, st, log.With("stage", "reporter"), a.Registry)
+	rcfg := reporter.Config{}
+	if cfg.LLM.BaseURL != "" {
+		client, err := llm.New(cfg.LLM)
+		if err != nil {
+			return nil, fmt.Errorf("configuring the LLM client: %w", err)
+		}
+		rcfg.LLM = reporter.NewLLMWriter(client)
+	}
+	pw, err := reporter.New(rcfg, bus, st, log.With("stage", "reporter"), a.Registry)
 	if err != nil {
 		return nil, err
 	}

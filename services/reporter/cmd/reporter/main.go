@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/kgstream/kgstream/pkg/daemon"
+	"github.com/kgstream/kgstream/pkg/llm"
 	"github.com/kgstream/kgstream/services/reporter"
 )
 
@@ -18,7 +19,15 @@ func main() {
 	f.Register(fs, "127.0.0.1:8085")
 	_ = fs.Parse(os.Args[1:])
 	err := daemon.Run(f, true, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
-		w, err := reporter.New(reporter.Config{}, env.Bus, env.Stores, env.Log, env.Registry)
+		cfg := reporter.Config{}
+		if base := os.Getenv("KG_LLM_BASE_URL"); base != "" {
+			client, err := llm.New(llm.Config{BaseURL: base, Model: os.Getenv("KG_LLM_MODEL"), APIKey: os.Getenv("KG_LLM_API_KEY")})
+			if err != nil {
+				return nil, nil, err
+			}
+			cfg.LLM = reporter.NewLLMWriter(client)
+		}
+		w, err := reporter.New(cfg, env.Bus, env.Stores, env.Log, env.Registry)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -1,0 +1,76 @@
+package reporter_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/llm/llmtest"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/services/reporter"
+)
+
+func TestLLMWriterChecksFindings(t *testing.T) {
+	var answer string
+	srv := llmtest.New(func(req llmtest.Request) (string, bool) {
+		require.Contains(t, req.Prompt(), "R1 | incident:a -failure-> failure_mode:diskfull")
+		return answer, true
+	})
+	t.Cleanup(srv.Close)
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", APIKey: "k", Timeout: 5 * time.Second, MaxRetries: 1})
+	require.NoError(t, err)
+
+	_, st, bus, _ := setup(t)
+	reg := prometheus.NewRegistry()
+	w, err := reporter.New(reporter.Config{LLM: reporter.NewLLMWriter(client)}, bus, st, nil, reg)
+	require.NoError(t, err)
+	apply(t, st, "a", 1, "diskfull")
+	apply(t, st, "b", 1, "diskfull")
+	cs := []store.Community{{ID: "c0-x", Level: 0, Members: []string{"failure_mode:diskfull", "incident:a", "incident:b"}, MemberHash: "x"}}
+	require.NoError(t, st.ReplaceCommunities(t.Context(), "acme", 1, cs))
+
+	b, _ := json.Marshal(map[string]any{
+		"title": "Disk full", "summary": "Two incidents ran out of disk.", "rating": 7.5, "rating_explanation": "recurring",
+		"findings": []map[string]any{
+			{"summary": "a filled its disk", "explanation": "INC a", "entities": []string{"E2"}, "relationships": []string{"R1"}},
+			{"summary": "invented", "explanation": "cites an id that is not in the context", "entities": []string{}, "relationships": []string{"R99"}},
+			{"summary": "uncited", "explanation": "cites nothing", "entities": []string{}, "relationships": []string{}},
+		},
+	})
+	answer = string(b)
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 1,
+		Changed: []events.CommunityChange{{ID: "c0-x", MemberHash: "x"}}})))
+	r, err := st.Report(t.Context(), "acme", reporter.ReportID("c0-x"))
+	require.NoError(t, err)
+	require.Equal(t, "Disk full", r.Title)
+	require.Equal(t, "llm:m", r.Writer)
+	require.Len(t, r.Findings, 1, "the invented and the uncited findings are rejected")
+	require.Equal(t, []string{"incident:a|failure|failure_mode:diskfull"}, r.Findings[0].Edges)
+	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 1, TextUnit: "a-u"}}, r.Findings[0].Citations)
+	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 1}, {DocID: "b", Version: 1}}, r.Sources)
+
+	// A report with no valid finding falls back to the extractive writer.
+	answer = strings.Replace(answer, `"R1"`, `"R42"`, 1)
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 1,
+		Changed: []events.CommunityChange{{ID: "c0-x", MemberHash: "x"}}})))
+	r, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-x"))
+	require.NoError(t, err)
+	require.Equal(t, "extractive", r.Writer)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "kgstream_report_llm_fallbacks_total" {
+			found = true
+			require.EqualValues(t, 1, mf.Metric[0].Counter.GetValue())
+		}
+	}
+	require.True(t, found)
+}
