@@ -32,6 +32,10 @@ type Config struct {
 	Backoff []time.Duration
 	// Aliases, when set, maps reviewed mentions to canonical entities.
 	Aliases *resolve.AliasWatcher
+	// ExactNames turns normalisation off: names key by their lower-cased
+	// spelling, so "cert-manager" and "Cert Manager" stay two entities. It
+	// exists to measure what resolution buys, not for production.
+	ExactNames bool
 	// CatalogTTL bounds how long the catalog title index of a tenant is
 	// cached (default 30s); applying a catalog refreshes it at once.
 	CatalogTTL time.Duration
@@ -268,15 +272,16 @@ func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contr
 	local := map[string][]string{}
 	for _, e := range ev.Entities {
 		if t := resolve.Type(e.Type); t != "" {
-			local[resolve.Key(coalesce(e.Key, e.Name))] = appendUnique(local[resolve.Key(coalesce(e.Key, e.Name))], t)
+			k := w.key(coalesce(e.Key, e.Name))
+			local[k] = appendUnique(local[k], t)
 		}
 	}
 	for _, r := range ev.Relationships {
 		if t := resolve.Type(r.SourceType); t != "" {
-			local[resolve.Key(r.Source)] = appendUnique(local[resolve.Key(r.Source)], t)
+			local[w.key(r.Source)] = appendUnique(local[w.key(r.Source)], t)
 		}
 		if t := resolve.Type(r.TargetType); t != "" {
-			local[resolve.Key(r.Target)] = appendUnique(local[resolve.Key(r.Target)], t)
+			local[w.key(r.Target)] = appendUnique(local[w.key(r.Target)], t)
 		}
 	}
 	refuse := func(reason, name string, candidates []string) {
@@ -288,7 +293,7 @@ func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contr
 	entity := func(typ, name, key string, authority int, desc, unit string) (string, bool) {
 		t := resolve.Type(typ)
 		name = strings.TrimSpace(name)
-		k := resolve.Key(coalesce(key, name))
+		k := w.key(coalesce(key, name))
 		if name == "" || k == "" {
 			refuse(reasonEmpty, name, nil)
 			return "", false
@@ -366,6 +371,15 @@ func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contr
 	sort.Slice(c.Entities, func(i, j int) bool { return c.Entities[i].ID < c.Entities[j].ID })
 	sort.Slice(c.Edges, func(i, j int) bool { return c.Edges[i].ID() < c.Edges[j].ID() })
 	return c, nil
+}
+
+// key is the normalisation key of a name (or its exact lower-cased
+// spelling with ExactNames).
+func (w *Worker) key(name string) string {
+	if w.cfg.ExactNames {
+		return strings.ToLower(strings.TrimSpace(name))
+	}
+	return resolve.Key(name)
 }
 
 func coalesce(a, b string) string {
