@@ -16,6 +16,10 @@ import (
 )
 
 func setup(t *testing.T) (*reporter.Worker, *embedded.Store, *stream.Bus, *prometheus.Registry) {
+	return setupB(t)
+}
+
+func setupB(t testing.TB) (*reporter.Worker, *embedded.Store, *stream.Bus, *prometheus.Registry) {
 	t.Helper()
 	emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
@@ -32,6 +36,26 @@ func setup(t *testing.T) (*reporter.Worker, *embedded.Store, *stream.Bus, *prome
 	w, err := reporter.New(reporter.Config{}, bus, st, nil, reg)
 	require.NoError(t, err)
 	return w, st, bus, reg
+}
+
+func applyB(b *testing.B, st store.GraphStore, doc, failure string) {
+	b.Helper()
+	inc, fm := "incident:"+doc, "failure_mode:"+failure
+	_, err := st.Apply(b.Context(), "acme", doc, 1, store.Contributions{
+		TextUnits: []events.TextUnit{{ID: doc + "-u", Text: "t"}},
+		Entities: []store.EntityContribution{
+			{ID: inc, Type: "incident", Name: doc, NameRank: 2, TextUnits: []string{doc + "-u"}},
+			{ID: fm, Type: "failure_mode", Name: failure, NameRank: 2, TextUnits: []string{doc + "-u"}},
+		},
+		Edges: []store.EdgeContribution{{Source: inc, Relation: "failure", Target: fm, Weight: 1, TextUnits: []string{doc + "-u"}}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func messageData(data []byte) *stream.Message {
+	return &stream.Message{Subject: "kg.communities.changed.acme", Kind: events.KindCommunitiesChanged, Tenant: "acme", Data: data}
 }
 
 func apply(t *testing.T, st store.GraphStore, doc string, version int64, failure string) {
