@@ -1,8 +1,6 @@
 package leiden
 
 import (
-	"math/rand/v2"
-	"strconv"
 	"sync"
 	"testing"
 )
@@ -14,51 +12,10 @@ const (
 
 // plantedEdges is a planted-partition graph: 100 groups of 1,000 nodes,
 // each edge inside its source's group with probability 0.8.
-func plantedEdges() []Edge {
-	rnd := rand.New(rand.NewPCG(42, 1))
-	const groups = 100
-	size := benchNodes / groups
-	return genEdges(rnd, func() (int, int) {
-		u := rnd.IntN(benchNodes)
-		if rnd.Float64() < 0.8 {
-			return u, (u/size)*size + rnd.IntN(size)
-		}
-		return u, rnd.IntN(benchNodes)
-	})
-}
+func plantedEdges() []Edge { return PlantedPartition(benchNodes, benchEdges, 100, 0.8, 42) }
 
 // erEdges is an Erdős–Rényi G(n, m) graph.
-func erEdges() []Edge {
-	rnd := rand.New(rand.NewPCG(42, 2))
-	return genEdges(rnd, func() (int, int) { return rnd.IntN(benchNodes), rnd.IntN(benchNodes) })
-}
-
-func genEdges(rnd *rand.Rand, pick func() (int, int)) []Edge {
-	labels := make([]string, benchNodes)
-	for i := range labels {
-		labels[i] = "n" + strconv.Itoa(i)
-	}
-	seen := make(map[uint64]struct{}, benchEdges)
-	edges := make([]Edge, 0, benchEdges)
-	for len(edges) < benchEdges {
-		u, v := pick()
-		if u == v {
-			continue
-		}
-		if u > v {
-			u, v = v, u
-		}
-		key := uint64(u)<<32 | uint64(v)
-		if _, dup := seen[key]; dup {
-			continue
-		}
-		seen[key] = struct{}{}
-		edges = append(edges, Edge{labels[u], labels[v], 1})
-	}
-	// Put edges in random order so that node ids are not the generator's.
-	rnd.Shuffle(len(edges), func(i, j int) { edges[i], edges[j] = edges[j], edges[i] })
-	return edges
-}
+func erEdges() []Edge { return ErdosRenyi(benchNodes, benchEdges, 42) }
 
 var benchNets = map[string]func() []Edge{"planted": plantedEdges, "er": erEdges}
 var benchCache sync.Map

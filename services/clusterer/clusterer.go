@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-
 	"sync"
 	"time"
 
@@ -39,8 +38,9 @@ type Row struct {
 	Parent  int
 }
 
-// Partitioner clusters an undirected weighted graph hierarchically.
-// Cluster ids are unique across levels.
+// Partitioner clusters an undirected weighted graph hierarchically. The
+// clusterer passes one edge per entity pair, oriented and sorted by entity
+// title (see graphRAGOrder). Cluster ids are unique across levels.
 type Partitioner func(ctx context.Context, edges []WeightedEdge) ([]Row, error)
 
 // Components is a Partitioner that puts each connected component in one
@@ -99,6 +99,12 @@ type Config struct {
 	WeightBy string
 	// Partitioner clusters the graph (default Components).
 	Partitioner Partitioner
+	// Tick is how often Run checks for tenants due for re-clustering
+	// (default Quiet/4, at least 10ms).
+	Tick time.Duration
+	// Now is the clock the debounce reads (default time.Now); tests pass a
+	// fake one to drive the quiet period and MaxDelay without sleeping.
+	Now func() time.Time
 }
 
 func (c *Config) setDefaults() {
@@ -117,12 +123,21 @@ func (c *Config) setDefaults() {
 	if c.Partitioner == nil {
 		c.Partitioner = Components
 	}
+	if c.Tick == 0 {
+		c.Tick = max(c.Quiet/4, 10*time.Millisecond)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if c.Quiet < 0 || c.MaxDelay < c.Quiet {
 		return errors.New("clusterer: need 0 <= Quiet <= MaxDelay")
+	}
+	if c.Tick <= 0 {
+		return errors.New("clusterer: Tick must be > 0")
 	}
 	if c.WeightBy != "sources" && c.WeightBy != "strength" {
 		return fmt.Errorf("clusterer: WeightBy must be sources or strength, not %q", c.WeightBy)
@@ -139,6 +154,9 @@ type Stores interface {
 type pending struct {
 	first, last time.Time
 	oldest      time.Time // earliest gateway receipt folded in
+	// touched are entity ids graph changes named since the last
+	// re-clustering that have not yet been given a provisional community.
+	touched map[string]bool
 }
 
 // Worker is the clusterer.
@@ -153,10 +171,24 @@ type Worker struct {
 	kick  chan struct{}
 	now   func() time.Time
 
-	duration *prometheus.HistogramVec
-	changed  *prometheus.CounterVec
-	total    *prometheus.GaugeVec
-	coverage *prometheus.GaugeVec
+	// commMu serialises every write of a tenant's communities (re-clustering
+	// and provisional assignment) and guards computed and owed.
+	commMu sync.Mutex
+	// computed holds, per tenant and community id, the community as the
+	// last re-clustering computed it, for communities that provisional
+	// assignment has grown since: Diff compares with what reports were
+	// built from, not with the provisional state.
+	computed map[string]map[string]store.Community
+	// owed holds, per tenant, an announcement whose publish failed after
+	// its communities were stored; the next run announces it too.
+	owed map[string]*events.CommunitiesChanged
+
+	duration    *prometheus.HistogramVec
+	changed     *prometheus.CounterVec
+	total       *prometheus.GaugeVec
+	lastChanged *prometheus.GaugeVec
+	coverage    *prometheus.GaugeVec
+	provisional *prometheus.CounterVec
 }
 
 // New returns a clusterer Worker.
@@ -171,24 +203,34 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{cfg: cfg, bus: bus, st: st, log: log, dirty: map[string]*pending{}, kick: make(chan struct{}, 1), now: time.Now,
+	w := &Worker{cfg: cfg, bus: bus, st: st, log: log, dirty: map[string]*pending{}, kick: make(chan struct{}, 1), now: cfg.Now,
+		computed: map[string]map[string]store.Community{}, owed: map[string]*events.CommunitiesChanged{},
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kgstream_recluster_duration_seconds", Help: "Time to re-cluster one tenant graph.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}, []string{"tenant"}),
 		changed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kgstream_communities_changed_total", Help: "Communities announced as changed or removed, by kind.",
+			Name: "kgstream_communities_changed_total",
+			Help: "Communities announced by re-clusterings, by kind (changed: new member set, refreshed: sources moved, removed).",
 		}, []string{"kind"}),
 		total: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kgstream_communities", Help: "Communities in the current hierarchy, by tenant.",
+		}, []string{"tenant"}),
+		lastChanged: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kgstream_communities_last_changed",
+			Help: "Communities whose member set the last re-clustering changed, by tenant (compare with kgstream_communities).",
 		}, []string{"tenant"}),
 		coverage: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kgstream_community_coverage_ratio",
 			Help: "Share of live documents with at least one entity in a community (must be 1).",
 		}, []string{"tenant"}),
+		provisional: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_community_provisional_members_total",
+			Help: "New entities given their strongest neighbour's communities between re-clusterings, by outcome (assigned, waiting: no clustered neighbour).",
+		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{w.duration, w.changed, w.total, w.coverage} {
+		for _, c := range []prometheus.Collector{w.duration, w.changed, w.total, w.lastChanged, w.coverage, w.provisional} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering clusterer metrics: %w", err)
 			}
@@ -199,20 +241,21 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 
 // Run consumes graph changes and re-clusters until ctx is cancelled. At
 // start it re-clusters every tenant once, so changes acknowledged before a
-// crash are never lost.
+// crash are never lost. Between re-clusterings it gives new entities their
+// strongest neighbour's communities (see Assign).
 func (w *Worker) Run(ctx context.Context) error {
 	tenants, err := w.st.GraphTenants(ctx)
 	if err != nil {
 		return fmt.Errorf("listing tenants: %w", err)
 	}
 	for _, t := range tenants {
-		w.markDirty(t, time.Time{})
+		w.markDirty(t, time.Time{}, nil)
 	}
 	errc := make(chan error, 1)
 	go func() {
 		errc <- w.bus.Run(ctx, stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindGraphChanged}}, w.Handle)
 	}()
-	tick := time.NewTicker(max(w.cfg.Quiet/4, 10*time.Millisecond))
+	tick := time.NewTicker(w.cfg.Tick)
 	defer tick.Stop()
 	for {
 		select {
@@ -225,37 +268,50 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		for _, t := range w.due() {
 			if err := w.Recluster(ctx, t); err != nil {
+				if ctx.Err() != nil {
+					continue
+				}
 				w.log.Error("re-clustering failed, will retry", "tenant", t, "error", err)
-				w.markDirty(t, time.Time{})
+				w.markDirty(t, time.Time{}, nil)
+			}
+		}
+		for t, ids := range w.takeTouched() {
+			if err := w.Assign(ctx, t, ids); err != nil && ctx.Err() == nil {
+				// Not retried: the re-clustering that is due anyway places them.
+				w.log.Warn("provisional community assignment failed", "tenant", t, "error", err)
 			}
 		}
 	}
 }
 
-// Handle records a graph change; the re-clustering happens after the quiet period.
+// Handle records a graph change; the re-clustering happens after the quiet
+// period, the provisional assignment of new entities at the next tick.
 func (w *Worker) Handle(_ context.Context, m *stream.Message) error {
 	var ev events.GraphChanged
 	if err := events.Decode(m.Data, &ev); err != nil {
 		return err
 	}
-	w.markDirty(ev.Tenant, ev.ReceivedAt)
+	w.markDirty(ev.Tenant, ev.ReceivedAt, ev.Touched)
 	return nil
 }
 
-func (w *Worker) markDirty(tenant string, received time.Time) {
+func (w *Worker) markDirty(tenant string, received time.Time, touched []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
 	p, ok := w.dirty[tenant]
 	if !ok {
-		p = &pending{first: now}
+		p = &pending{first: now, touched: map[string]bool{}}
 		w.dirty[tenant] = p
 	}
 	p.last = now
 	if !received.IsZero() && (p.oldest.IsZero() || received.Before(p.oldest)) {
 		p.oldest = received
 	}
-	if w.cfg.Quiet == 0 {
+	for _, id := range touched {
+		p.touched[id] = true
+	}
+	if w.cfg.Quiet == 0 || len(touched) > 0 {
 		select {
 		case w.kick <- struct{}{}:
 		default:
@@ -288,8 +344,31 @@ func (w *Worker) take(tenant string) time.Time {
 	return p.oldest
 }
 
+// takeTouched returns and forgets the touched entity ids of every tenant
+// still waiting for its re-clustering; the debounce state stays.
+func (w *Worker) takeTouched() map[string][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string][]string{}
+	for t, p := range w.dirty {
+		if len(p.touched) == 0 {
+			continue
+		}
+		ids := make([]string, 0, len(p.touched))
+		for id := range p.touched {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		out[t] = ids
+		p.touched = map[string]bool{}
+	}
+	return out
+}
+
 // Recluster clusters a tenant's graph now and announces what changed.
 func (w *Worker) Recluster(ctx context.Context, tenant string) error {
+	w.commMu.Lock()
+	defer w.commMu.Unlock()
 	oldest := w.take(tenant)
 	start := time.Now()
 	g, err := w.st.Snapshot(ctx, tenant)
@@ -304,6 +383,7 @@ func (w *Worker) Recluster(ctx context.Context, tenant string) error {
 	if err != nil {
 		return fmt.Errorf("reading communities: %w", err)
 	}
+	prev = w.asComputed(tenant, prev)
 	run, err := w.st.LastRun(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("reading last run: %w", err)
@@ -316,21 +396,91 @@ func (w *Worker) Recluster(ctx context.Context, tenant string) error {
 	if err := w.st.ReplaceCommunities(ctx, tenant, run, comms); err != nil {
 		return fmt.Errorf("storing communities: %w", err)
 	}
+	delete(w.computed, tenant)
 	w.duration.WithLabelValues(tenant).Observe(time.Since(start).Seconds())
 	w.total.WithLabelValues(tenant).Set(float64(len(comms)))
+	w.lastChanged.WithLabelValues(tenant).Set(float64(len(changed)))
 	w.coverage.WithLabelValues(tenant).Set(coverage(g, comms))
 	w.changed.WithLabelValues("changed").Add(float64(len(changed)))
+	w.changed.WithLabelValues("refreshed").Add(float64(len(refreshed)))
 	w.changed.WithLabelValues("removed").Add(float64(len(removed)))
-	w.bus.ObserveLag("communities", oldest)
 	ev := &events.CommunitiesChanged{Header: events.Header{Tenant: tenant}, Run: run, Changed: changed,
 		Refreshed: refreshed, Removed: removed, OldestReceivedAt: oldest}
+	if o := w.owed[tenant]; o != nil {
+		mergeOwed(ev, o, comms)
+	}
 	if _, err := w.bus.Publish(ctx, events.KindCommunitiesChanged, tenant,
 		events.MsgID(tenant, "_communities", run, "changed"), ev); err != nil {
+		// The communities are stored: a later run diffs against them and
+		// would never announce these, so keep the announcement owed.
+		w.owed[tenant] = ev
 		return fmt.Errorf("announcing communities: %w", err)
 	}
+	delete(w.owed, tenant)
+	w.bus.ObserveLag("communities", ev.OldestReceivedAt)
 	w.log.Info("re-clustered", "tenant", tenant, "run", run, "communities", len(comms),
-		"changed", len(changed), "refreshed", len(refreshed), "removed", len(removed), "took", time.Since(start))
+		"changed", len(ev.Changed), "refreshed", len(ev.Refreshed), "removed", len(ev.Removed), "took", time.Since(start))
 	return nil
+}
+
+// asComputed returns prev with every provisionally grown community replaced
+// by the community the last re-clustering computed. When that is unknown
+// (the process restarted since), the community keeps its id but loses its
+// sources, so that if the new run computes the same member set its report
+// is rebuilt rather than silently kept.
+func (w *Worker) asComputed(tenant string, prev []store.Community) []store.Community {
+	orig := w.computed[tenant]
+	out := make([]store.Community, len(prev))
+	for i, c := range prev {
+		switch o, ok := orig[c.ID]; {
+		case ok:
+			out[i] = o
+		case isProvisional(c):
+			c.Sources = nil
+			out[i] = c
+		default:
+			out[i] = c
+		}
+	}
+	return out
+}
+
+// mergeOwed folds an announcement that could not be published into ev,
+// keeping only what still holds for the communities now stored.
+func mergeOwed(ev, owed *events.CommunitiesChanged, comms []store.Community) {
+	now := make(map[string]store.Community, len(comms))
+	for _, c := range comms {
+		now[c.ID] = c
+	}
+	listed := map[string]bool{}
+	for _, l := range [][]events.CommunityChange{ev.Changed, ev.Refreshed} {
+		for _, c := range l {
+			listed[c.ID] = true
+		}
+	}
+	for _, id := range ev.Removed {
+		listed[id] = true
+	}
+	add := func(from []events.CommunityChange, to *[]events.CommunityChange) {
+		for _, c := range from {
+			if _, ok := now[c.ID]; ok && !listed[c.ID] {
+				listed[c.ID] = true
+				*to = append(*to, c)
+			}
+		}
+	}
+	add(owed.Changed, &ev.Changed)
+	add(owed.Refreshed, &ev.Refreshed)
+	for _, id := range owed.Removed {
+		if _, ok := now[id]; !ok && !listed[id] {
+			listed[id] = true
+			ev.Removed = append(ev.Removed, id)
+		}
+	}
+	sort.Strings(ev.Removed)
+	if !owed.OldestReceivedAt.IsZero() && (ev.OldestReceivedAt.IsZero() || owed.OldestReceivedAt.Before(ev.OldestReceivedAt)) {
+		ev.OldestReceivedAt = owed.OldestReceivedAt
+	}
 }
 
 // Diff compares two hierarchies by member set. changed lists communities
@@ -391,11 +541,83 @@ func CommunityID(level int, memberHash string) string {
 	return fmt.Sprintf("c%d-%s", level, memberHash[:12])
 }
 
+// weigher accumulates the undirected weight between two entities from the
+// supports of every edge between them, in either direction and of any
+// relation: by the number of distinct supporting sources (GraphRAG's
+// weight when each source states a relationship once), or by the sum of
+// the supports' extracted strengths.
+type weigher struct {
+	byStrength bool
+	docs       map[string]float64
+}
+
+func (w *weigher) add(e store.Edge) {
+	if w.docs == nil {
+		w.docs = map[string]float64{}
+	}
+	for _, s := range e.Supports {
+		v := s.Weight
+		if v <= 0 {
+			v = 1
+		}
+		w.docs[s.DocID] += v
+	}
+}
+
+func (w *weigher) weight() float64 {
+	if !w.byStrength {
+		return float64(len(w.docs))
+	}
+	// Sum in doc order so the weight, and hence the partition, does not
+	// depend on map iteration order.
+	docs := make([]string, 0, len(w.docs))
+	for d := range w.docs {
+		docs = append(docs, d)
+	}
+	sort.Strings(docs)
+	t := 0.0
+	for _, d := range docs {
+		t += w.docs[d]
+	}
+	return t
+}
+
+// graphRAGOrder orients and sorts edges the way Microsoft GraphRAG feeds
+// them to hierarchical Leiden: each pair as (min, max) and the list sorted,
+// both by entity title (our display name), ties between same-named entities
+// broken by id. Leiden's node numbering follows the edge order, so this is
+// what makes our communities GraphRAG's on the same graph.
+func graphRAGOrder(edges []WeightedEdge, ents map[string]store.Entity) {
+	type key struct{ name, id string }
+	k := func(id string) key {
+		if e, ok := ents[id]; ok && e.Name != "" {
+			return key{e.Name, id}
+		}
+		return key{id, id}
+	}
+	less := func(a, b key) bool { return a.name < b.name || (a.name == b.name && a.id < b.id) }
+	for i, e := range edges {
+		if less(k(e.Target), k(e.Source)) {
+			edges[i].Source, edges[i].Target = e.Target, e.Source
+		}
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		si, sj := k(edges[i].Source), k(edges[j].Source)
+		if si != sj {
+			return less(si, sj)
+		}
+		return less(k(edges[i].Target), k(edges[j].Target))
+	})
+}
+
 func (w *Worker) build(ctx context.Context, g store.Graph) ([]store.Community, error) {
-	// Undirected weights: one edge per unordered pair, weight by the number
-	// of distinct supporting sources over both directions and relations.
+	ents := make(map[string]store.Entity, len(g.Entities))
+	for _, e := range g.Entities {
+		ents[e.ID] = e
+	}
+	// Undirected weights: one edge per unordered pair.
 	type pair struct{ a, b string }
-	srcs := map[pair]map[string]float64{}
+	pairs := map[pair]*weigher{}
 	adj := map[string][]store.Edge{}
 	for _, e := range g.Edges {
 		a, b := e.Source, e.Target
@@ -403,38 +625,20 @@ func (w *Worker) build(ctx context.Context, g store.Graph) ([]store.Community, e
 			a, b = b, a
 		}
 		p := pair{a, b}
-		if srcs[p] == nil {
-			srcs[p] = map[string]float64{}
+		if pairs[p] == nil {
+			pairs[p] = &weigher{byStrength: w.cfg.WeightBy == "strength"}
 		}
-		for _, s := range e.Supports {
-			w := s.Weight
-			if w <= 0 {
-				w = 1
-			}
-			srcs[p][s.DocID] += w
-		}
+		pairs[p].add(e)
 		adj[e.Source] = append(adj[e.Source], e)
 		if e.Target != e.Source {
 			adj[e.Target] = append(adj[e.Target], e)
 		}
 	}
-	edges := make([]WeightedEdge, 0, len(srcs))
-	for p, s := range srcs {
-		wt := float64(len(s))
-		if w.cfg.WeightBy == "strength" {
-			wt = 0
-			for _, v := range s {
-				wt += v
-			}
-		}
-		edges = append(edges, WeightedEdge{Source: p.a, Target: p.b, Weight: wt})
+	edges := make([]WeightedEdge, 0, len(pairs))
+	for p, wt := range pairs {
+		edges = append(edges, WeightedEdge{Source: p.a, Target: p.b, Weight: wt.weight()})
 	}
-	sort.Slice(edges, func(i, j int) bool {
-		if edges[i].Source != edges[j].Source {
-			return edges[i].Source < edges[j].Source
-		}
-		return edges[i].Target < edges[j].Target
-	})
+	graphRAGOrder(edges, ents)
 	var rows []Row
 	if len(edges) > 0 {
 		var err error
@@ -464,10 +668,6 @@ func (w *Worker) build(ctx context.Context, g store.Graph) ([]store.Community, e
 		k := key{r.Level, r.Cluster}
 		members[k] = append(members[k], r.Node)
 		parentOf[k] = r.Parent
-	}
-	ents := make(map[string]store.Entity, len(g.Entities))
-	for _, e := range g.Entities {
-		ents[e.ID] = e
 	}
 	ids := map[key]string{}
 	var out []store.Community
@@ -539,12 +739,7 @@ func sourcesOf(members []string, ents map[string]store.Entity, adj map[string][]
 	for r := range set {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].DocID != out[j].DocID {
-			return out[i].DocID < out[j].DocID
-		}
-		return out[i].Version < out[j].Version
-	})
+	sortRefs(out)
 	return out
 }
 

@@ -19,8 +19,9 @@ type LeidenConfig struct {
 }
 
 // Leiden returns a Partitioner running hierarchical Leiden as GraphRAG does,
-// so our communities are GraphRAG's on the same graph. Edges must be sorted
-// (the clusterer sorts them) for the partition to be reproducible.
+// so our communities are GraphRAG's on the same graph. Leiden numbers nodes
+// in first-seen order, so the partition depends on the edge order: the
+// clusterer hands edges over oriented and sorted by title, as GraphRAG does.
 func Leiden(cfg LeidenConfig) Partitioner {
 	opts := leiden.DefaultOptions()
 	if cfg.Seed != 0 {

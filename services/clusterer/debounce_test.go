@@ -1,0 +1,87 @@
+package clusterer_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/services/clusterer"
+)
+
+// debounceEnv runs the worker on the seed graph with a fake clock. It
+// returns once the consumer exists, i.e. once Run has marked the tenant
+// dirty for its start-up re-clustering at the clock's start.
+func debounceEnv(t *testing.T, quiet, maxDelay time.Duration) (*env, *fakeClock) {
+	t.Helper()
+	clock := newFakeClock()
+	e := newEnv(t, clusterer.Config{Quiet: quiet, MaxDelay: maxDelay, Tick: 5 * time.Millisecond, Now: clock.Now,
+		Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: 6})})
+	applySeed(t, e.st)
+	e.run(t)
+	e.waitConsumer(t)
+	return e, clock
+}
+
+// TestDebounceQuiet: many graph changes inside the quiet period cause one
+// re-clustering, after the graph has been quiet for Quiet.
+func TestDebounceQuiet(t *testing.T) {
+	e, clock := debounceEnv(t, time.Minute, time.Hour)
+	for i := range 25 {
+		e.publish(t, "INC-101", int64(i+1), store.ApplyResult{})
+		e.waitHandled(t)
+		require.Equal(t, int64(0), lastRun(t, e.st), "event %d: still inside the quiet period", i)
+		clock.Advance(2 * time.Second)
+	}
+	clock.Advance(time.Minute - 2*time.Second) // quiet for exactly Quiet since the last change
+	waitRun(t, e.st, 1)
+
+	// A second burst makes run 2: had the first burst caused more than one
+	// re-clustering, this would be run 3 or later.
+	e.publish(t, "INC-101", 100, store.ApplyResult{})
+	e.waitHandled(t)
+	require.Equal(t, int64(1), lastRun(t, e.st))
+	clock.Advance(time.Minute)
+	waitRun(t, e.st, 2)
+	waitAnnouncements(t, e.bus, 2)
+	require.Equal(t, uint64(2), metric(t, e.reg, "kgstream_recluster_duration_seconds",
+		map[string]string{"tenant": tenant}).GetHistogram().GetSampleCount())
+}
+
+// TestDebounceMaxDelay: changes that keep coming, each inside the quiet
+// period of the one before, still cause a re-clustering every MaxDelay.
+func TestDebounceMaxDelay(t *testing.T) {
+	const quiet, maxDelay, step = time.Minute, 5 * time.Minute, 30 * time.Second
+	e, clock := debounceEnv(t, quiet, maxDelay)
+	version := int64(0)
+	for run := int64(1); run <= 2; run++ {
+		// The tenant has been dirty since the clock's current time.
+		for waited := time.Duration(0); waited < maxDelay; waited += step {
+			version++
+			e.publish(t, "INC-101", version, store.ApplyResult{})
+			e.waitHandled(t)
+			require.Equal(t, run-1, lastRun(t, e.st), "%s after the first change: not yet due", waited)
+			clock.Advance(step)
+		}
+		// MaxDelay has passed since the first change, though the last was
+		// only step ago.
+		waitRun(t, e.st, run)
+		version++
+		e.publish(t, "INC-101", version, store.ApplyResult{})
+		e.waitHandled(t)
+	}
+	waitAnnouncements(t, e.bus, 2)
+}
+
+// TestHandleRejectsMalformed: a malformed graph.changed is a permanent
+// error (dead-lettered at once), a valid one is accepted.
+func TestHandleRejectsMalformed(t *testing.T) {
+	e := newEnv(t, clusterer.Config{})
+	err := e.w.Handle(t.Context(), &stream.Message{Kind: events.KindGraphChanged, Tenant: tenant, Data: []byte(`{"schema":1`)})
+	require.ErrorIs(t, err, events.ErrInvalidEvent)
+	require.True(t, stream.IsPermanent(err))
+	require.NoError(t, e.w.Handle(t.Context(), graphChangedMsg(t, "INC-101", 1, "incident:inc101")))
+}

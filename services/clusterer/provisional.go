@@ -1,0 +1,242 @@
+package clusterer
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// Provisional membership.
+//
+// Between re-clusterings a new entity joins the communities of its strongest
+// neighbour: every community, at every level, that holds the neighbour with
+// the heaviest edge to it (weights as for clustering; ties go to the smaller
+// id). An entity whose neighbours are all new joins once one of them has
+// joined; one with no clustered neighbour at all waits for the re-clustering,
+// which is due within MaxDelay anyway.
+//
+// The grown community keeps its id and its MemberHash: both name the member
+// set the last re-clustering computed, which is the member set its report
+// was written for. Only Members (so that local search finds the community
+// and its report from the new entity) and Sources (so that the community is
+// admitted only to callers who may read the new entity's sources too) grow.
+// Nothing is announced: the report is still the report of the computed
+// member set and stays admissible on its own sources, and rewriting it now
+// would be wasted work, since the re-clustering that follows decides the
+// real membership. That re-clustering diffs against the computed
+// communities, not the grown ones, so:
+//   - if the new entity ends up in the community, its member set is new: a
+//     new id, announced as changed (the old id as removed);
+//   - if it ends up elsewhere, the computed member set is unchanged: same
+//     id, not announced, and the report written for it stays current.
+//
+// Thus "ids are stable for unchanged member sets, and only changed member
+// sets are announced" holds across provisional assignments. A grown
+// community is recognisable in the store because MemberHash no longer
+// hashes Members (isProvisional); after a restart, when the computed
+// version is no longer in memory, a re-clustering that computes the same
+// member set announces it as refreshed (its report is rebuilt) rather than
+// guessing that its sources did not move.
+
+// isProvisional reports whether c was grown by provisional assignment since
+// it was computed.
+func isProvisional(c store.Community) bool {
+	return MemberHash(c.Members) != c.MemberHash
+}
+
+// Assign gives the entities among ids that belong to no community of the
+// tenant their strongest neighbour's communities, and stores the result
+// without announcing it (see the package's provisional membership notes).
+// Entities that are absent, already clustered, or without a clustered
+// neighbour are left alone; a tenant never clustered is left alone too.
+func (w *Worker) Assign(ctx context.Context, tenant string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	w.commMu.Lock()
+	defer w.commMu.Unlock()
+	comms, err := w.st.Communities(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("reading communities: %w", err)
+	}
+	if len(comms) == 0 {
+		return nil
+	}
+	run, err := w.st.LastRun(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("reading last run: %w", err)
+	}
+	in := map[string][]int{} // entity -> indexes of the communities holding it
+	for i, c := range comms {
+		for _, m := range c.Members {
+			in[m] = append(in[m], i)
+		}
+	}
+	var fresh []string
+	for _, id := range ids {
+		if len(in[id]) == 0 {
+			fresh = append(fresh, id)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	ents, err := w.st.Entities(ctx, tenant, fresh)
+	if err != nil {
+		return fmt.Errorf("reading entities: %w", err)
+	}
+	type cand struct {
+		ent   store.Entity
+		edges []store.Edge // every edge of the entity, both directions
+	}
+	var cands []*cand
+	for _, id := range fresh {
+		e, ok := ents[id]
+		if !ok {
+			continue // removed since
+		}
+		c := &cand{ent: e}
+		for _, dir := range []store.Direction{store.Out, store.In} {
+			es, err := w.st.Edges(ctx, tenant, id, dir)
+			if err != nil {
+				return fmt.Errorf("reading edges of %q: %w", id, err)
+			}
+			c.edges = append(c.edges, es...)
+		}
+		cands = append(cands, c)
+	}
+
+	// Rounds: an entity joins when a neighbour is clustered at the start of
+	// the round, so the outcome does not depend on the order of ids.
+	grown := map[int]bool{}
+	assigned := 0
+	for {
+		type join struct {
+			c       *cand
+			targets []int
+		}
+		var joins []join
+		var rest []*cand
+		for _, c := range cands {
+			n := strongest(c.ent.ID, c.edges, func(id string) bool { return len(in[id]) > 0 }, w.cfg.WeightBy == "strength")
+			if n == "" {
+				rest = append(rest, c)
+				continue
+			}
+			joins = append(joins, join{c, in[n]})
+		}
+		if len(joins) == 0 {
+			break
+		}
+		for _, j := range joins {
+			for _, ci := range j.targets {
+				if !grown[ci] {
+					grown[ci] = true
+					if _, ok := w.computed[tenant][comms[ci].ID]; !ok && !isProvisional(comms[ci]) {
+						if w.computed[tenant] == nil {
+							w.computed[tenant] = map[string]store.Community{}
+						}
+						w.computed[tenant][comms[ci].ID] = cloneCommunity(comms[ci])
+					}
+				}
+				comms[ci] = withMember(comms[ci], j.c.ent, j.c.edges)
+				in[j.c.ent.ID] = append(in[j.c.ent.ID], ci)
+			}
+			assigned++
+		}
+		cands = rest
+	}
+	w.provisional.WithLabelValues("assigned").Add(float64(assigned))
+	w.provisional.WithLabelValues("waiting").Add(float64(len(cands)))
+	if assigned == 0 {
+		return nil
+	}
+	if err := w.st.ReplaceCommunities(ctx, tenant, run, comms); err != nil {
+		return fmt.Errorf("storing provisional communities: %w", err)
+	}
+	w.log.Info("new entities joined their strongest neighbour's communities", "tenant", tenant,
+		"assigned", assigned, "waiting", len(cands), "communities_grown", len(grown))
+	return nil
+}
+
+// strongest returns the neighbour of id, among those clustered, with the
+// heaviest undirected edge to id, or "" if there is none. Ties go to the
+// smallest id.
+func strongest(id string, edges []store.Edge, clustered func(string) bool, byStrength bool) string {
+	by := map[string]*weigher{}
+	for _, e := range edges {
+		other := e.Target
+		if other == id {
+			other = e.Source
+		}
+		if other == id || !clustered(other) {
+			continue
+		}
+		if by[other] == nil {
+			by[other] = &weigher{byStrength: byStrength}
+		}
+		by[other].add(e)
+	}
+	best, bestW := "", 0.0
+	for n, wt := range by {
+		v := wt.weight()
+		if best == "" || v > bestW || (v == bestW && n < best) {
+			best, bestW = n, v
+		}
+	}
+	return best
+}
+
+// withMember returns c with e added to its members, and e's sources plus
+// the supports of e's edges into c added to its sources. Id and MemberHash
+// are kept: they name the computed member set.
+func withMember(c store.Community, e store.Entity, edges []store.Edge) store.Community {
+	c = cloneCommunity(c)
+	i := sort.SearchStrings(c.Members, e.ID)
+	c.Members = append(c.Members, "")
+	copy(c.Members[i+1:], c.Members[i:])
+	c.Members[i] = e.ID
+	set := make(map[provenance.SourceRef]bool, len(c.Sources))
+	for _, s := range c.Sources {
+		set[s] = true
+	}
+	for _, f := range e.Sources {
+		set[provenance.SourceRef{DocID: f.DocID, Version: f.Version}] = true
+	}
+	for _, ed := range edges {
+		other := ed.Target
+		if other == e.ID {
+			other = ed.Source
+		}
+		if j := sort.SearchStrings(c.Members, other); j < len(c.Members) && c.Members[j] == other {
+			for _, s := range ed.Supports {
+				set[provenance.SourceRef{DocID: s.DocID, Version: s.Version}] = true
+			}
+		}
+	}
+	c.Sources = make([]provenance.SourceRef, 0, len(set))
+	for s := range set {
+		c.Sources = append(c.Sources, s)
+	}
+	sortRefs(c.Sources)
+	return c
+}
+
+func cloneCommunity(c store.Community) store.Community {
+	c.Members = append([]string(nil), c.Members...)
+	c.Children = append([]string(nil), c.Children...)
+	c.Sources = append([]provenance.SourceRef(nil), c.Sources...)
+	return c
+}
+
+func sortRefs(refs []provenance.SourceRef) {
+	sort.Slice(refs, func(i, j int) bool {
+		if refs[i].DocID != refs[j].DocID {
+			return refs[i].DocID < refs[j].DocID
+		}
+		return refs[i].Version < refs[j].Version
+	})
+}
