@@ -70,12 +70,16 @@ func cmdUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Stream, "stream", "KG", "JetStream stream name")
 	fs.StringVar(&cfg.SubjectPrefix, "subject-prefix", "kg", "subject prefix")
 	fs.BoolVar(&cfg.Demo, "demo", false, "ingest the bundled demo corpus")
+	var exTypes, exEntities multiFlag
+	fs.Var(&exTypes, "exclude-path-type", "entity type path queries never expand through (repeatable)")
+	fs.Var(&exEntities, "exclude-path-entity", "entity id (TYPE:KEY) path queries never expand through (repeatable)")
 	fs.StringVar(&cfg.AliasesFile, "aliases", os.Getenv("KG_ALIASES_FILE"), "alias table (YAML), reloaded when it changes")
 	fs.DurationVar(&cfg.Quiet, "cluster-quiet", 2*time.Second, "quiet period before re-clustering")
 	fs.DurationVar(&cfg.MaxDelay, "cluster-max-delay", 30*time.Second, "maximum delay of a re-clustering")
 	if _, err := parseInterleaved(fs, args); err != nil {
 		return err
 	}
+	cfg.ExcludedPathTypes, cfg.ExcludedPathEntities = exTypes, exEntities
 	if *weaviate != "" {
 		return &exitError{code: 2, msg: "--weaviate: the Weaviate vector layer is not built yet"}
 	}

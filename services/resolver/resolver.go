@@ -32,6 +32,14 @@ type Config struct {
 	Backoff []time.Duration
 	// Aliases, when set, maps reviewed mentions to canonical entities.
 	Aliases *resolve.AliasWatcher
+	// DegreeJumpFactor flags an entity whose degree grows by this factor in
+	// one apply (usually a false merge); 0 means the default 10, negative
+	// disables the check.
+	DegreeJumpFactor float64
+	// DegreeJumpMinEdges: only entities gaining at least this many edges in
+	// one apply are checked (default 5), which keeps the check off the hot
+	// path of ordinary documents.
+	DegreeJumpMinEdges int
 	// ExactNames turns normalisation off: names key by their lower-cased
 	// spelling, so "cert-manager" and "Cert Manager" stay two entities. It
 	// exists to measure what resolution buys, not for production.
@@ -47,6 +55,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.CatalogTTL == 0 {
 		c.CatalogTTL = 30 * time.Second
+	}
+	if c.DegreeJumpFactor == 0 {
+		c.DegreeJumpFactor = 10
+	}
+	if c.DegreeJumpMinEdges == 0 {
+		c.DegreeJumpMinEdges = 5
 	}
 }
 
@@ -67,6 +81,7 @@ type Worker struct {
 
 	outcomes *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	jumps    prometheus.Counter
 
 	catMu   sync.Mutex
 	catalog map[string]*catalogIndex // by tenant
@@ -101,13 +116,17 @@ func New(cfg Config, bus *stream.Bus, graph store.GraphStore, log *slog.Logger, 
 			Name: "kgstream_resolver_applies_total",
 			Help: "Graph applies by kind (change, delete) and outcome (applied, duplicate, stale).",
 		}, []string{"kind", "outcome"}),
+		jumps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kgstream_resolver_degree_jumps_total",
+			Help: "Entities whose degree grew by the configured factor in one apply (likely false merges).",
+		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_resolver_rejected_mentions_total",
 			Help: "Mentions the resolver refused, by reason.",
 		}, []string{"reason"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{w.outcomes, w.rejected} {
+		for _, c := range []prometheus.Collector{w.outcomes, w.rejected, w.jumps} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering resolver metrics: %w", err)
 			}
@@ -115,6 +134,9 @@ func New(cfg Config, bus *stream.Bus, graph store.GraphStore, log *slog.Logger, 
 	}
 	return w, nil
 }
+
+// DegreeJumps is the degree-jump counter (for tests and dashboards).
+func (w *Worker) DegreeJumps() prometheus.Counter { return w.jumps }
 
 // Run consumes until ctx is cancelled.
 func (w *Worker) Run(ctx context.Context) error {
@@ -139,9 +161,18 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 		if err != nil {
 			return err
 		}
+		before, err := w.degrees(ctx, ev.Tenant, w.hubCandidates(c))
+		if err != nil {
+			return err
+		}
 		res, err := w.graph.Apply(ctx, ev.Tenant, ev.DocID, ev.Version, c)
 		if err != nil {
 			return classify(fmt.Errorf("applying %s@%d: %w", ev.DocID, ev.Version, err))
+		}
+		if res.Outcome == store.Applied && len(before) > 0 {
+			if err := w.checkJumps(ctx, ev.Tenant, ev.DocID, ev.Version, before); err != nil {
+				return err
+			}
 		}
 		if ev.DocType == "catalog" && res.Outcome == store.Applied {
 			w.forgetCatalog(ev.Tenant)
@@ -188,6 +219,70 @@ func (w *Worker) after(ctx context.Context, kind, tenant, docID string, version 
 	w.log.Info("source applied", "tenant", tenant, "doc", docID, "version", version, "outcome", res.Outcome,
 		"entities_added", res.EntitiesAdded, "entities_removed", res.EntitiesRemoved,
 		"edges_added", res.EdgesAdded, "edges_removed", res.EdgesRemoved)
+	return nil
+}
+
+// hubCandidates are the entities gaining enough edges in c for a degree
+// jump to be possible.
+func (w *Worker) hubCandidates(c store.Contributions) []string {
+	if w.cfg.DegreeJumpFactor < 0 {
+		return nil
+	}
+	n := map[string]int{}
+	for _, e := range c.Edges {
+		n[e.Source]++
+		if e.Target != e.Source {
+			n[e.Target]++
+		}
+	}
+	var out []string
+	for id, k := range n {
+		if k >= w.cfg.DegreeJumpMinEdges {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (w *Worker) degrees(ctx context.Context, tenant string, ids []string) (map[string]int, error) {
+	out := make(map[string]int, len(ids))
+	for _, id := range ids {
+		d := 0
+		for _, dir := range []store.Direction{store.Out, store.In} {
+			es, err := w.graph.Edges(ctx, tenant, id, dir)
+			if err != nil {
+				return nil, fmt.Errorf("reading degree of %s: %w", id, err)
+			}
+			d += len(es)
+		}
+		out[id] = d
+	}
+	return out, nil
+}
+
+// checkJumps logs and counts the candidates whose degree grew by the
+// factor: the apply stands (the store is consistent either way), but a
+// person should look at the merge.
+func (w *Worker) checkJumps(ctx context.Context, tenant, docID string, version int64, before map[string]int) error {
+	ids := make([]string, 0, len(before))
+	for id := range before {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	after, err := w.degrees(ctx, tenant, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		// A new entity arriving with many edges is a document listing
+		// things; an existing one multiplying its degree is a merge.
+		if before[id] > 0 && float64(after[id]) >= w.cfg.DegreeJumpFactor*float64(before[id]) {
+			w.jumps.Inc()
+			w.log.Warn("degree jump, possibly a false merge", "tenant", tenant, "entity", id,
+				"doc", docID, "version", version, "degree_before", before[id], "degree_after", after[id])
+		}
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package resolver_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -228,4 +229,25 @@ aliases:
 		"incident:inc1|affected|service:searchapi",
 		"incident:inc1|involved|component:certmanager",
 	}, ids)
+}
+
+func TestDegreeJumpDetected(t *testing.T) {
+	f := setup(t)
+	first := &events.Extracted{Header: events.Header{Tenant: "acme"}, DocID: "INC-100", Version: 1, Extractor: "test", ReceivedAt: time.Now(),
+		Relationships: []events.RawRelationship{{Source: "INC-100", SourceType: "incident", Relation: "affected", Target: "API", TargetType: "service"}}}
+	f.publish(t, events.KindExtracted, "acme/INC-100/1/extracted", first)
+	f.waitCount(t, "ok", 1)
+	// One document links twelve more incidents to "api": a merge worth a look.
+	ev := &events.Extracted{Header: events.Header{Tenant: "acme"}, DocID: "dump", Version: 1, Extractor: "test", ReceivedAt: time.Now()}
+	for i := 0; i < 12; i++ {
+		ev.Relationships = append(ev.Relationships, events.RawRelationship{Source: fmt.Sprintf("INC-%d", i), SourceType: "incident",
+			Relation: "affected", Target: "api", TargetType: "service"})
+	}
+	f.publish(t, events.KindExtracted, "acme/dump/1/extracted", ev)
+	f.waitCount(t, "ok", 2)
+	require.EqualValues(t, 1, testutil.ToFloat64(f.w.DegreeJumps()))
+	// An ordinary document checks nothing.
+	f.publish(t, events.KindExtracted, "acme/INC-1/1/extracted", extracted("INC-1", 1, "disk full"))
+	f.waitCount(t, "ok", 3)
+	require.EqualValues(t, 1, testutil.ToFloat64(f.w.DegreeJumps()))
 }

@@ -58,6 +58,9 @@ type Config struct {
 	// Stream and SubjectPrefix name the JetStream stream and subjects.
 	Stream        string
 	SubjectPrefix string
+	// ExcludedPathTypes and ExcludedPathEntities are generic hubs that
+	// path queries never expand through.
+	ExcludedPathTypes, ExcludedPathEntities []string
 	// AliasesFile is the reviewed alias table (YAML), reloaded on change.
 	AliasesFile string
 	// Demo ingests the bundled corpus after start.
@@ -209,6 +212,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	qcfg := query.DefaultConfig()
 	qcfg.Aliases = aliases
+	qcfg.ExcludedPathTypes, qcfg.ExcludedPathEntities = cfg.ExcludedPathTypes, cfg.ExcludedPathEntities
 	qs, err := query.New(qcfg, st, authn, log.With("component", "query"), a.Registry)
 	if err != nil {
 		return nil, err
