@@ -21,6 +21,7 @@ Usage:
       MODE: paths START REL[,REL...] | aggregate TYPE REL | local|basic|global|drift|auto QUESTION
             | entities [Q] | report ID | communities
   kgstream status [--audit] [--json] [--server URL] [--token T]
+  kgstream eval extraction --gold FILE --docs DIR [--catalog FILE] [--json]
   kgstream leiden [--flat] [--max-cluster-size N] [--seed S] [--resolution G] [--randomness R] [--iterations K]
 
 Environment: KG_LLM_BASE_URL, KG_LLM_MODEL, KG_LLM_API_KEY (LLM extraction), KG_TOKENS_FILE,
@@ -71,6 +72,8 @@ func run(ctx context.Context, args []string) error {
 		return cmdQuery(ctx, args[1:])
 	case "status":
 		return cmdStatus(ctx, args[1:])
+	case "eval":
+		return cmdEval(ctx, args[1:])
 	case "leiden":
 		return cmdLeiden(ctx, args[1:], os.Stdin, os.Stdout, os.Stderr)
 	case "help", "-h", "--help":

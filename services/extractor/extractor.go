@@ -70,3 +70,19 @@ func registerCounter(reg prometheus.Registerer, c *prometheus.CounterVec) *prome
 	}
 	return c
 }
+
+func registerHistogram(reg prometheus.Registerer, h *prometheus.HistogramVec) *prometheus.HistogramVec {
+	if reg == nil {
+		return h
+	}
+	if err := reg.Register(h); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*prometheus.HistogramVec); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return h
+}

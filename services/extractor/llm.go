@@ -65,6 +65,29 @@ type LLMConfig struct {
 	// Gleanings is the number of "entities were missed" passes per text unit
 	// (default 1, GraphRAG's; negative means none).
 	Gleanings int
+	// Cache, when set, stores each text unit's extraction under its
+	// CacheKey, so re-extracting unchanged text costs no LLM call.
+	Cache Cache
+	// PromptVersion is part of the cache key (default DefaultPromptVersion).
+	PromptVersion string
+	// Prices estimate cost per model (the client's model name); a model
+	// without a price costs 0.
+	Prices PriceTable
+}
+
+// Price is the cost of a model's tokens, in currency units (say USD) per
+// million tokens.
+type Price struct {
+	PromptPerMTok, CompletionPerMTok float64
+}
+
+// PriceTable maps model names to prices.
+type PriceTable map[string]Price
+
+// Cost is the estimated cost of usage with model.
+func (t PriceTable) Cost(model string, prompt, completion int) float64 {
+	p := t[model]
+	return (float64(prompt)*p.PromptPerMTok + float64(completion)*p.CompletionPerMTok) / 1e6
 }
 
 func (c *LLMConfig) setDefaults() {
@@ -80,6 +103,9 @@ func (c *LLMConfig) setDefaults() {
 	if c.Gleanings < 0 {
 		c.Gleanings = 0
 	}
+	if c.PromptVersion == "" {
+		c.PromptVersion = DefaultPromptVersion
+	}
 }
 
 // Validate checks the configuration.
@@ -89,18 +115,28 @@ func (c LLMConfig) Validate() error {
 			return fmt.Errorf("extractor: entity type %q normalises to nothing", t)
 		}
 	}
+	for m, p := range c.Prices {
+		if p.PromptPerMTok < 0 || p.CompletionPerMTok < 0 {
+			return fmt.Errorf("extractor: price of model %q must not be negative", m)
+		}
+	}
 	return nil
 }
 
 // LLM extracts with an OpenAI-compatible model, one request per text unit
 // plus its gleaning passes.
 type LLM struct {
-	cfg     LLMConfig
-	client  *llm.Client
-	log     *slog.Logger
-	schema  *llm.Schema
-	tokens  *prometheus.CounterVec
-	dropped *prometheus.CounterVec
+	cfg      LLMConfig
+	client   *llm.Client
+	log      *slog.Logger
+	schema   *llm.Schema
+	tokens   *prometheus.CounterVec
+	dropped  *prometheus.CounterVec
+	calls    *prometheus.CounterVec
+	cost     *prometheus.CounterVec
+	cacheRes *prometheus.CounterVec
+	perDoc   *prometheus.HistogramVec
+	docCost  *prometheus.HistogramVec
 }
 
 var _ Extractor = (*LLM)(nil)
@@ -130,11 +166,57 @@ func NewLLM(cfg LLMConfig, client *llm.Client, log *slog.Logger, reg prometheus.
 			Help: "LLM tokens used, by model and direction (prompt, completion).",
 		}, []string{"model", "direction"})),
 		dropped: droppedCounter(reg),
+		calls: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_llm_calls_total",
+			Help: "LLM completion requests that returned a reply (retries of one request count once), by model.",
+		}, []string{"model"})),
+		cost: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_llm_cost_total",
+			Help: "Estimated LLM cost from the configured price table, by model.",
+		}, []string{"model"})),
+		cacheRes: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_extract_cache_total",
+			Help: "Extraction cache lookups of text units, by result (hit, miss, error).",
+		}, []string{"result"})),
+		perDoc: registerHistogram(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kgstream_llm_calls_per_document",
+			Help:    "LLM calls made to extract one document version, by model.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}, []string{"model"})),
+		docCost: registerHistogram(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kgstream_llm_cost_per_document",
+			Help:    "Estimated LLM cost of extracting one document version, by model.",
+			Buckets: []float64{0, 0.0001, 0.001, 0.01, 0.1, 1, 10},
+		}, []string{"model"})),
 	}, nil
 }
 
 // Name implements Extractor.
 func (x *LLM) Name() string { return "llm" }
+
+// DocUsage is what extracting one document cost.
+type DocUsage struct {
+	Calls, PromptTokens, CompletionTokens int
+	CacheHits, CacheMisses                int
+	Cost                                  float64
+}
+
+type usageKey struct{}
+
+// usageOf returns the accumulator Extract put in ctx, or a throwaway.
+func usageOf(ctx context.Context) *DocUsage {
+	if u, ok := ctx.Value(usageKey{}).(*DocUsage); ok {
+		return u
+	}
+	return &DocUsage{}
+}
+
+// cacheKey is the cache key of unit u of doc.
+func (x *LLM) cacheKey(doc *events.DocChanged, u events.TextUnit) string {
+	return CacheKey{ContentHash: ContentHash(u.Text), Subject: doc.DocID + "\x00" + doc.DocType + "\x00" + doc.Title,
+		PromptVersion: x.cfg.PromptVersion, EntityTypes: x.cfg.EntityTypes, Relations: x.cfg.Relations,
+		Model: x.client.Model(), Gleanings: x.cfg.Gleanings}.String()
+}
 
 const systemPrompt = "You are an information extraction system that builds a knowledge graph from " +
 	"engineering documents (incident postmortems, runbooks, design notes). You answer only with JSON " +
@@ -176,15 +258,61 @@ Text unit %d of %d:
 
 // Extract implements Extractor.
 func (x *LLM) Extract(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) ([]events.RawEntity, []events.RawRelationship, error) {
+	usage := &DocUsage{}
+	ctx = context.WithValue(ctx, usageKey{}, usage)
 	var ents []events.RawEntity
 	var rels []events.RawRelationship
 	for i, u := range units {
-		e, r, err := x.unit(ctx, doc, u, i, len(units))
+		e, r, err := x.cachedUnit(ctx, doc, u, i, len(units))
 		if err != nil {
 			return nil, nil, fmt.Errorf("extracting text unit %d (%s): %w", i, u.ID, err)
 		}
 		ents = append(ents, e...)
 		rels = append(rels, r...)
+	}
+	model := x.client.Model()
+	x.perDoc.WithLabelValues(model).Observe(float64(usage.Calls))
+	x.docCost.WithLabelValues(model).Observe(usage.Cost)
+	x.log.Info("LLM extraction cost", "tenant", doc.Tenant, "doc", doc.DocID, "version", doc.Version,
+		"model", model, "calls", usage.Calls, "prompt_tokens", usage.PromptTokens,
+		"completion_tokens", usage.CompletionTokens, "cache_hits", usage.CacheHits,
+		"cache_misses", usage.CacheMisses, "estimated_cost", usage.Cost)
+	return ents, rels, nil
+}
+
+// cachedUnit extracts one unit through the cache, when there is one.
+func (x *LLM) cachedUnit(ctx context.Context, doc *events.DocChanged, u events.TextUnit, i, n int) ([]events.RawEntity, []events.RawRelationship, error) {
+	if x.cfg.Cache == nil {
+		return x.unit(ctx, doc, u, i, n)
+	}
+	usage := usageOf(ctx)
+	key := x.cacheKey(doc, u)
+	data, ok, err := x.cfg.Cache.Get(ctx, key)
+	if err != nil {
+		x.cacheRes.WithLabelValues("error").Inc()
+		x.log.Warn("extraction cache read failed; extracting", "doc", doc.DocID, "text_unit", u.ID, "error", err)
+	}
+	if ok {
+		ents, rels, err := decodeUnit(data, u.ID)
+		if err == nil {
+			x.cacheRes.WithLabelValues("hit").Inc()
+			usage.CacheHits++
+			return ents, rels, nil
+		}
+		x.cacheRes.WithLabelValues("error").Inc()
+		x.log.Warn("extraction cache entry unreadable; extracting", "doc", doc.DocID, "text_unit", u.ID, "error", err)
+	} else if err == nil {
+		x.cacheRes.WithLabelValues("miss").Inc()
+	}
+	usage.CacheMisses++
+	ents, rels, err := x.unit(ctx, doc, u, i, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	if data, err := encodeUnit(ents, rels); err == nil {
+		if err := x.cfg.Cache.Set(ctx, key, data); err != nil {
+			x.log.Warn("extraction cache write failed", "doc", doc.DocID, "text_unit", u.ID, "error", err)
+		}
 	}
 	return ents, rels, nil
 }
@@ -229,8 +357,17 @@ func (x *LLM) complete(ctx context.Context, msgs []llm.Message) (string, *extrac
 		if err != nil {
 			return "", nil, err // transport failures: the runner retries the event
 		}
-		x.tokens.WithLabelValues(x.client.Model(), "prompt").Add(float64(out.Usage.PromptTokens))
-		x.tokens.WithLabelValues(x.client.Model(), "completion").Add(float64(out.Usage.CompletionTokens))
+		model := x.client.Model()
+		x.tokens.WithLabelValues(model, "prompt").Add(float64(out.Usage.PromptTokens))
+		x.tokens.WithLabelValues(model, "completion").Add(float64(out.Usage.CompletionTokens))
+		x.calls.WithLabelValues(model).Inc()
+		cost := x.cfg.Prices.Cost(model, out.Usage.PromptTokens, out.Usage.CompletionTokens)
+		x.cost.WithLabelValues(model).Add(cost)
+		u := usageOf(ctx)
+		u.Calls++
+		u.PromptTokens += out.Usage.PromptTokens
+		u.CompletionTokens += out.Usage.CompletionTokens
+		u.Cost += cost
 		ex, err := parseExtraction(out.Content)
 		if err == nil {
 			return out.Content, ex, nil

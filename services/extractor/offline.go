@@ -2,7 +2,6 @@ package extractor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,13 +9,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
 )
-
-// RelMentions is the relation from a document to an entity it names.
-const RelMentions = "mentions"
 
 // Entry is a known entity the offline extractor looks for.
 type Entry struct {
@@ -119,101 +114,6 @@ func (g *StoreGazetteer) Entries(ctx context.Context, tenant string) ([]Entry, e
 	return out, nil
 }
 
-// OfflineConfig configures the offline extractor.
-type OfflineConfig struct {
-	// Gazetteer lists the entities to look for; nil finds none (the
-	// document entity is still emitted).
-	Gazetteer Gazetteer
-	// MinKeyLen skips entries whose key is shorter (default 3): a
-	// two-letter name matches too much prose.
-	MinKeyLen int
-	// MaxWords bounds a mention's length in words (default 8).
-	MaxWords int
-}
-
-func (c *OfflineConfig) setDefaults() {
-	if c.MinKeyLen == 0 {
-		c.MinKeyLen = 3
-	}
-	if c.MaxWords == 0 {
-		c.MaxWords = 8
-	}
-}
-
-// Validate checks the configuration.
-func (c OfflineConfig) Validate() error {
-	if c.MinKeyLen < 1 || c.MaxWords < 1 {
-		return errors.New("extractor: MinKeyLen and MaxWords must be >= 1")
-	}
-	return nil
-}
-
-// Offline extracts without a model: the document as an entity, and a
-// mentions edge to every known entity its text names.
-type Offline struct {
-	cfg OfflineConfig
-}
-
-var _ Extractor = (*Offline)(nil)
-
-// NewOffline returns an offline extractor.
-func NewOffline(cfg OfflineConfig) (*Offline, error) {
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return &Offline{cfg: cfg}, nil
-}
-
-// Name implements Extractor.
-func (x *Offline) Name() string { return "offline" }
-
-// DocEntity is the entity standing for a document: named by its id, typed
-// by its doc type (default "document"), described by its title.
-func DocEntity(doc *events.DocChanged) events.RawEntity {
-	typ := resolve.Type(doc.DocType)
-	if typ == "" {
-		typ = "document"
-	}
-	return events.RawEntity{Name: doc.DocID, Type: typ, Description: doc.Title}
-}
-
-// Extract implements Extractor.
-func (x *Offline) Extract(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) ([]events.RawEntity, []events.RawRelationship, error) {
-	if len(units) == 0 {
-		return nil, nil, nil
-	}
-	de := DocEntity(doc)
-	de.TextUnit = units[0].ID
-	ents := []events.RawEntity{de}
-	var rels []events.RawRelationship
-	if x.cfg.Gazetteer == nil {
-		return ents, rels, nil
-	}
-	entries, err := x.cfg.Gazetteer.Entries(ctx, doc.Tenant)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the gazetteer: %w", err)
-	}
-	m := newMatcher(entries, entityID(de), x.cfg.MinKeyLen, x.cfg.MaxWords)
-	for _, u := range units {
-		seen := map[string]bool{}
-		for _, hit := range m.find(u.Text) {
-			for _, e := range hit.entries {
-				if seen[e.ID] {
-					continue
-				}
-				seen[e.ID] = true
-				ents = append(ents, events.RawEntity{Name: hit.text, Type: e.Type, Key: e.Key, TextUnit: u.ID})
-				rels = append(rels, events.RawRelationship{
-					Source: de.Name, SourceType: de.Type, Relation: RelMentions, Target: e.Key, TargetType: e.Type,
-					Description: fmt.Sprintf("%s mentions %q", doc.DocID, hit.text), Strength: 1, TextUnit: u.ID,
-				})
-			}
-		}
-	}
-	return ents, rels, nil
-}
-
 // matcher finds gazetteer entries in text: longest match first, compared
 // by normalisation key over whole words, so "Cert Manager", "cert-manager"
 // and "certmanager" all name the component cert-manager, while
@@ -260,8 +160,9 @@ func newMatcher(entries []Entry, exclude string, minKey, maxWords int) *matcher 
 type word struct{ start, end int }
 
 type hit struct {
-	text    string
-	entries []Entry
+	start, end int // byte offsets of text in the searched string
+	text       string
+	entries    []Entry
 }
 
 // words splits text into maximal runs of letters and digits.
@@ -319,7 +220,7 @@ func (m *matcher) find(text string) []hit {
 			}
 			span := text[ws[i].start:ws[last].end]
 			if es, ok := m.byKey[resolve.Key(span)]; ok {
-				hits = append(hits, hit{text: span, entries: es})
+				hits = append(hits, hit{start: ws[i].start, end: ws[last].end, text: span, entries: es})
 				matched = k
 				break
 			}

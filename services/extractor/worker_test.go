@@ -267,8 +267,12 @@ func TestHandleIsIdempotent(t *testing.T) {
 	got := waitExtracted(t, bus, "acme", 1)
 	require.Len(t, messages(t, bus, "kg.extracted.acme"), 1)
 	require.Equal(t, "offline", got[0].Extractor)
-	require.Equal(t, []events.RawEntity{{Name: "INC-118", Type: "incident", Description: "Postmortem INC-118",
-		TextUnit: extractor.TextUnitID("INC-118", 3, 0)}}, got[0].Entities)
+	unit := extractor.TextUnitID("INC-118", 3, 0)
+	require.Equal(t, events.RawEntity{Name: "INC-118", Type: "incident", Description: "Postmortem INC-118",
+		TextUnit: unit}, got[0].Entities[0])
+	// Without a gazetteer: shape-found names and the failure mode.
+	require.Contains(t, triples(got[0].Relationships), "incident:INC-118 -failure-> failure_mode:dns misconfiguration")
+	require.Contains(t, triples(got[0].Relationships), "incident:INC-118 -affected-> service:ingest-worker")
 
 	// A tenant that does not match its subject is invalid.
 	m.Tenant = "other"

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/daemon"
@@ -30,6 +31,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/services/clusterer"
 	"github.com/kgstream/kgstream/services/extractor"
+	extractcache "github.com/kgstream/kgstream/services/extractor/redis"
 	"github.com/kgstream/kgstream/services/gateway"
 	"github.com/kgstream/kgstream/services/query"
 	"github.com/kgstream/kgstream/services/reporter"
@@ -177,7 +179,19 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ext, err := NewExtractor(cfg.LLM, st, log, a.Registry)
+	var cache extractor.Cache = extractor.NewLRUCache(0)
+	if cfg.RedisURL != "" {
+		opts, err := goredis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("parsing redis url: %w", err)
+		}
+		rdb := goredis.NewClient(opts)
+		a.close = append(a.close, func() { _ = rdb.Close() })
+		if cache, err = extractcache.New(rdb, cfg.RedisPrefix+":xcache:", 30*24*time.Hour); err != nil {
+			return nil, err
+		}
+	}
+	ext, err := NewExtractor(cfg.LLM, cache, st, log, a.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -252,15 +266,16 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	return a, nil
 }
 
-// NewExtractor returns the LLM extractor when cfg has a base URL, else the
-// offline one whose gazetteer reads the graph store.
-func NewExtractor(cfg llm.Config, st store.GraphStore, log *slog.Logger, reg prometheus.Registerer) (extractor.Extractor, error) {
+// NewExtractor returns the LLM extractor (its extraction cache in cache)
+// when cfg has a base URL, else the offline one whose gazetteer reads the
+// graph store.
+func NewExtractor(cfg llm.Config, cache extractor.Cache, st store.GraphStore, log *slog.Logger, reg prometheus.Registerer) (extractor.Extractor, error) {
 	if cfg.BaseURL != "" {
 		client, err := llm.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("configuring the LLM client: %w", err)
 		}
-		return extractor.NewLLM(extractor.LLMConfig{}, client, log, reg)
+		return extractor.NewLLM(extractor.LLMConfig{Cache: cache}, client, log, reg)
 	}
 	return extractor.NewOffline(extractor.OfflineConfig{Gazetteer: extractor.NewStoreGazetteer(st, 0)})
 }

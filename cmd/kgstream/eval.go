@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/kgstream/kgstream/pkg/catalog"
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/taxonomy"
+	"github.com/kgstream/kgstream/services/extractor"
+)
+
+const evalUsage = "usage: kgstream eval extraction --gold FILE [--docs DIR] [--catalog FILE] [--doc-type T] " +
+	"[--patterns FILE] [--taxonomy FILE] [--noun-phrases] [--all-relations] [--verbose] [--json]"
+
+// cmdEval runs `kgstream eval extraction`: the offline extractor over a
+// directory of documents, scored against gold triples.
+func cmdEval(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "extraction" {
+		return &exitError{code: 2, msg: evalUsage}
+	}
+	return evalExtraction(ctx, args[1:], os.Stdout)
+}
+
+type evalRow struct {
+	Relation  string  `json:"relation"`
+	TP        int     `json:"tp"`
+	FP        int     `json:"fp"`
+	FN        int     `json:"fn"`
+	Precision float64 `json:"precision"`
+	Recall    float64 `json:"recall"`
+	F1        float64 `json:"f1"`
+}
+
+type evalReport struct {
+	Documents int       `json:"documents"`
+	Relations []string  `json:"relations"`
+	Rows      []evalRow `json:"rows"`
+	Missed    []string  `json:"missed,omitempty"`
+	Spurious  []string  `json:"spurious,omitempty"`
+}
+
+func row(rel string, s extractor.Score) evalRow {
+	return evalRow{Relation: rel, TP: s.TP, FP: s.FP, FN: s.FN, Precision: s.Precision(), Recall: s.Recall(), F1: s.F1()}
+}
+
+func evalExtraction(ctx context.Context, args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("eval extraction", flag.ContinueOnError)
+	goldPath := fs.String("gold", "", "gold triples: JSON object doc id -> [{source, source_type, relation, target, target_type}]")
+	docsDir := fs.String("docs", "", "directory of the documents, one file per doc id (<id>.txt or <id>.md; default: docs/ beside the gold file)")
+	catalogPath := fs.String("catalog", "", "Backstage catalog YAML whose entities the extractor knows (default: catalog-info.yaml beside the gold file, if any)")
+	docType := fs.String("doc-type", "incident", "document type of every document")
+	patternsPath := fs.String("patterns", "", "relation patterns YAML (default: the built-in patterns)")
+	taxonomyPath := fs.String("taxonomy", "", "failure-mode taxonomy YAML (default: the built-in taxonomy)")
+	nounPhrases := fs.Bool("noun-phrases", false, "add noun-phrase co-occurrence (also for incidents)")
+	allRelations := fs.Bool("all-relations", false, "score every extracted relation, not only those the gold set uses")
+	verbose := fs.Bool("verbose", false, "list missed and spurious triples")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	if *goldPath == "" || fs.NArg() > 0 {
+		return &exitError{code: 2, msg: evalUsage}
+	}
+	gold, err := extractor.LoadGold(*goldPath)
+	if err != nil {
+		return err
+	}
+	base := filepath.Dir(*goldPath)
+	if *docsDir == "" {
+		*docsDir = filepath.Join(base, "docs")
+	}
+	cfg := extractor.OfflineConfig{NounPhrases: extractor.NounPhraseConfig{Enabled: *nounPhrases, IncludeIncidents: true}}
+	if *catalogPath == "" {
+		if _, err := os.Stat(filepath.Join(base, "catalog-info.yaml")); err == nil {
+			*catalogPath = filepath.Join(base, "catalog-info.yaml")
+		}
+	}
+	if *catalogPath != "" {
+		g, err := catalogGazetteer(*catalogPath)
+		if err != nil {
+			return err
+		}
+		cfg.Gazetteer = g
+	}
+	if *patternsPath != "" {
+		if cfg.Patterns, err = extractor.LoadPatterns(*patternsPath); err != nil {
+			return err
+		}
+	}
+	if *taxonomyPath != "" {
+		if cfg.Taxonomy, err = taxonomy.Load(*taxonomyPath); err != nil {
+			return err
+		}
+	}
+	x, err := extractor.NewOffline(cfg)
+	if err != nil {
+		return err
+	}
+	tok, err := extractor.NewTokenizer()
+	if err != nil {
+		return err
+	}
+	chunker, err := extractor.NewChunker(tok, extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	if err != nil {
+		return err
+	}
+
+	ids := make([]string, 0, len(gold))
+	for id := range gold {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	got := map[string][]events.RawRelationship{}
+	for _, id := range ids {
+		text, err := readDoc(*docsDir, id)
+		if err != nil {
+			return err
+		}
+		doc := &events.DocChanged{Header: events.Header{Tenant: "eval"}, DocID: id, Version: 1, DocType: *docType, Text: text}
+		_, rels, err := x.Extract(ctx, doc, chunker.Chunk(id, 1, text))
+		if err != nil {
+			return fmt.Errorf("extracting %s: %w", id, err)
+		}
+		got[id] = rels
+	}
+
+	rels := gold.Relations()
+	if *allRelations {
+		set := map[string]bool{}
+		for _, r := range rels {
+			set[r] = true
+		}
+		for _, rs := range got {
+			for _, r := range rs {
+				set[resolve.Type(r.Relation)] = true
+			}
+		}
+		rels = rels[:0]
+		for r := range set {
+			rels = append(rels, r)
+		}
+		sort.Strings(rels)
+	}
+	all := extractor.ScoreTriples(gold, got, rels)
+	rep := evalReport{Documents: len(ids), Relations: rels}
+	for _, r := range rels {
+		rep.Rows = append(rep.Rows, row(r, extractor.ScoreTriples(gold, got, []string{r})))
+	}
+	rep.Rows = append(rep.Rows, row("all", all))
+	if *verbose {
+		rep.Missed, rep.Spurious = all.Missed, all.Spurious
+	}
+	if *asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(w, "offline extraction vs %s: %d documents, relations %s\n", *goldPath, len(ids), strings.Join(rels, ", "))
+	fmt.Fprintf(w, "%-14s %5s %5s %5s %9s %7s %6s\n", "relation", "tp", "fp", "fn", "precision", "recall", "f1")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(w, "%-14s %5d %5d %5d %9.3f %7.3f %6.3f\n", r.Relation, r.TP, r.FP, r.FN, r.Precision, r.Recall, r.F1)
+	}
+	for _, m := range rep.Missed {
+		fmt.Fprintln(w, "missed   ", m)
+	}
+	for _, s := range rep.Spurious {
+		fmt.Fprintln(w, "spurious ", s)
+	}
+	return nil
+}
+
+// readDoc reads the document of id from dir: <id>, <id>.txt or <id>.md.
+func readDoc(dir, id string) (string, error) {
+	if strings.ContainsAny(id, `/\`) || id == ".." {
+		return "", fmt.Errorf("doc id %q is not a file name", id)
+	}
+	for _, name := range []string{id + ".txt", id + ".md", id} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil {
+			return strings.TrimSpace(string(data)), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("reading document %s: %w", id, err)
+		}
+	}
+	return "", fmt.Errorf("no document file for gold doc %s in %s", id, dir)
+}
+
+// catalogGazetteer makes a gazetteer of a catalog file's entities.
+func catalogGazetteer(path string) (extractor.StaticGazetteer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading catalog: %w", err)
+	}
+	st, _, err := catalog.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing catalog %s: %w", path, err)
+	}
+	var g extractor.StaticGazetteer
+	for _, e := range st.Entities {
+		key := e.Key
+		if key == "" {
+			key = e.Name
+		}
+		g = append(g, extractor.Entry{ID: resolve.ID(e.Type, key), Type: e.Type, Name: e.Name, Key: resolve.Key(key)})
+	}
+	return g, nil
+}

@@ -1,0 +1,353 @@
+package embed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrBadResponse means the endpoint answered 2xx with something that is
+	// not a usable embeddings response (not JSON, missing or extra vectors,
+	// wrong dimensions, non-finite numbers).
+	ErrBadResponse = errors.New("embed: unusable response")
+	// ErrRetriesExhausted wraps the last transient failure once MaxRetries
+	// retries have failed too.
+	ErrRetriesExhausted = errors.New("embed: retries exhausted")
+)
+
+// Config says which endpoint and model to use.
+type Config struct {
+	// BaseURL is the API root including /v1, e.g. https://api.openai.com/v1
+	// or http://127.0.0.1:11434/v1; "/embeddings" is appended.
+	BaseURL string
+	// Model is sent as the request's model.
+	Model string
+	// APIKey is sent as a bearer token when set.
+	APIKey string
+	// Dimensions is the expected vector length; an answer of another length
+	// is ErrBadResponse. 0 means learnt from the first answer. It is not
+	// sent: only some models can shorten their vectors.
+	Dimensions int
+	// BatchSize bounds the texts of one request (default 64).
+	BatchSize int
+	// Timeout bounds one attempt (default 60s).
+	Timeout time.Duration
+	// MaxRetries is how many times a transient failure (429, 408, 5xx,
+	// timeout, connection error) is retried after the first attempt
+	// (default 4; negative means never).
+	MaxRetries int
+	// MinBackoff and MaxBackoff bound the exponential backoff between
+	// attempts (defaults 500ms and 30s). A Retry-After header takes
+	// precedence, capped at MaxRetryAfter (default 60s).
+	MinBackoff, MaxBackoff, MaxRetryAfter time.Duration
+	// HTTPClient is used when set (Timeout applies per attempt).
+	HTTPClient *http.Client
+	// Logger receives a warning per retry; nil discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	if c.BatchSize == 0 {
+		c.BatchSize = 64
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 60 * time.Second
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 4
+	}
+	if c.MaxRetries < 0 {
+		c.MaxRetries = 0
+	}
+	if c.MinBackoff == 0 {
+		c.MinBackoff = 500 * time.Millisecond
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = 60 * time.Second
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate checks the configuration (after defaults).
+func (c Config) Validate() error {
+	if !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
+		return fmt.Errorf("embed: BaseURL %q must be an http(s) URL", c.BaseURL)
+	}
+	if c.Model == "" {
+		return errors.New("embed: Model is required")
+	}
+	if c.Dimensions < 0 || c.BatchSize < 1 {
+		return errors.New("embed: Dimensions must be >= 0 and BatchSize >= 1")
+	}
+	if c.Timeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff || c.MaxRetryAfter < 0 {
+		return errors.New("embed: Timeout and backoffs must be positive, MaxBackoff >= MinBackoff")
+	}
+	return nil
+}
+
+// StatusError is a non-2xx answer.
+type StatusError struct {
+	StatusCode int
+	// Body is an excerpt of the response body.
+	Body string
+	// RetryAfter is the delay the server asked for (0 if none).
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("embed: status %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Body)
+}
+
+// Temporary reports whether a retry may succeed.
+func (e *StatusError) Temporary() bool {
+	return e.StatusCode == http.StatusTooManyRequests || e.StatusCode == http.StatusRequestTimeout || e.StatusCode >= 500
+}
+
+// Client embeds with an OpenAI-compatible endpoint. It is safe for
+// concurrent use.
+type Client struct {
+	cfg  Config
+	url  string
+	dims atomic.Int64
+}
+
+var _ Embedder = (*Client)(nil)
+
+// New returns a client for cfg.
+func New(cfg Config) (*Client, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, url: cfg.BaseURL + "/embeddings"}
+	c.dims.Store(int64(cfg.Dimensions))
+	return c, nil
+}
+
+// Dimensions returns the configured length, else the length of the first
+// answer (0 before it).
+func (c *Client) Dimensions() int { return int(c.dims.Load()) }
+
+// Name is "openai:<model>:<dimensions>".
+func (c *Client) Name() string { return fmt.Sprintf("openai:%s:%d", c.cfg.Model, c.Dimensions()) }
+
+type request struct {
+	Model          string   `json:"model"`
+	Input          []string `json:"input"`
+	EncodingFormat string   `json:"encoding_format"`
+}
+
+type response struct {
+	Data []struct {
+		Index     int       `json:"index"`
+		Embedding []float64 `json:"embedding"`
+	} `json:"data"`
+}
+
+// Embed embeds texts in batches of BatchSize, retrying transient failures.
+// Empty input returns an empty result without a request.
+func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, 0, len(texts))
+	for i := 0; i < len(texts); i += c.cfg.BatchSize {
+		batch := texts[i:min(i+c.cfg.BatchSize, len(texts))]
+		vecs, err := c.embedBatch(ctx, batch)
+		if err != nil {
+			return nil, fmt.Errorf("embedding texts %d to %d of %d with %s: %w", i, i+len(batch)-1, len(texts), c.cfg.Model, err)
+		}
+		out = append(out, vecs...)
+	}
+	return out, nil
+}
+
+func (c *Client) embedBatch(ctx context.Context, texts []string) ([][]float32, error) {
+	for i, t := range texts {
+		if !utf8.ValidString(t) {
+			return nil, fmt.Errorf("text %d is not UTF-8", i)
+		}
+	}
+	body, err := json.Marshal(request{Model: c.cfg.Model, Input: texts, EncodingFormat: "float"})
+	if err != nil {
+		return nil, fmt.Errorf("encoding request: %w", err)
+	}
+	var last error
+	for attempt := 0; ; attempt++ {
+		vecs, err := c.attempt(ctx, body, len(texts))
+		if err == nil {
+			return vecs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("calling %s: %w", c.url, ctx.Err())
+		}
+		if !transient(err) {
+			return nil, fmt.Errorf("calling %s: %w", c.url, err)
+		}
+		last = err
+		if attempt >= c.cfg.MaxRetries {
+			return nil, fmt.Errorf("calling %s: %w after %d attempts: %w", c.url, ErrRetriesExhausted, attempt+1, last)
+		}
+		d := c.delay(attempt, err)
+		c.cfg.Logger.Warn("embedding request failed, retrying", "url", c.url, "attempt", attempt+1, "delay", d, "error", err)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("calling %s: %w (last error: %w)", c.url, ctx.Err(), last)
+		case <-t.C:
+		}
+	}
+}
+
+// delay is the wait before retry number attempt+1: the server's
+// Retry-After when it sent one, else full-jitter exponential backoff.
+func (c *Client) delay(attempt int, err error) time.Duration {
+	var se *StatusError
+	if errors.As(err, &se) && se.RetryAfter > 0 {
+		return min(se.RetryAfter, c.cfg.MaxRetryAfter)
+	}
+	d := c.cfg.MinBackoff << min(attempt, 30)
+	if d <= 0 || d > c.cfg.MaxBackoff {
+		d = c.cfg.MaxBackoff
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+type timeoutError struct{ err error }
+
+func (e timeoutError) Error() string { return "attempt timed out: " + e.err.Error() }
+func (e timeoutError) Unwrap() error { return e.err }
+
+func transient(err error) bool {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Temporary()
+	}
+	var te timeoutError
+	if errors.As(err, &te) {
+		return true
+	}
+	if errors.Is(err, ErrBadResponse) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+func (c *Client) attempt(ctx context.Context, body []byte, n int) ([][]float32, error) {
+	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("building request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if c.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() == nil && actx.Err() != nil {
+			return nil, timeoutError{err}
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		if ctx.Err() == nil && actx.Err() != nil {
+			return nil, timeoutError{err}
+		}
+		return nil, fmt.Errorf("reading response: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, &StatusError{StatusCode: resp.StatusCode, Body: excerpt(string(data), 512),
+			RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	}
+	var r response
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%w: decoding body: %w: %s", ErrBadResponse, err, excerpt(string(data), 512))
+	}
+	if len(r.Data) != n {
+		return nil, fmt.Errorf("%w: %d embeddings for %d texts", ErrBadResponse, len(r.Data), n)
+	}
+	out := make([][]float32, n)
+	for _, d := range r.Data {
+		if d.Index < 0 || d.Index >= n || out[d.Index] != nil {
+			return nil, fmt.Errorf("%w: embedding index %d out of range or repeated", ErrBadResponse, d.Index)
+		}
+		v := make([]float32, len(d.Embedding))
+		zero := true
+		for i, x := range d.Embedding {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, fmt.Errorf("%w: embedding %d has a non-finite component", ErrBadResponse, d.Index)
+			}
+			v[i] = float32(x)
+			zero = zero && x == 0
+		}
+		if len(v) == 0 || zero {
+			return nil, fmt.Errorf("%w: embedding %d is empty or zero", ErrBadResponse, d.Index)
+		}
+		if want := c.dims.Load(); want == 0 {
+			c.dims.CompareAndSwap(0, int64(len(v)))
+		}
+		if want := int(c.dims.Load()); len(v) != want {
+			return nil, fmt.Errorf("%w: embedding %d has %d dimensions, want %d", ErrBadResponse, d.Index, len(v), want)
+		}
+		out[d.Index] = v
+	}
+	return out, nil
+}
+
+// retryAfter parses a Retry-After value: delay-seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// excerpt shortens s to at most n bytes on a rune boundary.
+func excerpt(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,393 @@
+// Package taxonomy is kgstream's failure-mode taxonomy: named classes of
+// incident root cause (an expired certificate, an unstaged config push, a
+// full disk...) with the cue phrases that signal them in postmortem prose,
+// and the rule that picks an incident's failure modes from the cues found.
+//
+// The default taxonomy (taxonomy.yaml, embedded) is a generic SRE one;
+// tenants may load their own with Parse. Cues are RE2 regular expressions
+// matched case-insensitively within a sentence. A cue is ignored when it
+// is negated or hedged ("no certificate had expired", "DNS was ruled out",
+// "we suspected the network").
+//
+// Select implements the one-primary-cause rule: an incident gets ONE
+// failure mode, the most specific one its text shows (lowest tier, then
+// highest cue weight, then earliest), plus every other mode whose cue sits
+// in a sentence that asserts causes outright ("root cause", "contributing
+// factor", "compounded by"). A postmortem that mentions an upgrade in
+// passing while describing a certificate expiry is about the expiry.
+package taxonomy
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+//go:embed taxonomy.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default taxonomy document.
+func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
+
+// ErrInvalid marks a taxonomy document that cannot be used.
+var ErrInvalid = errors.New("invalid failure-mode taxonomy")
+
+// Taxonomy is a parsed set of failure modes. It is immutable and safe for
+// concurrent use.
+type Taxonomy struct {
+	Version int
+	Modes   []Mode
+
+	negBefore, negAfter, assertion *regexp.Regexp
+}
+
+// Mode is one failure mode.
+type Mode struct {
+	// Name is the canonical name, the failure_mode entity's name.
+	Name string
+	// Tier ranks specificity: 1 names a mechanism, 2 a broad class or a
+	// trigger. Lower wins when a text shows several modes.
+	Tier        int
+	Description string
+	// Keywords, when set, are lower-case substrings one of which every
+	// cue's match contains: a sentence with none is not searched (cheap
+	// prefilter; most sentences name no failure).
+	Keywords []string
+	Cues     []Cue
+}
+
+// Cue is one phrase signalling a mode.
+type Cue struct {
+	Pattern  string
+	Requires string  // must also match in the sentence, when set
+	Excludes string  // must not match in the sentence, when set
+	Weight   float64 // default 1
+	// NegationInside checks the match itself for negation words too (for
+	// cues with a free-text gap such as "certificate ... expired", which
+	// could span "certificate had not expired").
+	NegationInside bool
+	// Explicit marks a cue that names the cause with a judgment ("a bad
+	// upgrade"): its mode outranks modes inferred from symptoms.
+	Explicit bool
+
+	re, req, exc *regexp.Regexp
+}
+
+type fileCue struct {
+	Pattern        string  `yaml:"pattern"`
+	Requires       string  `yaml:"requires"`
+	Excludes       string  `yaml:"excludes"`
+	Weight         float64 `yaml:"weight"`
+	NegationInside bool    `yaml:"negation_inside"`
+	Explicit       bool    `yaml:"explicit"`
+}
+
+type fileMode struct {
+	Name        string    `yaml:"name"`
+	Tier        int       `yaml:"tier"`
+	Description string    `yaml:"description"`
+	Keywords    []string  `yaml:"keywords"`
+	Cues        []fileCue `yaml:"cues"`
+}
+
+type file struct {
+	Version  int        `yaml:"version"`
+	Modes    []fileMode `yaml:"modes"`
+	Negation struct {
+		Before string `yaml:"before"`
+		After  string `yaml:"after"`
+	} `yaml:"negation"`
+	Assertion string `yaml:"assertion"`
+}
+
+// Default parses the embedded default taxonomy.
+func Default() (*Taxonomy, error) { return Parse(defaultYAML) }
+
+// Load reads and parses a taxonomy file.
+func Load(path string) (*Taxonomy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading taxonomy: %w", err)
+	}
+	t, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	return t, nil
+}
+
+func compile(what, expr string) (*regexp.Regexp, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile("(?i)" + expr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, what, err)
+	}
+	return re, nil
+}
+
+// Parse parses a taxonomy document (the format of taxonomy.yaml).
+func Parse(data []byte) (*Taxonomy, error) {
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%w: decoding: %w", ErrInvalid, err)
+	}
+	if len(f.Modes) == 0 {
+		return nil, fmt.Errorf("%w: no modes", ErrInvalid)
+	}
+	t := &Taxonomy{Version: f.Version}
+	var err error
+	if t.negBefore, err = compile("negation.before", f.Negation.Before); err != nil {
+		return nil, err
+	}
+	if t.negAfter, err = compile("negation.after", f.Negation.After); err != nil {
+		return nil, err
+	}
+	if t.assertion, err = compile("assertion", f.Assertion); err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for i, fm := range f.Modes {
+		name := strings.Join(strings.Fields(fm.Name), " ")
+		if name == "" {
+			return nil, fmt.Errorf("%w: modes[%d] has no name", ErrInvalid, i)
+		}
+		if names[strings.ToLower(name)] {
+			return nil, fmt.Errorf("%w: mode %q listed twice", ErrInvalid, name)
+		}
+		names[strings.ToLower(name)] = true
+		if fm.Tier < 1 {
+			return nil, fmt.Errorf("%w: mode %q: tier must be >= 1", ErrInvalid, name)
+		}
+		if len(fm.Cues) == 0 {
+			return nil, fmt.Errorf("%w: mode %q has no cues", ErrInvalid, name)
+		}
+		m := Mode{Name: name, Tier: fm.Tier, Description: fm.Description}
+		for _, k := range fm.Keywords {
+			if k = strings.ToLower(strings.TrimSpace(k)); k != "" {
+				m.Keywords = append(m.Keywords, k)
+			}
+		}
+		for j, fc := range fm.Cues {
+			c := Cue{Pattern: fc.Pattern, Requires: fc.Requires, Excludes: fc.Excludes, Weight: fc.Weight,
+				NegationInside: fc.NegationInside, Explicit: fc.Explicit}
+			if c.Weight == 0 {
+				c.Weight = 1
+			}
+			if c.Weight < 0 || fc.Pattern == "" {
+				return nil, fmt.Errorf("%w: mode %q cue %d: a pattern and a positive weight are required", ErrInvalid, name, j)
+			}
+			where := fmt.Sprintf("mode %q cue %d", name, j)
+			if c.re, err = compile(where, fc.Pattern); err != nil {
+				return nil, err
+			}
+			if c.req, err = compile(where+" requires", fc.Requires); err != nil {
+				return nil, err
+			}
+			if c.exc, err = compile(where+" excludes", fc.Excludes); err != nil {
+				return nil, err
+			}
+			m.Cues = append(m.Cues, c)
+		}
+		t.Modes = append(t.Modes, m)
+	}
+	return t, nil
+}
+
+// Mode returns the mode named name (compared case-insensitively).
+func (t *Taxonomy) Mode(name string) (Mode, bool) {
+	for _, m := range t.Modes {
+		if strings.EqualFold(m.Name, name) {
+			return m, true
+		}
+	}
+	return Mode{}, false
+}
+
+// Span is a byte range of a text.
+type Span struct{ Start, End int }
+
+// Hit is one cue found in a text.
+type Hit struct {
+	Mode   string
+	Tier   int
+	Weight float64
+	// Start and End are the cue's match, byte offsets into the text.
+	Start, End int
+	// Sentence is the sentence the cue was found in.
+	Sentence Span
+	// Cue is the matching cue's pattern.
+	Cue string
+	// Negated is set when the cue is negated or hedged; Select ignores it.
+	Negated bool
+	// Asserted is set when the sentence asserts causes outright.
+	Asserted bool
+	// Explicit is set when the cue names the cause with a judgment.
+	Explicit bool
+}
+
+// Find returns every cue of every mode found in text, sentence by
+// sentence (nil sentences: the whole text is one), in text order.
+func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
+	if sentences == nil {
+		sentences = []Span{{0, len(text)}}
+	}
+	var hits []Hit
+	for _, s := range sentences {
+		if s.Start < 0 || s.End > len(text) || s.Start >= s.End {
+			continue
+		}
+		sent := text[s.Start:s.End]
+		lower := strings.ToLower(sent)
+		asserted := t.assertion != nil && t.assertion.MatchString(sent)
+		for _, m := range t.Modes {
+			if len(m.Keywords) > 0 && !slices.ContainsFunc(m.Keywords, func(k string) bool { return strings.Contains(lower, k) }) {
+				continue
+			}
+			for _, c := range m.Cues {
+				if c.req != nil && !c.req.MatchString(sent) {
+					continue
+				}
+				if c.exc != nil && c.exc.MatchString(sent) {
+					continue
+				}
+				for _, loc := range c.re.FindAllStringIndex(sent, -1) {
+					hits = append(hits, Hit{Mode: m.Name, Tier: m.Tier, Weight: c.Weight,
+						Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
+						Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
+						Explicit: c.Explicit})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(hits, func(a, b Hit) int { return a.Start - b.Start })
+	return hits
+}
+
+// prefixWords is how many words before a cue may negate it: enough for
+// "no certificate had expired" or "did not see any expired certificate",
+// few enough that a negation earlier in a long clause does not reach.
+const prefixWords = 5
+
+// clauseBreak ends a clause for negation scope.
+var clauseBreak = regexp.MustCompile(`(?i)[,;:()]|\s(but|however|although|though|whereas|while|and then)\s`)
+
+func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {
+	if t.negBefore != nil {
+		prefix := sent[:start]
+		if locs := clauseBreak.FindAllStringIndex(prefix, -1); len(locs) > 0 {
+			prefix = prefix[locs[len(locs)-1][1]:]
+		}
+		prefix = lastWords(prefix, prefixWords)
+		if t.negBefore.MatchString(prefix) {
+			return true
+		}
+		if inside && t.negBefore.MatchString(sent[start:end]) {
+			return true
+		}
+	}
+	if t.negAfter != nil && t.negAfter.MatchString(sent[end:]) {
+		return true
+	}
+	return false
+}
+
+// lastWords returns the tail of s holding its last n words.
+func lastWords(s string, n int) string {
+	count := 0
+	inWord := false
+	for i := len(s) - 1; i >= 0; i-- {
+		space := unicode.IsSpace(rune(s[i]))
+		if !space && !inWord {
+			inWord = true
+			count++
+		}
+		if space && inWord {
+			inWord = false
+			if count == n {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}
+
+// Select applies the one-primary-cause rule to the hits of one incident
+// and returns one hit per chosen mode, primary first, negated hits
+// ignored; a mode's hit is its first asserted one, else its first.
+//
+// The primary mode is chosen among the modes the text names as a cause
+// (an explicit cue, or a hit in an asserting sentence) when there are any,
+// else among all: the lowest tier, then the highest summed cue weight,
+// then the earliest hit. Another mode is added only when one of its hits
+// sits in a sentence that asserts causes outright (Hit.Asserted), in text
+// order.
+func Select(hits []Hit) []Hit {
+	type agg struct {
+		first    Hit
+		score    float64
+		named    bool
+		asserted *Hit
+	}
+	var order []string
+	modes := map[string]*agg{}
+	for _, h := range hits {
+		if h.Negated {
+			continue
+		}
+		a := modes[h.Mode]
+		if a == nil {
+			a = &agg{first: h}
+			modes[h.Mode] = a
+			order = append(order, h.Mode)
+		}
+		a.score += h.Weight
+		a.named = a.named || h.Explicit || h.Asserted
+		if h.Asserted && a.asserted == nil {
+			hc := h
+			a.asserted = &hc
+		}
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	candidates := order
+	if named := slices.DeleteFunc(slices.Clone(order), func(n string) bool { return !modes[n].named }); len(named) > 0 {
+		candidates = named
+	}
+	primary := candidates[0]
+	for _, name := range candidates[1:] {
+		a, p := modes[name], modes[primary]
+		switch {
+		case a.first.Tier != p.first.Tier:
+			if a.first.Tier < p.first.Tier {
+				primary = name
+			}
+		case a.score != p.score:
+			if a.score > p.score {
+				primary = name
+			}
+		}
+	}
+	out := []Hit{modes[primary].first}
+	if a := modes[primary].asserted; a != nil {
+		out[0] = *a
+	}
+	for _, name := range order {
+		if a := modes[name]; name != primary && a.asserted != nil {
+			out = append(out, *a.asserted)
+		}
+	}
+	return out
+}

@@ -1,0 +1,148 @@
+package taxonomy_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/taxonomy"
+)
+
+func defaultTaxonomy(t *testing.T) *taxonomy.Taxonomy {
+	t.Helper()
+	tx, err := taxonomy.Default()
+	require.NoError(t, err)
+	return tx
+}
+
+// sentences splits test text on ". " only: enough for these cases.
+func sentences(text string) []taxonomy.Span {
+	var out []taxonomy.Span
+	start := 0
+	for {
+		i := strings.Index(text[start:], ". ")
+		if i < 0 {
+			return append(out, taxonomy.Span{Start: start, End: len(text)})
+		}
+		out = append(out, taxonomy.Span{Start: start, End: start + i + 1})
+		start += i + 2
+	}
+}
+
+func selected(tx *taxonomy.Taxonomy, text string) []string {
+	var out []string
+	for _, h := range taxonomy.Select(tx.Find(text, sentences(text))) {
+		out = append(out, h.Mode)
+	}
+	return out
+}
+
+func TestDefaultTaxonomyClassifies(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		// Generic postmortem phrasings, one mode each.
+		{"The wildcard TLS certificate for the API expired at 02:00 UTC.", []string{"expired certificate"}},
+		{"Clients saw handshake failures caused by an expired intermediate certificate.", []string{"expired certificate"}},
+		{"The new firewall rule was rolled out to all regions without a canary.", []string{"unstaged config push"}},
+		{"A feature flag was pushed to every customer at once.", []string{"unstaged config push"}},
+		{"The API exhausted its database connection pool under load.", []string{"connection pool exhaustion"}},
+		{"Postgres refused new clients with too many connections.", []string{"connection pool exhaustion"}},
+		{"The log volume was full and writes failed with no space left on device.", []string{"disk full"}},
+		{"Nodes could not resolve the registry hostname after a DNS zone change.", []string{"dns misconfiguration"}},
+		{"Replication shipped corrupted index pages to the replicas.", []string{"data corruption"}},
+		{"The datacenter suffered a loss of utility power and the generators failed to start.", []string{"power failure"}},
+		{"Workers were OOMKilled repeatedly.", []string{"memory exhaustion"}},
+		{"A fiber cut between the two sites caused packet loss.", []string{"network failure"}},
+		{"A faulty release introduced a null pointer in the login path.", []string{"bad deploy"}},
+		{"The version bump of the ingress controller caused restarts.", []string{"bad upgrade"}},
+		{"A traffic spike overloaded the frontends.", []string{"capacity exhaustion"}},
+		{"Our upstream payment provider outage made checkouts fail.", []string{"dependency failure"}},
+		{"Latency rose for ten minutes.", nil},
+	} {
+		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
+	}
+}
+
+func TestNegatedAndHedgedCuesAreIgnored(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{
+		"We checked the ingress and no certificate had expired.",
+		"The certificate had not expired; the handshake failed for another reason.",
+		"A DNS change was not the cause.",
+		"We initially suspected a DNS outage.",
+		"We did not run out of disk space.",
+		"The config change was not pushed to all regions.",
+	} {
+		hits := tx.Find(text, nil)
+		require.NotEmpty(t, hits, "the cue is there: %s", text)
+		require.Empty(t, taxonomy.Select(hits), text)
+	}
+	// A negation in another clause does not reach the cue.
+	require.Equal(t, []string{"expired certificate"},
+		selected(tx, "Nothing else changed, but the TLS certificate on the load balancer expired."))
+}
+
+func TestOnePrimaryModeUnlessAsserted(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	// The upgrade is context; the expiry is the mechanism.
+	require.Equal(t, []string{"expired certificate"}, selected(tx,
+		"After an upgrade of the issuer the webhook certificate expired."))
+	// Unless the text judges the upgrade: then it names the cause.
+	require.Equal(t, []string{"bad upgrade"}, selected(tx,
+		"A faulty upgrade of the issuer stopped renewals and the webhook certificate expired."))
+	// A specific mechanism beats a broad class, whatever comes first.
+	require.Equal(t, []string{"connection pool exhaustion"}, selected(tx,
+		"A retry storm exhausted the connection pool of the orders database."))
+	// A sentence that asserts causes outright keeps each of them.
+	require.Equal(t, []string{"disk full", "bad deploy"}, selected(tx,
+		"Root causes: the data volume was full, and a bad deploy doubled log volume."))
+	// A cause the text names outranks a mechanism it only describes.
+	require.Equal(t, []string{"bad deploy"}, selected(tx,
+		"The disk was full. Contributing factors: a bad deploy that doubled log volume."))
+	require.Equal(t, []string{"expired certificate", "dns misconfiguration"}, selected(tx,
+		"The root causes were an expired certificate and a DNS record change."))
+}
+
+func TestParseRejectsBadTaxonomies(t *testing.T) {
+	for name, doc := range map[string]string{
+		"empty":       "version: 1\n",
+		"bad regexp":  "modes:\n- name: x\n  tier: 1\n  cues: [{pattern: '('}]\n",
+		"no cues":     "modes:\n- name: x\n  tier: 1\n",
+		"no tier":     "modes:\n- name: x\n  cues: [{pattern: 'a'}]\n",
+		"duplicate":   "modes:\n- name: x\n  tier: 1\n  cues: [{pattern: 'a'}]\n- name: X\n  tier: 1\n  cues: [{pattern: 'b'}]\n",
+		"unknown key": "modes:\n- name: x\n  tier: 1\n  cue: [{pattern: 'a'}]\n",
+	} {
+		_, err := taxonomy.Parse([]byte(doc))
+		require.ErrorIs(t, err, taxonomy.ErrInvalid, name)
+	}
+	tx, err := taxonomy.Parse([]byte("modes:\n- name: ' Bad  Upgrade '\n  tier: 2\n  cues: [{pattern: 'upgrade broke'}]\n"))
+	require.NoError(t, err)
+	m, ok := tx.Mode("bad upgrade")
+	require.True(t, ok)
+	require.Equal(t, "Bad Upgrade", m.Name)
+	require.Equal(t, 1.0, m.Cues[0].Weight)
+	require.Equal(t, []string{"Bad Upgrade"}, selected(tx, "The upgrade broke logins."))
+}
+
+func TestDefaultYAMLIsACopy(t *testing.T) {
+	b := taxonomy.DefaultYAML()
+	b[0] = 'X'
+	require.NotEqual(t, b[0], taxonomy.DefaultYAML()[0])
+}
+
+func FuzzFind(f *testing.F) {
+	tx, err := taxonomy.Default()
+	require.NoError(f, err)
+	f.Add("the certificate expired, no DNS change")
+	f.Fuzz(func(t *testing.T, text string) {
+		for _, h := range tx.Find(text, sentences(text)) {
+			if h.Start < h.Sentence.Start || h.End > h.Sentence.End || h.Start > h.End {
+				t.Fatalf("hit %+v outside its sentence", h)
+			}
+		}
+	})
+}

@@ -1,0 +1,659 @@
+// Package embedded implements vector.Index in process: exact brute-force
+// cosine search over vectors held in memory, persisted in a bbolt file so
+// the index survives restarts. It is the default of `kgstream up`.
+//
+// Every item lives in memory (loaded when the file is opened) and on disk;
+// a write updates the file first, in one transaction, then memory, under
+// one lock, so the two never disagree. Search scans every item of the
+// tenant and kind, skips those the filter does not admit (pre-filtering)
+// and keeps the k best, splitting large scans across CPUs. That is exact
+// and simple; it costs O(items × dimensions) per query, which stays within
+// tens of milliseconds for a hundred thousand 384-dimension vectors (see
+// BenchmarkSearch). Beyond that, use the weaviate adapter.
+//
+// # File layout
+//
+//	meta/layout                      layoutVersion
+//	items/<tenant>/<kind>\x00<id>    record: uvarint JSON length, JSON of the
+//	                                 item without its vector, the unit-length
+//	                                 vector as little-endian float32s
+package embedded
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/vector"
+)
+
+const (
+	bucketMeta    = "meta"
+	bucketItems   = "items"
+	keyLayout     = "layout"
+	layoutVersion = "1"
+)
+
+// parallelScan is the number of items from which Search splits its scan
+// across CPUs; below it the goroutines cost more than they save.
+const parallelScan = 8192
+
+// Options configure Open.
+type Options struct {
+	// Timeout bounds the wait for the file lock, which another process
+	// holding the file keeps forever. Zero means one second.
+	Timeout time.Duration
+	// NoSync skips fsync on commit. It trades durability for speed and is
+	// meant for tests and benchmarks only.
+	NoSync bool
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("%w: negative timeout %v", vector.ErrInvalid, o.Timeout)
+	}
+	return nil
+}
+
+// Index is the embedded vector index.
+type Index struct {
+	db *bolt.DB
+
+	mu      sync.RWMutex
+	closed  bool
+	tenants map[string]*tenantIndex
+}
+
+var _ vector.Index = (*Index)(nil)
+
+type tenantIndex struct {
+	kinds map[vector.Kind]*kindIndex
+	// byDoc maps a document id to the keys of the items built from it.
+	byDoc map[string]map[key]struct{}
+}
+
+type key struct {
+	kind vector.Kind
+	id   string
+}
+
+// kindIndex holds the items of one tenant and kind, with their vectors in
+// one contiguous slice (entry i at vecs[i*dims:(i+1)*dims]) for the scan.
+type kindIndex struct {
+	dims    int
+	entries []*entry
+	vecs    []float32
+	pos     map[string]int
+}
+
+type entry struct {
+	item vector.Item // without Vector
+	// public is set when every source is public, to skip the ACL check.
+	public bool
+}
+
+// Open opens (creating if needed) the index file at path and loads it.
+func Open(path string, opts Options) (*Index, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("opening vector index %q: %w", path, err)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Second
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("opening vector index %q: %w", path, err)
+	}
+	ix := &Index{db: db, tenants: map[string]*tenantIndex{}}
+	if err := ix.load(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("opening vector index %q: %w", path, err)
+	}
+	return ix, nil
+}
+
+func (ix *Index) load() error {
+	return ix.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists([]byte(bucketMeta))
+		if err != nil {
+			return err
+		}
+		switch v := meta.Get([]byte(keyLayout)); {
+		case v == nil:
+			if err := meta.Put([]byte(keyLayout), []byte(layoutVersion)); err != nil {
+				return err
+			}
+		case string(v) != layoutVersion:
+			return fmt.Errorf("file has layout %q, this version reads %q", v, layoutVersion)
+		}
+		items, err := tx.CreateBucketIfNotExists([]byte(bucketItems))
+		if err != nil {
+			return err
+		}
+		return items.ForEachBucket(func(tn []byte) error {
+			tenant := string(tn)
+			return items.Bucket(tn).ForEach(func(k, v []byte) error {
+				it, err := decode(v)
+				if err != nil {
+					return fmt.Errorf("decoding item %q of tenant %q: %w", k, tenant, err)
+				}
+				if err := ix.tenant(tenant, true).put(it); err != nil {
+					return fmt.Errorf("loading item %q of tenant %q: %w", k, tenant, err)
+				}
+				return nil
+			})
+		})
+	})
+}
+
+// Close closes the file. Calls after Close fail with vector.ErrClosed.
+func (ix *Index) Close() error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return nil
+	}
+	ix.closed = true
+	ix.tenants = nil
+	return ix.db.Close()
+}
+
+// Upsert writes items, replacing those with the same kind and id, in one
+// transaction. An invalid item, or one whose dimensions differ from its
+// tenant and kind's, fails the whole batch with a *vector.BatchError
+// naming each such item; nothing is written then.
+func (ix *Index) Upsert(ctx context.Context, tenant string, items []vector.Item) error {
+	if err := ix.upsert(ctx, tenant, items); err != nil {
+		return fmt.Errorf("upserting %d items into %q: %w", len(items), tenant, err)
+	}
+	return nil
+}
+
+func (ix *Index) upsert(ctx context.Context, tenant string, items []vector.Item) error {
+	if err := vector.ValidateTenant(tenant); err != nil {
+		return err
+	}
+	if err := vector.ValidateItems(items); err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		return ctx.Err()
+	}
+	normed := make([]vector.Item, len(items))
+	for i, it := range items {
+		it = vector.Canonical(it)
+		it.Vector = vector.Normalize(it.Vector)
+		normed[i] = it
+	}
+	return ix.write(ctx, tenant, true, func(t *tenantIndex, b *bolt.Bucket) error {
+		// Dimensions: the stored ones, or the batch's first of that kind.
+		var failed []vector.ItemError
+		dims := map[vector.Kind]int{}
+		for _, it := range normed {
+			want, ok := dims[it.Kind]
+			if !ok {
+				want = len(it.Vector)
+				if ki := t.kinds[it.Kind]; ki != nil && len(ki.entries) > 0 {
+					want = ki.dims
+				}
+				dims[it.Kind] = want
+			}
+			if len(it.Vector) != want {
+				failed = append(failed, vector.ItemError{Kind: it.Kind, ID: it.ID,
+					Err: fmt.Errorf("%w: vector has %d dimensions, %s items of this tenant have %d", vector.ErrInvalid, len(it.Vector), it.Kind, want)})
+			}
+		}
+		if failed != nil {
+			return &vector.BatchError{Failed: failed}
+		}
+		for _, it := range normed {
+			rec, err := encode(it)
+			if err != nil {
+				return fmt.Errorf("encoding item %q: %w", it.ID, err)
+			}
+			if err := b.Put(dbKey(it.Kind, it.ID), rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(t *tenantIndex) {
+		for _, it := range normed {
+			// Dimensions were checked above; put cannot fail.
+			_ = t.put(it)
+		}
+	})
+}
+
+// Delete removes the items with these ids, of every kind.
+func (ix *Index) Delete(ctx context.Context, tenant string, ids []string) error {
+	if err := ix.delete(ctx, tenant, ids); err != nil {
+		return fmt.Errorf("deleting %d items from %q: %w", len(ids), tenant, err)
+	}
+	return nil
+}
+
+func (ix *Index) delete(ctx context.Context, tenant string, ids []string) error {
+	if err := vector.ValidateTenant(tenant); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := vector.ValidateID(id); err != nil {
+			return err
+		}
+	}
+	var keys []key
+	for _, id := range ids {
+		for _, k := range vector.Kinds() {
+			keys = append(keys, key{k, id})
+		}
+	}
+	return ix.removeKeys(ctx, tenant, func(*tenantIndex) []key { return keys })
+}
+
+// DeleteByDoc removes every item built from docID.
+func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string) error {
+	err := func() error {
+		if err := vector.ValidateTenant(tenant); err != nil {
+			return err
+		}
+		if err := vector.ValidateDocID(docID); err != nil {
+			return err
+		}
+		return ix.removeKeys(ctx, tenant, func(t *tenantIndex) []key { return t.docKeys(docID) })
+	}()
+	if err != nil {
+		return fmt.Errorf("deleting the items of document %q from %q: %w", docID, tenant, err)
+	}
+	return nil
+}
+
+func (ix *Index) removeKeys(ctx context.Context, tenant string, keysOf func(*tenantIndex) []key) error {
+	var keys []key
+	return ix.write(ctx, tenant, false, func(t *tenantIndex, b *bolt.Bucket) error {
+		keys = keysOf(t)
+		for _, k := range keys {
+			if err := b.Delete(dbKey(k.kind, k.id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(t *tenantIndex) {
+		for _, k := range keys {
+			t.remove(k)
+		}
+	})
+}
+
+// UpdateACL replaces docID's ACL in every item built from it.
+func (ix *Index) UpdateACL(ctx context.Context, tenant, docID string, acl provenance.ACL) error {
+	err := func() error {
+		if err := vector.ValidateTenant(tenant); err != nil {
+			return err
+		}
+		if err := vector.ValidateDocID(docID); err != nil {
+			return err
+		}
+		acl = vector.NormalizeACL(acl)
+		var updated []vector.Item
+		return ix.write(ctx, tenant, false, func(t *tenantIndex, b *bolt.Bucket) error {
+			for _, k := range t.docKeys(docID) {
+				ki := t.kinds[k.kind]
+				i := ki.pos[k.id]
+				it := ki.entries[i].item
+				it.Sources = slices.Clone(it.Sources)
+				for j := range it.Sources {
+					if it.Sources[j].DocID == docID {
+						it.Sources[j].ACL = acl
+					}
+				}
+				it.Vector = ki.vec(i)
+				rec, err := encode(it)
+				if err != nil {
+					return fmt.Errorf("encoding item %q: %w", it.ID, err)
+				}
+				if err := b.Put(dbKey(it.Kind, it.ID), rec); err != nil {
+					return err
+				}
+				updated = append(updated, it)
+			}
+			return nil
+		}, func(t *tenantIndex) {
+			for _, it := range updated {
+				_ = t.put(it)
+			}
+		})
+	}()
+	if err != nil {
+		return fmt.Errorf("updating the ACL of document %q in %q: %w", docID, tenant, err)
+	}
+	return nil
+}
+
+// write runs fn on the tenant's bucket in one transaction, then apply on
+// memory if it committed, all under the write lock. Unless create is set,
+// a tenant without items is left alone (nothing to delete or update).
+func (ix *Index) write(ctx context.Context, tenant string, create bool, fn func(*tenantIndex, *bolt.Bucket) error, apply func(*tenantIndex)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return vector.ErrClosed
+	}
+	t := ix.tenant(tenant, false)
+	if t == nil {
+		if !create {
+			return nil
+		}
+		t = newTenantIndex()
+	}
+	err := ix.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.Bucket([]byte(bucketItems)).CreateBucketIfNotExists([]byte(tenant))
+		if err != nil {
+			return err
+		}
+		return fn(t, b)
+	})
+	if err != nil {
+		return err
+	}
+	ix.tenants[tenant] = t
+	apply(t)
+	return nil
+}
+
+// Search ranks the admitted items of tenant and kind by cosine similarity.
+func (ix *Index) Search(ctx context.Context, tenant string, kind vector.Kind, v []float32, k int, f vector.Filter) ([]vector.Hit, error) {
+	hits, err := ix.search(ctx, tenant, kind, v, k, f)
+	if err != nil {
+		return nil, fmt.Errorf("searching %s items of %q: %w", kind, tenant, err)
+	}
+	return hits, nil
+}
+
+func (ix *Index) search(ctx context.Context, tenant string, kind vector.Kind, v []float32, k int, f vector.Filter) ([]vector.Hit, error) {
+	if err := vector.ValidateSearch(tenant, kind, v, k); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q := vector.Normalize(v)
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.closed {
+		return nil, vector.ErrClosed
+	}
+	t := ix.tenants[tenant]
+	if t == nil || t.kinds[kind] == nil || len(t.kinds[kind].entries) == 0 {
+		return nil, nil
+	}
+	ki := t.kinds[kind]
+	if len(q) != ki.dims {
+		return nil, fmt.Errorf("%w: query has %d dimensions, %s items have %d", vector.ErrInvalid, len(q), kind, ki.dims)
+	}
+	admits := admitter(f)
+	n := len(ki.entries)
+	parts := 1
+	if n >= parallelScan {
+		parts = min(runtime.GOMAXPROCS(0), n/(parallelScan/2))
+	}
+	results := make([]topK, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := p*n/parts, (p+1)*n/parts
+		wg.Go(func() { results[p] = ki.scan(q, lo, hi, k, admits) })
+	}
+	wg.Wait()
+	var all topK
+	for _, r := range results {
+		all = append(all, r...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].better(all[j], ki) })
+	if len(all) > k {
+		all = all[:k]
+	}
+	hits := make([]vector.Hit, len(all))
+	for i, c := range all {
+		hits[i] = vector.Hit{Item: cloneItem(ki.entries[c.i].item), Score: c.score}
+	}
+	return hits, nil
+}
+
+// admitter compiles a filter into a check of one entry.
+func admitter(f vector.Filter) func(*entry) bool {
+	return func(e *entry) bool { return e.public || e.item.ReadableBy(f) }
+}
+
+// candidate is entry i with its score.
+type candidate struct {
+	i     int
+	score float32
+}
+
+// better orders by score, then id, so results are deterministic.
+func (c candidate) better(o candidate, ki *kindIndex) bool {
+	if c.score != o.score {
+		return c.score > o.score
+	}
+	return ki.entries[c.i].item.ID < ki.entries[o.i].item.ID
+}
+
+// topK is a min-heap of the best candidates seen (worst on top). The heap
+// compares scores only; ties are settled by the final sort, so a tie at
+// the k-th place may keep either item.
+type topK []candidate
+
+func (h topK) Len() int           { return len(h) }
+func (h topK) Less(i, j int) bool { return h[i].score < h[j].score }
+func (h topK) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *topK) Push(x any)        { *h = append(*h, x.(candidate)) }
+func (h *topK) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+func (ki *kindIndex) scan(q []float32, lo, hi, k int, admits func(*entry) bool) topK {
+	h := make(topK, 0, k)
+	d := ki.dims
+	for i := lo; i < hi; i++ {
+		if !admits(ki.entries[i]) {
+			continue
+		}
+		s := dot(q, ki.vecs[i*d:(i+1)*d])
+		if len(h) < k {
+			heap.Push(&h, candidate{i, s})
+		} else if s > h[0].score {
+			h[0] = candidate{i, s}
+			heap.Fix(&h, 0)
+		}
+	}
+	return h
+}
+
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// --- memory ----------------------------------------------------------------
+
+func newTenantIndex() *tenantIndex {
+	return &tenantIndex{kinds: map[vector.Kind]*kindIndex{}, byDoc: map[string]map[key]struct{}{}}
+}
+
+// tenant returns the tenant's index, creating it when create is set.
+func (ix *Index) tenant(name string, create bool) *tenantIndex {
+	t := ix.tenants[name]
+	if t == nil && create {
+		t = newTenantIndex()
+		ix.tenants[name] = t
+	}
+	return t
+}
+
+// docKeys returns the keys of the items built from docID, sorted.
+func (t *tenantIndex) docKeys(docID string) []key {
+	keys := make([]key, 0, len(t.byDoc[docID]))
+	for k := range t.byDoc[docID] {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].kind != keys[j].kind {
+			return keys[i].kind < keys[j].kind
+		}
+		return keys[i].id < keys[j].id
+	})
+	return keys
+}
+
+// put adds or replaces an item whose vector is unit-length.
+func (t *tenantIndex) put(it vector.Item) error {
+	ki := t.kinds[it.Kind]
+	if ki == nil {
+		ki = &kindIndex{dims: len(it.Vector), pos: map[string]int{}}
+		t.kinds[it.Kind] = ki
+	}
+	if len(ki.entries) == 0 {
+		ki.dims = len(it.Vector)
+	}
+	if len(it.Vector) != ki.dims {
+		return fmt.Errorf("%w: vector has %d dimensions, want %d", vector.ErrInvalid, len(it.Vector), ki.dims)
+	}
+	k := key{it.Kind, it.ID}
+	t.remove(k)
+	e := &entry{item: it, public: true}
+	e.item.Vector = nil
+	for _, s := range it.Sources {
+		e.public = e.public && s.ACL.Public
+		docs := t.byDoc[s.DocID]
+		if docs == nil {
+			docs = map[key]struct{}{}
+			t.byDoc[s.DocID] = docs
+		}
+		docs[k] = struct{}{}
+	}
+	ki.pos[it.ID] = len(ki.entries)
+	ki.entries = append(ki.entries, e)
+	ki.vecs = append(ki.vecs, it.Vector...)
+	return nil
+}
+
+// remove drops an item if present, moving the last entry into its place.
+func (t *tenantIndex) remove(k key) {
+	ki := t.kinds[k.kind]
+	if ki == nil {
+		return
+	}
+	i, ok := ki.pos[k.id]
+	if !ok {
+		return
+	}
+	for _, s := range ki.entries[i].item.Sources {
+		delete(t.byDoc[s.DocID], k)
+		if len(t.byDoc[s.DocID]) == 0 {
+			delete(t.byDoc, s.DocID)
+		}
+	}
+	last := len(ki.entries) - 1
+	if i != last {
+		ki.entries[i] = ki.entries[last]
+		copy(ki.vecs[i*ki.dims:(i+1)*ki.dims], ki.vecs[last*ki.dims:])
+		ki.pos[ki.entries[i].item.ID] = i
+	}
+	ki.entries[last] = nil
+	ki.entries = ki.entries[:last]
+	ki.vecs = ki.vecs[:last*ki.dims]
+	delete(ki.pos, k.id)
+}
+
+func (ki *kindIndex) vec(i int) []float32 {
+	return slices.Clone(ki.vecs[i*ki.dims : (i+1)*ki.dims])
+}
+
+// cloneItem copies what a caller could otherwise modify under the index.
+func cloneItem(it vector.Item) vector.Item {
+	it.Sources = slices.Clone(it.Sources)
+	for i := range it.Sources {
+		it.Sources[i].ACL.Groups = slices.Clone(it.Sources[i].ACL.Groups)
+		it.Sources[i].ACL.Principals = slices.Clone(it.Sources[i].ACL.Principals)
+	}
+	if it.Metadata != nil {
+		m := make(map[string]string, len(it.Metadata))
+		for k, v := range it.Metadata {
+			m[k] = v
+		}
+		it.Metadata = m
+	}
+	return it
+}
+
+// --- records ---------------------------------------------------------------
+
+func dbKey(kind vector.Kind, id string) []byte { return []byte(string(kind) + "\x00" + id) }
+
+func encode(it vector.Item) ([]byte, error) {
+	meta, err := json.Marshal(it)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, binary.MaxVarintLen64+len(meta)+4*len(it.Vector))
+	buf = binary.AppendUvarint(buf, uint64(len(meta)))
+	buf = append(buf, meta...)
+	for _, x := range it.Vector {
+		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
+	}
+	return buf, nil
+}
+
+func decode(rec []byte) (vector.Item, error) {
+	n, w := binary.Uvarint(rec)
+	if w <= 0 || uint64(len(rec)-w) < n {
+		return vector.Item{}, errors.New("truncated record")
+	}
+	var it vector.Item
+	dec := json.NewDecoder(bytes.NewReader(rec[w : w+int(n)]))
+	if err := dec.Decode(&it); err != nil {
+		return vector.Item{}, err
+	}
+	raw := rec[w+int(n):]
+	if len(raw)%4 != 0 {
+		return vector.Item{}, errors.New("vector bytes not a multiple of 4")
+	}
+	it.Vector = make([]float32, len(raw)/4)
+	for i := range it.Vector {
+		it.Vector[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[i*4:]))
+	}
+	if err := vector.ValidateItem(it); err != nil {
+		return vector.Item{}, err
+	}
+	return it, nil
+}

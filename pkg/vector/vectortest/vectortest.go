@@ -1,0 +1,638 @@
+// Package vectortest is the conformance suite every vector index adapter
+// must pass: one Run that exercises vector.Index through the contract alone.
+// An adapter's test calls Run with a constructor of fresh, empty indexes.
+package vectortest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/vector"
+)
+
+// The tenants the suite writes to; every test gets a fresh index, so they
+// never collide.
+const (
+	tenant = "acme"
+	other  = "globex"
+)
+
+// scoreTolerance absorbs float32 rounding and an adapter's distance
+// arithmetic.
+const scoreTolerance = 1e-3
+
+// NewIndex returns a fresh, empty index for one test and registers its
+// cleanup (Close, removing its data) with t. The test may already have
+// called Close; the cleanup must tolerate that.
+type NewIndex func(t *testing.T) vector.Index
+
+// Run runs the whole suite against the adapter newIndex constructs. Tests
+// run in parallel, each on its own index.
+func Run(t *testing.T, newIndex NewIndex) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, ix vector.Index)
+	}{
+		{"UpsertSearchRanking", testRanking},
+		{"RoundTrip", testRoundTrip},
+		{"K", testK},
+		{"KindsSeparate", testKinds},
+		{"TenantIsolation", testTenants},
+		{"ACLPreFilter", testACLPreFilter},
+		{"ACLPrincipalsAndGroups", testACLPrincipals},
+		{"DerivedItemNeedsEverySource", testDerived},
+		{"UpdateACLRevokes", testUpdateACL},
+		{"Delete", testDelete},
+		{"DeleteByDoc", testDeleteByDoc},
+		{"UpsertReplaces", testUpsertReplaces},
+		{"InvalidItemsNamed", testInvalidItems},
+		{"DimensionMismatchNamed", testDimensionMismatch},
+		{"InvalidArguments", testInvalidArguments},
+		{"Unicode", testUnicode},
+		{"LargeBatch", testLargeBatch},
+		{"Close", testClose},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newIndex(t))
+		})
+	}
+}
+
+// --- builders --------------------------------------------------------------
+
+var (
+	public = provenance.PublicACL()
+	eng    = provenance.ACL{Groups: []string{"eng"}}
+	secret = provenance.ACL{Groups: []string{"secret"}}
+
+	anyone   = vector.Filter{}
+	engineer = vector.Filter{Principal: "erin", Groups: []string{"eng"}}
+	insider  = vector.Filter{Principal: "ivan", Groups: []string{"eng", "secret"}}
+)
+
+// src is a source at version 1 with an ACL.
+func src(doc string, acl provenance.ACL) vector.Source {
+	return vector.Source{SourceRef: provenance.SourceRef{DocID: doc, Version: 1}, ACL: acl}
+}
+
+// unit is a text unit of one document.
+func unit(id string, v []float32, doc string, acl provenance.ACL) vector.Item {
+	s := src(doc, acl)
+	s.TextUnit = id
+	return vector.Item{ID: id, Kind: vector.KindTextUnit, Vector: v, Text: "text of " + id, Sources: []vector.Source{s}}
+}
+
+// report is a report built from several sources.
+func report(id string, v []float32, sources ...vector.Source) vector.Item {
+	return vector.Item{ID: id, Kind: vector.KindReport, Vector: v, Text: "report " + id, Sources: sources}
+}
+
+// angle is the 2-d unit vector at deg degrees from the x axis, padded to 4
+// dimensions; cosine between two of them is cos(difference).
+func angle(deg float64) []float32 {
+	r := deg * math.Pi / 180
+	return []float32{float32(math.Cos(r)), float32(math.Sin(r)), 0, 0}
+}
+
+var query = angle(0)
+
+// --- helpers ---------------------------------------------------------------
+
+func upsert(t *testing.T, ix vector.Index, tn string, items ...vector.Item) {
+	t.Helper()
+	require.NoError(t, ix.Upsert(t.Context(), tn, items), "upserting %d items into %q", len(items), tn)
+}
+
+func search(t *testing.T, ix vector.Index, tn string, kind vector.Kind, v []float32, k int, f vector.Filter) []vector.Hit {
+	t.Helper()
+	hits, err := ix.Search(t.Context(), tn, kind, v, k, f)
+	require.NoError(t, err, "searching %s in %q", kind, tn)
+	require.LessOrEqual(t, len(hits), k)
+	for i := 1; i < len(hits); i++ {
+		require.GreaterOrEqual(t, hits[i-1].Score, hits[i].Score-1e-6, "hits out of order: %v", ids(hits))
+	}
+	for _, h := range hits {
+		require.Equal(t, kind, h.Kind, "hit %q", h.ID)
+		require.True(t, h.ReadableBy(f), "hit %q is not readable by %+v: %+v", h.ID, f, h.Sources)
+	}
+	return hits
+}
+
+func ids(hits []vector.Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.ID
+	}
+	return out
+}
+
+func searchIDs(t *testing.T, ix vector.Index, tn string, kind vector.Kind, v []float32, k int, f vector.Filter) []string {
+	t.Helper()
+	return ids(search(t, ix, tn, kind, v, k, f))
+}
+
+func cosine(a, b []float32) float64 {
+	var dot, na, nb float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	return dot / math.Sqrt(na*nb)
+}
+
+// --- tests -----------------------------------------------------------------
+
+func testRanking(t *testing.T, ix vector.Index) {
+	// Angles from the query; inserted out of order so the result order is
+	// the index's doing.
+	degs := map[string]float64{"u30": 30, "u100": 100, "u5": 5, "u60": 60, "u170": 170, "u45": 45}
+	var items []vector.Item
+	for _, id := range []string{"u60", "u5", "u170", "u30", "u100", "u45"} {
+		items = append(items, unit(id, angle(degs[id]), "d-"+id, public))
+	}
+	upsert(t, ix, tenant, items...)
+
+	hits := search(t, ix, tenant, vector.KindTextUnit, query, 10, anyone)
+	require.Equal(t, []string{"u5", "u30", "u45", "u60", "u100", "u170"}, ids(hits))
+	for _, h := range hits {
+		want := math.Cos(degs[h.ID] * math.Pi / 180)
+		require.InDelta(t, want, float64(h.Score), scoreTolerance, "score of %q", h.ID)
+		require.Nil(t, h.Vector, "hits carry no vector")
+	}
+
+	// The vector's length does not matter, only its direction.
+	long := []float32{0, 7, 0, 0} // 90 degrees
+	require.Equal(t, []string{"u100", "u60", "u45"}, searchIDs(t, ix, tenant, vector.KindTextUnit, long, 3, anyone))
+}
+
+func testRoundTrip(t *testing.T, ix vector.Index) {
+	it := vector.Item{
+		ID: "r1", Kind: vector.KindReport, Vector: angle(10), Text: "Expired certificates broke the login flow.",
+		Sources: []vector.Source{
+			{SourceRef: provenance.SourceRef{DocID: "INC-101", Version: 3}, ACL: provenance.ACL{Groups: []string{"eng", "sre"}, Principals: []string{"ann"}}},
+			{SourceRef: provenance.SourceRef{DocID: "wiki-certs", Version: 12}, ACL: public},
+		},
+		Metadata: map[string]string{"community": "c-7", "level": "1"},
+	}
+	upsert(t, ix, tenant, it)
+	hits := search(t, ix, tenant, vector.KindReport, query, 1, engineer)
+	require.Len(t, hits, 1)
+	got := hits[0].Item
+	want := it
+	want.Vector = nil
+	require.Equal(t, want, got)
+	require.Equal(t, []string{"INC-101", "wiki-certs"}, got.DocIDs())
+	require.Equal(t, []provenance.SourceRef{{DocID: "INC-101", Version: 3}, {DocID: "wiki-certs", Version: 12}}, got.Refs())
+}
+
+func testK(t *testing.T, ix vector.Index) {
+	var items []vector.Item
+	for i := range 10 {
+		items = append(items, unit(fmt.Sprintf("u%02d", i), angle(float64(i*10+1)), "d", public))
+	}
+	upsert(t, ix, tenant, items...)
+	require.Equal(t, []string{"u00"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 1, anyone))
+	require.Equal(t, []string{"u00", "u01", "u02"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 3, anyone))
+	require.Len(t, searchIDs(t, ix, tenant, vector.KindTextUnit, query, vector.MaxK, anyone), 10)
+	for _, k := range []int{0, -1, vector.MaxK + 1} {
+		_, err := ix.Search(t.Context(), tenant, vector.KindTextUnit, query, k, anyone)
+		require.ErrorIs(t, err, vector.ErrInvalid, "k = %d", k)
+	}
+}
+
+func testKinds(t *testing.T, ix vector.Index) {
+	// The same id under three kinds is three items.
+	tu := unit("x", angle(10), "d1", public)
+	en := vector.Item{ID: "x", Kind: vector.KindEntity, Vector: angle(20), Text: "entity x", Sources: []vector.Source{src("d1", public)}}
+	rp := report("x", angle(30), src("d1", public))
+	upsert(t, ix, tenant, tu, en, rp, unit("y", angle(40), "d2", public))
+
+	require.Equal(t, []string{"x", "y"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	hits := search(t, ix, tenant, vector.KindEntity, query, 10, anyone)
+	require.Equal(t, []string{"x"}, ids(hits))
+	require.Equal(t, "entity x", hits[0].Text)
+	hits = search(t, ix, tenant, vector.KindReport, query, 10, anyone)
+	require.Equal(t, []string{"x"}, ids(hits))
+	require.Equal(t, "report x", hits[0].Text)
+
+	// Delete removes the id under every kind.
+	require.NoError(t, ix.Delete(t.Context(), tenant, []string{"x"}))
+	for _, k := range vector.Kinds() {
+		require.NotContains(t, searchIDs(t, ix, tenant, k, query, 10, anyone), "x", "kind %s", k)
+	}
+	require.Equal(t, []string{"y"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+}
+
+func testTenants(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant, unit("a", angle(10), "d", public), unit("b", angle(20), "d", public))
+	// Same ids, other vectors and texts, other dimensions even.
+	oa := unit("a", []float32{0, 1, 0, 0, 0, 0}, "d", public)
+	oa.Text = "globex a"
+	oc := unit("c", []float32{1, 0, 0, 0, 0, 0}, "d", public)
+	upsert(t, ix, other, oa, oc)
+
+	hits := search(t, ix, tenant, vector.KindTextUnit, query, 10, anyone)
+	require.Equal(t, []string{"a", "b"}, ids(hits))
+	require.Equal(t, "text of a", hits[0].Text)
+	hits = search(t, ix, other, vector.KindTextUnit, []float32{1, 0, 0, 0, 0, 0}, 10, anyone)
+	require.Equal(t, []string{"c", "a"}, ids(hits))
+	require.Equal(t, "globex a", hits[1].Text)
+
+	// Writes in one tenant leave the other alone.
+	require.NoError(t, ix.DeleteByDoc(ctx, other, "d"))
+	require.Empty(t, searchIDs(t, ix, other, vector.KindTextUnit, []float32{1, 0, 0, 0, 0, 0}, 10, anyone))
+	require.Equal(t, []string{"a", "b"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	require.NoError(t, ix.UpdateACL(ctx, tenant, "d", secret))
+	upsert(t, ix, other, unit("z", []float32{1, 1, 0, 0, 0, 0}, "d", public))
+	require.Equal(t, []string{"z"}, searchIDs(t, ix, other, vector.KindTextUnit, []float32{1, 0, 0, 0, 0, 0}, 10, anyone))
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	require.NoError(t, ix.Delete(ctx, other, []string{"a", "b"}))
+	require.Equal(t, []string{"a", "b"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, insider))
+
+	// A tenant nobody wrote to has nothing, and is no error.
+	require.Empty(t, searchIDs(t, ix, "initech", vector.KindTextUnit, query, 10, insider))
+	require.NoError(t, ix.Delete(ctx, "initech", []string{"a"}))
+	require.NoError(t, ix.DeleteByDoc(ctx, "initech", "d"))
+	require.NoError(t, ix.UpdateACL(ctx, "initech", "d", public))
+}
+
+func testACLPreFilter(t *testing.T, ix vector.Index) {
+	// The ten items nearest the query are secret; behind them ten readable
+	// ones. A post-filter over the top k would return nothing.
+	var items []vector.Item
+	for i := range 10 {
+		items = append(items, unit(fmt.Sprintf("s%d", i), angle(float64(i+1)), fmt.Sprintf("sd%d", i), secret))
+	}
+	for i := range 10 {
+		acl := public
+		if i%2 == 1 {
+			acl = eng
+		}
+		items = append(items, unit(fmt.Sprintf("r%d", i), angle(float64(20+i*5)), fmt.Sprintf("rd%d", i), acl))
+	}
+	upsert(t, ix, tenant, items...)
+
+	require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 5, engineer))
+	require.Equal(t, []string{"r0", "r2", "r4", "r6", "r8"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 5, anyone))
+	require.Equal(t, []string{"s0", "s1", "s2"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 3, insider))
+	all := searchIDs(t, ix, tenant, vector.KindTextUnit, query, 100, engineer)
+	require.Len(t, all, 10)
+	outsider := vector.Filter{Principal: "olga", Groups: []string{"sales"}}
+	require.Len(t, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 100, outsider), 5, "public items only")
+}
+
+func testACLPrincipals(t *testing.T, ix vector.Index) {
+	upsert(t, ix, tenant,
+		unit("by-principal", angle(1), "d1", provenance.ACL{Principals: []string{"ann", "bob"}}),
+		unit("by-group", angle(2), "d2", provenance.ACL{Groups: []string{"ops", "eng"}}),
+		unit("nobody", angle(3), "d3", provenance.ACL{}),
+		unit("public", angle(4), "d4", public),
+		// A principal named like a group admits the principal only.
+		unit("named-eng", angle(5), "d5", provenance.ACL{Principals: []string{"eng"}}),
+	)
+	cases := []struct {
+		f    vector.Filter
+		want []string
+	}{
+		{vector.Filter{Principal: "ann"}, []string{"by-principal", "public"}},
+		{vector.Filter{Principal: "bob", Groups: []string{"eng"}}, []string{"by-principal", "by-group", "public"}},
+		{vector.Filter{Principal: "carl", Groups: []string{"ops"}}, []string{"by-group", "public"}},
+		{vector.Filter{Principal: "eng"}, []string{"public", "named-eng"}},
+		{vector.Filter{Groups: []string{"ann"}}, []string{"public"}},
+		{anyone, []string{"public"}},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, c.f), "filter %+v", c.f)
+	}
+}
+
+func testDerived(t *testing.T, ix vector.Index) {
+	sre := src("INC-1", provenance.ACL{Groups: []string{"sre"}})
+	db := src("INC-2", provenance.ACL{Groups: []string{"db"}, Principals: []string{"dana"}})
+	pub := src("wiki", public)
+	upsert(t, ix, tenant,
+		report("both", angle(1), sre, db, pub),
+		report("sre-only", angle(2), sre, pub),
+		report("public", angle(3), pub),
+	)
+	cases := []struct {
+		f    vector.Filter
+		want []string
+	}{
+		{vector.Filter{Groups: []string{"sre"}}, []string{"sre-only", "public"}},
+		{vector.Filter{Groups: []string{"db"}}, []string{"public"}},
+		{vector.Filter{Groups: []string{"sre", "db"}}, []string{"both", "sre-only", "public"}},
+		{vector.Filter{Principal: "dana", Groups: []string{"sre"}}, []string{"both", "sre-only", "public"}},
+		{vector.Filter{Principal: "dana"}, []string{"public"}},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, searchIDs(t, ix, tenant, vector.KindReport, query, 10, c.f), "filter %+v", c.f)
+	}
+}
+
+func testUpdateACL(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	var items []vector.Item
+	for i := range 5 {
+		items = append(items, unit(fmt.Sprintf("d1-%d", i), angle(float64(1+i)), "d1", public))
+	}
+	items = append(items,
+		unit("d2-0", angle(10), "d2", public),
+		report("r12", angle(11), src("d1", public), src("d2", public)),
+		report("r2", angle(12), src("d2", public)),
+	)
+	upsert(t, ix, tenant, items...)
+	require.Len(t, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone), 6)
+
+	// Revoke d1 from everyone but the secret group: its units and every
+	// report built on it vanish at once for the others.
+	require.NoError(t, ix.UpdateACL(ctx, tenant, "d1", secret))
+	require.Equal(t, []string{"d2-0"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, engineer))
+	require.Equal(t, []string{"r2"}, searchIDs(t, ix, tenant, vector.KindReport, query, 10, engineer))
+	require.Equal(t, []string{"d1-0", "d1-1", "d1-2", "d1-3", "d1-4", "d2-0"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, insider))
+	require.Equal(t, []string{"r12", "r2"}, searchIDs(t, ix, tenant, vector.KindReport, query, 10, insider))
+
+	// The stored ACL is the new one; the other source keeps its own.
+	hits := search(t, ix, tenant, vector.KindReport, query, 1, insider)
+	require.Equal(t, []vector.Source{src("d1", secret), src("d2", public)}, hits[0].Sources)
+
+	// Narrow d2 to eng: r12 now needs secret AND eng.
+	require.NoError(t, ix.UpdateACL(ctx, tenant, "d2", eng))
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindReport, query, 10, anyone))
+	require.Equal(t, []string{"r2"}, searchIDs(t, ix, tenant, vector.KindReport, query, 10, engineer))
+	require.Equal(t, []string{"r12", "r2"}, searchIDs(t, ix, tenant, vector.KindReport, query, 10, insider))
+	onlySecret := vector.Filter{Groups: []string{"secret"}}
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindReport, query, 10, onlySecret))
+
+	// Granting works the same way, and an unknown document is no error.
+	require.NoError(t, ix.UpdateACL(ctx, tenant, "d1", public))
+	require.NoError(t, ix.UpdateACL(ctx, tenant, "d2", public))
+	require.Len(t, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone), 6)
+	require.Equal(t, []string{"r12", "r2"}, searchIDs(t, ix, tenant, vector.KindReport, query, 10, anyone))
+	require.NoError(t, ix.UpdateACL(ctx, tenant, "never-seen", secret))
+}
+
+func testDelete(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant, unit("a", angle(1), "d", public), unit("b", angle(2), "d", public), unit("c", angle(3), "d", public))
+	require.NoError(t, ix.Delete(ctx, tenant, []string{"b", "absent"}))
+	require.Equal(t, []string{"a", "c"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	require.NoError(t, ix.Delete(ctx, tenant, nil))
+	require.NoError(t, ix.Delete(ctx, tenant, []string{"a", "c"}))
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	// A deleted id can come back.
+	upsert(t, ix, tenant, unit("b", angle(2), "d", public))
+	require.Equal(t, []string{"b"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	err := ix.Delete(ctx, tenant, []string{""})
+	require.ErrorIs(t, err, vector.ErrInvalid)
+}
+
+func testDeleteByDoc(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant,
+		unit("d1-a", angle(1), "d1", public), unit("d1-b", angle(2), "d1", public),
+		unit("d2-a", angle(3), "d2", public),
+		report("r1", angle(4), src("d1", public)),
+		report("r12", angle(5), src("d2", public), src("d1", public)),
+		report("r2", angle(6), src("d2", public)),
+		vector.Item{ID: "e", Kind: vector.KindEntity, Vector: angle(7), Text: "e", Sources: []vector.Source{src("d2", public), src("d1", public)}},
+	)
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "d1"))
+	require.Equal(t, []string{"d2-a"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	require.Equal(t, []string{"r2"}, searchIDs(t, ix, tenant, vector.KindReport, query, 10, anyone))
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, anyone))
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "d1"), "again")
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "d2"))
+	for _, k := range vector.Kinds() {
+		require.Empty(t, searchIDs(t, ix, tenant, k, query, 10, anyone), "kind %s", k)
+	}
+}
+
+func testUpsertReplaces(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant, unit("a", angle(1), "old", public), unit("b", angle(50), "keep", public))
+	// Version 2 of "a" moves away from the query and to another document.
+	a2 := unit("a", angle(80), "new", public)
+	a2.Sources[0].Version = 2
+	a2.Text = "second version"
+	upsert(t, ix, tenant, a2)
+	hits := search(t, ix, tenant, vector.KindTextUnit, query, 10, anyone)
+	require.Equal(t, []string{"b", "a"}, ids(hits))
+	require.Equal(t, "second version", hits[1].Text)
+	require.Equal(t, int64(2), hits[1].Sources[0].Version)
+	require.InDelta(t, math.Cos(80*math.Pi/180), float64(hits[1].Score), scoreTolerance)
+
+	// The old document no longer reaches it.
+	require.NoError(t, ix.UpdateACL(ctx, tenant, "old", secret))
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "old"))
+	require.Equal(t, []string{"b", "a"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "new"))
+	require.Equal(t, []string{"b"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+}
+
+func testInvalidItems(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	ok := unit("ok", angle(1), "d", public)
+	nan := unit("nan", []float32{float32(math.NaN()), 0, 0, 0}, "d", public)
+	zero := unit("zero", []float32{0, 0, 0, 0}, "d", public)
+	noSrc := vector.Item{ID: "nosrc", Kind: vector.KindTextUnit, Vector: angle(2)}
+	badKind := unit("badkind", angle(3), "d", public)
+	badKind.Kind = "chunk"
+	badDoc := unit("baddoc", angle(4), "a/b", public)
+	v0 := unit("v0", angle(5), "d", public)
+	v0.Sources[0].Version = 0
+	twice := report("twice", angle(6), src("d", public), src("d", eng))
+	dup := unit("ok", angle(7), "d", public)
+
+	err := ix.Upsert(ctx, tenant, []vector.Item{ok, nan, zero, noSrc, badKind, badDoc, v0, twice, dup})
+	require.ErrorIs(t, err, vector.ErrInvalid)
+	var be *vector.BatchError
+	require.ErrorAs(t, err, &be)
+	var named []string
+	for _, f := range be.Failed {
+		named = append(named, f.ID)
+	}
+	require.Equal(t, []string{"nan", "zero", "nosrc", "badkind", "baddoc", "v0", "twice", "ok"}, named)
+	require.True(t, vector.Failed(err, vector.KindTextUnit, "nan"))
+	require.True(t, vector.Failed(err, vector.KindReport, "twice"))
+	require.Contains(t, err.Error(), `"nan"`)
+
+	_, err = ix.Search(ctx, tenant, vector.KindTextUnit, query, 10, anyone)
+	require.NoError(t, err)
+	// Empty ids are named too.
+	err = ix.Upsert(ctx, tenant, []vector.Item{unit("", angle(1), "d", public)})
+	require.ErrorIs(t, err, vector.ErrInvalid)
+	require.True(t, vector.Failed(err, vector.KindTextUnit, ""))
+	require.NoError(t, ix.Upsert(ctx, tenant, nil), "an empty batch")
+}
+
+func testDimensionMismatch(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant, unit("four", angle(1), "d", public))
+	// Only the adapter knows the stored dimensions: it must check the batch
+	// object by object and name the one that failed.
+	good := unit("good", angle(2), "d", public)
+	bad := unit("bad", []float32{1, 0, 0, 0, 0}, "d", public)
+	err := ix.Upsert(ctx, tenant, []vector.Item{good, bad})
+	require.Error(t, err)
+	require.True(t, vector.Failed(err, vector.KindTextUnit, "bad"), "error names the failed item: %v", err)
+	require.False(t, vector.Failed(err, vector.KindTextUnit, "good"), "error names only the failed item: %v", err)
+	require.Contains(t, err.Error(), `"bad"`)
+
+	// The good one is writable (if it was not written already) and the bad
+	// one never became searchable.
+	upsert(t, ix, tenant, good)
+	require.Equal(t, []string{"four", "good"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	_, err = ix.Search(ctx, tenant, vector.KindTextUnit, []float32{1, 0, 0, 0, 0}, 10, anyone)
+	require.Error(t, err, "a query of other dimensions")
+	// Other kinds and tenants have their own dimensions.
+	upsert(t, ix, tenant, report("r", []float32{1, 0, 0, 0, 0}, src("d", public)))
+	upsert(t, ix, other, unit("five", []float32{1, 0, 0, 0, 0}, "d", public))
+}
+
+func testInvalidArguments(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant, unit("a", angle(1), "d", public))
+	checks := map[string]error{
+		"upsert bad tenant":    ix.Upsert(ctx, "Bad Tenant", []vector.Item{unit("a", angle(1), "d", public)}),
+		"delete bad tenant":    ix.Delete(ctx, "a.b", []string{"a"}),
+		"deletebydoc bad doc":  ix.DeleteByDoc(ctx, tenant, ""),
+		"deletebydoc slash":    ix.DeleteByDoc(ctx, tenant, "a/b"),
+		"updateacl bad tenant": ix.UpdateACL(ctx, "", "d", public),
+		"updateacl bad doc":    ix.UpdateACL(ctx, tenant, "", public),
+	}
+	_, checks["search bad kind"] = ix.Search(ctx, tenant, "chunk", query, 1, anyone)
+	_, checks["search zero vector"] = ix.Search(ctx, tenant, vector.KindTextUnit, []float32{0, 0, 0, 0}, 1, anyone)
+	_, checks["search nan vector"] = ix.Search(ctx, tenant, vector.KindTextUnit, []float32{float32(math.NaN()), 1, 0, 0}, 1, anyone)
+	_, checks["search empty vector"] = ix.Search(ctx, tenant, vector.KindTextUnit, nil, 1, anyone)
+	_, checks["search bad tenant"] = ix.Search(ctx, "UPPER", vector.KindTextUnit, query, 1, anyone)
+	for name, err := range checks {
+		require.ErrorIs(t, err, vector.ErrInvalid, name)
+	}
+	require.Equal(t, []string{"a"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+}
+
+func testUnicode(t *testing.T, ix vector.Index) {
+	text := "Störung im Rechenzentrum 東京: データベース停止 🔥 — «ça marche» \"quoted\" \\ back\nslash\ttab"
+	it := vector.Item{
+		ID: "ユニット-1 ümlaut", Kind: vector.KindTextUnit, Vector: angle(1), Text: text,
+		Sources: []vector.Source{{
+			SourceRef: provenance.SourceRef{DocID: "Störfall-東京", Version: 1, TextUnit: "ユニット-1 ümlaut"},
+			ACL:       provenance.ACL{Groups: []string{"équipe-réseau"}, Principals: []string{"jürgen@example.com"}},
+		}},
+		Metadata: map[string]string{"titre": "Panne réseau 🌐"},
+	}
+	upsert(t, ix, tenant, it, unit("plain", angle(2), "plain", public))
+	hits := search(t, ix, tenant, vector.KindTextUnit, query, 10, vector.Filter{Groups: []string{"équipe-réseau"}})
+	require.Equal(t, []string{it.ID, "plain"}, ids(hits))
+	want := it
+	want.Vector = nil
+	require.Equal(t, want, hits[0].Item)
+	require.Equal(t, []string{it.ID, "plain"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, vector.Filter{Principal: "jürgen@example.com"}))
+	require.Equal(t, []string{"plain"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, vector.Filter{Groups: []string{"equipe-reseau"}}))
+
+	require.NoError(t, ix.UpdateACL(t.Context(), tenant, "Störfall-東京", secret))
+	require.Equal(t, []string{"plain"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, vector.Filter{Groups: []string{"équipe-réseau"}}))
+	require.NoError(t, ix.DeleteByDoc(t.Context(), tenant, "Störfall-東京"))
+	require.Equal(t, []string{"plain"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, insider))
+}
+
+func testLargeBatch(t *testing.T, ix vector.Index) {
+	const n, dims = 1000, 16
+	rng := rand.New(rand.NewPCG(1, 2))
+	randVec := func() []float32 {
+		v := make([]float32, dims)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	items := make([]vector.Item, n)
+	for i := range items {
+		acl := public
+		if i%3 == 0 {
+			acl = secret
+		}
+		items[i] = unit(fmt.Sprintf("u%04d", i), randVec(), fmt.Sprintf("doc-%d", i%50), acl)
+	}
+	upsert(t, ix, tenant, items...)
+
+	// Every object of the batch is there, with its text.
+	hits := search(t, ix, tenant, vector.KindTextUnit, randVec(), vector.MaxK, insider)
+	require.Len(t, hits, n)
+	byID := map[string]vector.Item{}
+	for _, it := range items {
+		byID[it.ID] = it
+	}
+	for _, h := range hits {
+		want, ok := byID[h.ID]
+		require.True(t, ok, "unknown hit %q", h.ID)
+		require.Equal(t, want.Text, h.Text)
+		delete(byID, h.ID)
+	}
+	require.Empty(t, byID)
+
+	// Rankings are exact against brute force, under the ACL filter.
+	for range 5 {
+		q := randVec()
+		type scored struct {
+			id    string
+			score float64
+		}
+		var want []scored
+		for _, it := range items {
+			if it.ReadableBy(engineer) {
+				want = append(want, scored{it.ID, cosine(q, it.Vector)})
+			}
+		}
+		sort.Slice(want, func(i, j int) bool { return want[i].score > want[j].score })
+		hits := search(t, ix, tenant, vector.KindTextUnit, q, 10, engineer)
+		require.Len(t, hits, 10)
+		for i, h := range hits {
+			require.InDelta(t, want[i].score, float64(h.Score), scoreTolerance, "rank %d", i)
+			// Ids may differ only where scores tie within tolerance.
+			if h.ID != want[i].id {
+				require.InDelta(t, want[i].score, cosine(q, items[slices.IndexFunc(items, func(it vector.Item) bool { return it.ID == h.ID })].Vector), scoreTolerance)
+			}
+		}
+	}
+
+	// Each sampled object finds itself first.
+	for i := 0; i < n; i += 37 {
+		f := insider
+		hits := search(t, ix, tenant, vector.KindTextUnit, items[i].Vector, 1, f)
+		require.Equal(t, []string{items[i].ID}, ids(hits))
+		require.InDelta(t, 1, float64(hits[0].Score), scoreTolerance)
+	}
+
+	// DeleteByDoc over a document with 20 items.
+	require.NoError(t, ix.DeleteByDoc(t.Context(), tenant, "doc-7"))
+	require.Len(t, search(t, ix, tenant, vector.KindTextUnit, randVec(), vector.MaxK, insider), n-20)
+}
+
+func testClose(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant, unit("a", angle(1), "d", public))
+	require.NoError(t, ix.Close())
+	_, err := ix.Search(ctx, tenant, vector.KindTextUnit, query, 1, anyone)
+	require.ErrorIs(t, err, vector.ErrClosed)
+	require.ErrorIs(t, ix.Upsert(ctx, tenant, []vector.Item{unit("b", angle(1), "d", public)}), vector.ErrClosed)
+	require.ErrorIs(t, ix.Delete(ctx, tenant, []string{"a"}), vector.ErrClosed)
+	require.ErrorIs(t, ix.DeleteByDoc(ctx, tenant, "d"), vector.ErrClosed)
+	require.ErrorIs(t, ix.UpdateACL(ctx, tenant, "d", public), vector.ErrClosed)
+	if err := ix.Close(); err != nil && !errors.Is(err, vector.ErrClosed) {
+		t.Fatalf("closing twice: %v", err)
+	}
+}

@@ -1,0 +1,475 @@
+package extractor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/taxonomy"
+)
+
+// RelMentions is the relation from a document to an entity it names.
+const RelMentions = "mentions"
+
+// OfflineConfig configures the offline extractor: a pipeline of stages
+// over one analysis of the document (its sentences and the entities it
+// mentions), whose outputs merge.
+type OfflineConfig struct {
+	// Gazetteer lists the entities to look for; nil finds none (the
+	// document entity is still emitted).
+	Gazetteer Gazetteer
+	// MinKeyLen skips entries whose key is shorter (default 3): a
+	// two-letter name matches too much prose.
+	MinKeyLen int
+	// MaxWords bounds a mention's length in words (default 8).
+	MaxWords int
+
+	// Patterns are the relation patterns (nil: DefaultPatterns).
+	Patterns *Patterns
+	// Taxonomy is the failure-mode taxonomy (nil: taxonomy.Default).
+	Taxonomy *taxonomy.Taxonomy
+	// FailureDocTypes are the document types the taxonomy stage classifies
+	// (default incident and postmortem).
+	FailureDocTypes []string
+	// DisablePatterns, DisableTaxonomy and DisableComponents switch those
+	// parts off; DisableMentions drops the document -mentions-> entity
+	// edges (the entities stay, for the other stages).
+	DisablePatterns, DisableTaxonomy, DisableComponents, DisableMentions bool
+	// ComponentHeads are the head nouns that make an unknown identifier
+	// ("rate-limiter", "orders-db", "DNS resolver") a component (default
+	// DefaultComponentHeads); ServiceHeads make a hyphenated identifier
+	// ("checkout-api", "ingest-worker") a service (default
+	// DefaultServiceHeads). A gazetteer entity always wins.
+	ComponentHeads, ServiceHeads []string
+	// NounPhrases adds noun-phrase co-occurrence (off unless Enabled).
+	NounPhrases NounPhraseConfig
+	// Stages are appended to the built-in ones.
+	Stages []Stage
+}
+
+func (c *OfflineConfig) setDefaults() {
+	if c.MinKeyLen == 0 {
+		c.MinKeyLen = 3
+	}
+	if c.MaxWords == 0 {
+		c.MaxWords = 8
+	}
+	if len(c.FailureDocTypes) == 0 {
+		c.FailureDocTypes = []string{"incident", "postmortem"}
+	}
+	if len(c.ComponentHeads) == 0 {
+		c.ComponentHeads = DefaultComponentHeads
+	}
+	if len(c.ServiceHeads) == 0 {
+		c.ServiceHeads = DefaultServiceHeads
+	}
+}
+
+// Validate checks the configuration.
+func (c OfflineConfig) Validate() error {
+	if c.MinKeyLen < 1 || c.MaxWords < 1 {
+		return errors.New("extractor: MinKeyLen and MaxWords must be >= 1")
+	}
+	return c.NounPhrases.Validate()
+}
+
+// Offline extracts without a model: the document as an entity typed by its
+// source, the known entities it mentions (and component-shaped names it
+// uses), relations from sentence patterns, its failure mode from the
+// taxonomy and, optionally, noun-phrase co-occurrence.
+type Offline struct {
+	cfg        OfflineConfig
+	stages     []Stage
+	components *componentFinder
+}
+
+var _ Extractor = (*Offline)(nil)
+
+// NewOffline returns an offline extractor.
+func NewOffline(cfg OfflineConfig) (*Offline, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	x := &Offline{cfg: cfg}
+	if !cfg.DisableComponents {
+		x.components = newComponentFinder(cfg.ComponentHeads, cfg.ServiceHeads)
+	}
+	if !cfg.DisableMentions {
+		x.stages = append(x.stages, MentionStage{})
+	}
+	if !cfg.DisablePatterns {
+		p := cfg.Patterns
+		if p == nil {
+			var err error
+			if p, err = DefaultPatterns(); err != nil {
+				return nil, err
+			}
+		}
+		x.stages = append(x.stages, p)
+	}
+	if !cfg.DisableTaxonomy {
+		t := cfg.Taxonomy
+		if t == nil {
+			var err error
+			if t, err = taxonomy.Default(); err != nil {
+				return nil, err
+			}
+		}
+		x.stages = append(x.stages, &FailureStage{Taxonomy: t, DocTypes: cfg.FailureDocTypes})
+	}
+	if cfg.NounPhrases.Enabled {
+		np, err := NewNounPhraseStage(cfg.NounPhrases)
+		if err != nil {
+			return nil, err
+		}
+		x.stages = append(x.stages, np)
+	}
+	x.stages = append(x.stages, cfg.Stages...)
+	return x, nil
+}
+
+// Name implements Extractor.
+func (x *Offline) Name() string { return "offline" }
+
+// Stages lists the pipeline's stage names in order.
+func (x *Offline) Stages() []string {
+	out := make([]string, len(x.stages))
+	for i, s := range x.stages {
+		out[i] = s.Name()
+	}
+	return out
+}
+
+// DocEntity is the entity standing for a document: named by its id, typed
+// by its doc type (default "document"), described by its title.
+func DocEntity(doc *events.DocChanged) events.RawEntity {
+	typ := resolve.Type(doc.DocType)
+	if typ == "" {
+		typ = "document"
+	}
+	return events.RawEntity{Name: doc.DocID, Type: typ, Description: doc.Title}
+}
+
+// Extract implements Extractor.
+func (x *Offline) Extract(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) ([]events.RawEntity, []events.RawRelationship, error) {
+	if len(units) == 0 {
+		return nil, nil, nil
+	}
+	a, err := x.Analyse(ctx, doc, units)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := NewOutput()
+	de := a.DocEntity
+	de.TextUnit = units[0].ID
+	out.Entity(de)
+	for _, s := range x.stages {
+		if err := s.Extract(ctx, a, out); err != nil {
+			return nil, nil, fmt.Errorf("running offline stage %s: %w", s.Name(), err)
+		}
+	}
+	ents, rels := out.Result()
+	return ents, rels, nil
+}
+
+// Analysis is one document version as the offline stages see it.
+type Analysis struct {
+	Doc *events.DocChanged
+	// DocEntity is the document's entity (without a text unit).
+	DocEntity events.RawEntity
+	Units     []Unit
+}
+
+// DocType is the document entity's type.
+func (a *Analysis) DocType() string { return a.DocEntity.Type }
+
+// Unit is a text unit with its sentences and mentions.
+type Unit struct {
+	events.TextUnit
+	// Sentences are byte spans of Text.
+	Sentences []taxonomy.Span
+	// Mentions are the entities the unit names, in text order.
+	Mentions []Mention
+}
+
+// Mention is an entity named in a text unit.
+type Mention struct {
+	// Start and End are byte offsets into the unit's Text.
+	Start, End int
+	// Text is the spelling used.
+	Text string
+	// Type and Key identify the entity (Key is its normalisation key).
+	Type, Key string
+	// Known is set for a gazetteer entity, unset for a name the extractor
+	// inferred (a component-shaped identifier).
+	Known bool
+	// Sentence indexes the unit's Sentences.
+	Sentence int
+}
+
+// ID is the mention's canonical entity id.
+func (m Mention) ID() string { return m.Type + ":" + m.Key }
+
+// Ref is the name relationships use for the mention: the gazetteer key of
+// a known entity (its id, whatever spelling matched), else the text.
+func (m Mention) Ref() string {
+	if m.Known {
+		return m.Key
+	}
+	return m.Text
+}
+
+// Entity is the mention as a raw entity of unit.
+func (m Mention) Entity(unit string) events.RawEntity {
+	e := events.RawEntity{Name: m.Text, Type: m.Type, TextUnit: unit}
+	if m.Known {
+		e.Key = m.Key
+	}
+	return e
+}
+
+// Analyse splits units into sentences and finds their mentions.
+func (x *Offline) Analyse(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) (*Analysis, error) {
+	de := DocEntity(doc)
+	a := &Analysis{Doc: doc, DocEntity: de}
+	var m *matcher
+	if x.cfg.Gazetteer != nil {
+		entries, err := x.cfg.Gazetteer.Entries(ctx, doc.Tenant)
+		if err != nil {
+			return nil, fmt.Errorf("reading the gazetteer: %w", err)
+		}
+		m = newMatcher(entries, entityID(de), x.cfg.MinKeyLen, x.cfg.MaxWords)
+	}
+	for _, u := range units {
+		au := Unit{TextUnit: u, Sentences: Sentences(u.Text)}
+		var known []hit
+		if m != nil {
+			known = m.find(u.Text)
+		}
+		for _, h := range known {
+			for _, e := range h.entries {
+				au.Mentions = append(au.Mentions, Mention{Start: h.start, End: h.end, Text: h.text, Type: e.Type,
+					Key: e.Key, Known: true})
+			}
+		}
+		if x.components != nil {
+			for _, c := range x.components.find(u.Text) {
+				if overlaps(known, c.start, c.end) || resolve.Key(c.text) == resolve.Key(doc.DocID) {
+					continue
+				}
+				au.Mentions = append(au.Mentions, Mention{Start: c.start, End: c.end, Text: c.text,
+					Type: c.typ, Key: resolve.Key(c.text)})
+			}
+		}
+		sortMentions(au.Mentions)
+		for i := range au.Mentions {
+			au.Mentions[i].Sentence = sentenceOf(au.Sentences, au.Mentions[i].Start)
+		}
+		a.Units = append(a.Units, au)
+	}
+	return a, nil
+}
+
+func overlaps(hits []hit, start, end int) bool {
+	for _, h := range hits {
+		if h.start < end && start < h.end {
+			return true
+		}
+	}
+	return false
+}
+
+func sortMentions(ms []Mention) {
+	// Insertion sort: a unit has few mentions, and it is stable.
+	for i := 1; i < len(ms); i++ {
+		for j := i; j > 0 && ms[j].Start < ms[j-1].Start; j-- {
+			ms[j], ms[j-1] = ms[j-1], ms[j]
+		}
+	}
+}
+
+// sentenceOf returns the index of the sentence holding offset, or -1.
+func sentenceOf(ss []taxonomy.Span, off int) int {
+	for i, s := range ss {
+		if off >= s.Start && off < s.End {
+			return i
+		}
+	}
+	return -1
+}
+
+// Stage is one offline extractor of the pipeline: it adds what it finds
+// in an analysed document to out. Relationships must name entities that
+// are (or will be) in out: the document entity always is.
+type Stage interface {
+	Name() string
+	Extract(ctx context.Context, a *Analysis, out *Output) error
+}
+
+// Output merges the stages' entities and relationships: one entity per
+// (id, text unit), one relationship per (source, relation, target, text
+// unit), first description wins.
+type Output struct {
+	ents    []events.RawEntity
+	entSeen map[string]bool
+	rels    []events.RawRelationship
+	relSeen map[string]bool
+}
+
+// NewOutput returns an empty output.
+func NewOutput() *Output {
+	return &Output{entSeen: map[string]bool{}, relSeen: map[string]bool{}}
+}
+
+// Entity adds e unless an entity of the same id and unit is there.
+func (o *Output) Entity(e events.RawEntity) {
+	k := entityID(e) + "|" + e.TextUnit
+	if o.entSeen[k] {
+		return
+	}
+	o.entSeen[k] = true
+	o.ents = append(o.ents, e)
+}
+
+// Relationship adds r unless it is there.
+func (o *Output) Relationship(r events.RawRelationship) {
+	k := resolve.ID(r.SourceType, r.Source) + "|" + resolve.Type(r.Relation) + "|" + resolve.ID(r.TargetType, r.Target) + "|" + r.TextUnit
+	if o.relSeen[k] {
+		return
+	}
+	o.relSeen[k] = true
+	o.rels = append(o.rels, r)
+}
+
+// Result returns what was added, in order.
+func (o *Output) Result() ([]events.RawEntity, []events.RawRelationship) { return o.ents, o.rels }
+
+// MentionStage relates the document to every entity it mentions
+// (RelMentions) and emits those entities.
+type MentionStage struct{}
+
+// Name implements Stage.
+func (MentionStage) Name() string { return "mentions" }
+
+// Extract implements Stage.
+func (MentionStage) Extract(_ context.Context, a *Analysis, out *Output) error {
+	de := a.DocEntity
+	for _, u := range a.Units {
+		for _, m := range u.Mentions {
+			out.Entity(m.Entity(u.ID))
+			out.Relationship(events.RawRelationship{
+				Source: de.Name, SourceType: de.Type, Relation: RelMentions, Target: m.Key, TargetType: m.Type,
+				Description: fmt.Sprintf("%s mentions %q", a.Doc.DocID, m.Text), Strength: 1, TextUnit: u.ID,
+			})
+		}
+	}
+	return nil
+}
+
+// DefaultComponentHeads are head nouns of infrastructure component names.
+var DefaultComponentHeads = []string{
+	"agent", "balancer", "broker", "brokers", "bus", "cache", "collector", "controller", "daemon",
+	"database", "db", "exporter", "flag", "flags", "indexer", "ingress", "limiter", "manager",
+	"operator", "proxy", "queue", "registry", "resolver", "router", "scheduler", "server",
+	"shipper", "sidecar", "store", "webhook",
+}
+
+// DefaultServiceHeads are head nouns of service names.
+var DefaultServiceHeads = []string{"api", "service", "svc", "gateway", "worker", "frontend", "backend"}
+
+// componentFinder finds names shaped like infrastructure components that
+// no gazetteer knows: a hyphen/underscore identifier ending in a head noun
+// ("rate-limiter", "orders-db"), or an acronym or capitalised word before
+// a head noun ("DNS resolver", "Cert Manager").
+type componentFinder struct {
+	ident, pair *regexp.Regexp
+	heads       map[string]string // head noun -> entity type
+}
+
+// componentStop are capitalised words that start a phrase, not a name.
+var componentStop = map[string]bool{"the": true, "a": true, "an": true, "this": true, "that": true, "our": true,
+	"each": true, "every": true, "all": true, "any": true, "its": true, "their": true, "new": true, "old": true,
+	"one": true, "no": true, "some": true, "which": true, "when": true, "if": true, "web": true}
+
+func newComponentFinder(components, services []string) *componentFinder {
+	h := make(map[string]string, len(components)+len(services))
+	for _, w := range components {
+		h[strings.ToLower(w)] = "component"
+	}
+	for _, w := range services {
+		h[strings.ToLower(w)] = "service"
+	}
+	return &componentFinder{
+		ident: regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b`),
+		pair:  regexp.MustCompile(`\b([A-Z][A-Za-z0-9]+) ([A-Za-z]+)\b`),
+		heads: h,
+	}
+}
+
+type span struct {
+	start, end int
+	text, typ  string
+}
+
+func (f *componentFinder) find(text string) []span {
+	var out []span
+	for _, loc := range f.ident.FindAllStringIndex(text, -1) {
+		s, e := loc[0], loc[1]
+		// Not part of a longer dotted or slashed name (a URL, a path).
+		if (s > 0 && strings.ContainsRune("./-_", rune(text[s-1]))) || (e < len(text) && strings.ContainsRune("/-_", rune(text[e]))) {
+			continue
+		}
+		w := text[s:e]
+		parts := strings.FieldsFunc(w, func(r rune) bool { return r == '-' || r == '_' })
+		typ := f.heads[strings.ToLower(parts[len(parts)-1])]
+		if typ == "" {
+			continue
+		}
+		out = append(out, span{s, e, w, typ})
+	}
+	for _, m := range f.pair.FindAllStringSubmatchIndex(text, -1) {
+		first, head := text[m[2]:m[3]], text[m[4]:m[5]]
+		// Two words are a component name only: "AWS service" is prose.
+		if componentStop[strings.ToLower(first)] || f.heads[strings.ToLower(head)] != "component" {
+			continue
+		}
+		if m[0] > 0 && strings.ContainsRune("-_.", rune(text[m[0]-1])) {
+			continue
+		}
+		// An acronym (DNS) or a capitalised pair (Cert Manager); "Kafka
+		// brokers" counts too, a capitalised word with a lower-case head
+		// only when the word is not a sentence's first.
+		acronym := strings.ToUpper(first) == first && len(first) >= 2
+		titled := head[0] >= 'A' && head[0] <= 'Z'
+		if !acronym && !titled && startsSentence(text, m[0]) {
+			continue
+		}
+		if overlapsSpans(out, m[0], m[1]) {
+			continue
+		}
+		out = append(out, span{m[0], m[1], text[m[0]:m[1]], "component"})
+	}
+	return out
+}
+
+func startsSentence(text string, i int) bool {
+	j := i - 1
+	for j >= 0 && (text[j] == ' ' || text[j] == '\t') {
+		j--
+	}
+	return j < 0 || strings.ContainsRune(".!?\n:#|*", rune(text[j]))
+}
+
+func overlapsSpans(ss []span, start, end int) bool {
+	for _, s := range ss {
+		if s.start < end && start < s.end {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,149 @@
+package extractor_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/taxonomy"
+	"github.com/kgstream/kgstream/services/extractor"
+)
+
+func extractDoc(t *testing.T, cfg extractor.OfflineConfig, docType, text string) []string {
+	t.Helper()
+	x, err := extractor.NewOffline(cfg)
+	require.NoError(t, err)
+	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, DocType: docType, Text: text}
+	ents, rels, err := x.Extract(t.Context(), doc, []events.TextUnit{{ID: "u1", Text: text, End: len(text)}})
+	require.NoError(t, err)
+	for _, e := range ents {
+		require.Equal(t, "u1", e.TextUnit)
+	}
+	for _, r := range rels {
+		require.Equal(t, "u1", r.TextUnit)
+	}
+	return triples(rels)
+}
+
+func TestSentences(t *testing.T) {
+	text := "First one (e.g. this) ends here. Second? Yes!\nA table | row\n\n  v1.2 is fine.  "
+	var got []string
+	for _, s := range extractor.Sentences(text) {
+		got = append(got, text[s.Start:s.End])
+	}
+	require.Equal(t, []string{"First one (e.g. this) ends here.", "Second?", "Yes!", "A table | row", "v1.2 is fine."}, got)
+}
+
+func TestFailureStageRules(t *testing.T) {
+	cfg := extractor.OfflineConfig{DisablePatterns: true, DisableMentions: true}
+	// Negation: the cue is there, the failure is not.
+	require.Empty(t, extractDoc(t, cfg, "incident", "We checked the ingress and no certificate had expired. Latency rose for ten minutes."))
+	// One primary mode: the mechanism, not the context.
+	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:connection pool exhaustion"},
+		extractDoc(t, cfg, "incident", "After a deploy, a retry storm exhausted the connection pool of the orders database."))
+	// Unless the text asserts more.
+	require.Equal(t, []string{
+		"incident:D-1 -failure-> failure_mode:disk full",
+		"incident:D-1 -failure-> failure_mode:dns misconfiguration",
+	}, extractDoc(t, cfg, "incident", "Root causes: the log volume was full, and a DNS record change broke lookups."))
+	// Only incident documents are classified.
+	require.Empty(t, extractDoc(t, cfg, "page", "The TLS certificate expired."))
+	// A tenant's own taxonomy.
+	tx, err := taxonomy.Parse([]byte("modes:\n- name: cosmic ray\n  tier: 1\n  cues: [{pattern: 'bit flip'}]\n"))
+	require.NoError(t, err)
+	cfg.Taxonomy = tx
+	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:cosmic ray"},
+		extractDoc(t, cfg, "incident", "A bit flip corrupted the cache."))
+}
+
+func TestPatternsRelateMentions(t *testing.T) {
+	g := extractor.StaticGazetteer{
+		{ID: "service:checkoutapi", Type: "service", Name: "checkout-api", Key: "checkoutapi"},
+		{ID: "datastore:ordersdb", Type: "datastore", Name: "orders-db", Key: "ordersdb"},
+		{ID: "team:payments", Type: "team", Name: "Payments", Key: "payments"},
+	}
+	cfg := extractor.OfflineConfig{Gazetteer: g, DisableMentions: true, DisableTaxonomy: true}
+	require.Equal(t, []string{
+		"datastore:ordersdb -owned_by-> team:payments",
+		"service:checkoutapi -depends_on-> datastore:ordersdb",
+	}, extractDoc(t, cfg, "page", "checkout-api depends on orders-db. orders-db is owned by the Payments team."))
+
+	// Affected needs an outage cue in the sentence naming the service,
+	// with the document fallback when no cue sentence names one.
+	require.Equal(t, []string{"incident:D-1 -affected-> service:checkoutapi"},
+		extractDoc(t, cfg, "incident", "checkout-api returned 503s for 5 minutes. The Payments team was paged."))
+	require.Equal(t, []string{"incident:D-1 -affected-> service:checkoutapi"},
+		extractDoc(t, cfg, "incident", "A retry storm started in checkout-api. Orders failed."))
+	// Components are involved when named in a sentence with a cause cue.
+	require.Equal(t, []string{"incident:D-1 -involved-> component:rate-limiter"},
+		extractDoc(t, cfg, "incident", "A rate-limiter config was pushed everywhere. We had lunch near the message-queue."))
+
+	p, err := extractor.ParsePatterns([]byte(`patterns:
+  - name: runs-in
+    relation: ran_in
+    from: mention
+    source_types: [service]
+    target_types: [component]
+    between: '\s+runs\s+in\s+'
+`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"runs-in"}, p.Names())
+	cfg.Patterns = p
+	require.Equal(t, []string{"service:checkoutapi -ran_in-> component:east-cluster-controller"},
+		extractDoc(t, cfg, "page", "checkout-api runs in east-cluster-controller."))
+
+	for name, doc := range map[string]string{
+		"bad from":     "patterns: [{relation: r, from: x, target_types: [a]}]",
+		"no relation":  "patterns: [{from: document, document_types: [incident], target_types: [a]}]",
+		"bad cue":      "patterns: [{relation: r, from: document, document_types: [i], target_types: [a], cues: ['(']}]",
+		"no between":   "patterns: [{relation: r, from: mention, source_types: [a], target_types: [a]}]",
+		"bad fallback": "patterns: [{relation: r, from: document, document_types: [i], target_types: [a], fallback: all}]",
+		"unknown key":  "patterns: [{relation: r, from: document, document_types: [i], target_types: [a], cue: [x]}]",
+	} {
+		_, err := extractor.ParsePatterns([]byte(doc))
+		require.Error(t, err, name)
+	}
+}
+
+func TestNounPhraseCoOccurrence(t *testing.T) {
+	tagger, err := extractor.NewTagger()
+	require.NoError(t, err)
+	np, err := extractor.NewNounPhraseStage(extractor.NounPhraseConfig{Tagger: tagger})
+	require.NoError(t, err)
+	phrases, err := np.NounPhrases("The primary database ran out of connections for ten minutes because of a retry storm.")
+	require.NoError(t, err)
+	require.Contains(t, phrases, "primary database")
+	require.Contains(t, phrases, "retry storm")
+	require.NotContains(t, phrases, "minutes", "generic nouns are dropped")
+
+	cfg := extractor.OfflineConfig{DisableTaxonomy: true, DisablePatterns: true,
+		NounPhrases: extractor.NounPhraseConfig{Enabled: true, Tagger: tagger}}
+	text := "The primary database lost its replica. The replica lag alarm fired, and the primary database was restarted."
+	got := extractDoc(t, cfg, "runbook", text)
+	require.Contains(t, got, "concept:primary database -co_occurs-> concept:replica")
+	require.Contains(t, got, "concept:primary database -co_occurs-> concept:replica lag alarm")
+	// Off for incidents unless asked.
+	require.Empty(t, extractDoc(t, cfg, "incident", text))
+	cfg.NounPhrases.IncludeIncidents = true
+	require.NotEmpty(t, extractDoc(t, cfg, "incident", text))
+
+	// Weight: 1 for the unit plus 1 per sentence holding both.
+	x, err := extractor.NewOffline(cfg)
+	require.NoError(t, err)
+	require.Equal(t, []string{"mentions", "noun_phrases"}, x.Stages())
+	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, DocType: "runbook", Text: text}
+	_, rels, err := x.Extract(context.Background(), doc, []events.TextUnit{{ID: "u1", Text: text, End: len(text)}})
+	require.NoError(t, err)
+	for _, r := range rels {
+		if r.Source == "primary database" && r.Target == "replica" {
+			require.Equal(t, 2.0, r.Strength)
+		}
+		if r.Source == "primary database" && r.Target == "replica lag alarm" {
+			require.Equal(t, 2.0, r.Strength)
+		}
+	}
+	_, err = extractor.NewNounPhraseStage(extractor.NounPhraseConfig{MaxPhrases: -1})
+	require.Error(t, err)
+}
