@@ -273,7 +273,11 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 				resp.Citations = append(resp.Citations, d)
 			}
 		}
-		fmt.Fprintf(&b, "%d. %s (%s): %d documents [%s]\n", i+1, r.e.Name, r.e.Type, len(r.docs), strings.Join(names, ", "))
+		noun := "documents"
+		if len(r.docs) == 1 {
+			noun = "document"
+		}
+		fmt.Fprintf(&b, "%d. %s (%s): %d %s [%s]\n", i+1, r.e.Name, r.e.Type, len(r.docs), noun, strings.Join(names, ", "))
 		resp.Entities = append(resp.Entities, r.e)
 	}
 	resp.Answer = strings.TrimRight(b.String(), "\n")
