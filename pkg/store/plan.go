@@ -141,6 +141,10 @@ type Writes struct {
 //   - An entity's type is fixed while any other document supports it; a
 //     contribution with another type is an error. An entity supported only
 //     by this document may change type: it is removed and re-added.
+//   - Entity ids may contain EdgeID's separator, so two edges can have one
+//     id. A contribution spelling a stored edge's id with other endpoints
+//     or relation is an error while another document supports that edge;
+//     when none does, the edge is removed and re-added, like a type change.
 //   - A record lists an entity or edge the maps lack (an inconsistent
 //     store): there is nothing to retract, and the new record repairs it.
 func Plan(ch Change, old *SourceRecord, entities map[string]Entity, edges map[string]Edge) (Writes, error) {
@@ -209,6 +213,15 @@ func Plan(ch Change, old *SourceRecord, entities map[string]Entity, edges map[st
 			if e == nil {
 				e = &Edge{ID: id, Source: m.source, Relation: m.relation, Target: m.target}
 				workEdge[id] = e
+			} else if len(e.Supports) > 0 && (e.Source != m.source || e.Relation != m.relation || e.Target != m.target) {
+				// Entity ids may contain the separator, so two edges can
+				// spell one id; merging would keep the other's endpoints.
+				return Writes{}, fmt.Errorf("%w: edge %q -%s-> %q has the id of the stored edge %q -%s-> %q",
+					ErrInvalid, m.source, m.relation, m.target, e.Source, e.Relation, e.Target)
+			} else {
+				// Only this document held it, under another spelling:
+				// the edge is removed and re-added (see below).
+				e.Source, e.Relation, e.Target = m.source, m.relation, m.target
 			}
 			e.Supports = append(e.Supports, m.frag)
 		}
@@ -264,6 +277,13 @@ func Plan(ch Change, old *SourceRecord, entities map[string]Entity, edges map[st
 			w.PutEdges = append(w.PutEdges, *e)
 			w.Result.EdgesAdded++
 			touched[e.Source], touched[e.Target] = true, true
+		case existed && alive && (before.Source != e.Source || before.Relation != e.Relation || before.Target != e.Target):
+			w.RemoveEdges = append(w.RemoveEdges, before)
+			w.PutEdges = append(w.PutEdges, *e)
+			w.Result.EdgesRemoved++
+			w.Result.EdgesAdded++
+			touched[before.Source], touched[before.Target] = true, true
+			touched[e.Source], touched[e.Target] = true, true
 		case existed && alive && !reflect.DeepEqual(before, *e):
 			w.PutEdges = append(w.PutEdges, *e)
 		}
@@ -318,9 +338,18 @@ func (c Contributions) Validate() error {
 		}
 		types[e.ID] = e.Type
 	}
+	// Entity ids may contain EdgeID's separator, so two different edges
+	// can spell one id: refuse that rather than merge them.
+	spelt := make(map[string]int, len(c.Edges)) // edge id -> first index
 	for i, e := range c.Edges {
 		if err := checkID(e.Relation, MaxTypeLen); err != nil {
 			return fmt.Errorf("%w: edges[%d]: relation %w", ErrInvalid, i, err)
+		}
+		if j, ok := spelt[e.ID()]; !ok {
+			spelt[e.ID()] = i
+		} else if f := c.Edges[j]; f.Source != e.Source || f.Relation != e.Relation || f.Target != e.Target {
+			return fmt.Errorf("%w: edges[%d] %q -%s-> %q has the id of edges[%d] %q -%s-> %q",
+				ErrInvalid, i, e.Source, e.Relation, e.Target, j, f.Source, f.Relation, f.Target)
 		}
 		for _, end := range []string{e.Source, e.Target} {
 			if _, ok := types[end]; !ok {

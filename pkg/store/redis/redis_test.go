@@ -3,8 +3,12 @@ package redis_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -15,7 +19,7 @@ import (
 
 // options returns the client options of the test server: 127.0.0.1:6379,
 // or KG_TEST_REDIS_URL (redis://...).
-func options(t *testing.T) *goredis.Options {
+func options(t testing.TB) *goredis.Options {
 	t.Helper()
 	url := os.Getenv("KG_TEST_REDIS_URL")
 	if url == "" {
@@ -30,7 +34,7 @@ func options(t *testing.T) *goredis.Options {
 
 // newClient connects to the test server. An unreachable server fails the
 // test: the Redis adapter is never skipped.
-func newClient(t *testing.T) *goredis.Client {
+func newClient(t testing.TB) *goredis.Client {
 	t.Helper()
 	opts := options(t)
 	c := goredis.NewClient(opts)
@@ -43,7 +47,7 @@ func newClient(t *testing.T) *goredis.Client {
 
 // deleteKeys removes every key under prefix. It runs in t.Cleanup, when
 // t.Context is already done, so it has its own client and context.
-func deleteKeys(t *testing.T, prefix string) {
+func deleteKeys(t testing.TB, prefix string) {
 	c := goredis.NewClient(options(t))
 	defer c.Close()
 	ctx := context.Background()
@@ -106,4 +110,122 @@ func TestAuditSeesStorage(t *testing.T) {
 	if rep.OrphanEdges != 1 || rep.IndexMismatches < 3 {
 		t.Fatalf("got %+v, want 1 orphan edge (missing endpoint) and mismatches for the record, the out set and the entity set", rep)
 	}
+}
+
+// BenchmarkApply is issue 4's benchmark: Apply latency and throughput on a
+// store already holding storetest.BenchDocs documents (about a million
+// edges), and memory per edge. Everything lives under a fresh prefix,
+// deleted afterwards.
+func BenchmarkApply(b *testing.B) {
+	const tenant = "bench"
+	ctx := b.Context()
+	corpus := storetest.NewBenchCorpus(b)
+	c := newClient(b)
+	prefix := "kgbench-" + rand.Text()[:12]
+	s := redis.New(c, prefix)
+	b.Cleanup(func() {
+		_ = s.Close()
+		deleteKeys(b, prefix)
+	})
+	before := usedMemory(b, c)
+	// Redis runs commands one at a time; several writers keep it busy
+	// while each waits for its round trips.
+	took := storetest.Preload(b, s, tenant, corpus, 8)
+	after := usedMemory(b, c)
+	st, err := s.Stats(ctx, tenant)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mem := edgeMemory(b, c, prefix+":{"+tenant+"}:g:", 1000)
+	b.Logf("preloaded %d documents, %d entities, %d edges in %v (%.0f applies/s); used_memory grew by %d MiB",
+		st.Sources, st.Entities, st.Edges, took.Round(time.Second), float64(corpus.Docs)/took.Seconds(), (after-before)>>20)
+	b.Logf("per sampled edge: key %.0f B, out-set entry %.0f B, in-set entry %.0f B, edge-id-set entry %.0f B",
+		mem.key, mem.out, mem.in, mem.all)
+	b.Run("memory", func(b *testing.B) {
+		for b.Loop() {
+		}
+		b.ReportMetric(float64(st.Edges), "edges")
+		b.ReportMetric(mem.key+mem.out+mem.in+mem.all, "edge+index-B/edge")
+		b.ReportMetric(mem.key, "edge-key-B/edge")
+		b.ReportMetric(float64(after-before)/float64(st.Edges), "used-B/edge")
+		b.ReportMetric(took.Seconds(), "preload-s")
+	})
+	storetest.BenchApply(b, s, tenant, corpus)
+}
+
+// usedMemory is INFO memory's used_memory.
+func usedMemory(tb testing.TB, c *goredis.Client) int64 {
+	info, err := c.Info(tb.Context(), "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatal("INFO memory has no used_memory")
+	return 0
+}
+
+// edgeCost is the average memory of one edge: its key, and its entries in
+// the out and in adjacency sets and in the set of all edge ids.
+type edgeCost struct{ key, out, in, all float64 }
+
+// edgeMemory samples n edges and averages MEMORY USAGE of their keys. A
+// set entry costs the set's MEMORY USAGE divided by its members (so the
+// set's own overhead is shared by its entries); the adjacency sets are
+// those of the sampled edges' endpoints.
+func edgeMemory(tb testing.TB, c *goredis.Client, graph string, n int) edgeCost {
+	ctx := tb.Context()
+	ids, err := c.SRandMemberN(ctx, graph+"edges", int64(n)).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	perEntry := func(set string) float64 {
+		size, err := c.MemoryUsage(ctx, set, 0).Result()
+		if err != nil {
+			tb.Fatalf("MEMORY USAGE %s: %v", set, err)
+		}
+		card, err := c.SCard(ctx, set).Result()
+		if err != nil || card == 0 {
+			tb.Fatalf("SCARD %s: %d, %v", set, card, err)
+		}
+		return float64(size) / float64(card)
+	}
+	var cost edgeCost
+	for _, id := range ids {
+		size, err := c.MemoryUsage(ctx, graph+"edge:"+id, 0).Result()
+		if err != nil {
+			tb.Fatalf("MEMORY USAGE of edge %q: %v", id, err)
+		}
+		cost.key += float64(size)
+		parts := strings.SplitN(id, "|", 3)
+		if len(parts) != 3 {
+			tb.Fatalf("edge id %q is not source|relation|target", id)
+		}
+		cost.out += perEntry(graph + "out:" + parts[0])
+		cost.in += perEntry(graph + "in:" + parts[2])
+	}
+	k := float64(len(ids))
+	cost.key, cost.out, cost.in = cost.key/k, cost.out/k, cost.in/k
+	// The set of all edge ids is one big hash table: 5 sampled members
+	// estimate it well, where SAMPLES 0 would walk a million.
+	size, err := c.MemoryUsage(ctx, graph+"edges").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	card, err := c.SCard(ctx, graph+"edges").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cost.all = float64(size) / float64(card)
+	if len(ids) < n {
+		tb.Logf("%s", fmt.Sprintf("sampled %d edges, fewer than %d", len(ids), n))
+	}
+	return cost
 }

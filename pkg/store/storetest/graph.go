@@ -425,6 +425,45 @@ func testInvalidContributions(t *testing.T, s store.Stores) {
 	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
+// testAmbiguousEdgeID: entity ids may contain "|", so two different edges
+// can spell one edge id ("t:a|b" -r-> "t:c" and "t:a" -b-> "r|t:c"). The second
+// must be refused, not merged into the first's endpoints, where it would
+// outlive them as an orphan.
+func testAmbiguousEdgeID(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	first := contrib(ents(ent("t:a|b", "ab", 1), ent("t:c", "c", 1)), edge("t:a|b", "r", "t:c", 1))
+	second := contrib(ents(ent("t:a", "a", 1), ent("r|t:c", "rc", 1)), edge("t:a", "b", "r|t:c", 1))
+	second.Entities[1].Type = "r"
+	require.Equal(t, first.Edges[0].ID(), second.Edges[0].ID(), "the test needs colliding ids")
+
+	_, err := s.Apply(ctx, tenant, "both", 1, contrib(slices.Concat(first.Entities, second.Entities), first.Edges[0], second.Edges[0]))
+	require.ErrorIs(t, err, store.ErrInvalid, "one document with both spellings")
+
+	apply(t, s, tenant, "first", 1, first)
+	_, err = s.Apply(ctx, tenant, "second", 1, second)
+	require.ErrorIs(t, err, store.ErrInvalid, "a document whose edge id is another edge's")
+	_, err = s.Source(ctx, tenant, "second")
+	require.ErrorIs(t, err, store.ErrNotFound, "a refused apply leaves no record")
+	requireClean(t, s, tenant)
+
+	// A document may respell its own edge: it moves to the new endpoints.
+	res := apply(t, s, tenant, "first", 2, second)
+	require.Equal(t, store.ApplyResult{Outcome: store.Applied, Previous: 1, Touched: []string{"r|t:c", "t:a", "t:a|b", "t:c"},
+		EntitiesAdded: 2, EntitiesRemoved: 2, EdgesAdded: 1, EdgesRemoved: 1}, res)
+	require.Equal(t, []string{second.Edges[0].ID()}, edges(t, s, tenant, "t:a", store.Out))
+	require.Empty(t, edges(t, s, tenant, "t:c", store.In))
+	require.Equal(t, store.AuditReport{Sources: 1, Entities: 2, Edges: 1}, requireClean(t, s, tenant))
+
+	// Once nobody holds the edge, the other spelling is free again.
+	del(t, s, tenant, "first", 3)
+	apply(t, s, tenant, "second", 1, first)
+	es, err := s.Edges(ctx, tenant, "t:a|b", store.Out)
+	require.NoError(t, err)
+	require.Len(t, es, 1)
+	require.Equal(t, "r", es[0].Relation)
+	require.Equal(t, store.AuditReport{Sources: 1, Entities: 2, Edges: 1}, requireClean(t, s, tenant))
+}
+
 // testConcurrentSources applies several sources that share entities and an
 // edge, each through several versions, concurrently.
 func testConcurrentSources(t *testing.T, s store.Stores) {

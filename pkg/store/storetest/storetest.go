@@ -61,10 +61,12 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Graph/SnapshotStatsTenants", testSnapshotStats},
 		{"Graph/TypeChange", testTypeChange},
 		{"Graph/InvalidContributions", testInvalidContributions},
+		{"Graph/AmbiguousEdgeID", testAmbiguousEdgeID},
 		{"Graph/ConcurrentSourcesSharingEntities", testConcurrentSources},
 		{"Graph/ConcurrentVersionsOfOneSource", testConcurrentVersions},
 		{"Graph/LargeSource", testLargeSource},
 		{"Graph/Unicode", testUnicode},
+		{"Graph/Model", testModel},
 
 		{"TenantIsolation", testTenantIsolation},
 		{"Communities", testCommunities},
