@@ -206,6 +206,9 @@ type TextUnit struct {
 	End   int    `json:"end"`
 	// Tokens is the chunk's length in tokens of the chunking tokenizer.
 	Tokens int `json:"tokens,omitempty"`
+	// Hash is the hex SHA-256 of Text: the extraction cache key and the
+	// proof of which text a citation rests on.
+	Hash string `json:"hash,omitempty"`
 }
 
 // RawEntity is an entity as an extractor saw it, before resolution.
@@ -239,6 +242,12 @@ type RawRelationship struct {
 	Description string  `json:"description,omitempty"`
 	Strength    float64 `json:"strength,omitempty"`
 	TextUnit    string  `json:"text_unit,omitempty"`
+	// SentenceStart and SentenceEnd are the byte span, in the document
+	// text, of the sentence that supports the relationship (0, 0: unknown).
+	SentenceStart int `json:"sentence_start,omitempty"`
+	SentenceEnd   int `json:"sentence_end,omitempty"`
+	// UnitHash is the supporting text unit's content hash.
+	UnitHash string `json:"unit_hash,omitempty"`
 }
 
 // Extracted carries what the extractor found in one document version.
@@ -253,6 +262,10 @@ type Extracted struct {
 	Entities      []RawEntity       `json:"entities"`
 	Relationships []RawRelationship `json:"relationships"`
 	ReceivedAt    time.Time         `json:"received_at"`
+	// Resolution, when above the applied one, makes the resolver re-resolve
+	// and re-apply this version (after an alias change or an unmerge) even
+	// though the version itself is already applied.
+	Resolution int64 `json:"resolution,omitempty"`
 }
 
 // Validate checks the fields a consumer relies on, including that every
@@ -288,6 +301,9 @@ func (e *Extracted) Validate() error {
 		}
 		if r.TextUnit != "" && !units[r.TextUnit] {
 			return fmt.Errorf("relationships[%d]: unknown text unit %q", i, r.TextUnit)
+		}
+		if r.SentenceStart < 0 || r.SentenceEnd < r.SentenceStart {
+			return fmt.Errorf("relationships[%d]: sentence span %d..%d is invalid", i, r.SentenceStart, r.SentenceEnd)
 		}
 	}
 	return nil
