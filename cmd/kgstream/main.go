@@ -21,6 +21,8 @@ Usage:
       MODE: paths START REL[,REL...] | aggregate TYPE REL | local|basic|global|drift|auto QUESTION
             | entities [Q] | report ID | communities
   kgstream status [--audit] [--json] [--server URL] [--token T]
+  kgstream entities unmerge TYPE:NAME --mention SPELLING [--as NAME] --aliases FILE [--server URL] [--token T]
+  kgstream entities reresolve TYPE:NAME [--server URL] [--token T]
   kgstream eval extraction --gold FILE --docs DIR [--catalog FILE] [--json]
   kgstream leiden [--flat] [--max-cluster-size N] [--seed S] [--resolution G] [--randomness R] [--iterations K]
 
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string) error {
 		return cmdQuery(ctx, args[1:])
 	case "status":
 		return cmdStatus(ctx, args[1:])
+	case "entities":
+		return cmdEntities(ctx, args[1:])
 	case "eval":
 		return cmdEval(ctx, args[1:])
 	case "leiden":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,16 @@ type AliasEntry struct {
 	Mentions []string `yaml:"mentions"`
 }
 
+// SplitEntry undoes a wrong merge: mentions spelt exactly Mention (case and
+// surrounding space aside) of type Type resolve to As instead of whatever
+// their normalisation key would merge them into.
+type SplitEntry struct {
+	Tenant  string `yaml:"tenant,omitempty"`
+	Type    string `yaml:"type"`
+	Mention string `yaml:"mention"`
+	As      string `yaml:"as"`
+}
+
 // AliasFile is the YAML document of an alias table:
 //
 //	aliases:
@@ -38,15 +49,22 @@ type AliasEntry struct {
 //	    type: service
 //	    canonical: checkout-api
 //	    mentions: [checkout]
+//
+//	splits:
+//	  - type: component
+//	    mention: Cert Manager
+//	    as: cert manager (legacy)
 type AliasFile struct {
 	Aliases []AliasEntry `yaml:"aliases"`
+	Splits  []SplitEntry `yaml:"splits,omitempty"`
 }
 
 // Aliases is an immutable alias table: (tenant, type, mention key) to the
 // canonical key. Tenant-specific entries win over global ones.
 type Aliases struct {
-	byKey map[aliasKey]string
-	n     int
+	byKey  map[aliasKey]string
+	splits map[aliasKey]string // key: exact lower-cased spelling
+	n      int
 }
 
 type aliasKey struct{ tenant, typ, key string }
@@ -59,7 +77,7 @@ func ParseAliases(data []byte) (*Aliases, error) {
 	if err := yaml.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidAliases, err)
 	}
-	a := &Aliases{byKey: map[aliasKey]string{}}
+	a := &Aliases{byKey: map[aliasKey]string{}, splits: map[aliasKey]string{}}
 	for i, e := range f.Aliases {
 		t := Type(e.Type)
 		ck := Key(e.Canonical)
@@ -83,7 +101,35 @@ func ParseAliases(data []byte) (*Aliases, error) {
 			a.n++
 		}
 	}
+	for i, e := range f.Splits {
+		t, m, as := Type(e.Type), spelling(e.Mention), Key(e.As)
+		if t == "" || m == "" || as == "" {
+			return nil, fmt.Errorf("%w: split %d: type, mention and as are required", ErrInvalidAliases, i)
+		}
+		k := aliasKey{e.Tenant, t, m}
+		if prev, ok := a.splits[k]; ok && prev != as {
+			return nil, fmt.Errorf("%w: split %d: mention %q of type %s splits to both %q and %q", ErrInvalidAliases, i, e.Mention, t, prev, as)
+		}
+		a.splits[k] = as
+		a.n++
+	}
 	return a, nil
+}
+
+func spelling(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// Split returns the key a mention spelt exactly name resolves to when a
+// split rule separates it, and whether one does.
+func (a *Aliases) Split(tenant, typ, name string) (string, bool) {
+	if a == nil {
+		return "", false
+	}
+	k := spelling(name)
+	if as, ok := a.splits[aliasKey{tenant, typ, k}]; ok {
+		return as, true
+	}
+	as, ok := a.splits[aliasKey{"", typ, k}]
+	return as, ok
 }
 
 // Len returns the number of mention mappings.
@@ -125,7 +171,7 @@ func NewAliasWatcher(path string, log *slog.Logger) (*AliasWatcher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &AliasWatcher{path: path, log: log}
-	w.cur.Store(&Aliases{byKey: map[aliasKey]string{}})
+	w.cur.Store(&Aliases{byKey: map[aliasKey]string{}, splits: map[aliasKey]string{}})
 	if path == "" {
 		return w, nil
 	}
@@ -163,6 +209,24 @@ func (w *AliasWatcher) reload() (bool, error) {
 	w.modTime, w.size = fi.ModTime(), fi.Size()
 	w.log.Info("alias table loaded", "path", w.path, "mentions", a.Len())
 	return true, nil
+}
+
+// Refresh reloads the file now if it changed (a re-resolution must see the
+// table that asked for it, not wait for the next poll).
+func (w *AliasWatcher) Refresh() error {
+	if w == nil || w.path == "" {
+		return nil
+	}
+	_, err := w.reload()
+	return err
+}
+
+// Path is the watched file ("" when none).
+func (w *AliasWatcher) Path() string {
+	if w == nil {
+		return ""
+	}
+	return w.path
 }
 
 // Run polls the file every interval until ctx is done. Polling (not inotify)

@@ -97,3 +97,26 @@ func TestAliasWatcherReloads(t *testing.T) {
 		t.Fatal("a missing alias file was accepted at start")
 	}
 }
+
+func TestSplits(t *testing.T) {
+	a, err := ParseAliases([]byte(`
+splits:
+  - {type: component, mention: Cert Manager, as: cert manager (legacy)}
+  - {tenant: acme, type: service, mention: API, as: public api}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as, ok := a.Split("x", "component", "  cert manager "); !ok || as != "certmanagerlegacy" {
+		t.Fatalf("split: %q %v", as, ok)
+	}
+	if _, ok := a.Split("x", "component", "cert-manager"); ok {
+		t.Fatal("a split matched another spelling of the same key")
+	}
+	if _, ok := a.Split("other", "service", "API"); ok {
+		t.Fatal("a tenant's split leaked")
+	}
+	if _, err := ParseAliases([]byte("splits:\n  - {type: service, mention: x}\n")); !errors.Is(err, ErrInvalidAliases) {
+		t.Fatalf("split without as: %v", err)
+	}
+}

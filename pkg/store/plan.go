@@ -69,6 +69,8 @@ func (ch Change) Outcome(old *SourceRecord) Outcome {
 		return Stale
 	case ch.Delete:
 		return Applied
+	case ch.Contributions.Resolution > old.Resolution:
+		return Applied // the same version, resolved again
 	default:
 		return Duplicate
 	}
@@ -185,6 +187,7 @@ func Plan(ch Change, old *SourceRecord, entities map[string]Entity, edges map[st
 	if !ch.Delete {
 		c := ch.Contributions
 		rec.Title, rec.DocType = c.Title, c.DocType
+		rec.Resolution, rec.Raw = c.Resolution, slices.Clone(c.Raw)
 		rec.TextUnits = nilIfEmpty(slices.Clone(c.TextUnits))
 		if !c.ReceivedAt.IsZero() {
 			rec.ReceivedAt = c.ReceivedAt.UTC().Round(0)

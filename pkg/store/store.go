@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -101,6 +102,14 @@ type Contributions struct {
 	Edges     []EdgeContribution
 	// ReceivedAt is the gateway receipt of the version, kept for lag metrics.
 	ReceivedAt time.Time
+	// Resolution orders re-resolutions of one version: a contribution at the
+	// applied version with a higher Resolution replaces the applied one (an
+	// unmerge or alias change re-resolving stored mentions); the same or a
+	// lower one is a Duplicate.
+	Resolution int64
+	// Raw is the extraction the contributions were resolved from, kept so
+	// that they can be resolved again without re-extracting.
+	Raw json.RawMessage
 }
 
 // Fragment is what one source version says of an entity or edge.
@@ -145,6 +154,10 @@ type SourceRecord struct {
 	Edges      []string          `json:"edges,omitempty"`    // sorted
 	AppliedAt  time.Time         `json:"applied_at"`
 	ReceivedAt time.Time         `json:"received_at,omitzero"`
+	// Resolution is the applied contributions' resolution (see Contributions).
+	Resolution int64 `json:"resolution,omitempty"`
+	// Raw is the extraction the applied contributions came from.
+	Raw json.RawMessage `json:"raw,omitempty"`
 }
 
 // Outcome says what an Apply or Delete did.
@@ -153,7 +166,7 @@ type Outcome string
 // Apply outcomes.
 const (
 	Applied   Outcome = "applied"
-	Duplicate Outcome = "duplicate" // same version already applied: nothing changed
+	Duplicate Outcome = "duplicate" // same version (and resolution) already applied: nothing changed
 	Stale     Outcome = "stale"     // older than applied: nothing changed
 )
 

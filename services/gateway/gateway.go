@@ -20,6 +20,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/httpapi"
 	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 )
@@ -30,6 +31,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// PublishTimeout bounds the wait for JetStream's acknowledgement (default 10s).
 	PublishTimeout time.Duration
+	// Graph, when set, enables re-resolution (POST /v1/entities/reresolve):
+	// stored extractions are re-published for the resolver to resolve again.
+	Graph store.GraphStore
 }
 
 func (c *Config) setDefaults() {
@@ -93,6 +97,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("DELETE /v1/documents/{id}", g.route("documents.delete", g.deleteDocument))
 	mux.Handle("PUT /v1/documents/{id}/acl", g.route("documents.acl", g.putACL))
 	mux.Handle("POST /v1/catalog", g.route("catalog.post", g.postCatalog))
+	mux.Handle("POST /v1/entities/reresolve", g.route("entities.reresolve", g.reresolve))
 	return mux
 }
 
@@ -316,4 +321,77 @@ func (g *Gateway) postCatalog(r *http.Request, c provenance.Caller) (int, any, e
 	ev := &events.DocChanged{DocID: docID, Source: "backstage", DocType: "catalog", Title: "Service catalog " + docID,
 		ACL: provenance.PublicACL(), Structured: st}
 	return g.announce(r.Context(), tenant, 0, "", ev)
+}
+
+// ReresolveRequest is the body of POST /v1/entities/reresolve.
+type ReresolveRequest struct {
+	// Entity is the TYPE:NAME of the entity whose sources are resolved again.
+	Entity string `json:"entity"`
+}
+
+// ReresolveAccepted is its 202 answer.
+type ReresolveAccepted struct {
+	Entity string `json:"entity"`
+	// Sources are the documents re-published for resolution.
+	Sources []string `json:"sources"`
+	// Skipped are the documents without a stored extraction (applied before
+	// extractions were kept); re-ingest them.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// reresolve re-publishes the stored extraction of every source of an entity
+// with the next resolution number, so the resolver resolves them again with
+// the current alias table (after an unmerge) without re-extracting. It
+// changes the graph for everyone, so it is for admin callers only.
+func (g *Gateway) reresolve(r *http.Request, c provenance.Caller) (int, any, error) {
+	if g.cfg.Graph == nil {
+		return 0, nil, httpapi.Errorf(http.StatusNotImplemented, "not_implemented", "re-resolution needs the graph store")
+	}
+	if !c.Admin {
+		return 0, nil, httpapi.Errorf(http.StatusForbidden, "forbidden", "re-resolution is for admin callers")
+	}
+	var req ReresolveRequest
+	if err := httpapi.DecodeJSON(nil, r, g.cfg.MaxBodyBytes, &req); err != nil {
+		return 0, nil, err
+	}
+	id, err := resolve.ParseRef(req.Entity)
+	if err != nil {
+		return 0, nil, httpapi.Errorf(http.StatusBadRequest, "invalid_field", "entity: %v", err)
+	}
+	ctx := r.Context()
+	e, err := g.cfg.Graph.Entity(ctx, c.Tenant, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return 0, nil, httpapi.Errorf(http.StatusNotFound, "unknown_entity", "no entity %s", id)
+	case err != nil:
+		return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "store_unavailable", "reading %s: %v", id, err)
+	}
+	out := ReresolveAccepted{Entity: id, Sources: []string{}}
+	for _, f := range e.Sources {
+		rec, err := g.cfg.Graph.Source(ctx, c.Tenant, f.DocID)
+		if err != nil {
+			return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "store_unavailable", "reading source %s: %v", f.DocID, err)
+		}
+		if rec.Deleted {
+			continue
+		}
+		if len(rec.Raw) == 0 {
+			out.Skipped = append(out.Skipped, rec.DocID)
+			continue
+		}
+		var ev events.Extracted
+		if err := events.Decode(rec.Raw, &ev); err != nil {
+			out.Skipped = append(out.Skipped, rec.DocID)
+			g.log.Error("stored extraction does not decode", "doc", rec.DocID, "error", err)
+			continue
+		}
+		ev.Resolution, ev.ReceivedAt = rec.Resolution+1, g.now().UTC()
+		if _, err := g.publish(ctx, events.KindExtracted, c.Tenant,
+			events.MsgID(c.Tenant, rec.DocID, rec.Version, fmt.Sprintf("extracted-r%d", ev.Resolution)), &ev); err != nil {
+			return 0, nil, err
+		}
+		out.Sources = append(out.Sources, rec.DocID)
+	}
+	g.log.Info("re-resolution requested", "tenant", c.Tenant, "entity", id, "sources", len(out.Sources), "skipped", len(out.Skipped))
+	return http.StatusAccepted, out, nil
 }

@@ -157,10 +157,19 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 		if ev.Tenant != m.Tenant {
 			return stream.Permanent(fmt.Errorf("event tenant %q does not match subject tenant %q", ev.Tenant, m.Tenant))
 		}
+		if ev.Resolution > 0 {
+			// A re-resolution must see the alias table that asked for it.
+			if err := w.cfg.Aliases.Refresh(); err != nil {
+				w.log.Error("alias table not reloaded for a re-resolution", "error", err)
+			}
+		}
 		c, err := w.Resolve(ctx, &ev)
 		if err != nil {
 			return err
 		}
+		// Keep the extraction so the document can be resolved again (after an
+		// unmerge) without re-extracting it.
+		c.Resolution, c.Raw = ev.Resolution, m.Data
 		before, err := w.degrees(ctx, ev.Tenant, w.hubCandidates(c))
 		if err != nil {
 			return err
@@ -177,7 +186,7 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 		if ev.DocType == "catalog" && res.Outcome == store.Applied {
 			w.forgetCatalog(ev.Tenant)
 		}
-		return w.after(ctx, "change", ev.Tenant, ev.DocID, ev.Version, false, ev.ReceivedAt, res)
+		return w.after(ctx, "change", ev.Tenant, ev.DocID, ev.Version, ev.Resolution, false, ev.ReceivedAt, res)
 	case events.KindDocDeleted:
 		var ev events.DocDeleted
 		if err := events.Decode(m.Data, &ev); err != nil {
@@ -190,13 +199,13 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 		if err != nil {
 			return classify(fmt.Errorf("deleting %s@%d: %w", ev.DocID, ev.Version, err))
 		}
-		return w.after(ctx, "delete", ev.Tenant, ev.DocID, ev.Version, true, ev.ReceivedAt, res)
+		return w.after(ctx, "delete", ev.Tenant, ev.DocID, ev.Version, 0, true, ev.ReceivedAt, res)
 	default:
 		return stream.Permanent(fmt.Errorf("resolver does not handle %s events", m.Kind))
 	}
 }
 
-func (w *Worker) after(ctx context.Context, kind, tenant, docID string, version int64, deleted bool, received time.Time, res store.ApplyResult) error {
+func (w *Worker) after(ctx context.Context, kind, tenant, docID string, version, resolution int64, deleted bool, received time.Time, res store.ApplyResult) error {
 	w.outcomes.WithLabelValues(kind, string(res.Outcome)).Inc()
 	if res.Outcome == store.Stale {
 		return fmt.Errorf("%w: %s@%d is older than applied version %d", stream.ErrStale, docID, version, res.Previous)
@@ -210,7 +219,11 @@ func (w *Worker) after(ctx context.Context, kind, tenant, docID string, version 
 	}
 	// Published for duplicates too: a redelivery after a failed publish must
 	// still reach the clusterer; the message id de-duplicates.
-	_, err = w.bus.Publish(ctx, events.KindGraphChanged, tenant, events.MsgID(tenant, docID, version, "graph"),
+	id := events.MsgID(tenant, docID, version, "graph")
+	if resolution > 0 {
+		id = events.MsgID(tenant, docID, version, fmt.Sprintf("graph-r%d", resolution))
+	}
+	_, err = w.bus.Publish(ctx, events.KindGraphChanged, tenant, id,
 		&events.GraphChanged{Header: events.Header{Tenant: tenant}, DocID: docID, Version: version, Deleted: deleted,
 			Touched: res.Touched, Entities: st.Entities, Edges: st.Edges, ReceivedAt: received})
 	if err != nil {
@@ -385,6 +398,22 @@ func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contr
 			"mention", name, "reason", reason, "candidates", candidates)
 	}
 	ents := map[string]*store.EntityContribution{}
+	add := func(id, t, name string, authority int, desc, unit string) string {
+		e, ok := ents[id]
+		if !ok {
+			e = &store.EntityContribution{ID: id, Type: t, Name: name, NameRank: rankOf(authority), Description: desc}
+			ents[id] = e
+		} else if r := rankOf(authority); r < e.NameRank {
+			e.Name, e.NameRank = name, r
+		}
+		if e.Description == "" {
+			e.Description = desc
+		}
+		if unit != "" && !slices.Contains(e.TextUnits, unit) {
+			e.TextUnits = append(e.TextUnits, unit)
+		}
+		return id
+	}
 	entity := func(typ, name, key string, authority int, desc, unit string) (string, bool) {
 		t := resolve.Type(typ)
 		name = strings.TrimSpace(name)
@@ -409,21 +438,12 @@ func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contr
 				return "", false
 			}
 		}
+		if as, ok := aliases.Split(ev.Tenant, t, name); ok {
+			// A reviewed split: this spelling is its own entity.
+			return add(t+":"+as, t, name, authority, desc, unit), true
+		}
 		id := t + ":" + canonical(t, k)
-		e, ok := ents[id]
-		if !ok {
-			e = &store.EntityContribution{ID: id, Type: t, Name: name, NameRank: rankOf(authority), Description: desc}
-			ents[id] = e
-		} else if r := rankOf(authority); r < e.NameRank {
-			e.Name, e.NameRank = name, r
-		}
-		if e.Description == "" {
-			e.Description = desc
-		}
-		if unit != "" && !slices.Contains(e.TextUnits, unit) {
-			e.TextUnits = append(e.TextUnits, unit)
-		}
-		return id, true
+		return add(id, t, name, authority, desc, unit), true
 	}
 	for _, e := range ev.Entities {
 		entity(e.Type, e.Name, e.Key, e.Authority, e.Description, e.TextUnit)

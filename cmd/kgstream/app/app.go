@@ -220,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	gw, err := gateway.New(gateway.Config{}, st, bus, authn, log.With("component", "gateway"), a.Registry)
+	gw, err := gateway.New(gateway.Config{Graph: st}, st, bus, authn, log.With("component", "gateway"), a.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +242,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	api.Handle("/v1/documents", gwh)
 	api.Handle("/v1/documents/", gwh)
 	api.Handle("/v1/catalog", gwh)
+	api.Handle("POST /v1/entities/reresolve", gwh)
 	api.Handle("GET /v1/status", stc.Handler(authn))
 	api.Handle("/", qs.Handler())
 	l, err := serve.Listen(cfg.HTTPAddr)

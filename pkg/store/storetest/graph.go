@@ -72,6 +72,35 @@ func testApplyDuplicate(t *testing.T, s store.Stores) {
 	requireClean(t, s, tenant)
 }
 
+func testReResolution(t *testing.T, s store.Stores) {
+	c := contrib(ents(ent(api, "API", 1, "u1"), ent(db, "DB", 1)), edge(api, "calls", db, 1))
+	c.Raw = []byte(`{"mentions":["API","DB"]}`)
+	apply(t, s, tenant, "doc-a", 3, c)
+	rec := source(t, s, tenant, "doc-a")
+	require.JSONEq(t, `{"mentions":["API","DB"]}`, string(rec.Raw), "the raw extraction is kept")
+	require.Zero(t, rec.Resolution)
+
+	// The same version resolved again (an unmerge split DB off): replaced.
+	again := contrib(ents(ent(api, "API", 1, "u1"), ent(cache, "Cache", 1)), edge(api, "calls", cache, 1))
+	again.Resolution, again.Raw = 1, c.Raw
+	res := apply(t, s, tenant, "doc-a", 3, again)
+	require.Equal(t, store.Applied, res.Outcome)
+	require.EqualValues(t, 3, res.Previous)
+	requireNoEntity(t, s, tenant, db)
+	require.Equal(t, []string{store.EdgeID(api, "calls", cache)}, edges(t, s, tenant, api, store.Out))
+	rec = source(t, s, tenant, "doc-a")
+	require.EqualValues(t, 3, rec.Version)
+	require.EqualValues(t, 1, rec.Resolution)
+
+	// The same resolution again, or an older one, is a duplicate.
+	for _, r := range []int64{1, 0} {
+		c := contrib(ents(ent(db, "DB", 1)))
+		c.Resolution = r
+		require.Equal(t, store.Duplicate, apply(t, s, tenant, "doc-a", 3, c).Outcome)
+	}
+	requireClean(t, s, tenant)
+}
+
 func testNewerVersionRetracts(t *testing.T, s store.Stores) {
 	apply(t, s, tenant, "doc-a", 1, contrib(ents(ent(api, "API", 1, "u1"), ent(db, "DB", 1, "u1")),
 		edge(api, "calls", db, 1, "u1")))

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStores NewStores) {
 
 		{"Graph/Apply", testApply},
 		{"Graph/SameVersionIsDuplicate", testApplyDuplicate},
+		{"Graph/ReResolutionReplaces", testReResolution},
 		{"Graph/NewerVersionRetracts", testNewerVersionRetracts},
 		{"Graph/OlderVersionIsStale", testOlderVersionStale},
 		{"Graph/DeleteKeepsWhatOthersSupport", testDeleteKeepsShared},

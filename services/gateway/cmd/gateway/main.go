@@ -29,7 +29,7 @@ func main() {
 		if err != nil {
 			return nil, nil, err
 		}
-		g, err := gateway.New(gateway.Config{MaxBodyBytes: *maxBody}, env.Stores, env.Bus, a, env.Log, env.Registry)
+		g, err := gateway.New(gateway.Config{MaxBodyBytes: *maxBody, Graph: env.Stores}, env.Stores, env.Bus, a, env.Log, env.Registry)
 		if err != nil {
 			return nil, nil, err
 		}
