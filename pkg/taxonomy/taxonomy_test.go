@@ -67,6 +67,31 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 	}
 }
 
+func TestNetworkFailureNeedsAFailureCue(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{
+		"The network team was paged at 09:00.",
+		"Traffic enters the network through the edge routers.",
+		"Azure uses the Border Gateway Protocol (BGP) to advertise routes for its services.",
+		"RCA - Azure DNS - Connectivity issues.",
+		"Customers saw connectivity issues to their virtual machines.",
+		"Virtual network peering was slow to provision.",
+	} {
+		require.Nil(t, selected(tx, text), text)
+	}
+	for _, text := range []string{
+		"This was caused by the failure of a subset of network devices in the region.",
+		"Datacenters in the region experienced a loss of network connectivity for 62 minutes.",
+		"Network connectivity to the region was unavailable for an hour.",
+		"We received an alert that there were network connectivity issues in the region.",
+		"The physical network links to some devices were disrupted during maintenance.",
+		"Multiple BGP routes were withdrawn by the faulty router.",
+		"A partial connectivity loss to the router left the zone unreachable.",
+	} {
+		require.Equal(t, []string{"network failure"}, selected(tx, text), text)
+	}
+}
+
 func TestNegatedAndHedgedCuesAreIgnored(t *testing.T) {
 	tx := defaultTaxonomy(t)
 	for _, text := range []string{

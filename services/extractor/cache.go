@@ -65,8 +65,9 @@ func (k CacheKey) String() string {
 	return "extract:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// cachedUnit is a unit's extraction without its text-unit id (ids change
-// with the version; the extraction of unchanged text does not).
+// cachedUnit is a unit's extraction without its provenance (unit ids
+// change with the version, spans with the unit's place in the document;
+// the extraction of unchanged text does not).
 type cachedUnit struct {
 	Entities      []events.RawEntity       `json:"entities"`
 	Relationships []events.RawRelationship `json:"relationships"`
@@ -78,7 +79,8 @@ func encodeUnit(ents []events.RawEntity, rels []events.RawRelationship) ([]byte,
 		c.Entities[i].TextUnit = ""
 	}
 	for i := range c.Relationships {
-		c.Relationships[i].TextUnit = ""
+		r := &c.Relationships[i]
+		r.TextUnit, r.SentenceStart, r.SentenceEnd, r.UnitHash = "", 0, 0, ""
 	}
 	return json.Marshal(c)
 }

@@ -53,7 +53,8 @@ func testCacheReingest(t *testing.T, cache extractor.Cache) {
 	bus := startBus(t)
 	r := replay(t)
 	reg := prometheus.NewRegistry()
-	startWorker(t, bus, cachedLLM(t, r.URL(), cache, "", reg), reg, nil)
+	x := cachedLLM(t, r.URL(), cache, "", reg)
+	startWorker(t, bus, x, reg, nil)
 
 	for _, id := range seedIDs {
 		publishDoc(t, bus, seedDoc(t, "acme", id, 1))
@@ -71,6 +72,12 @@ func testCacheReingest(t *testing.T, cache extractor.Cache) {
 	require.Equal(t, float64(2*len(seedIDs)), calls)
 	_, cost := histogram(t, reg, "kgstream_llm_cost_per_document")
 	require.InDelta(t, 2*float64(len(seedIDs))*0.00014, cost, 1e-12)
+	// The summary `kgstream status` can show.
+	u := x.Usage()
+	require.Equal(t, "replay-model", u.Model)
+	require.Equal(t, len(seedIDs), u.Documents)
+	require.Equal(t, 2.0, u.CallsPerDocument())
+	require.InDelta(t, 2*0.00014, u.CostPerDocument(), 1e-12)
 
 	r.ResetCalls()
 	for _, id := range seedIDs {
@@ -87,8 +94,15 @@ func testCacheReingest(t *testing.T, cache extractor.Cache) {
 		unit := extractor.TextUnitID(ex.DocID, 2, 0)
 		for _, rel := range ex.Relationships {
 			require.Equal(t, unit, rel.TextUnit, "a cached extraction is re-tagged with the new unit")
+			require.Equal(t, ex.TextUnits[0].Hash, rel.UnitHash)
+			require.Less(t, rel.SentenceStart, rel.SentenceEnd, "and cited afresh")
 		}
 	}
+	// Cache hits cost nothing: the mean cost per document halves.
+	u = x.Usage()
+	require.Equal(t, 2*len(seedIDs), u.Documents)
+	require.Equal(t, len(seedIDs), u.CacheHits)
+	require.InDelta(t, 0.00014, u.CostPerDocument(), 1e-12)
 
 	// A new prompt version misses for every unit.
 	r.ResetCalls()

@@ -103,7 +103,8 @@ func TextUnitID(docID string, version int64, index int) string {
 // text with Text == text[Start:End]; a window boundary that falls inside a
 // multi-byte character is widened to the whole character, so every unit is
 // valid UTF-8 (GraphRAG would decode a replacement character there).
-// Tokens is the window's token count. Text without tokens has no units.
+// Tokens is the window's token count and Hash the content hash of Text.
+// Text without tokens has no units.
 func (c *Chunker) Chunk(docID string, version int64, text string) []events.TextUnit {
 	ids := c.tok.enc.EncodeOrdinary(text)
 	if len(ids) == 0 {
@@ -136,6 +137,7 @@ func (c *Chunker) Chunk(docID string, version int64, text string) []events.TextU
 			Start:  bs,
 			End:    be,
 			Tokens: end - start,
+			Hash:   ContentHash(text[bs:be]),
 		})
 		if end == len(ids) {
 			return units

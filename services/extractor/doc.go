@@ -15,4 +15,10 @@
 // (incident -failure-> failure_mode from pkg/taxonomy) and, optionally,
 // NounPhraseStage (co_occurs between noun phrases found with a
 // part-of-speech tagger).
+//
+// Every relationship either extractor emits carries its provenance: the
+// text unit, the byte span in the document of the sentence that supports
+// it (Unit.Cite for the offline stages; for the LLM, the sentence found by
+// the rule in support.go) and the unit's content hash, which the chunker
+// sets on each TextUnit.
 package extractor

@@ -61,9 +61,9 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 		h := where[i].Hit
 		out.Entity(events.RawEntity{Name: h.Mode, Type: TypeFailureMode, TextUnit: u.ID,
 			Description: fmt.Sprintf("failure mode %q", h.Mode)})
-		out.Relationship(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: RelFailure,
+		out.Relationship(u.Cite(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: RelFailure,
 			Target: h.Mode, TargetType: TypeFailureMode, Description: evidence(u.Text, h.Sentence),
-			Strength: h.Weight, TextUnit: u.ID})
+			Strength: h.Weight}, h.Sentence))
 	}
 	return nil
 }

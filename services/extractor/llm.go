@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -124,7 +125,8 @@ func (c LLMConfig) Validate() error {
 }
 
 // LLM extracts with an OpenAI-compatible model, one request per text unit
-// plus its gleaning passes.
+// plus its gleaning passes. Each relationship's supporting sentence is
+// found in its unit after extraction (see support.go for the rule).
 type LLM struct {
 	cfg      LLMConfig
 	client   *llm.Client
@@ -137,6 +139,9 @@ type LLM struct {
 	cacheRes *prometheus.CounterVec
 	perDoc   *prometheus.HistogramVec
 	docCost  *prometheus.HistogramVec
+
+	mu    sync.Mutex
+	usage Usage
 }
 
 var _ Extractor = (*LLM)(nil)
@@ -199,6 +204,53 @@ type DocUsage struct {
 	Calls, PromptTokens, CompletionTokens int
 	CacheHits, CacheMisses                int
 	Cost                                  float64
+}
+
+// Usage is what an LLM extractor has spent since it started, the figures
+// `kgstream status` shows: documents extracted, their calls, tokens and
+// estimated cost.
+type Usage struct {
+	Model     string
+	Documents int
+	DocUsage
+}
+
+// CostPerDocument is the mean estimated cost of one document version.
+func (u Usage) CostPerDocument() float64 {
+	if u.Documents == 0 {
+		return 0
+	}
+	return u.Cost / float64(u.Documents)
+}
+
+// CallsPerDocument is the mean number of LLM calls per document version.
+func (u Usage) CallsPerDocument() float64 {
+	if u.Documents == 0 {
+		return 0
+	}
+	return float64(u.Calls) / float64(u.Documents)
+}
+
+// Usage returns the extractor's usage so far.
+func (x *LLM) Usage() Usage {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	u := x.usage
+	u.Model = x.client.Model()
+	return u
+}
+
+func (x *LLM) addUsage(d *DocUsage) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	u := &x.usage
+	u.Documents++
+	u.Calls += d.Calls
+	u.PromptTokens += d.PromptTokens
+	u.CompletionTokens += d.CompletionTokens
+	u.CacheHits += d.CacheHits
+	u.CacheMisses += d.CacheMisses
+	u.Cost += d.Cost
 }
 
 type usageKey struct{}
@@ -267,10 +319,14 @@ func (x *LLM) Extract(ctx context.Context, doc *events.DocChanged, units []event
 		if err != nil {
 			return nil, nil, fmt.Errorf("extracting text unit %d (%s): %w", i, u.ID, err)
 		}
+		// After the cache: spans are document offsets, and the same text
+		// may sit elsewhere in another version.
+		citeUnit(u, e, r)
 		ents = append(ents, e...)
 		rels = append(rels, r...)
 	}
 	model := x.client.Model()
+	x.addUsage(usage)
 	x.perDoc.WithLabelValues(model).Observe(float64(usage.Calls))
 	x.docCost.WithLabelValues(model).Observe(usage.Cost)
 	x.log.Info("LLM extraction cost", "tenant", doc.Tenant, "doc", doc.DocID, "version", doc.Version,

@@ -250,17 +250,23 @@ func (s *NounPhraseStage) Extract(ctx context.Context, a *Analysis, out *Output)
 				if entityID(pa.ent) == entityID(pb.ent) {
 					continue
 				}
-				shared := 0
+				shared, first := 0, -1
 				for _, x := range pa.sentences {
 					if slices.Contains(pb.sentences, x) {
+						if shared == 0 {
+							first = x
+						}
 						shared++
 					}
 				}
 				out.Entity(pa.ent)
 				out.Entity(pb.ent)
-				out.Relationship(events.RawRelationship{Source: pa.ref, SourceType: pa.ent.Type, Relation: RelCoOccurs,
-					Target: pb.ref, TargetType: pb.ent.Type, Strength: float64(1 + shared), TextUnit: u.ID,
-					Description: fmt.Sprintf("%q and %q co-occur in a text unit (%d sentences together)", pa.ent.Name, pb.ent.Name, shared)})
+				// The support is the first sentence holding both, else the
+				// unit (what co-occurrence is measured over).
+				out.Relationship(u.Cite(events.RawRelationship{Source: pa.ref, SourceType: pa.ent.Type, Relation: RelCoOccurs,
+					Target: pb.ref, TargetType: pb.ent.Type, Strength: float64(1 + shared),
+					Description: fmt.Sprintf("%q and %q co-occur in a text unit (%d sentences together)", pa.ent.Name, pb.ent.Name, shared)},
+					u.Sentence(first)))
 			}
 		}
 	}

@@ -177,8 +177,8 @@ func (pt *pattern) fromDocument(a *Analysis, out *Output) {
 	found := false
 	emit := func(u Unit, m Mention, sent taxonomy.Span) {
 		out.Entity(m.Entity(u.ID))
-		out.Relationship(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: pt.relation,
-			Target: m.Ref(), TargetType: m.Type, Description: evidence(u.Text, sent), Strength: 1, TextUnit: u.ID})
+		out.Relationship(u.Cite(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: pt.relation,
+			Target: m.Ref(), TargetType: m.Type, Description: evidence(u.Text, sent), Strength: 1}, sent))
 	}
 	for _, u := range a.Units {
 		for _, m := range u.Mentions {
@@ -217,9 +217,9 @@ func (pt *pattern) fromMention(a *Analysis, out *Output) {
 				if pt.targetTypes[tgt.Type] && pt.between.MatchString(u.Text[src.End:tgt.Start]) {
 					out.Entity(src.Entity(u.ID))
 					out.Entity(tgt.Entity(u.ID))
-					out.Relationship(events.RawRelationship{Source: src.Ref(), SourceType: src.Type, Relation: pt.relation,
-						Target: tgt.Ref(), TargetType: tgt.Type, Description: evidence(u.Text, u.Sentences[src.Sentence]),
-						Strength: 1, TextUnit: u.ID})
+					sent := u.Sentences[src.Sentence]
+					out.Relationship(u.Cite(events.RawRelationship{Source: src.Ref(), SourceType: src.Type, Relation: pt.relation,
+						Target: tgt.Ref(), TargetType: tgt.Type, Description: evidence(u.Text, sent), Strength: 1}, sent))
 				}
 				break // only the next mention
 			}
@@ -230,9 +230,8 @@ func (pt *pattern) fromMention(a *Analysis, out *Output) {
 // maxEvidence bounds the sentence quoted as a relationship's description.
 const maxEvidence = 300
 
-// evidence quotes the supporting sentence: it is the relationship's
-// description, and (until events carry a span) its provenance within the
-// text unit.
+// evidence quotes the supporting sentence as the relationship's
+// description (its span is the relationship's SentenceStart/End).
 func evidence(text string, s taxonomy.Span) string {
 	q := strings.Join(strings.Fields(text[s.Start:s.End]), " ")
 	if len(q) > maxEvidence {

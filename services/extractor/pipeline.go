@@ -174,7 +174,30 @@ func (x *Offline) Extract(ctx context.Context, doc *events.DocChanged, units []e
 		}
 	}
 	ents, rels := out.Result()
+	a.cite(rels)
 	return ents, rels, nil
+}
+
+// cite completes the provenance of relationships a stage did not cite
+// (Unit.Cite): a custom stage may only name the text unit, and then the
+// whole unit is the supporting span. Every relationship leaves Extract
+// with its unit's hash and a span.
+func (a *Analysis) cite(rels []events.RawRelationship) {
+	for i, r := range rels {
+		if r.UnitHash != "" {
+			continue
+		}
+		for _, u := range a.Units {
+			if u.ID == r.TextUnit {
+				if r.SentenceStart == 0 && r.SentenceEnd == 0 {
+					rels[i] = u.Cite(r, taxonomy.Span{Start: 0, End: len(u.Text)})
+				} else {
+					rels[i].UnitHash = u.Hash
+				}
+				break
+			}
+		}
+	}
 }
 
 // Analysis is one document version as the offline stages see it.
@@ -188,13 +211,42 @@ type Analysis struct {
 // DocType is the document entity's type.
 func (a *Analysis) DocType() string { return a.DocEntity.Type }
 
-// Unit is a text unit with its sentences and mentions.
+// Unit is a text unit with its sentences and mentions. Its Hash is set
+// (computed from Text when the caller's unit had none).
 type Unit struct {
 	events.TextUnit
 	// Sentences are byte spans of Text.
 	Sentences []taxonomy.Span
 	// Mentions are the entities the unit names, in text order.
 	Mentions []Mention
+}
+
+// Sentence returns the span of sentence i of the unit, or the whole unit
+// when i is not a sentence index (a mention outside every sentence).
+func (u Unit) Sentence(i int) taxonomy.Span {
+	if i >= 0 && i < len(u.Sentences) {
+		return u.Sentences[i]
+	}
+	return taxonomy.Span{Start: 0, End: len(u.Text)}
+}
+
+// Cite returns r supported by span s of u (byte offsets into u.Text): r
+// names the unit, carries the span in document offsets and the unit's
+// content hash. Stages cite every relationship they emit.
+func (u Unit) Cite(r events.RawRelationship, s taxonomy.Span) events.RawRelationship {
+	r.TextUnit = u.ID
+	r.SentenceStart, r.SentenceEnd = u.Start+s.Start, u.Start+s.End
+	r.UnitHash = u.Hash
+	return r
+}
+
+// unitHash is u's content hash: TextUnit.Hash, computed when the unit
+// came without one.
+func unitHash(u events.TextUnit) string {
+	if u.Hash != "" {
+		return u.Hash
+	}
+	return ContentHash(u.Text)
 }
 
 // Mention is an entity named in a text unit.
@@ -247,6 +299,7 @@ func (x *Offline) Analyse(ctx context.Context, doc *events.DocChanged, units []e
 	}
 	for _, u := range units {
 		au := Unit{TextUnit: u, Sentences: Sentences(u.Text)}
+		au.Hash = unitHash(u)
 		var known []hit
 		if m != nil {
 			known = m.find(u.Text)
@@ -362,10 +415,10 @@ func (MentionStage) Extract(_ context.Context, a *Analysis, out *Output) error {
 	for _, u := range a.Units {
 		for _, m := range u.Mentions {
 			out.Entity(m.Entity(u.ID))
-			out.Relationship(events.RawRelationship{
+			out.Relationship(u.Cite(events.RawRelationship{
 				Source: de.Name, SourceType: de.Type, Relation: RelMentions, Target: m.Key, TargetType: m.Type,
-				Description: fmt.Sprintf("%s mentions %q", a.Doc.DocID, m.Text), Strength: 1, TextUnit: u.ID,
-			})
+				Description: fmt.Sprintf("%s mentions %q", a.Doc.DocID, m.Text), Strength: 1,
+			}, u.Sentence(m.Sentence)))
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package extractor
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -9,9 +10,12 @@ import (
 
 // Sentences splits text into sentence spans (byte offsets into text,
 // surrounding space trimmed): at a line break, and after '.', '!' or '?'
-// followed by space and then anything but a lower-case letter or digit
-// ("e.g. the", "v1. 2" stay whole). Markdown tables and lists are one line
-// per row, so each row is a sentence.
+// followed by space and then anything but a digit ("v1. 2" stays whole).
+// A lower-case start ends a sentence too, since postmortems start
+// sentences with identifiers ("... expired. cert-manager could not"),
+// except after an abbreviation or an initial ("e.g. the", "etc. and"),
+// or after '!' or '?'. Markdown tables and lists are one line per row,
+// so each row is a sentence.
 func Sentences(text string) []taxonomy.Span {
 	var out []taxonomy.Span
 	emit := func(s, e int) {
@@ -53,7 +57,7 @@ func Sentences(text string) []taxonomy.Span {
 			}
 			if k < len(text) {
 				r, _ := utf8.DecodeRuneInString(text[k:])
-				if unicode.IsLower(r) || unicode.IsDigit(r) {
+				if unicode.IsDigit(r) || (unicode.IsLower(r) && (c != '.' || abbreviation(text[:i]))) {
 					continue
 				}
 			}
@@ -63,4 +67,24 @@ func Sentences(text string) []taxonomy.Span {
 	}
 	emit(start, len(text))
 	return out
+}
+
+// abbreviations are the words that end with a period inside a sentence.
+var abbreviations = map[string]bool{"e.g": true, "i.e": true, "eg": true, "ie": true, "etc": true, "vs": true,
+	"cf": true, "approx": true, "incl": true, "resp": true, "a.k.a": true, "aka": true, "no": true, "fig": true,
+	"inc": true, "ltd": true, "corp": true, "mr": true, "ms": true, "dr": true, "st": true, "al": true, "ca": true}
+
+// abbreviation reports whether before (the text up to a period) ends with
+// an abbreviation or a one-letter initial.
+func abbreviation(before string) bool {
+	j := len(before)
+	for j > 0 {
+		r, n := utf8.DecodeLastRuneInString(before[:j])
+		if !unicode.IsLetter(r) && r != '.' {
+			break
+		}
+		j -= n
+	}
+	w := strings.ToLower(strings.Trim(before[j:], "."))
+	return utf8.RuneCountInString(w) == 1 || abbreviations[w]
 }

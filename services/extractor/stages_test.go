@@ -34,6 +34,15 @@ func TestSentences(t *testing.T) {
 		got = append(got, text[s.Start:s.End])
 	}
 	require.Equal(t, []string{"First one (e.g. this) ends here.", "Second?", "Yes!", "A table | row", "v1.2 is fine."}, got)
+
+	// Sentences may start with a lower-case identifier; abbreviations and
+	// initials do not end one.
+	text = "The certificate expired. cert-manager could not renew it, etc. and so on. Ask J. smith at approx. 5 pm."
+	got = nil
+	for _, s := range extractor.Sentences(text) {
+		got = append(got, text[s.Start:s.End])
+	}
+	require.Equal(t, []string{"The certificate expired.", "cert-manager could not renew it, etc. and so on.", "Ask J. smith at approx. 5 pm."}, got)
 }
 
 func TestFailureStageRules(t *testing.T) {
