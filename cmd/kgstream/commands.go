@@ -66,7 +66,9 @@ func cmdUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.NATSURL, "nats", "", "external NATS URL (default: embedded server)")
 	fs.StringVar(&cfg.RedisURL, "redis", "", "Redis URL for the stores (default: embedded stores)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", "kg", "Redis key prefix")
-	weaviate := fs.String("weaviate", "", "Weaviate URL (not used yet: the vector layer is not built)")
+	fs.StringVar(&cfg.WeaviateURL, "weaviate", os.Getenv("KG_WEAVIATE_URL"), "Weaviate REST URL of the vector index (default: embedded index under --data)")
+	fs.StringVar(&cfg.WeaviateGRPC, "weaviate-grpc", os.Getenv("KG_WEAVIATE_GRPC"), "Weaviate gRPC host:port for batch writes (default: REST)")
+	fs.StringVar(&cfg.WeaviateCollection, "weaviate-collection", os.Getenv("KG_WEAVIATE_COLLECTION"), "Weaviate collection prefix (default Kgstream)")
 	fs.StringVar(&cfg.Stream, "stream", "KG", "JetStream stream name")
 	fs.StringVar(&cfg.SubjectPrefix, "subject-prefix", "kg", "subject prefix")
 	fs.BoolVar(&cfg.Demo, "demo", false, "ingest the bundled demo corpus")
@@ -80,9 +82,7 @@ func cmdUp(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.ExcludedPathTypes, cfg.ExcludedPathEntities = exTypes, exEntities
-	if *weaviate != "" {
-		return &exitError{code: 2, msg: "--weaviate: the Weaviate vector layer is not built yet"}
-	}
+	cfg.WeaviateAPIKey = os.Getenv("KG_WEAVIATE_API_KEY")
 	cfg.LLM = llm.Config{BaseURL: os.Getenv("KG_LLM_BASE_URL"), Model: os.Getenv("KG_LLM_MODEL"), APIKey: os.Getenv("KG_LLM_API_KEY")}
 	return app.Run(ctx, cfg)
 }

@@ -1,10 +1,13 @@
 package query
 
 import (
-	"github.com/kgstream/kgstream/pkg/resolve"
-
 	"errors"
 	"fmt"
+
+	"github.com/kgstream/kgstream/pkg/embed"
+	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/vector"
 )
 
 // HardMaxHops is the longest rels list a paths query may have, whatever the
@@ -59,6 +62,28 @@ type Config struct {
 	MaxSeedEntities int
 	// MaxAnswerFacts caps the sentences of an extractive answer.
 	MaxAnswerFacts int
+
+	// Vectors and Embedder, set together, enable basic mode (vector search
+	// over text units) and add the closest text units to local answers.
+	// Both nil: basic mode answers 501. The index is only a pre-filter:
+	// every hit is admitted again against the registry before use.
+	Vectors  vector.Index
+	Embedder embed.Embedder
+	// BasicTopK is how many passages a basic answer shows at most.
+	BasicTopK int
+	// BasicCandidates is how many hits basic mode asks the index for before
+	// re-admission, so hits the registry refuses (a revocation the index
+	// has not seen yet) still leave BasicTopK passages when there are that
+	// many. At least BasicTopK, at most vector.MaxK.
+	BasicCandidates int
+	// LocalVectorUnits is how many vector-search text units local search
+	// adds to the graph's own when Vectors is set; negative disables it.
+	LocalVectorUnits int
+
+	// LLM, when set, drives the map and reduce steps of global answers; a
+	// failed or malformed LLM answer falls back to the offline map/reduce,
+	// counted and flagged in the response.
+	LLM *llm.Client
 }
 
 // DefaultConfig returns the configuration used for zero fields.
@@ -77,6 +102,9 @@ func DefaultConfig() Config {
 		MaxBodyBytes:            64 << 10,
 		MaxSeedEntities:         20,
 		MaxAnswerFacts:          12,
+		BasicTopK:               8,
+		BasicCandidates:         40,
+		LocalVectorUnits:        4,
 	}
 }
 
@@ -102,6 +130,9 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.MaxQuestionBytes, d.MaxQuestionBytes)
 	setInt(&c.MaxSeedEntities, d.MaxSeedEntities)
 	setInt(&c.MaxAnswerFacts, d.MaxAnswerFacts)
+	setInt(&c.BasicTopK, d.BasicTopK)
+	setInt(&c.BasicCandidates, max(d.BasicCandidates, c.BasicTopK))
+	setInt(&c.LocalVectorUnits, d.LocalVectorUnits)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = d.MaxBodyBytes
 	}
@@ -138,6 +169,13 @@ func (c Config) Validate() error {
 	}
 	positive("MaxSeedEntities", c.MaxSeedEntities)
 	positive("MaxAnswerFacts", c.MaxAnswerFacts)
+	positive("BasicTopK", c.BasicTopK)
+	if c.BasicCandidates < c.BasicTopK || c.BasicCandidates > vector.MaxK {
+		errs = append(errs, fmt.Errorf("BasicCandidates must be BasicTopK (%d) to %d, got %d", c.BasicTopK, vector.MaxK, c.BasicCandidates))
+	}
+	if (c.Vectors == nil) != (c.Embedder == nil) {
+		errs = append(errs, errors.New("vector search needs both Vectors and Embedder, or neither"))
+	}
 	for _, t := range c.ExcludedPathTypes {
 		if !nameRE.MatchString(t) {
 			errs = append(errs, fmt.Errorf("ExcludedPathTypes: %q is not a lower-case snake_case type", t))

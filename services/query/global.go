@@ -25,6 +25,14 @@ type GlobalStats struct {
 	Batches           int      `json:"batches"`
 	ThemeTypes        []string `json:"theme_types"`
 	FellBack          bool     `json:"fell_back_to_local,omitempty"`
+	// MapReduce is "offline" or "llm:<model>": what mapped and reduced.
+	MapReduce string `json:"map_reduce,omitempty"`
+	// LLMFallback is set when the LLM map/reduce failed (a failed call, a
+	// malformed answer, no valid citation) and the offline one answered.
+	LLMFallback bool `json:"llm_fallback,omitempty"`
+	// Points are the rated points of the LLM map step that fed the reduce,
+	// highest score first, each citing reports of the map input only.
+	Points []GlobalPoint `json:"points,omitempty"`
 }
 
 // themeCues maps question words to the entity types whose members are the
@@ -204,21 +212,42 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 	}
 
 	// Map: token-bounded batches of reports, each yielding theme points.
-	var points []themePoint
-	for start := 0; start < len(selected); {
-		used, end := 0, start
-		for end < len(selected) && (end == start || used+reportTokens(selected[end]) <= budget) {
-			used += reportTokens(selected[end])
-			end++
-		}
-		for _, r := range selected[start:end] {
-			points = append(points, mapReport(r, themes)...)
+	batches := reportBatches(selected, budget)
+	stats.Batches = len(batches)
+	for _, batch := range batches {
+		for _, r := range batch {
 			text := r.Title + ": " + r.Summary
 			resp.Context = append(resp.Context, ContextItem{Kind: KindReport, ID: r.ID, Text: text,
 				Citations: slices.Clone(r.Sources), Tokens: ApproxTokens(text)})
 		}
-		stats.Batches++
-		start = end
+	}
+	for _, it := range resp.Context {
+		resp.UsedTokens += it.Tokens
+	}
+	stats.MapReduce = "offline"
+	if s.cfg.LLM != nil && len(selected) > 0 {
+		llmBegan := time.Now()
+		err := s.llmMapReduce(v, req.Question, batches, budget, &resp)
+		resp.Timings["llm_ms"] = ms(time.Since(llmBegan))
+		if err == nil {
+			stats.MapReduce = "llm:" + s.cfg.LLM.Model()
+			resp.Timings["retrieval_ms"] = ms(time.Since(began))
+			return resp, nil
+		}
+		if v.ctx.Err() != nil {
+			return resp, err
+		}
+		s.llmFallbacks.Inc()
+		s.log.Warn("LLM map/reduce failed, answering with the offline one", "tenant", v.tenant, "error", err)
+		stats.LLMFallback = true
+		stats.Points = nil
+		resp.Citations = []citation{}
+	}
+	var points []themePoint
+	for _, batch := range batches {
+		for _, r := range batch {
+			points = append(points, mapReport(r, themes)...)
+		}
 	}
 	// Reduce: merge points by theme, rank by distinct supporting documents.
 	merged := map[string]map[string]int64{}
@@ -281,9 +310,6 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 		resp.Entities = append(resp.Entities, r.e)
 	}
 	resp.Answer = strings.TrimRight(b.String(), "\n")
-	for _, it := range resp.Context {
-		resp.UsedTokens += it.Tokens
-	}
 	resp.Timings["retrieval_ms"] = ms(time.Since(began))
 	return resp, nil
 }
@@ -305,6 +331,22 @@ func mapReport(r store.Report, themes map[string]bool) []themePoint {
 			_, _, target := splitEdgeID(e)
 			out = append(out, themePoint{theme: target, docs: docs})
 		}
+	}
+	return out
+}
+
+// reportBatches splits reports, in order, into batches of at most budget
+// tokens each (a report larger than the budget makes a batch of its own).
+func reportBatches(reports []store.Report, budget int) [][]store.Report {
+	var out [][]store.Report
+	for start := 0; start < len(reports); {
+		used, end := 0, start
+		for end < len(reports) && (end == start || used+reportTokens(reports[end]) <= budget) {
+			used += reportTokens(reports[end])
+			end++
+		}
+		out = append(out, reports[start:end])
+		start = end
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -17,9 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/embed"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/vector"
+	vecembedded "github.com/kgstream/kgstream/pkg/vector/embedded"
 	"github.com/kgstream/kgstream/services/query"
 )
 
@@ -44,6 +48,11 @@ func (m *leakModel) readable(c provenance.Caller, doc string) bool {
 // edits interleaved; no response may name a document the caller cannot
 // read, an entity only such documents support, or a report or community
 // built on one (or on a superseded version).
+//
+// Basic mode searches a vector index holding every document's text unit
+// with the ACL it had when indexed; revocations and deletions go to the
+// registry ONLY, so the index's pre-filter lags them and only the query's
+// re-admission of every hit keeps them out of answers.
 func TestNoLeaks(t *testing.T) {
 	const (
 		docs     = 300
@@ -56,6 +65,11 @@ func TestNoLeaks(t *testing.T) {
 	t.Logf("seed %d", seed)
 	st := openStore(t)
 	ctx := t.Context()
+	vix, err := vecembedded.Open(filepath.Join(t.TempDir(), "vectors.db"), vecembedded.Options{NoSync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, vix.Close()) })
+	emb := embed.NewHashing(128)
+	var vitems []vector.Item
 	m := &leakModel{acl: map[string]provenance.ACL{}, deleted: map[string]bool{}, version: map[string]int64{}}
 	groups := []string{"g0", "g1", "g2", "g3", "g4"}
 	randomACL := func() provenance.ACL {
@@ -95,12 +109,35 @@ func TestNoLeaks(t *testing.T) {
 		f := fm(rng.IntN(failures))
 		ents = append(ents, store.EntityContribution{ID: f, Type: "failure_mode", Name: strings.TrimPrefix(f, "failure_mode:"), NameRank: 2, TextUnits: []string{unit}})
 		edges = append(edges, store.EdgeContribution{Source: inc, Relation: "failure", Target: f, Weight: 1, TextUnits: []string{unit}})
+		var names []string
+		for s := range seen {
+			names = append(names, strings.TrimPrefix(s, "service:"))
+		}
+		sort.Strings(names)
+		text := fmt.Sprintf("%s: %s affected by %s", doc, strings.Join(names, " and "), strings.TrimPrefix(f, "failure_mode:"))
 		_, err = st.Apply(ctx, "acme", doc, 1, store.Contributions{
-			TextUnits: []events.TextUnit{{ID: unit, Text: doc + " text about svc and fm"}}, Entities: ents, Edges: edges})
+			TextUnits: []events.TextUnit{{ID: unit, Text: text}}, Entities: ents, Edges: edges})
 		require.NoError(t, err)
+		vitems = append(vitems, vector.Item{ID: doc + "#" + unit, Kind: vector.KindTextUnit, Text: text,
+			Sources: []vector.Source{{SourceRef: provenance.SourceRef{DocID: doc, Version: 1, TextUnit: unit}, ACL: acl}}})
 	}
 	// Another tenant with the same entity names: never visible to acme.
-	_, err := st.Announce(ctx, "other", store.Announcement{DocID: "X-1", Version: 1, ACL: provenance.PublicACL()})
+	texts := make([]string, len(vitems))
+	for i, it := range vitems {
+		texts[i] = it.Text
+	}
+	vecs, err := emb.Embed(ctx, texts)
+	require.NoError(t, err)
+	for i := range vitems {
+		vitems[i].Vector = vecs[i]
+	}
+	require.NoError(t, vix.Upsert(ctx, "acme", vitems))
+	// The other tenant's passage, with the same words: never acme's.
+	xv, err := emb.Embed(ctx, []string{"X-1: svc0 affected by fm0"})
+	require.NoError(t, err)
+	require.NoError(t, vix.Upsert(ctx, "other", []vector.Item{{ID: "X-1#u0", Kind: vector.KindTextUnit, Text: "X-1: svc0 affected by fm0", Vector: xv[0],
+		Sources: []vector.Source{{SourceRef: provenance.SourceRef{DocID: "X-1", Version: 1, TextUnit: "u0"}, ACL: provenance.PublicACL()}}}}))
+	_, err = st.Announce(ctx, "other", store.Announcement{DocID: "X-1", Version: 1, ACL: provenance.PublicACL()})
 	require.NoError(t, err)
 	_, err = st.Apply(ctx, "other", "X-1", 1, store.Contributions{Entities: []store.EntityContribution{
 		{ID: svc(0), Type: "service", Name: "svc0", NameRank: 2}, {ID: "incident:x1", Type: "incident", Name: "X-1", NameRank: 2}},
@@ -190,13 +227,13 @@ func TestNoLeaks(t *testing.T) {
 	toks = append(toks, auth.Token{Token: "tok6", Tenant: "other", Principal: "p0", Groups: groups})
 	a, err := auth.New(toks, nil)
 	require.NoError(t, err)
-	svcObj, err := query.New(query.Config{}, st, a, nil, prometheus.NewRegistry())
+	svcObj, err := query.New(query.Config{Vectors: vix, Embedder: emb}, st, a, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
 	srv := httptest.NewServer(svcObj.Handler())
 	t.Cleanup(srv.Close)
 
 	// check walks a JSON response and verifies every reference in it.
-	var checked, refs, derived int
+	var checked, refs, derived, basicQueries, basicPassages, basicDropped int
 	var check func(c provenance.Caller, what string, v any)
 	check = func(c provenance.Caller, what string, v any) {
 		switch x := v.(type) {
@@ -265,6 +302,12 @@ func TestNoLeaks(t *testing.T) {
 		require.Less(t, resp.StatusCode, 500, "%s %s: %v", method, path, out)
 		check(callers[ci], method+" "+path, out)
 		checked++
+		if o, ok := out.(map[string]any); ok && o["mode"] == "basic" {
+			basicQueries++
+			b := o["basic"].(map[string]any)
+			basicPassages += int(b["used"].(float64))
+			basicDropped += int(b["dropped"].(float64))
+		}
 	}
 	for q := 0; q < queries; q++ {
 		if q%50 == 0 && q > 0 {
@@ -291,7 +334,7 @@ func TestNoLeaks(t *testing.T) {
 			}
 		}
 		ci := rng.IntN(len(callers))
-		switch rng.IntN(9) {
+		switch rng.IntN(10) {
 		case 0:
 			do(ci, "GET", fmt.Sprintf("/v1/paths?start=%s&rels=~affected,failure", url.QueryEscape(svc(rng.IntN(services)))), nil)
 		case 1:
@@ -311,12 +354,18 @@ func TestNoLeaks(t *testing.T) {
 				"question": fmt.Sprintf("what happened to svc%d and fm%d", rng.IntN(services), rng.IntN(failures))})
 		case 8:
 			do(ci, "POST", "/v1/query", map[string]any{"mode": "global", "question": "What are the recurring root causes?"})
+		case 9:
+			do(ci, "POST", "/v1/query", map[string]any{"mode": "basic",
+				"question": fmt.Sprintf("svc%d affected by fm%d", rng.IntN(services), rng.IntN(failures))})
 		}
 	}
 	t.Logf("%d queries checked, %d document references and %d reports or communities shown verified", checked, refs, derived)
+	t.Logf("%d basic queries: %d passages shown, %d hits the index admitted but the registry refused", basicQueries, basicPassages, basicDropped)
 	require.Equal(t, queries, checked)
 	require.Greater(t, refs, queries, "the responses must actually cite documents")
 	require.Greater(t, derived, queries/10, "reports and communities must actually be shown, or their rule is not exercised")
+	require.Greater(t, basicPassages, basicQueries, "basic answers must actually show passages")
+	require.Greater(t, basicDropped, 0, "the index's stale ACLs must actually be caught by re-admission")
 }
 
 func truncateText(s string) string {

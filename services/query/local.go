@@ -50,6 +50,8 @@ type ContextItem struct {
 	Text      string     `json:"text"`
 	Citations []citation `json:"citations"`
 	Tokens    int        `json:"tokens"`
+	// Score is the cosine similarity of an item found by vector search.
+	Score float32 `json:"score,omitempty"`
 }
 
 // QueryResponse is the answer of POST /v1/query.
@@ -65,6 +67,8 @@ type QueryResponse struct {
 	Timings      map[string]float64 `json:"timings"`
 	// Global is set for global answers.
 	Global *GlobalStats `json:"global,omitempty"`
+	// Basic is set for basic answers.
+	Basic *BasicStats `json:"basic,omitempty"`
 }
 
 // ApproxTokens estimates the tokens of text as 4/3 per word, rounded up:
@@ -92,8 +96,10 @@ func (s *Service) query(v *view, w http.ResponseWriter, r *http.Request) (any, e
 		resp, err = s.local(v, req, budget)
 	case ModeGlobal:
 		resp, err = s.global(v, req, budget)
+	case ModeBasic:
+		resp, err = s.basic(v, req, budget)
 	default:
-		return nil, httpapi.Errorf(http.StatusNotImplemented, "not_implemented", "mode %q is not implemented yet; use local or global", req.Mode)
+		return nil, httpapi.Errorf(http.StatusNotImplemented, "not_implemented", "mode %q is not implemented yet; use basic, local or global", req.Mode)
 	}
 	if err != nil {
 		return nil, err
@@ -302,6 +308,23 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	}
 	if unitItems, err = s.textUnitItems(v, unitRefs); err != nil {
 		return QueryResponse{}, err
+	}
+	if s.cfg.Vectors != nil && s.cfg.LocalVectorUnits > 0 {
+		// The passages closest to the question, after the graph's own:
+		// they catch what extraction missed. Admitted like basic mode's.
+		near, _, _, err := s.searchTextUnits(v, req.Question, s.cfg.LocalVectorUnits, resp.Timings)
+		if err != nil {
+			return QueryResponse{}, err
+		}
+		have := make(map[string]bool, len(unitItems))
+		for _, it := range unitItems {
+			have[it.ID] = true
+		}
+		for _, it := range near {
+			if !have[it.ID] {
+				unitItems = append(unitItems, it)
+			}
+		}
 	}
 	if reportItems, err = s.reportItems(v, seedIDs, req.Level); err != nil {
 		return QueryResponse{}, err

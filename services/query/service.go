@@ -35,8 +35,9 @@ type Service struct {
 	excluded map[string]bool // entity ids never stepped onto by paths
 	exTypes  map[string]bool // entity types never stepped onto by paths
 
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	llmFallbacks prometheus.Counter
 }
 
 // New returns a Service. cfg's zero fields take defaults; st and a are
@@ -72,6 +73,10 @@ func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg pro
 			Help:    "Query API request duration by route.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
+		llmFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kgstream_query_llm_fallbacks_total",
+			Help: "Global answers whose LLM map/reduce failed (call, shape or citations) and that the offline map/reduce answered instead.",
+		}),
 	}
 	for _, id := range cfg.ExcludedPathEntities {
 		s.excluded[id] = true
@@ -80,7 +85,7 @@ func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg pro
 		s.exTypes[t] = true
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{s.requests, s.duration} {
+		for _, c := range []prometheus.Collector{s.requests, s.duration, s.llmFallbacks} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering query metrics: %w", err)
 			}

@@ -2,6 +2,11 @@
 // set changed (and rebuilds those whose sources moved on), recording the
 // (source, version) set each report was built from so that the query side
 // can admit it only while every one of those sources is readable and current.
+//
+// When a vector index and an embedder are configured, the reporter also
+// keeps the index current: text units and entity descriptions on every
+// graph change, ACL copies on every ACL change, and one item per report
+// written (see vectors.go).
 package reporter
 
 import (
@@ -12,14 +17,17 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kgstream/kgstream/pkg/embed"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/vector"
 )
 
 // Stores is what the reporter reads and writes.
@@ -40,6 +48,19 @@ type Config struct {
 	// wrong (no finding citing known ids, a failed call) falls back to the
 	// extractive writer, counted.
 	LLM Writer
+	// Vectors and Embedder, set together, make the reporter keep the
+	// vector index current (text units, entity descriptions, reports). Nil
+	// means no vector indexing.
+	Vectors  vector.Index
+	Embedder embed.Embedder
+	// EmbedBatch bounds the texts of one Embed call (default 64).
+	EmbedBatch int
+	// MaxEntityText bounds the bytes of an entity description embedded
+	// (default 2000): a hub's thousand fragments say nothing more.
+	MaxEntityText int
+	// MaxDeliver and Backoff tune redelivery (stream defaults when zero).
+	MaxDeliver int
+	Backoff    []time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -49,12 +70,24 @@ func (c *Config) setDefaults() {
 	if c.MaxFindings == 0 {
 		c.MaxFindings = 8
 	}
+	if c.EmbedBatch == 0 {
+		c.EmbedBatch = 64
+	}
+	if c.MaxEntityText == 0 {
+		c.MaxEntityText = 2000
+	}
 }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if c.MaxFindings < 1 {
 		return errors.New("reporter: MaxFindings must be >= 1")
+	}
+	if (c.Vectors == nil) != (c.Embedder == nil) {
+		return errors.New("reporter: Vectors and Embedder must be set together")
+	}
+	if c.EmbedBatch < 1 || c.MaxEntityText < 1 {
+		return errors.New("reporter: EmbedBatch and MaxEntityText must be >= 1")
 	}
 	return nil
 }
@@ -68,6 +101,11 @@ type Worker struct {
 	written  *prometheus.CounterVec
 	took     prometheus.Histogram
 	fallback prometheus.Counter
+
+	// vmu serialises the vector index writes (see vectors.go).
+	vmu       sync.Mutex
+	vectorOps *prometheus.CounterVec
+	embedded  prometheus.Counter
 }
 
 // New returns a reporter Worker.
@@ -95,9 +133,21 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 			Name: "kgstream_report_write_seconds", Help: "Time to write one community report.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
+		vectorOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_vector_writes_total",
+			Help: "Vector index writes by the reporter: upsert_<kind> per item, delete per item, delete_doc and update_acl per document.",
+		}, []string{"op"}),
+		embedded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kgstream_embedded_texts_total",
+			Help: "Texts embedded for the vector index.",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{w.written, w.took, w.fallback} {
+		cs := []prometheus.Collector{w.written, w.took, w.fallback}
+		if cfg.Vectors != nil {
+			cs = append(cs, w.vectorOps, w.embedded)
+		}
+		for _, c := range cs {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering reporter metrics: %w", err)
 			}
@@ -106,16 +156,51 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 	return w, nil
 }
 
-// Run consumes community changes until ctx is cancelled.
+// Run consumes community changes (and, with a vector index, graph and ACL
+// changes) until ctx is cancelled. The community consumer keeps the
+// stage's own durable; the vector consumers have theirs under
+// "<stage>-vectors-", so enabling vectors never replays old community
+// events, and the stage's pending count covers both.
 func (w *Worker) Run(ctx context.Context) error {
-	return w.bus.Run(ctx, stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindCommunitiesChanged}}, w.Handle)
+	reports := stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindCommunitiesChanged},
+		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff}
+	if !w.vectorsOn() {
+		return w.bus.Run(ctx, reports, w.Handle)
+	}
+	vectors := stream.ConsumerConfig{Stage: w.cfg.Stage, Durable: w.cfg.Stage + "-vectors",
+		Kinds: []events.Kind{events.KindGraphChanged, events.KindDocACL}, MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- w.bus.Run(ctx, reports, w.Handle) }()
+	go func() { errc <- w.bus.Run(ctx, vectors, w.Handle) }()
+	err := <-errc
+	cancel() // one consumer failing stops the other
+	return errors.Join(err, <-errc)
 }
 
 // ReportID is the id of a community's report.
 func ReportID(communityID string) string { return "r-" + communityID }
 
-// Handle rewrites the reports of one clustering run's changed communities.
+// Handle processes one event: a clustering run's community changes, or,
+// with a vector index, a graph or ACL change of one document.
 func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
+	switch m.Kind {
+	case events.KindGraphChanged, events.KindDocACL:
+		if !w.vectorsOn() {
+			return nil // not ours to index: nothing configured
+		}
+		if m.Kind == events.KindGraphChanged {
+			return w.handleGraph(ctx, m)
+		}
+		return w.handleACL(ctx, m)
+	}
+	return w.handleCommunities(ctx, m)
+}
+
+// handleCommunities rewrites the reports of one clustering run's changed
+// communities.
+func (w *Worker) handleCommunities(ctx context.Context, m *stream.Message) error {
 	var ev events.CommunitiesChanged
 	if err := events.Decode(m.Data, &ev); err != nil {
 		return err
@@ -143,6 +228,7 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 	}
 	ix := newIndex(g)
 	var written, removed []string
+	var reps []store.Report
 	write := func(list []events.CommunityChange, reason string) error {
 		for _, ch := range list {
 			c, ok := byID[ch.ID]
@@ -157,6 +243,7 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 			w.took.Observe(time.Since(start).Seconds())
 			w.written.WithLabelValues(reason).Inc()
 			written = append(written, r.ID)
+			reps = append(reps, r)
 		}
 		return nil
 	}
@@ -182,6 +269,11 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 		}
 		w.written.WithLabelValues("removed").Inc()
 		removed = append(removed, ReportID(id))
+	}
+	if w.vectorsOn() {
+		if err := w.indexReports(ctx, ev.Tenant, reps, removed); err != nil {
+			return fmt.Errorf("indexing reports: %w", err)
+		}
 	}
 	w.bus.ObserveLag("reports", ev.OldestReceivedAt)
 	if _, err := w.bus.Publish(ctx, events.KindReportsChanged, ev.Tenant, events.MsgID(ev.Tenant, "_reports", ev.Run, "changed"),

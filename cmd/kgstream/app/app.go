@@ -1,7 +1,8 @@
 // Package app composes the all-in-one kgstream process: an embedded NATS
 // JetStream server (or the one at --nats), the embedded stores (or Redis),
-// every worker, and the gateway and query APIs on one address. The
-// distributed binaries under services/*/cmd run the same workers.
+// the embedded vector index (or Weaviate), every worker, and the gateway
+// and query APIs on one address. The distributed binaries under
+// services/*/cmd run the same workers.
 package app
 
 import (
@@ -23,12 +24,16 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/daemon"
+	kgembed "github.com/kgstream/kgstream/pkg/embed"
 	"github.com/kgstream/kgstream/pkg/llm"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/serve"
 	"github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/vector"
+	vecembedded "github.com/kgstream/kgstream/pkg/vector/embedded"
+	"github.com/kgstream/kgstream/pkg/vector/weaviate"
 	"github.com/kgstream/kgstream/services/clusterer"
 	"github.com/kgstream/kgstream/services/extractor"
 	extractcache "github.com/kgstream/kgstream/services/extractor/redis"
@@ -57,6 +62,15 @@ type Config struct {
 	// RedisURL selects the Redis stores instead of the embedded ones.
 	RedisURL    string
 	RedisPrefix string
+	// WeaviateURL selects the Weaviate vector index instead of the embedded
+	// one under DataDir; WeaviateGRPC (host:port) sends its batches over
+	// gRPC, WeaviateCollection prefixes its collections, WeaviateAPIKey
+	// authenticates.
+	WeaviateURL, WeaviateGRPC, WeaviateCollection, WeaviateAPIKey string
+	// Embedder embeds text units, entity descriptions, reports and basic
+	// questions (default: embed.FromEnv, the offline hashing embedder
+	// unless KG_EMBED_BASE_URL is set).
+	Embedder kgembed.Embedder
 	// Stream and SubjectPrefix name the JetStream stream and subjects.
 	Stream        string
 	SubjectPrefix string
@@ -67,7 +81,9 @@ type Config struct {
 	AliasesFile string
 	// Demo ingests the bundled corpus after start.
 	Demo bool
-	// LLM, when BaseURL is set, drives extraction.
+	// LLM, when BaseURL is set, drives extraction, report writing and the
+	// map/reduce of global answers (each falling back to the offline way
+	// when the model's answer is unusable).
 	LLM llm.Config
 	// Quiet and MaxDelay debounce re-clustering.
 	Quiet, MaxDelay time.Duration
@@ -107,6 +123,7 @@ type App struct {
 	Addr     string
 	Registry *prometheus.Registry
 	Stores   store.Stores
+	Vectors  vector.Index
 	Bus      *stream.Bus
 	Status   *status.Collector
 
@@ -160,6 +177,19 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.Stores = st
 	a.close = append(a.close, func() { _ = st.Close() })
 
+	vix, err := OpenVectors(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.Vectors = vix
+	a.close = append(a.close, func() { _ = vix.Close() })
+	emb := cfg.Embedder
+	if emb == nil {
+		if emb, err = kgembed.FromEnv(os.Getenv); err != nil {
+			return nil, fmt.Errorf("configuring the embedder: %w", err)
+		}
+	}
+
 	var authn *auth.Authenticator
 	if cfg.TokensFile != "" {
 		toks, err := auth.LoadFile(cfg.TokensFile)
@@ -208,13 +238,13 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rcfg := reporter.Config{}
+	rcfg := reporter.Config{Vectors: vix, Embedder: emb, MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}
+	var llmClient *llm.Client
 	if cfg.LLM.BaseURL != "" {
-		client, err := llm.New(cfg.LLM)
-		if err != nil {
+		if llmClient, err = llm.New(cfg.LLM); err != nil {
 			return nil, fmt.Errorf("configuring the LLM client: %w", err)
 		}
-		rcfg.LLM = reporter.NewLLMWriter(client)
+		rcfg.LLM = reporter.NewLLMWriter(llmClient)
 	}
 	pw, err := reporter.New(rcfg, bus, st, log.With("stage", "reporter"), a.Registry)
 	if err != nil {
@@ -227,6 +257,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	qcfg := query.DefaultConfig()
 	qcfg.Aliases = aliases
 	qcfg.ExcludedPathTypes, qcfg.ExcludedPathEntities = cfg.ExcludedPathTypes, cfg.ExcludedPathEntities
+	qcfg.Vectors, qcfg.Embedder, qcfg.LLM = vix, emb, llmClient
 	qs, err := query.New(qcfg, st, authn, log.With("component", "query"), a.Registry)
 	if err != nil {
 		return nil, err
@@ -263,8 +294,30 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.goRun("aliases", func() error { return aliases.Run(wctx, 5*time.Second) })
 	a.ready.Set(true)
 	log.Info("kgstream is up", "addr", a.Addr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
-		"stores", orDefault(cfg.RedisURL, "embedded"), "extractor", ext.Name())
+		"stores", orDefault(cfg.RedisURL, "embedded"), "vectors", orDefault(cfg.WeaviateURL, "embedded"),
+		"embedder", emb.Name(), "extractor", ext.Name())
 	return a, nil
+}
+
+// OpenVectors opens the Weaviate vector index when cfg names one, else the
+// embedded index in DataDir/vectors.db.
+func OpenVectors(ctx context.Context, cfg Config) (vector.Index, error) {
+	if cfg.WeaviateURL != "" {
+		ix, err := weaviate.New(ctx, weaviate.Config{URL: cfg.WeaviateURL, GRPCAddr: cfg.WeaviateGRPC,
+			Collection: cfg.WeaviateCollection, APIKey: cfg.WeaviateAPIKey, Logger: cfg.Log})
+		if err != nil {
+			return nil, err
+		}
+		return ix, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating data dir: %w", err)
+	}
+	ix, err := vecembedded.Open(filepath.Join(cfg.DataDir, "vectors.db"), vecembedded.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return ix, nil
 }
 
 // NewExtractor returns the LLM extractor (its extraction cache in cache)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/llm"
 	"github.com/kgstream/kgstream/pkg/llm/llmtest"
+	"github.com/kgstream/kgstream/pkg/vector/weaviate"
 )
 
 func llmConfig(r *llmtest.Replay) llm.Config {
@@ -59,4 +60,31 @@ func cleanRedis(t testing.TB, prefix string) {
 	if len(keys) > 0 {
 		c.Del(ctx, keys...)
 	}
+}
+
+// weaviateTestIndex returns where the machine's Weaviate answers
+// (KG_TEST_WEAVIATE_URL and KG_TEST_WEAVIATE_GRPC override; .ci/weaviate.sh
+// starts it) with collection as the prefix, and drops those collections
+// when the test ends. It fails, never skips, when Weaviate does not answer.
+func weaviateTestIndex(t *testing.T, collection string) weaviate.Config {
+	t.Helper()
+	cfg := weaviate.Config{URL: os.Getenv("KG_TEST_WEAVIATE_URL"), GRPCAddr: os.Getenv("KG_TEST_WEAVIATE_GRPC"), Collection: collection,
+		StartupTimeout: 10 * time.Second}
+	if cfg.URL == "" {
+		cfg.URL = "http://127.0.0.1:8090"
+	}
+	if cfg.GRPCAddr == "" {
+		cfg.GRPCAddr = "127.0.0.1:50051"
+	}
+	ix, err := weaviate.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Weaviate is not reachable at %s (%v); start it with .ci/weaviate.sh", cfg.URL, err)
+	}
+	t.Cleanup(func() {
+		if err := ix.Drop(context.Background()); err != nil {
+			t.Logf("dropping weaviate collections %s*: %v", collection, err)
+		}
+		_ = ix.Close()
+	})
+	return cfg
 }

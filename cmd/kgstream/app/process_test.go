@@ -127,6 +127,10 @@ func TestSeedScenarioDistributed(t *testing.T) {
 	tokens := writeTokens(t)
 	common := []string{"--nats", natsURL(), "--redis", redisURL(), "--redis-prefix", prefix,
 		"--stream", streamName, "--subject-prefix", subj}
+	// The reporter and the query service share the vector index through
+	// Weaviate (the embedded index belongs to one process).
+	wv := weaviateTestIndex(t, "Kgtd"+id)
+	vectors := []string{"--weaviate", wv.URL, "--weaviate-grpc", wv.GRPCAddr, "--weaviate-collection", wv.Collection}
 	llmEnv := []string{"KG_LLM_BASE_URL=" + replay.URL(), "KG_LLM_MODEL=replay", "KG_LLM_API_KEY=test"}
 	type svc struct {
 		name string
@@ -136,11 +140,11 @@ func TestSeedScenarioDistributed(t *testing.T) {
 	addrs := map[string]string{}
 	for _, s := range []svc{
 		{"gateway", nil, []string{"--tokens", tokens}},
-		{"query", nil, []string{"--tokens", tokens}},
+		{"query", nil, append([]string{"--tokens", tokens}, vectors...)},
 		{"extractor", llmEnv, nil},
 		{"resolver", nil, []string{"--max-deliver", "3"}},
 		{"clusterer", nil, []string{"--quiet", "50ms", "--max-delay", "2s"}},
-		{"reporter", nil, nil},
+		{"reporter", nil, vectors},
 	} {
 		addr := freeAddr(t)
 		addrs[s.name] = addr

@@ -67,6 +67,38 @@ type scenario struct {
 	metrics func() string
 }
 
+type basicAnswerResp struct {
+	Answer    string `json:"answer"`
+	Citations []struct {
+		DocID    string `json:"doc_id"`
+		Version  int64  `json:"version"`
+		TextUnit string `json:"text_unit"`
+	} `json:"citations"`
+	Basic struct {
+		Dropped int `json:"dropped"`
+	} `json:"basic"`
+}
+
+// basicAnswer asks a basic-mode question.
+func basicAnswer(t *testing.T, c *app.Client, q string) basicAnswerResp {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"mode": "basic", "question": q})
+	var resp basicAnswerResp
+	require.NoError(t, c.Do(t.Context(), http.MethodPost, "/v1/query", "application/json", body, &resp))
+	return resp
+}
+
+func (r basicAnswerResp) cites(doc string) bool {
+	for _, c := range r.Citations {
+		if c.DocID == doc {
+			return true
+		}
+	}
+	return false
+}
+
+const certQuestion = "Why did the TLS certificate on the public ingress expire?"
+
 func (s scenario) client(base, token string) *app.Client { return app.NewClient(base, token) }
 
 type entity struct {
@@ -263,6 +295,21 @@ func runSeedScenario(t *testing.T, s scenario, replay *llmtest.Replay) {
 	// every stage idle and the same reports on two polls a quiet period apart.
 	reportWithINC101 := settledReportWith(t, aliceR, "INC-101")
 
+	// Basic mode: the reporter embedded the text units; the passage that
+	// answers comes back cited to its text unit.
+	var ba basicAnswerResp
+	eventually(t, 60*time.Second, "INC-101's text units indexed", func() bool {
+		ba = basicAnswer(t, aliceR, certQuestion)
+		return ba.cites("INC-101")
+	})
+	for _, c := range ba.Citations {
+		require.True(t, strings.HasPrefix(c.DocID, "INC-"), "%+v", c)
+		require.NotEmpty(t, c.TextUnit, "a passage cites its text unit")
+	}
+	require.Contains(t, ba.Answer, "[INC-101 v1 #")
+	require.True(t, basicAnswer(t, bobR, certQuestion).cites("INC-101"), "bob reads INC-101 through sre before the revocation")
+	require.Empty(t, basicAnswer(t, eveR, certQuestion).Citations, "another tenant's passages never come back")
+
 	// The global question: map-reduce over admitted reports, every document covered.
 	g := globalAnswer(t, aliceR, "What are the recurring root causes of our incidents?")
 	require.GreaterOrEqual(t, len(g.themes), 5, g.answer)
@@ -288,6 +335,14 @@ func runSeedScenario(t *testing.T, s scenario, replay *llmtest.Replay) {
 	require.ErrorContains(t, err, "404")
 	err = get(t, bobR, "/v1/entities/incident/INC-101", nil)
 	require.ErrorContains(t, err, "404")
+	// bob's basic answers leave INC-101 out from the very next request,
+	// whether or not the reporter has copied the ACL into the index yet.
+	for _, q := range []string{certQuestion, "INC-101 TLS certificate ingress checkout-api auth-service 503s"} {
+		bb := basicAnswer(t, bobR, q)
+		require.False(t, bb.cites("INC-101"), "a revoked document reached bob's basic answer: %s", bb.Answer)
+		require.NotContains(t, bb.Answer, "[INC-101 ")
+	}
+	require.True(t, basicAnswer(t, aliceR, certQuestion).cites("INC-101"), "alice keeps INC-101 through payments")
 	bg := globalAnswer(t, bobR, "What are the recurring root causes of our incidents?")
 	require.False(t, bg.cited["INC-101"], "a revoked document reached bob's global answer")
 	require.NotContains(t, bg.answer, "INC-101")

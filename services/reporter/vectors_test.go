@@ -1,0 +1,199 @@
+package reporter_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/embed"
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
+	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/vector"
+	vecembedded "github.com/kgstream/kgstream/pkg/vector/embedded"
+	"github.com/kgstream/kgstream/services/reporter"
+)
+
+type vectorRig struct {
+	t   *testing.T
+	w   *reporter.Worker
+	st  *embedded.Store
+	bus *stream.Bus
+	ix  *vecembedded.Index
+	emb embed.Embedder
+}
+
+func newVectorRig(t *testing.T) *vectorRig {
+	t.Helper()
+	_, st, bus, _ := setup(t)
+	ix, err := vecembedded.Open(filepath.Join(t.TempDir(), "vectors.db"), vecembedded.Options{NoSync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, ix.Close()) })
+	emb := embed.NewHashing(64)
+	w, err := reporter.New(reporter.Config{Vectors: ix, Embedder: emb}, bus, st, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	return &vectorRig{t: t, w: w, st: st, bus: bus, ix: ix, emb: emb}
+}
+
+func (r *vectorRig) handle(kind events.Kind, ev events.Validator) {
+	r.t.Helper()
+	data, err := events.Encode(ev)
+	require.NoError(r.t, err)
+	require.NoError(r.t, r.w.Handle(r.t.Context(), &stream.Message{Kind: kind, Tenant: "acme", Data: data}))
+}
+
+func (r *vectorRig) graphChanged(doc string, version int64, deleted bool, touched ...string) {
+	r.t.Helper()
+	r.handle(events.KindGraphChanged, &events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: doc, Version: version, Deleted: deleted, Touched: touched})
+}
+
+// search returns every item of kind f may read, by id.
+func (r *vectorRig) search(kind vector.Kind, f vector.Filter) map[string]vector.Hit {
+	r.t.Helper()
+	v, err := r.emb.Embed(r.t.Context(), []string{"disk full on the database"})
+	require.NoError(r.t, err)
+	hits, err := r.ix.Search(r.t.Context(), "acme", kind, v[0], vector.MaxK, f)
+	require.NoError(r.t, err)
+	out := map[string]vector.Hit{}
+	for _, h := range hits {
+		out[h.ID] = h
+	}
+	return out
+}
+
+func ids[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (r *vectorRig) apply(doc string, version int64, acl provenance.ACL, units ...string) {
+	r.t.Helper()
+	ctx := r.t.Context()
+	_, err := r.st.Announce(ctx, "acme", store.Announcement{DocID: doc, Version: version, ACL: acl})
+	require.NoError(r.t, err)
+	c := store.Contributions{}
+	var tus []string
+	for i, u := range units {
+		id := "u" + string(rune('0'+i))
+		c.TextUnits = append(c.TextUnits, events.TextUnit{ID: id, Text: u})
+		tus = append(tus, id)
+	}
+	inc := "incident:" + doc
+	c.Entities = []store.EntityContribution{
+		{ID: inc, Type: "incident", Name: doc, NameRank: 2, TextUnits: tus, Description: doc + " took the database down."},
+		{ID: "failure_mode:disk-full", Type: "failure_mode", Name: "disk full", NameRank: 2, TextUnits: tus, Description: "A disk filled up."},
+	}
+	c.Edges = []store.EdgeContribution{{Source: inc, Relation: "failure", Target: "failure_mode:disk-full", Weight: 1, TextUnits: tus}}
+	_, err = r.st.Apply(ctx, "acme", doc, version, c)
+	require.NoError(r.t, err)
+}
+
+func TestVectorIndexFollowsGraphACLAndReports(t *testing.T) {
+	r := newVectorRig(t)
+	ctx := t.Context()
+	sre := vector.Filter{Principal: "bob", Groups: []string{"sre"}}
+	anyone := vector.Filter{Principal: "eve"}
+
+	// graph.changed: the document's text units and entities are indexed
+	// with the registry's ACL.
+	r.apply("INC-1", 1, provenance.ACL{Groups: []string{"sre"}}, "The disk filled up on db-1.", "We deleted old logs.")
+	r.apply("INC-2", 1, provenance.PublicACL(), "Disk full again on db-2.")
+	r.graphChanged("INC-1", 1, false, "incident:INC-1", "failure_mode:disk-full")
+	r.graphChanged("INC-2", 1, false)
+	units := r.search(vector.KindTextUnit, sre)
+	require.Equal(t, []string{"INC-1#u0", "INC-1#u1", "INC-2#u0"}, ids(units))
+	require.Equal(t, []vector.Source{{SourceRef: provenance.SourceRef{DocID: "INC-1", Version: 1, TextUnit: "u0"}, ACL: provenance.ACL{Groups: []string{"sre"}}}},
+		units["INC-1#u0"].Sources)
+	require.Equal(t, "The disk filled up on db-1.", units["INC-1#u0"].Text)
+	require.Equal(t, []string{"INC-2#u0"}, ids(r.search(vector.KindTextUnit, anyone)), "pre-filtered by the document's ACL")
+	ents := r.search(vector.KindEntity, sre)
+	require.Equal(t, []string{"failure_mode:disk-full", "incident:INC-1", "incident:INC-2"}, ids(ents))
+	require.Equal(t, []string{"INC-1", "INC-2"}, ents["failure_mode:disk-full"].DocIDs(), "a merged description carries every source")
+	require.Equal(t, []string{"incident:INC-2"}, ids(r.search(vector.KindEntity, anyone)), "a merged description is readable only by the intersection")
+
+	// A report written for a changed community gets an item, sources with
+	// their current ACLs; a removed community's item goes.
+	require.NoError(t, r.st.ReplaceCommunities(ctx, "acme", 1, []store.Community{
+		{ID: "c0-disk", Level: 0, Members: []string{"failure_mode:disk-full", "incident:INC-1", "incident:INC-2"}, MemberHash: "h"},
+		{ID: "c0-two", Level: 0, Members: []string{"incident:INC-2"}, MemberHash: "h2"},
+	}))
+	r.handle(events.KindCommunitiesChanged, &events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1, Changed: []events.CommunityChange{
+		{ID: "c0-disk", Level: 0, MemberHash: "h"}, {ID: "c0-two", Level: 0, MemberHash: "h2"}}})
+	reps := r.search(vector.KindReport, sre)
+	require.Equal(t, []string{"r-c0-disk", "r-c0-two"}, ids(reps))
+	require.Equal(t, []string{"INC-1", "INC-2"}, reps["r-c0-disk"].DocIDs())
+	require.Equal(t, provenance.ACL{Groups: []string{"sre"}}, reps["r-c0-disk"].Sources[0].ACL)
+	require.Equal(t, []string{"r-c0-two"}, ids(r.search(vector.KindReport, anyone)))
+	require.NoError(t, r.st.ReplaceCommunities(ctx, "acme", 2, []store.Community{
+		{ID: "c0-disk", Level: 0, Members: []string{"failure_mode:disk-full", "incident:INC-1", "incident:INC-2"}, MemberHash: "h"}}))
+	r.handle(events.KindCommunitiesChanged, &events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 2, Removed: []string{"c0-two"}})
+	require.Equal(t, []string{"r-c0-disk"}, ids(r.search(vector.KindReport, sre)))
+
+	// doc.acl: the registry's ACL is copied into every item built on the
+	// document, text units, descriptions and reports alike.
+	_, err := r.st.SetACL(ctx, "acme", "INC-1", provenance.PublicACL())
+	require.NoError(t, err)
+	r.handle(events.KindDocACL, &events.DocACL{Header: events.Header{Tenant: "acme"}, DocID: "INC-1", Version: 1, ACLRevision: 1, ACL: provenance.ACL{Groups: []string{"stale-event"}}})
+	require.Equal(t, []string{"INC-1#u0", "INC-1#u1", "INC-2#u0"}, ids(r.search(vector.KindTextUnit, anyone)))
+	require.Equal(t, []string{"r-c0-disk"}, ids(r.search(vector.KindReport, anyone)))
+	require.Equal(t, provenance.PublicACL(), r.search(vector.KindTextUnit, anyone)["INC-1#u0"].Sources[0].ACL, "the registry is the authority, not the event")
+
+	// An edit replaces the document's text units; a replayed event changes
+	// nothing; the report on the other document's current version survives.
+	r.apply("INC-1", 2, provenance.PublicACL(), "Version two: the disk of db-1 was resized.")
+	r.graphChanged("INC-1", 2, false, "incident:INC-1")
+	r.graphChanged("INC-1", 2, false) // redelivery
+	units = r.search(vector.KindTextUnit, anyone)
+	require.Equal(t, []string{"INC-1#u0", "INC-2#u0"}, ids(units))
+	require.EqualValues(t, 2, units["INC-1#u0"].Sources[0].Version)
+	require.Contains(t, units["INC-1#u0"].Text, "Version two")
+	require.Equal(t, []vector.Source{{SourceRef: provenance.SourceRef{DocID: "INC-1", Version: 2}, ACL: provenance.PublicACL()},
+		{SourceRef: provenance.SourceRef{DocID: "INC-2", Version: 1}, ACL: provenance.PublicACL()}},
+		r.search(vector.KindEntity, anyone)["failure_mode:disk-full"].Sources)
+	require.Empty(t, r.search(vector.KindReport, anyone), "the report built on INC-1 v1 is gone until it is rewritten")
+
+	// Deletion: everything built on the document goes; what others support stays.
+	_, err = r.st.MarkDeleted(ctx, "acme", "INC-1")
+	require.NoError(t, err)
+	_, err = r.st.Delete(ctx, "acme", "INC-1", 3)
+	require.NoError(t, err)
+	r.graphChanged("INC-1", 3, true, "incident:INC-1", "failure_mode:disk-full")
+	require.Equal(t, []string{"INC-2#u0"}, ids(r.search(vector.KindTextUnit, anyone)))
+	ents = r.search(vector.KindEntity, anyone)
+	require.Equal(t, []string{"failure_mode:disk-full", "incident:INC-2"}, ids(ents))
+	require.Equal(t, []string{"INC-2"}, ents["failure_mode:disk-full"].DocIDs())
+}
+
+// TestVectorConsumersRun: with vectors configured, Run consumes graph and
+// ACL changes from the bus next to community changes.
+func TestVectorConsumersRun(t *testing.T) {
+	r := newVectorRig(t)
+	r.apply("INC-9", 1, provenance.ACL{Groups: []string{"sre"}}, "The disk filled up.")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.w.Run(ctx) }()
+	_, err := r.bus.Publish(t.Context(), events.KindGraphChanged, "acme", events.MsgID("acme", "INC-9", 1, "graph"),
+		&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "INC-9", Version: 1})
+	require.NoError(t, err)
+	sre := vector.Filter{Groups: []string{"sre"}}
+	require.Eventually(t, func() bool { return len(r.search(vector.KindTextUnit, sre)) == 1 }, 20*time.Second, 20*time.Millisecond)
+	_, err = r.st.SetACL(t.Context(), "acme", "INC-9", provenance.PublicACL())
+	require.NoError(t, err)
+	_, err = r.bus.Publish(t.Context(), events.KindDocACL, "acme", events.MsgID("acme", "INC-9", 1, "acl-1"),
+		&events.DocACL{Header: events.Header{Tenant: "acme"}, DocID: "INC-9", Version: 1, ACLRevision: 1, ACL: provenance.PublicACL()})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(r.search(vector.KindTextUnit, vector.Filter{})) == 1 }, 20*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
