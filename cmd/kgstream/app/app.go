@@ -32,8 +32,6 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/vector"
-	vecembedded "github.com/kgstream/kgstream/pkg/vector/embedded"
-	"github.com/kgstream/kgstream/pkg/vector/weaviate"
 	"github.com/kgstream/kgstream/services/clusterer"
 	"github.com/kgstream/kgstream/services/extractor"
 	extractcache "github.com/kgstream/kgstream/services/extractor/redis"
@@ -302,22 +300,8 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 // OpenVectors opens the Weaviate vector index when cfg names one, else the
 // embedded index in DataDir/vectors.db.
 func OpenVectors(ctx context.Context, cfg Config) (vector.Index, error) {
-	if cfg.WeaviateURL != "" {
-		ix, err := weaviate.New(ctx, weaviate.Config{URL: cfg.WeaviateURL, GRPCAddr: cfg.WeaviateGRPC,
-			Collection: cfg.WeaviateCollection, APIKey: cfg.WeaviateAPIKey, Logger: cfg.Log})
-		if err != nil {
-			return nil, err
-		}
-		return ix, nil
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating data dir: %w", err)
-	}
-	ix, err := vecembedded.Open(filepath.Join(cfg.DataDir, "vectors.db"), vecembedded.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return ix, nil
+	return daemon.OpenVectors(ctx, daemon.VectorConfig{Dir: cfg.DataDir, URL: cfg.WeaviateURL, GRPC: cfg.WeaviateGRPC,
+		Collection: cfg.WeaviateCollection, APIKey: cfg.WeaviateAPIKey}, cfg.Log)
 }
 
 // NewExtractor returns the LLM extractor (its extraction cache in cache)
