@@ -9,14 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/kgstream/kgstream/pkg/httpretry"
 )
 
 // Sentinel errors callers branch on.
@@ -24,10 +23,10 @@ var (
 	// ErrBadResponse means the endpoint answered 2xx with something that is
 	// not a usable embeddings response (not JSON, missing or extra vectors,
 	// wrong dimensions, non-finite numbers).
-	ErrBadResponse = errors.New("embed: unusable response")
+	ErrBadResponse = httpretry.ErrBadResponse
 	// ErrRetriesExhausted wraps the last transient failure once MaxRetries
 	// retries have failed too.
-	ErrRetriesExhausted = errors.New("embed: retries exhausted")
+	ErrRetriesExhausted = httpretry.ErrRetriesExhausted
 )
 
 // Config says which endpoint and model to use.
@@ -110,22 +109,7 @@ func (c Config) Validate() error {
 }
 
 // StatusError is a non-2xx answer.
-type StatusError struct {
-	StatusCode int
-	// Body is an excerpt of the response body.
-	Body string
-	// RetryAfter is the delay the server asked for (0 if none).
-	RetryAfter time.Duration
-}
-
-func (e *StatusError) Error() string {
-	return fmt.Sprintf("embed: status %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Body)
-}
-
-// Temporary reports whether a retry may succeed.
-func (e *StatusError) Temporary() bool {
-	return e.StatusCode == http.StatusTooManyRequests || e.StatusCode == http.StatusRequestTimeout || e.StatusCode >= 500
-}
+type StatusError = httpretry.StatusError
 
 // Client embeds with an OpenAI-compatible endpoint. It is safe for
 // concurrent use.
@@ -193,70 +177,14 @@ func (c *Client) embedBatch(ctx context.Context, texts []string) ([][]float32, e
 	if err != nil {
 		return nil, fmt.Errorf("encoding request: %w", err)
 	}
-	var last error
-	for attempt := 0; ; attempt++ {
-		vecs, err := c.attempt(ctx, body, len(texts))
-		if err == nil {
-			return vecs, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("calling %s: %w", c.url, ctx.Err())
-		}
-		if !transient(err) {
-			return nil, fmt.Errorf("calling %s: %w", c.url, err)
-		}
-		last = err
-		if attempt >= c.cfg.MaxRetries {
-			return nil, fmt.Errorf("calling %s: %w after %d attempts: %w", c.url, ErrRetriesExhausted, attempt+1, last)
-		}
-		d := c.delay(attempt, err)
-		c.cfg.Logger.Warn("embedding request failed, retrying", "url", c.url, "attempt", attempt+1, "delay", d, "error", err)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("calling %s: %w (last error: %w)", c.url, ctx.Err(), last)
-		case <-t.C:
-		}
-	}
-}
-
-// delay is the wait before retry number attempt+1: the server's
-// Retry-After when it sent one, else full-jitter exponential backoff.
-func (c *Client) delay(attempt int, err error) time.Duration {
-	var se *StatusError
-	if errors.As(err, &se) && se.RetryAfter > 0 {
-		return min(se.RetryAfter, c.cfg.MaxRetryAfter)
-	}
-	d := c.cfg.MinBackoff << min(attempt, 30)
-	if d <= 0 || d > c.cfg.MaxBackoff {
-		d = c.cfg.MaxBackoff
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-type timeoutError struct{ err error }
-
-func (e timeoutError) Error() string { return "attempt timed out: " + e.err.Error() }
-func (e timeoutError) Unwrap() error { return e.err }
-
-func transient(err error) bool {
-	var se *StatusError
-	if errors.As(err, &se) {
-		return se.Temporary()
-	}
-	var te timeoutError
-	if errors.As(err, &te) {
-		return true
-	}
-	if errors.Is(err, ErrBadResponse) {
-		return false
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+	var vecs [][]float32
+	_, err = httpretry.Policy{MaxRetries: c.cfg.MaxRetries, MinBackoff: c.cfg.MinBackoff, MaxBackoff: c.cfg.MaxBackoff,
+		MaxRetryAfter: c.cfg.MaxRetryAfter, Logger: c.cfg.Logger}.Do(ctx, c.url, func(int) error {
+		var err error
+		vecs, err = c.attempt(ctx, body, len(texts))
+		return err
+	})
+	return vecs, err
 }
 
 func (c *Client) attempt(ctx context.Context, body []byte, n int) ([][]float32, error) {
@@ -274,7 +202,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, n int) ([][]float32, 
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
 		if ctx.Err() == nil && actx.Err() != nil {
-			return nil, timeoutError{err}
+			return nil, httpretry.Timeout(err)
 		}
 		return nil, err
 	}
@@ -282,17 +210,16 @@ func (c *Client) attempt(ctx context.Context, body []byte, n int) ([][]float32, 
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
 		if ctx.Err() == nil && actx.Err() != nil {
-			return nil, timeoutError{err}
+			return nil, httpretry.Timeout(err)
 		}
 		return nil, fmt.Errorf("reading response: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, &StatusError{StatusCode: resp.StatusCode, Body: excerpt(string(data), 512),
-			RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+		return nil, httpretry.NewStatusError("embed", resp, data)
 	}
 	var r response
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%w: decoding body: %w: %s", ErrBadResponse, err, excerpt(string(data), 512))
+		return nil, fmt.Errorf("%w: decoding body: %w: %s", ErrBadResponse, err, httpretry.Excerpt(string(data), 512))
 	}
 	if len(r.Data) != n {
 		return nil, fmt.Errorf("%w: %d embeddings for %d texts", ErrBadResponse, len(r.Data), n)
@@ -323,31 +250,4 @@ func (c *Client) attempt(ctx context.Context, body []byte, n int) ([][]float32, 
 		out[d.Index] = v
 	}
 	return out, nil
-}
-
-// retryAfter parses a Retry-After value: delay-seconds or an HTTP date.
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// excerpt shortens s to at most n bytes on a rune boundary.
-func excerpt(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -12,22 +12,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kgstream/kgstream/pkg/httpretry"
 )
 
 // Sentinel errors callers branch on.
 var (
 	// ErrBadResponse means the endpoint answered 200 with a body that is not
 	// a chat completion (no choices, not JSON, a refusal).
-	ErrBadResponse = errors.New("llm: unusable response")
+	ErrBadResponse = httpretry.ErrBadResponse
 	// ErrRetriesExhausted wraps the last transient failure once MaxRetries
 	// retries have failed too.
-	ErrRetriesExhausted = errors.New("llm: retries exhausted")
+	ErrRetriesExhausted = httpretry.ErrRetriesExhausted
 )
 
 // Config says which endpoint and model to use.
@@ -136,22 +135,7 @@ type Completion struct {
 }
 
 // StatusError is a non-2xx answer.
-type StatusError struct {
-	StatusCode int
-	// Body is an excerpt of the response body.
-	Body string
-	// RetryAfter is the delay the server asked for (0 if none).
-	RetryAfter time.Duration
-}
-
-func (e *StatusError) Error() string {
-	return fmt.Sprintf("llm: status %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Body)
-}
-
-// Temporary reports whether a retry may succeed.
-func (e *StatusError) Temporary() bool {
-	return e.StatusCode == http.StatusTooManyRequests || e.StatusCode == http.StatusRequestTimeout || e.StatusCode >= 500
-}
+type StatusError = httpretry.StatusError
 
 // Client talks to one endpoint and model. It is safe for concurrent use.
 type Client struct {
@@ -213,68 +197,17 @@ func (c *Client) Complete(ctx context.Context, messages []Message, schema *Schem
 	if err != nil {
 		return Completion{}, fmt.Errorf("encoding chat request: %w", err)
 	}
-	var last error
-	for attempt := 0; ; attempt++ {
-		out, err := c.attempt(ctx, body)
-		if err == nil {
-			out.Attempts = attempt + 1
-			return out, nil
-		}
-		if ctx.Err() != nil {
-			return Completion{}, fmt.Errorf("calling %s: %w", c.url, ctx.Err())
-		}
-		if !transient(err) {
-			return Completion{}, fmt.Errorf("calling %s: %w", c.url, err)
-		}
-		last = err
-		if attempt >= c.cfg.MaxRetries {
-			return Completion{}, fmt.Errorf("calling %s: %w after %d attempts: %w", c.url, ErrRetriesExhausted, attempt+1, last)
-		}
-		t := time.NewTimer(c.delay(attempt, err))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return Completion{}, fmt.Errorf("calling %s: %w (last error: %w)", c.url, ctx.Err(), last)
-		case <-t.C:
-		}
+	var out Completion
+	n, err := c.policy().Do(ctx, c.url, func(int) error {
+		var err error
+		out, err = c.attempt(ctx, body)
+		return err
+	})
+	if err != nil {
+		return Completion{}, err
 	}
-}
-
-// delay is the wait before retry number attempt+1: the server's
-// Retry-After when it sent one, else full-jitter exponential backoff (the
-// jitter spreads the retries of many workers hitting one rate limit).
-func (c *Client) delay(attempt int, err error) time.Duration {
-	var se *StatusError
-	if errors.As(err, &se) && se.RetryAfter > 0 {
-		return min(se.RetryAfter, c.cfg.MaxRetryAfter)
-	}
-	d := c.cfg.MinBackoff << min(attempt, 30)
-	if d <= 0 || d > c.cfg.MaxBackoff {
-		d = c.cfg.MaxBackoff
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-type timeoutError struct{ err error }
-
-func (e timeoutError) Error() string { return "attempt timed out: " + e.err.Error() }
-func (e timeoutError) Unwrap() error { return e.err }
-
-func transient(err error) bool {
-	var se *StatusError
-	if errors.As(err, &se) {
-		return se.Temporary()
-	}
-	var te timeoutError
-	if errors.As(err, &te) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	// A connection closed mid-response is worth another try too.
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+	out.Attempts = n
+	return out, nil
 }
 
 func (c *Client) attempt(ctx context.Context, body []byte) (Completion, error) {
@@ -292,7 +225,7 @@ func (c *Client) attempt(ctx context.Context, body []byte) (Completion, error) {
 	resp, err := c.cfg.HTTPClient.Do(hreq)
 	if err != nil {
 		if ctx.Err() == nil && actx.Err() != nil {
-			return Completion{}, timeoutError{err}
+			return Completion{}, httpretry.Timeout(err)
 		}
 		return Completion{}, err
 	}
@@ -300,13 +233,12 @@ func (c *Client) attempt(ctx context.Context, body []byte) (Completion, error) {
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
 		if ctx.Err() == nil && actx.Err() != nil {
-			return Completion{}, timeoutError{err}
+			return Completion{}, httpretry.Timeout(err)
 		}
 		return Completion{}, fmt.Errorf("reading response: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return Completion{}, &StatusError{StatusCode: resp.StatusCode, Body: Excerpt(string(data), 512),
-			RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+		return Completion{}, httpretry.NewStatusError("llm", resp, data)
 	}
 	var r response
 	if err := json.Unmarshal(data, &r); err != nil {
@@ -325,36 +257,11 @@ func (c *Client) attempt(ctx context.Context, body []byte) (Completion, error) {
 	return Completion{Content: *ch.Message.Content, FinishReason: ch.FinishReason, Model: r.Model, Usage: r.Usage}, nil
 }
 
-// retryAfter parses a Retry-After value: delay-seconds or an HTTP date.
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
-}
-
 // Excerpt shortens s to at most n bytes (on a rune boundary) for error
 // messages, marking the cut.
-func Excerpt(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
+func Excerpt(s string, n int) string { return httpretry.Excerpt(s, n) }
+
+func (c *Client) policy() httpretry.Policy {
+	return httpretry.Policy{MaxRetries: c.cfg.MaxRetries, MinBackoff: c.cfg.MinBackoff,
+		MaxBackoff: c.cfg.MaxBackoff, MaxRetryAfter: c.cfg.MaxRetryAfter}
 }
