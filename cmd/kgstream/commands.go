@@ -75,6 +75,7 @@ func cmdUp(ctx context.Context, args []string) error {
 	var exTypes, exEntities multiFlag
 	fs.Var(&exTypes, "exclude-path-type", "entity type path queries never expand through (repeatable)")
 	fs.Var(&exEntities, "exclude-path-entity", "entity id (TYPE:KEY) path queries never expand through (repeatable)")
+	fs.StringVar(&cfg.WebhooksFile, "webhooks", os.Getenv("KG_WEBHOOKS_FILE"), "webhook receivers (YAML or JSON: providers, secrets, tenant, ACL)")
 	fs.StringVar(&cfg.AliasesFile, "aliases", os.Getenv("KG_ALIASES_FILE"), "alias table (YAML), reloaded when it changes")
 	fs.DurationVar(&cfg.Quiet, "cluster-quiet", 2*time.Second, "quiet period before re-clustering")
 	fs.DurationVar(&cfg.MaxDelay, "cluster-max-delay", 30*time.Second, "maximum delay of a re-clustering")

@@ -14,7 +14,8 @@ import (
 const usage = `kgstream keeps a GraphRAG index live.
 
 Usage:
-  kgstream up [--data DIR] [--http ADDR] [--tokens FILE] [--nats URL] [--redis URL] [--demo]
+  kgstream up [--data DIR] [--http ADDR] [--tokens FILE] [--nats URL] [--redis URL] [--weaviate URL]
+             [--aliases FILE] [--webhooks FILE] [--demo]
   kgstream ingest PATH... [--server URL] [--token T] [--tenant T] [--acl-group G]... [--doc-type T]
   kgstream catalog import FILE [--server URL] [--token T]
   kgstream query MODE [ARGS...] [--server URL] [--token T] [--json]

@@ -34,6 +34,9 @@ type Config struct {
 	// Graph, when set, enables re-resolution (POST /v1/entities/reresolve):
 	// stored extractions are re-published for the resolver to resolve again.
 	Graph store.GraphStore
+	// Webhooks configures the receivers of POST /webhooks/{provider} (see
+	// LoadWebhooks); without providers the route answers 404.
+	Webhooks WebhooksConfig
 }
 
 func (c *Config) setDefaults() {
@@ -43,12 +46,18 @@ func (c *Config) setDefaults() {
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = 10 * time.Second
 	}
+	if c.Webhooks.DeliveryTTL == 0 {
+		c.Webhooks.DeliveryTTL = Duration(DefaultDeliveryTTL)
+	}
 }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		return errors.New("gateway: MaxBodyBytes must be at least 1024")
+	}
+	if err := c.Webhooks.Validate(); err != nil {
+		return fmt.Errorf("gateway: %w", err)
 	}
 	return nil
 }
@@ -62,6 +71,9 @@ type Gateway struct {
 	log      *slog.Logger
 	requests *prometheus.CounterVec
 	now      func() time.Time
+	// hooks are the webhook receivers by provider name.
+	hooks      map[string]*receiver
+	deliveries *deliveryLog
 }
 
 // New returns a Gateway.
@@ -76,7 +88,11 @@ func New(cfg Config, registry store.Registry, bus *stream.Bus, a *auth.Authentic
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, registry: registry, bus: bus, auth: a, log: log, now: time.Now,
+	hooks, err := newReceivers(cfg.Webhooks)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &Gateway{hooks: hooks, deliveries: &deliveryLog{js: bus.JetStream(), ttl: time.Duration(cfg.Webhooks.DeliveryTTL)}, cfg: cfg, registry: registry, bus: bus, auth: a, log: log, now: time.Now,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_gateway_requests_total",
 			Help: "Gateway requests by route and status code.",
@@ -98,6 +114,8 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("PUT /v1/documents/{id}/acl", g.route("documents.acl", g.putACL))
 	mux.Handle("POST /v1/catalog", g.route("catalog.post", g.postCatalog))
 	mux.Handle("POST /v1/entities/reresolve", g.route("entities.reresolve", g.reresolve))
+	// Providers sign their deliveries instead of sending a bearer token.
+	mux.HandleFunc("POST /webhooks/{provider}", g.serveWebhook)
 	return mux
 }
 

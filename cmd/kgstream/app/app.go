@@ -75,6 +75,8 @@ type Config struct {
 	// ExcludedPathTypes and ExcludedPathEntities are generic hubs that
 	// path queries never expand through.
 	ExcludedPathTypes, ExcludedPathEntities []string
+	// WebhooksFile configures the webhook receivers (POST /webhooks/{provider}).
+	WebhooksFile string
 	// AliasesFile is the reviewed alias table (YAML), reloaded on change.
 	AliasesFile string
 	// Demo ingests the bundled corpus after start.
@@ -248,7 +250,13 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	gw, err := gateway.New(gateway.Config{Graph: st}, st, bus, authn, log.With("component", "gateway"), a.Registry)
+	gcfg := gateway.Config{Graph: st}
+	if cfg.WebhooksFile != "" {
+		if gcfg.Webhooks, err = gateway.LoadWebhooks(cfg.WebhooksFile); err != nil {
+			return nil, err
+		}
+	}
+	gw, err := gateway.New(gcfg, st, bus, authn, log.With("component", "gateway"), a.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +280,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	api.Handle("/v1/documents/", gwh)
 	api.Handle("/v1/catalog", gwh)
 	api.Handle("POST /v1/entities/reresolve", gwh)
+	api.Handle("POST /webhooks/{provider}", gwh)
 	api.Handle("GET /v1/status", stc.Handler(authn))
 	api.Handle("/", qs.Handler())
 	l, err := serve.Listen(cfg.HTTPAddr)

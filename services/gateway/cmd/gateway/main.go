@@ -19,6 +19,7 @@ func main() {
 	f.Register(fs, "127.0.0.1:8081")
 	tokens := fs.String("tokens", os.Getenv("KG_TOKENS_FILE"), "tokens file (required)")
 	maxBody := fs.Int64("max-body-bytes", 4<<20, "request body limit")
+	webhooks := fs.String("webhooks", os.Getenv("KG_WEBHOOKS_FILE"), "webhook receivers (YAML or JSON)")
 	_ = fs.Parse(os.Args[1:])
 	err := daemon.Run(f, true, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
 		toks, err := auth.LoadFile(*tokens)
@@ -29,7 +30,13 @@ func main() {
 		if err != nil {
 			return nil, nil, err
 		}
-		g, err := gateway.New(gateway.Config{MaxBodyBytes: *maxBody, Graph: env.Stores}, env.Stores, env.Bus, a, env.Log, env.Registry)
+		gcfg := gateway.Config{MaxBodyBytes: *maxBody, Graph: env.Stores}
+		if *webhooks != "" {
+			if gcfg.Webhooks, err = gateway.LoadWebhooks(*webhooks); err != nil {
+				return nil, nil, err
+			}
+		}
+		g, err := gateway.New(gcfg, env.Stores, env.Bus, a, env.Log, env.Registry)
 		if err != nil {
 			return nil, nil, err
 		}
