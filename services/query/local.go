@@ -67,6 +67,8 @@ type QueryResponse struct {
 	Timings      map[string]float64 `json:"timings"`
 	// Global is set for global answers.
 	Global *GlobalStats `json:"global,omitempty"`
+	// RoutedTo is the mode an auto question was answered in.
+	RoutedTo string `json:"routed_to,omitempty"`
 	// Basic is set for basic answers.
 	Basic *BasicStats `json:"basic,omitempty"`
 }
@@ -89,10 +91,15 @@ func (s *Service) query(v *view, w http.ResponseWriter, r *http.Request) (any, e
 		return nil, err
 	}
 	var resp QueryResponse
-	switch req.Mode {
-	case ModeLocal, ModeAuto:
-		// auto routes to local: local answers every question shape, if not
-		// always best; a router by question shape is future work.
+	mode, routed := req.Mode, ""
+	if mode == ModeAuto {
+		if mode, err = s.route(v, req.Question); err != nil {
+			return nil, err
+		}
+		routed = mode
+	}
+	switch mode {
+	case ModeLocal:
 		resp, err = s.local(v, req, budget)
 	case ModeGlobal:
 		resp, err = s.global(v, req, budget)
@@ -104,8 +111,35 @@ func (s *Service) query(v *view, w http.ResponseWriter, r *http.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
+	resp.RoutedTo = routed
 	resp.Timings["total_ms"] = ms(time.Since(began))
 	return resp, nil
+}
+
+// globalCues are question shapes about the whole corpus rather than about
+// named things: they route to global search.
+var globalCues = []string{"recurring", "most common", "top ", "overall", "trend", "themes", "across all",
+	"in general", "what are our", "which kinds", "patterns"}
+
+// route picks a mode for an auto question by its shape: corpus-wide
+// questions go to global; questions naming entities the caller can see go
+// to local; anything else goes to basic when a vector index is configured,
+// else local (which then says nothing matched).
+func (s *Service) route(v *view, question string) (string, error) {
+	q := " " + strings.ToLower(question) + " "
+	for _, c := range globalCues {
+		if strings.Contains(q, c) {
+			return ModeGlobal, nil
+		}
+	}
+	seeds, err := s.matchEntities(v, question)
+	if err != nil {
+		return "", err
+	}
+	if len(seeds) == 0 && s.cfg.Vectors != nil && s.cfg.Embedder != nil {
+		return ModeBasic, nil
+	}
+	return ModeLocal, nil
 }
 
 // validateQuery checks req and returns the token budget to use.

@@ -648,3 +648,16 @@ func TestStartResolvedThroughAliases(t *testing.T) {
 	g := newFixture(t)
 	g.get("/v1/entities/component/Certificate%20Manager", tokAlice, http.StatusNotFound, nil)
 }
+
+func TestAutoRoutesByQuestionShape(t *testing.T) {
+	f := newFixture(t)
+	for q, want := range map[string]string{
+		"What are the recurring root causes of our incidents?": query.ModeGlobal,
+		"What happened to cert-manager?":                       query.ModeLocal,
+	} {
+		var resp query.QueryResponse
+		f.do(http.MethodPost, "/v1/query", tokAlice, map[string]any{"mode": "auto", "question": q}, &resp)
+		require.Equal(t, want, resp.RoutedTo, q)
+		require.Equal(t, want, resp.Mode, q)
+	}
+}
