@@ -29,6 +29,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/clusterer"
 )
 
@@ -55,15 +56,8 @@ func (w tWriter) Write(p []byte) (int, error) {
 // stream; the bus's event metrics go to reg (nil: nowhere).
 func startBus(t *testing.T, reg prometheus.Registerer) *stream.Bus {
 	t.Helper()
-	e, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc, Storage: jetstream.MemoryStorage}, testLogger(t), stream.NewMetrics(reg))
-	require.NoError(t, err)
-	return bus
+	return streamtest.NewBus(t, streamtest.Options{Config: stream.Config{Storage: jetstream.MemoryStorage},
+		Log: testLogger(t), Metrics: stream.NewMetrics(reg)})
 }
 
 // openStore opens an embedded store in a temporary directory.

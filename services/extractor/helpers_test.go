@@ -21,6 +21,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/extractor"
 )
 
@@ -53,15 +54,8 @@ func (w tWriter) Write(p []byte) (int, error) {
 // stream.
 func startBus(t *testing.T) *stream.Bus {
 	t.Helper()
-	e, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc, Storage: jetstream.MemoryStorage}, testLogger(t), stream.NewMetrics(nil))
-	require.NoError(t, err)
-	return bus
+	return streamtest.NewBus(t, streamtest.Options{Config: stream.Config{Storage: jetstream.MemoryStorage},
+		Log: testLogger(t), Metrics: stream.NewMetrics(nil)})
 }
 
 // startWorker runs a worker until the test ends, waiting for Run to return.

@@ -23,7 +23,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
-	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/gateway"
 )
 
@@ -50,14 +50,7 @@ func hooksConfig() gateway.WebhooksConfig {
 
 func setupWebhooks(t *testing.T) *fixture {
 	t.Helper()
-	emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc}, nil, nil)
-	require.NoError(t, err)
+	bus := streamtest.NewBus(t, streamtest.Options{})
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })

@@ -12,6 +12,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/reporter"
 )
 
@@ -21,14 +22,7 @@ func setup(t *testing.T) (*reporter.Worker, *embedded.Store, *stream.Bus, *prome
 
 func setupB(t testing.TB) (*reporter.Worker, *embedded.Store, *stream.Bus, *prometheus.Registry) {
 	t.Helper()
-	emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc}, nil, nil)
-	require.NoError(t, err)
+	bus := streamtest.NewBus(t, streamtest.Options{})
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })

@@ -17,6 +17,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/resolver"
 )
 
@@ -29,16 +30,9 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
 	reg := prometheus.NewRegistry()
 	m := stream.NewMetrics(reg)
-	bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc}, nil, m)
-	require.NoError(t, err)
+	bus := streamtest.NewBus(t, streamtest.Options{Metrics: m})
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
