@@ -101,21 +101,10 @@ func (e *env) run(t *testing.T) {
 	})
 }
 
-// eventually polls cond until it holds or the deadline passes (no sleeps
-// standing in for synchronisation).
+// eventually polls cond until it holds (see streamtest.Eventually).
 func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	streamtest.Eventually(t, timeout, cond)
 }
 
 // announcements returns the kg.communities.changed events on the stream, in order.

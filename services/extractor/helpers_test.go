@@ -77,21 +77,10 @@ func startWorker(t *testing.T, bus *stream.Bus, ext extractor.Extractor, reg pro
 	return w
 }
 
-// eventually polls cond until it holds or the deadline passes (no sleeps
-// standing in for synchronisation).
+// eventually polls cond until it holds (see streamtest.Eventually).
 func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	streamtest.Eventually(t, timeout, cond)
 }
 
 // messages returns the stream's messages on subject, in order.

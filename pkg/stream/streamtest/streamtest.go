@@ -7,6 +7,7 @@ package streamtest
 import (
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/kgstream/kgstream/pkg/stream"
 )
@@ -40,4 +41,21 @@ func NewBus(t testing.TB, opts Options) *stream.Bus {
 		t.Fatalf("connecting the bus: %v", err)
 	}
 	return bus
+}
+
+// Eventually polls cond until it returns nil or timeout passes, then fails
+// the test with cond's last error: a bounded poll instead of a sleep.
+func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %s: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
