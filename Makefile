@@ -36,9 +36,16 @@ lint:
 	$(GO) vet $(MODULES)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(MODULES)
 
-## bench: the benchmarks the issues ask for (ingest throughput, index lag, Leiden)
+## bench: the figures the issues ask for (needs Redis, NATS and Weaviate up: .ci/run starts them)
+BENCH = $(GO) test -run '^$$' -timeout 60m
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem -timeout 60m $(MODULES)
+	$(BENCH) -bench 'Ingest|IndexLag' -benchtime 1x ./cmd/kgstream/app/
+	$(BENCH) -bench . -benchtime 1x -benchmem ./pkg/leiden/
+	$(BENCH) -bench BenchmarkOfflineExtraction -benchtime 5x ./services/extractor/
+	$(BENCH) -bench 'Global|Basic' -benchtime 1x ./services/query/
+	$(BENCH) -bench Regenerate -benchtime 3x ./services/reporter/
+	cd pkg && $(BENCH) -bench Search -benchtime 1000x ./vector/embedded/ ./vector/weaviate/
+	cd pkg && $(BENCH) -bench BenchmarkApply -benchtime 300x ./store/embedded/ ./store/redis/
 
 ## tidy: go mod tidy in every module
 tidy:
