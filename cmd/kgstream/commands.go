@@ -364,6 +364,14 @@ func cmdStatus(ctx context.Context, args []string) error {
 		Pending         map[string]uint64          `json:"pending"`
 		IndexLag        struct{ P50, P99 float64 } `json:"index_lag_seconds"`
 		Problems        []string                   `json:"problems"`
+		LLM             *struct {
+			Documents        uint64  `json:"documents"`
+			PromptTokens     float64 `json:"prompt_tokens"`
+			CompletionTokens float64 `json:"completion_tokens"`
+			Cost             float64 `json:"cost"`
+			CallsPerDocument float64 `json:"calls_per_document"`
+			CostPerDocument  float64 `json:"cost_per_document"`
+		} `json:"llm"`
 	}
 	var raw json.RawMessage
 	if err := app.NewClient(*server, *token).Do(ctx, http.MethodGet, p, "", nil, &raw); err != nil {
@@ -381,6 +389,10 @@ func cmdStatus(ctx context.Context, args []string) error {
 			fmt.Printf("pending %-10s %d\n", s, st.Pending[s])
 		}
 		fmt.Printf("index lag p50 %.3fs p99 %.3fs\n", st.IndexLag.P50, st.IndexLag.P99)
+		if l := st.LLM; l != nil {
+			fmt.Printf("llm %d documents, %.1f calls/doc, %.0f prompt + %.0f completion tokens, cost %.4f (%.6f per document)\n",
+				l.Documents, l.CallsPerDocument, l.PromptTokens, l.CompletionTokens, l.Cost, l.CostPerDocument)
+		}
 		for _, pr := range st.Problems {
 			fmt.Println("problem:", pr)
 		}

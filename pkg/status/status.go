@@ -46,16 +46,85 @@ type Report struct {
 	Pending         map[string]uint64 `json:"pending"`
 	IndexLag        Lag               `json:"index_lag_seconds"`
 	Problems        []string          `json:"problems,omitempty"`
+	// LLM is the extraction spend this process saw (absent when it runs no
+	// LLM extractor).
+	LLM *LLMUsage `json:"llm,omitempty"`
+}
+
+// LLMUsage sums the LLM extractor's metrics over models.
+type LLMUsage struct {
+	Documents        uint64  `json:"documents"`
+	Calls            float64 `json:"calls"`
+	PromptTokens     float64 `json:"prompt_tokens"`
+	CompletionTokens float64 `json:"completion_tokens"`
+	Cost             float64 `json:"cost"`
+	CallsPerDocument float64 `json:"calls_per_document"`
+	CostPerDocument  float64 `json:"cost_per_document"`
 }
 
 // Collector computes reports and keeps kgstream_orphan_edges current.
 type Collector struct {
-	st      Stores
-	bus     *stream.Bus
-	stages  []string
-	log     *slog.Logger
-	orphans *prometheus.GaugeVec
-	stale   *prometheus.GaugeVec
+	st       Stores
+	bus      *stream.Bus
+	stages   []string
+	log      *slog.Logger
+	orphans  *prometheus.GaugeVec
+	stale    *prometheus.GaugeVec
+	gatherer prometheus.Gatherer
+}
+
+// WithGatherer lets Collect report the LLM spend from this process's
+// metrics (the all-in-one's registry).
+func (c *Collector) WithGatherer(g prometheus.Gatherer) *Collector {
+	c.gatherer = g
+	return c
+}
+
+// llmUsage reads the extractor's LLM metrics from the gatherer.
+func (c *Collector) llmUsage() *LLMUsage {
+	if c.gatherer == nil {
+		return nil
+	}
+	mfs, err := c.gatherer.Gather()
+	if err != nil {
+		c.log.Warn("gathering metrics", "error", err)
+		return nil
+	}
+	u := &LLMUsage{}
+	var calls, cost float64
+	seen := false
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "kgstream_llm_calls_total":
+				seen = true
+				u.Calls += m.GetCounter().GetValue()
+			case "kgstream_llm_cost_total":
+				u.Cost += m.GetCounter().GetValue()
+			case "kgstream_llm_tokens_total":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "direction" && l.GetValue() == "prompt" {
+						u.PromptTokens += m.GetCounter().GetValue()
+					} else if l.GetName() == "direction" {
+						u.CompletionTokens += m.GetCounter().GetValue()
+					}
+				}
+			case "kgstream_llm_calls_per_document":
+				u.Documents += m.GetHistogram().GetSampleCount()
+				calls += m.GetHistogram().GetSampleSum()
+			case "kgstream_llm_cost_per_document":
+				cost += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	if !seen {
+		return nil
+	}
+	if u.Documents > 0 {
+		u.CallsPerDocument = calls / float64(u.Documents)
+		u.CostPerDocument = cost / float64(u.Documents)
+	}
+	return u
 }
 
 // NewCollector returns a Collector; stages are the consumer names whose
@@ -170,6 +239,7 @@ func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Rep
 		}
 		c.stale.WithLabelValues(tenant).Set(float64(r.StaleReports))
 	}
+	r.LLM = c.llmUsage()
 	if c.bus != nil {
 		for _, s := range c.stages {
 			n, err := c.bus.Pending(ctx, s)

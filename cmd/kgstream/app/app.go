@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -272,7 +273,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Status = stc
+	a.Status = stc.WithGatherer(a.Registry)
 
 	api := http.NewServeMux()
 	gwh := gw.Handler()
@@ -322,9 +323,21 @@ func NewExtractor(cfg llm.Config, cache extractor.Cache, st store.GraphStore, lo
 		if err != nil {
 			return nil, fmt.Errorf("configuring the LLM client: %w", err)
 		}
-		return extractor.NewLLM(extractor.LLMConfig{Cache: cache}, client, log, reg)
+		return extractor.NewLLM(extractor.LLMConfig{Cache: cache, Prices: pricesFromEnv(cfg.Model)}, client, log, reg)
 	}
 	return extractor.NewOffline(extractor.OfflineConfig{Gazetteer: extractor.NewStoreGazetteer(st, 0)})
+}
+
+// pricesFromEnv reads KG_LLM_PRICE_PROMPT and KG_LLM_PRICE_COMPLETION
+// (currency units per million tokens) for the configured model, so status
+// can estimate the cost per document.
+func pricesFromEnv(model string) extractor.PriceTable {
+	p, errP := strconv.ParseFloat(os.Getenv("KG_LLM_PRICE_PROMPT"), 64)
+	c, errC := strconv.ParseFloat(os.Getenv("KG_LLM_PRICE_COMPLETION"), 64)
+	if errP != nil && errC != nil {
+		return nil
+	}
+	return extractor.PriceTable{model: {PromptPerMTok: p, CompletionPerMTok: c}}
 }
 
 func orDefault(s, d string) string {

@@ -576,8 +576,29 @@ func metricsOf(t *testing.T, base string) func() string {
 
 func TestSeedScenarioEmbedded(t *testing.T) {
 	replay := newReplay(t)
+	t.Setenv("KG_LLM_PRICE_PROMPT", "2.5")
+	t.Setenv("KG_LLM_PRICE_COMPLETION", "10")
 	a := startApp(t, app.Config{TokensFile: writeTokens(t), LLM: llmConfig(replay)})
 	runSeedScenario(t, scenario{write: a.URL(), read: a.URL(), metrics: metricsOf(t, a.URL())}, replay)
+
+	// Status reports the extraction spend: ten postmortems plus the INC-121
+	// edit, one extraction and one gleaning call each, priced per token.
+	var st struct {
+		LLM *struct {
+			Documents        int     `json:"documents"`
+			CallsPerDocument float64 `json:"calls_per_document"`
+			PromptTokens     float64 `json:"prompt_tokens"`
+			Cost             float64 `json:"cost"`
+			CostPerDocument  float64 `json:"cost_per_document"`
+		} `json:"llm"`
+	}
+	require.NoError(t, get(t, app.NewClient(a.URL(), "alice-token"), "/v1/status", &st))
+	require.NotNil(t, st.LLM)
+	require.Equal(t, 11, st.LLM.Documents)
+	require.Equal(t, 2.0, st.LLM.CallsPerDocument)
+	require.Greater(t, st.LLM.PromptTokens, 0.0)
+	require.InDelta(t, st.LLM.Cost/11, st.LLM.CostPerDocument, 1e-9)
+	require.Greater(t, st.LLM.CostPerDocument, 0.0)
 }
 
 func TestSeedScenarioRedis(t *testing.T) {
