@@ -27,7 +27,9 @@ Usage:
   kgstream eval extraction --gold FILE --docs DIR [--catalog FILE] [--json]
   kgstream leiden [--flat] [--max-cluster-size N] [--seed S] [--resolution G] [--randomness R] [--iterations K]
 
-Environment: KG_LLM_BASE_URL, KG_LLM_MODEL, KG_LLM_API_KEY (LLM extraction), KG_TOKENS_FILE,
+Environment: KG_LLM_BASE_URL, KG_LLM_MODEL, KG_LLM_API_KEY (LLM extraction, reports, global answers),
+KG_LLM_PRICE_PROMPT, KG_LLM_PRICE_COMPLETION (per million tokens, for status), KG_EMBED_BASE_URL,
+KG_EMBED_MODEL, KG_EMBED_API_KEY (embeddings; offline hashing otherwise), KG_TOKENS_FILE,
 KG_SERVER (default server URL), KG_TOKEN (default token).
 `
 
