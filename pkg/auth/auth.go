@@ -31,6 +31,9 @@ type Token struct {
 	Groups    []string `json:"groups,omitempty"`
 	// Admin lets the principal write to other tenants.
 	Admin bool `json:"admin,omitempty"`
+	// Writer lets the principal write every document of its tenant, also
+	// ones it cannot read (an ingestion service account).
+	Writer bool `json:"writer,omitempty"`
 }
 
 // Authenticator resolves requests to callers.
@@ -62,7 +65,7 @@ func New(tokens []Token, anonymous *provenance.Caller) (*Authenticator, error) {
 		if _, dup := a.byHash[h]; dup {
 			return nil, fmt.Errorf("token %d: duplicate token", i)
 		}
-		a.byHash[h] = provenance.Caller{Tenant: t.Tenant, Principal: t.Principal, Groups: t.Groups, Admin: t.Admin}
+		a.byHash[h] = provenance.Caller{Tenant: t.Tenant, Principal: t.Principal, Groups: t.Groups, Admin: t.Admin, Writer: t.Writer}
 	}
 	return a, nil
 }

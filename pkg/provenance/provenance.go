@@ -94,6 +94,10 @@ type Caller struct {
 	Groups    []string `json:"groups,omitempty"`
 	// Admin callers may write to any tenant (token flag); reads still obey ACLs.
 	Admin bool `json:"admin,omitempty"`
+	// Writer callers (ingestion service accounts) may write any document of
+	// their tenant, also ones they cannot read; others may only overwrite,
+	// re-permission or delete documents they can read.
+	Writer bool `json:"writer,omitempty"`
 }
 
 // SourceRef names one version of one document, optionally one text unit in it.

@@ -149,6 +149,31 @@ func (g *Gateway) route(name string, h func(*http.Request, provenance.Caller) (i
 	})
 }
 
+// mayWrite refuses a write to an existing document the caller may not read:
+// being in the tenant is not enough to overwrite, re-permission or delete
+// someone else's restricted document. Admin and writer (service account)
+// callers may write anything in their tenant. A new document (or one deleted) may be written by anyone in
+// the tenant. The answer says the document exists but not what it holds.
+func (g *Gateway) mayWrite(ctx context.Context, tenant string, c provenance.Caller, docID string) error {
+	if c.Admin || c.Writer {
+		return nil
+	}
+	cur, err := g.registry.Sources(ctx, tenant, []string{docID})
+	if err != nil {
+		return httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "checking the document: %v", err)
+	}
+	st, ok := cur[docID]
+	if !ok || st.Deleted {
+		return nil
+	}
+	// Readable checks the caller's own tenant; the write may target another
+	// tenant only for admins, handled above.
+	if !provenance.Readable(provenance.Caller{Tenant: tenant, Principal: c.Principal, Groups: c.Groups}, st) {
+		return httpapi.Errorf(http.StatusForbidden, "forbidden", "document %q exists and you may not write it", docID)
+	}
+	return nil
+}
+
 // DocumentRequest is the body of POST /v1/documents.
 type DocumentRequest struct {
 	ID        string          `json:"id"`
@@ -214,6 +239,9 @@ func (g *Gateway) postDocument(r *http.Request, c provenance.Caller) (int, any, 
 		}
 		ev.OccurredAt = t
 	}
+	if err := g.mayWrite(r.Context(), tenant, c, req.ID); err != nil {
+		return 0, nil, err
+	}
 	return g.announce(r.Context(), tenant, req.Version, req.UpdatedAt, ev)
 }
 
@@ -261,6 +289,9 @@ func (g *Gateway) deleteDocument(r *http.Request, c provenance.Caller) (int, any
 	if err != nil {
 		return 0, nil, err
 	}
+	if err := g.mayWrite(r.Context(), tenant, c, docID); err != nil {
+		return 0, nil, err
+	}
 	st, err := g.registry.MarkDeleted(r.Context(), tenant, docID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -288,6 +319,9 @@ func (g *Gateway) putACL(r *http.Request, c provenance.Caller) (int, any, error)
 	}
 	var acl provenance.ACL
 	if err := httpapi.DecodeJSON(nil, r, g.cfg.MaxBodyBytes, &acl); err != nil {
+		return 0, nil, err
+	}
+	if err := g.mayWrite(r.Context(), tenant, c, docID); err != nil {
 		return 0, nil, err
 	}
 	st, err := g.registry.SetACL(r.Context(), tenant, docID, acl.Normalize())
@@ -338,6 +372,9 @@ func (g *Gateway) postCatalog(r *http.Request, c provenance.Caller) (int, any, e
 	}
 	ev := &events.DocChanged{DocID: docID, Source: "backstage", DocType: "catalog", Title: "Service catalog " + docID,
 		ACL: provenance.PublicACL(), Structured: st}
+	if err := g.mayWrite(r.Context(), tenant, c, docID); err != nil {
+		return 0, nil, err
+	}
 	return g.announce(r.Context(), tenant, 0, "", ev)
 }
 

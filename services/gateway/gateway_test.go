@@ -33,7 +33,8 @@ func setup(t *testing.T) *fixture {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	a, err := auth.New([]auth.Token{
-		{Token: "w", Tenant: "acme", Principal: "writer"},
+		{Token: "w", Tenant: "acme", Principal: "writer", Writer: true},
+		{Token: "u", Tenant: "acme", Principal: "user", Groups: []string{"sre"}},
 		{Token: "root", Tenant: "acme", Principal: "root", Admin: true},
 	}, nil)
 	require.NoError(t, err)
@@ -150,6 +151,23 @@ func TestAcceptedVersionsAndEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"payments"}, srcs["INC-1"].ACL.Groups, "the ACL is in force as soon as 202 is answered")
 
+	// A user who cannot read INC-1 (now payments only) may not overwrite,
+	// re-permission or delete it; the service account may.
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/documents", `{"id":"INC-1","text":"mine now","acl":{"public":true}}`},
+		{"PUT", "/v1/documents/INC-1/acl", `{"public":true}`},
+		{"DELETE", "/v1/documents/INC-1", ``},
+	} {
+		status, out = f.do(t, c.method, c.path, "u", c.body)
+		require.Equal(t, 403, status, out)
+		require.Equal(t, "forbidden", errCode(out))
+	}
+	// A document the user can read, the user may write.
+	status, out = f.do(t, "POST", "/v1/documents", "u", `{"id":"RB-1","text":"runbook","acl":{"groups":["sre"]}}`)
+	require.Equal(t, 202, status, out)
+	status, out = f.do(t, "POST", "/v1/documents", "u", `{"id":"RB-1","text":"runbook v2","acl":{"groups":["sre"]}}`)
+	require.Equal(t, 202, status, out)
+
 	status, out = f.do(t, "DELETE", "/v1/documents/INC-1", "w", ``)
 	require.Equal(t, 202, status, out)
 	require.EqualValues(t, 3, out["version"])
@@ -163,8 +181,8 @@ func TestAcceptedVersionsAndEvents(t *testing.T) {
 	status, out = f.do(t, "POST", "/v1/catalog?id=cat", "w", "apiVersion: backstage.io/v1alpha1\nkind: Component\nmetadata:\n  name: api\nspec:\n  type: service\n  owner: group:web\n")
 	require.Equal(t, 202, status, out)
 
-	// changed v1, changed v2, acl, deleted, beta changed, catalog = 6 events.
-	require.EqualValues(t, 6, f.streamCount(t))
+	// changed v1, changed v2, acl, RB-1 v1 and v2, deleted, beta changed, catalog = 8 events.
+	require.EqualValues(t, 8, f.streamCount(t))
 	stm, err := f.bus.JetStream().Stream(t.Context(), f.bus.StreamName())
 	require.NoError(t, err)
 	msg, err := stm.GetLastMsgForSubject(t.Context(), "kg.doc.changed.acme")

@@ -454,8 +454,19 @@ func (g *Gateway) applyOp(ctx context.Context, rc *receiver, op docOp) ([]Webhoo
 
 func (g *Gateway) webhookChange(ctx context.Context, rc *receiver, op docOp) (WebhookDocument, error) {
 	res := WebhookDocument{ID: op.docID, Action: "changed"}
+	// A known document keeps the ACL it has: someone may have restricted it
+	// with PUT /v1/documents/{id}/acl, and an edit upstream must not undo a
+	// revocation. The receiver's ACL applies to documents it creates.
+	acl := rc.acl
+	cur, err := g.registry.Sources(ctx, rc.tenant, []string{op.docID})
+	if err != nil {
+		return res, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "reading the document: %v", err)
+	}
+	if st, ok := cur[op.docID]; ok && !st.Deleted {
+		acl = st.ACL
+	}
 	st, err := g.registry.Announce(ctx, rc.tenant, store.Announcement{DocID: op.docID, Version: op.version,
-		ACL: rc.acl, Source: rc.kind, Title: op.title, UpdatedAt: op.updatedAt})
+		ACL: acl, Source: rc.kind, Title: op.title, UpdatedAt: op.updatedAt})
 	switch {
 	case errors.Is(err, store.ErrStaleVersion):
 		res.Stale = true
@@ -464,7 +475,7 @@ func (g *Gateway) webhookChange(ctx context.Context, rc *receiver, op docOp) (We
 		return res, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "recording the document: %v", err)
 	}
 	ev := &events.DocChanged{Header: events.Header{Tenant: rc.tenant}, DocID: op.docID, Version: st.Version,
-		Source: rc.kind, DocType: op.docType, Title: op.title, Text: op.text, ACL: rc.acl,
+		Source: rc.kind, DocType: op.docType, Title: op.title, Text: op.text, ACL: acl,
 		OccurredAt: op.occurredAt, ReceivedAt: g.now().UTC()}
 	res.Version, res.EventID = st.Version, events.MsgID(rc.tenant, op.docID, st.Version, "changed")
 	res.Duplicate, err = g.publish(ctx, events.KindDocChanged, rc.tenant, res.EventID, ev)
