@@ -74,10 +74,18 @@ func TestUnmergeWithoutReextracting(t *testing.T) {
 		}
 	}
 	waitFor("the merged graph", func() bool { return strings.Join(teams(), ",") == "Discovery,Identity,Messaging,Payments" })
+	waitFor("every document extracted and applied", func() bool {
+		var st struct {
+			Applied int               `json:"applied"`
+			Pending map[string]uint64 `json:"pending"`
+		}
+		err := c.Do(ctx, "GET", "/v1/status", "", nil, &st)
+		return err == nil && st.Applied == 11 && st.Pending["extractor"] == 0 && st.Pending["resolver"] == 0
+	})
 	extractions := func() int {
 		n := 0
 		for _, call := range replay.Calls() {
-			if !strings.Contains(string(call.Request.ResponseFormat), "community_report") {
+			if strings.Contains(string(call.Request.ResponseFormat), "graph_extraction") {
 				n++
 			}
 		}

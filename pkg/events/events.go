@@ -90,6 +90,13 @@ func MsgID(tenant, docID string, version int64, kind string) string {
 	return fmt.Sprintf("%s/%s/%d/%s", tenant, docID, version, kind)
 }
 
+// RunMsgID is the Nats-Msg-Id of a per-tenant run announcement (kind
+// "communities" or "reports"). Its document segment is empty, which no
+// document id can be, so it never collides with a document's event id.
+func RunMsgID(tenant string, run int64, kind string) string {
+	return fmt.Sprintf("%s//%d/%s", tenant, run, kind)
+}
+
 // Header is the envelope every event starts with.
 type Header struct {
 	Schema int    `json:"schema"`

@@ -319,7 +319,9 @@ type ConsumerConfig struct {
 	// AckWait is how long the server waits for an ack before redelivering
 	// (default 30s); a running handler keeps its message in progress.
 	AckWait time.Duration
-	// Batch is how many messages are fetched ahead (default 64).
+	// Batch is how many messages are fetched ahead (default 16). Only the
+	// message being handled is kept in progress, so Batch × handling time
+	// must stay well under AckWait.
 	Batch int
 }
 
@@ -337,7 +339,7 @@ func (c *ConsumerConfig) setDefaults() {
 		c.AckWait = 30 * time.Second
 	}
 	if c.Batch == 0 {
-		c.Batch = 64
+		c.Batch = 16
 	}
 }
 
@@ -483,6 +485,13 @@ func (b *Bus) consume(ctx context.Context, cc ConsumerConfig, cons jetstream.Con
 				return nil
 			}
 			b.log.Warn("fetching message", "stage", cc.Stage, "error", err)
+			// Back off so a persistent failure (a deleted consumer) is not
+			// a hot loop.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(250 * time.Millisecond):
+			}
 			continue
 		}
 		b.handle(ctx, cc, h, msg)
@@ -518,7 +527,7 @@ func (b *Bus) handle(ctx context.Context, cc ConsumerConfig, h Handler, msg jets
 		}
 	}()
 	if perr != nil {
-		err = perr
+		err = Permanent(perr)
 	} else {
 		err = safeCall(hctx, h, m)
 	}

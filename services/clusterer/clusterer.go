@@ -409,8 +409,12 @@ func (w *Worker) Recluster(ctx context.Context, tenant string) error {
 	if o := w.owed[tenant]; o != nil {
 		mergeOwed(ev, o, comms)
 	}
-	if _, err := w.bus.Publish(ctx, events.KindCommunitiesChanged, tenant,
-		events.MsgID(tenant, "_communities", run, "changed"), ev); err != nil {
+	// The communities are stored: announce them even if shutdown began
+	// meanwhile, or the next run (diffing against them) would never do so.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := w.bus.Publish(pctx, events.KindCommunitiesChanged, tenant,
+		events.RunMsgID(tenant, run, "communities"), ev); err != nil {
 		// The communities are stored: a later run diffs against them and
 		// would never announce these, so keep the announcement owed.
 		w.owed[tenant] = ev

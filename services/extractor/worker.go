@@ -89,6 +89,12 @@ func New(cfg Config, bus *stream.Bus, ext Extractor, log *slog.Logger, reg prome
 	if bus == nil || ext == nil {
 		return nil, errors.New("extractor: New needs a bus and an extractor")
 	}
+	if cfg.Batch == 0 && ext.Name() == "llm" {
+		// Only the message being handled is kept in progress: fetching many
+		// ahead of slow LLM calls lets the buffered ones time out and come
+		// back, spending their delivery budget.
+		cfg.Batch = 1
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

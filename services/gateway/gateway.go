@@ -266,7 +266,9 @@ func (g *Gateway) announce(ctx context.Context, tenant string, version int64, up
 }
 
 func (g *Gateway) publish(ctx context.Context, kind events.Kind, tenant, id string, ev events.Validator) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.PublishTimeout)
+	// The registry already holds the change: a client hanging up must not
+	// cancel the publish that makes it durable.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.PublishTimeout)
 	defer cancel()
 	ack, err := g.bus.Publish(ctx, kind, tenant, id, ev)
 	if err != nil {

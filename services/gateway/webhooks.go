@@ -440,7 +440,10 @@ func (g *Gateway) applyOp(ctx context.Context, rc *receiver, op docOp) ([]Webhoo
 	}
 	prefix := op.docID + "%2F"
 	for _, s := range all {
-		if s.Deleted || !strings.HasPrefix(s.DocID, prefix) {
+		// Children already marked deleted are published again: a retry
+		// after a failed publish must still deliver their deletion (the
+		// same version gives the same event id, so JetStream de-duplicates).
+		if !strings.HasPrefix(s.DocID, prefix) {
 			continue
 		}
 		doc, err := g.webhookDelete(ctx, rc, s.DocID, 0, false, "")

@@ -1,10 +1,13 @@
 package query
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/kgstream/kgstream/pkg/store"
 
 	"github.com/kgstream/kgstream/pkg/httpapi"
 	"github.com/kgstream/kgstream/pkg/vector"
@@ -58,10 +61,39 @@ func (s *Service) searchTextUnits(v *view, question string, k int, timings map[s
 	if err := v.adm.Prefetch(ids); err != nil {
 		return nil, 0, 0, err
 	}
+	applied := map[string]int64{} // doc -> applied version, per request
+	current := func(ref citation) (bool, error) {
+		ver, ok := applied[ref.DocID]
+		if !ok {
+			rec, err := v.s.st.Source(v.ctx, v.tenant, ref.DocID)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				ver = -1
+			case err != nil:
+				return false, fmt.Errorf("reading source %s: %w", ref.DocID, err)
+			case rec.Deleted:
+				ver = -1
+			default:
+				ver = rec.Version
+			}
+			applied[ref.DocID] = ver
+		}
+		return ver == ref.Version, nil
+	}
 	for _, h := range hits {
 		ok, err := v.directAll(h.Item)
 		if err != nil {
 			return nil, 0, 0, err
+		}
+		// The index may lag an edit: a passage of a superseded version
+		// (perhaps the paragraph the edit removed) is not served.
+		for _, ref := range h.Refs() {
+			if !ok {
+				break
+			}
+			if ok, err = current(ref); err != nil {
+				return nil, 0, 0, err
+			}
 		}
 		if !ok {
 			dropped++

@@ -146,21 +146,24 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 	if len(readable) == 0 {
 		return visibleEntity{raw: e}, nil
 	}
-	name := e.Name
-	if named {
-		best := -1
-		for i, f := range readable {
-			if f.Name == e.Name {
-				best = i
-				break
-			}
-			if f.Name != "" && (best < 0 || f.NameRank < readable[best].NameRank) {
-				best = i
-			}
+	// The stored display name is shown only when a readable fragment
+	// carries it; otherwise the best readable spelling, else the id's key
+	// (never a name that only an unreadable document supplied).
+	_, name, _ := cutID(e.ID)
+	best := -1
+	for i, f := range readable {
+		if f.Name == e.Name {
+			best = i
+			break
 		}
-		if best >= 0 {
-			name = readable[best].Name
+		if f.Name != "" && (best < 0 || f.NameRank < readable[best].NameRank) {
+			best = i
 		}
+	}
+	if best >= 0 {
+		name = readable[best].Name
+	} else if !named {
+		name = e.Name // fragments record no names at all (older data): the stored name is all there is
 	}
 	typ := e.Type
 	if typ == "" {

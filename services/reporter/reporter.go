@@ -162,8 +162,10 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 // "<stage>-vectors-", so enabling vectors never replays old community
 // events, and the stage's pending count covers both.
 func (w *Worker) Run(ctx context.Context) error {
+	// One run's reports can take long (an LLM writer): fetch one event at
+	// a time so none waits in the buffer past its ack deadline.
 	reports := stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindCommunitiesChanged},
-		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff}
+		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff, Batch: 1, AckWait: 2 * time.Minute}
 	if !w.vectorsOn() {
 		return w.bus.Run(ctx, reports, w.Handle)
 	}
@@ -205,15 +207,10 @@ func (w *Worker) handleCommunities(ctx context.Context, m *stream.Message) error
 	if err := events.Decode(m.Data, &ev); err != nil {
 		return err
 	}
-	last, err := w.st.LastRun(ctx, ev.Tenant)
-	if err != nil {
-		return fmt.Errorf("reading last run: %w", err)
-	}
-	if ev.Run < last {
-		// A newer run's event follows and covers these communities; the
-		// stale run's ids may no longer exist.
-		return fmt.Errorf("%w: run %d is older than stored run %d", stream.ErrStale, ev.Run, last)
-	}
+	// An older run's event is still handled: the newer run was diffed
+	// against it, so its changes are announced nowhere else. Ids are member
+	// set hashes, so writing the changed ones that still exist and removing
+	// the removed ones that do not converges whatever the order.
 	comms, err := w.st.Communities(ctx, ev.Tenant)
 	if err != nil {
 		return fmt.Errorf("reading communities: %w", err)
@@ -264,6 +261,9 @@ func (w *Worker) handleCommunities(ctx context.Context, m *stream.Message) error
 		return err
 	}
 	for _, id := range ev.Removed {
+		if _, alive := byID[id]; alive {
+			continue // a later run has this member set again
+		}
 		if err := w.st.DeleteReport(ctx, ev.Tenant, ReportID(id)); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("removing report of %s: %w", id, err)
 		}
@@ -276,7 +276,7 @@ func (w *Worker) handleCommunities(ctx context.Context, m *stream.Message) error
 		}
 	}
 	w.bus.ObserveLag("reports", ev.OldestReceivedAt)
-	if _, err := w.bus.Publish(ctx, events.KindReportsChanged, ev.Tenant, events.MsgID(ev.Tenant, "_reports", ev.Run, "changed"),
+	if _, err := w.bus.Publish(ctx, events.KindReportsChanged, ev.Tenant, events.RunMsgID(ev.Tenant, ev.Run, "reports"),
 		&events.ReportsChanged{Header: events.Header{Tenant: ev.Tenant}, Reports: written, Removed: removed}); err != nil {
 		return fmt.Errorf("announcing reports: %w", err)
 	}
@@ -424,6 +424,27 @@ func (w *Worker) Extractive(c store.Community, ix *index) store.Report {
 		}
 		return id
 	}
+	// A target outside the community is named by the spelling of a document
+	// that supports the edge (those documents are among the report's
+	// sources), never by a display name only some other document supplied.
+	targetName := func(e store.Edge) string {
+		if in[e.Target] {
+			return name(e.Target)
+		}
+		docs := map[string]bool{}
+		for _, s := range e.Supports {
+			docs[s.DocID] = true
+		}
+		if t, ok := ix.ents[e.Target]; ok {
+			for _, f := range t.Sources {
+				if docs[f.DocID] && f.Name != "" {
+					return f.Name
+				}
+			}
+		}
+		_, key, _ := strings.Cut(e.Target, ":")
+		return key
+	}
 	var top []string
 	for _, m := range members[:min(3, len(members))] {
 		top = append(top, name(m))
@@ -450,7 +471,7 @@ func (w *Worker) Extractive(c store.Community, ix *index) store.Report {
 			if e.Source != m {
 				continue
 			}
-			parts = append(parts, fmt.Sprintf("%s %s", strings.ReplaceAll(e.Relation, "_", " "), name(e.Target)))
+			parts = append(parts, fmt.Sprintf("%s %s", strings.ReplaceAll(e.Relation, "_", " "), targetName(e)))
 			edgeIDs = append(edgeIDs, e.ID)
 			cites = append(cites, citations(e.Supports)...)
 			if e.Relation == "failure" || ix.ents[e.Target].Type == "failure_mode" {

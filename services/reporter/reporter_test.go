@@ -131,8 +131,18 @@ func TestReportsForChangedCommunitiesOnly(t *testing.T) {
 	require.EqualValues(t, 1, written("sources_changed"))
 	require.EqualValues(t, 1, written("removed"))
 
-	// An event of an older run is stale: a newer run supersedes it.
-	err = w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 1,
-		Changed: []events.CommunityChange{{ID: "c0-x", Level: 0, MemberHash: "x"}}}))
-	require.ErrorIs(t, err, stream.ErrStale)
+	// A late event of an older run still counts, because the newer run was
+	// diffed against it and announces its changes nowhere else; but only
+	// for communities that exist now, and removals only of those that do not.
+	require.NoError(t, st.ReplaceCommunities(t.Context(), "acme", 3, []store.Community{cs[1],
+		{ID: "c0-z", Level: 0, Members: []string{"incident:a"}, MemberHash: "z"}}))
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 2,
+		Changed: []events.CommunityChange{{ID: "c0-z", MemberHash: "z"}, {ID: "c0-x", MemberHash: "x"}},
+		Removed: []string{"c0-y"}})))
+	_, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-z"))
+	require.NoError(t, err, "run 2 announced c0-z; run 3 (diffed against 2) never will")
+	_, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-x"))
+	require.ErrorIs(t, err, store.ErrNotFound, "c0-x no longer exists")
+	_, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-y"))
+	require.NoError(t, err, "c0-y exists again in run 3: its report stays")
 }
