@@ -319,13 +319,17 @@ func (e *Extracted) Validate() error {
 // GraphChanged tells the clusterer that a source's contributions changed.
 type GraphChanged struct {
 	Header
-	DocID      string    `json:"doc_id"`
-	Version    int64     `json:"version"`
-	Deleted    bool      `json:"deleted,omitempty"`
-	Touched    []string  `json:"touched"` // entity ids added, removed or re-linked
-	Entities   int       `json:"entities"`
-	Edges      int       `json:"edges"`
-	ReceivedAt time.Time `json:"received_at"`
+	DocID   string   `json:"doc_id"`
+	Version int64    `json:"version"`
+	Deleted bool     `json:"deleted,omitempty"`
+	Touched []string `json:"touched"` // entity ids added, removed or re-linked
+	// Contributed lists the entities the document contributed before or
+	// after this change: those whose description fragments it changed,
+	// including entities that live on through other documents.
+	Contributed []string  `json:"contributed,omitempty"`
+	Entities    int       `json:"entities"`
+	Edges       int       `json:"edges"`
+	ReceivedAt  time.Time `json:"received_at"`
 }
 
 // Validate checks the fields a consumer relies on.

@@ -55,9 +55,12 @@ func (w *Worker) handleGraph(ctx context.Context, m *stream.Message) error {
 	if err != nil {
 		return fmt.Errorf("reading source %s: %w", doc, err)
 	}
-	// Entities D contributes now, and those it touched (they may have lost
-	// D's fragment but live on through other documents).
+	// Entities D contributes now, those it contributed before (they lost
+	// D's fragment but may live on through other documents: DeleteByDoc
+	// below removes their items, so they are written again) and those it
+	// touched.
 	entityIDs := append(slices.Clone(rec.Entities), ev.Touched...)
+	entityIDs = append(entityIDs, ev.Contributed...)
 	slices.Sort(entityIDs)
 	entityIDs = slices.Compact(entityIDs)
 	ents, err := w.st.Entities(ctx, tenant, entityIDs)

@@ -168,7 +168,10 @@ func TestVectorIndexFollowsGraphACLAndReports(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.st.Delete(ctx, "acme", "INC-1", 3)
 	require.NoError(t, err)
-	r.graphChanged("INC-1", 3, true, "incident:INC-1", "failure_mode:disk-full")
+	// As the resolver announces it: the planner's Touched omits the shared
+	// failure mode (it only lost INC-1's fragment), Contributed names it.
+	r.handle(events.KindGraphChanged, &events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "INC-1", Version: 3,
+		Deleted: true, Touched: []string{"incident:INC-1"}, Contributed: []string{"failure_mode:disk-full", "incident:INC-1"}})
 	require.Equal(t, []string{"INC-2#u0"}, ids(r.search(vector.KindTextUnit, anyone)))
 	ents = r.search(vector.KindEntity, anyone)
 	require.Equal(t, []string{"failure_mode:disk-full", "incident:INC-2"}, ids(ents))

@@ -174,6 +174,10 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 		if err != nil {
 			return err
 		}
+		prev, err := w.previousEntities(ctx, ev.Tenant, ev.DocID)
+		if err != nil {
+			return err
+		}
 		res, err := w.graph.Apply(ctx, ev.Tenant, ev.DocID, ev.Version, c)
 		if err != nil {
 			return classify(fmt.Errorf("applying %s@%d: %w", ev.DocID, ev.Version, err))
@@ -186,7 +190,10 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 		if ev.DocType == "catalog" && res.Outcome == store.Applied {
 			w.forgetCatalog(ev.Tenant)
 		}
-		return w.after(ctx, "change", ev.Tenant, ev.DocID, ev.Version, ev.Resolution, false, ev.ReceivedAt, res)
+		for _, e := range c.Entities {
+			prev = append(prev, e.ID)
+		}
+		return w.after(ctx, "change", ev.Tenant, ev.DocID, ev.Version, ev.Resolution, false, ev.ReceivedAt, res, prev)
 	case events.KindDocDeleted:
 		var ev events.DocDeleted
 		if err := events.Decode(m.Data, &ev); err != nil {
@@ -195,17 +202,34 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 		if ev.Tenant != m.Tenant {
 			return stream.Permanent(fmt.Errorf("event tenant %q does not match subject tenant %q", ev.Tenant, m.Tenant))
 		}
+		prev, err := w.previousEntities(ctx, ev.Tenant, ev.DocID)
+		if err != nil {
+			return err
+		}
 		res, err := w.graph.Delete(ctx, ev.Tenant, ev.DocID, ev.Version)
 		if err != nil {
 			return classify(fmt.Errorf("deleting %s@%d: %w", ev.DocID, ev.Version, err))
 		}
-		return w.after(ctx, "delete", ev.Tenant, ev.DocID, ev.Version, 0, true, ev.ReceivedAt, res)
+		return w.after(ctx, "delete", ev.Tenant, ev.DocID, ev.Version, 0, true, ev.ReceivedAt, res, prev)
 	default:
 		return stream.Permanent(fmt.Errorf("resolver does not handle %s events", m.Kind))
 	}
 }
 
-func (w *Worker) after(ctx context.Context, kind, tenant, docID string, version, resolution int64, deleted bool, received time.Time, res store.ApplyResult) error {
+// previousEntities lists the entities the document contributes before this
+// change (none for a document never applied).
+func (w *Worker) previousEntities(ctx context.Context, tenant, docID string) ([]string, error) {
+	rec, err := w.graph.Source(ctx, tenant, docID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading source %s: %w", docID, err)
+	}
+	return slices.Clone(rec.Entities), nil
+}
+
+func (w *Worker) after(ctx context.Context, kind, tenant, docID string, version, resolution int64, deleted bool, received time.Time, res store.ApplyResult, contributed []string) error {
 	w.outcomes.WithLabelValues(kind, string(res.Outcome)).Inc()
 	if res.Outcome == store.Stale {
 		return fmt.Errorf("%w: %s@%d is older than applied version %d", stream.ErrStale, docID, version, res.Previous)
@@ -225,7 +249,7 @@ func (w *Worker) after(ctx context.Context, kind, tenant, docID string, version,
 	}
 	_, err = w.bus.Publish(ctx, events.KindGraphChanged, tenant, id,
 		&events.GraphChanged{Header: events.Header{Tenant: tenant}, DocID: docID, Version: version, Deleted: deleted,
-			Touched: res.Touched, Entities: st.Entities, Edges: st.Edges, ReceivedAt: received})
+			Touched: res.Touched, Contributed: sortedUnique(contributed), Entities: st.Entities, Edges: st.Edges, ReceivedAt: received})
 	if err != nil {
 		return fmt.Errorf("announcing graph change: %w", err)
 	}
@@ -495,6 +519,12 @@ func (w *Worker) key(name string) string {
 		return strings.ToLower(strings.TrimSpace(name))
 	}
 	return resolve.Key(name)
+}
+
+func sortedUnique(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
 }
 
 func coalesce(a, b string) string {
