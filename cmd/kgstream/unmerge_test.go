@@ -111,6 +111,13 @@ func TestUnmergeWithoutReextracting(t *testing.T) {
 	if e.Name != "Cert Manager" || len(e.Citations) == 0 || e.Citations[0].DocID != "INC-112" {
 		t.Fatalf("split entity = %+v", e)
 	}
+	// The split spelling itself now names the split entity, as it does for mentions.
+	var bySpelling struct {
+		ID string `json:"id"`
+	}
+	if err := c.Do(ctx, "GET", "/v1/entities/component/Cert%20Manager", "", nil, &bySpelling); err != nil || bySpelling.ID != "component:certmanagerlegacy" {
+		t.Fatalf("component:Cert Manager resolves to %q (%v), want the split entity", bySpelling.ID, err)
+	}
 	if n := extractions(); n != calls {
 		t.Fatalf("the unmerge made %d extraction calls; it must re-resolve stored extractions", n-calls)
 	}

@@ -132,6 +132,21 @@ func (a *Aliases) Split(tenant, typ, name string) (string, bool) {
 	return as, ok
 }
 
+// CanonicalKey is the key a mention of type typ spelt name (normalisation
+// key key) resolves to under the table: a split rule for the exact
+// spelling, else an alias of the key, else the key itself. reviewed says
+// whether the table decided; the resolver and the query service both
+// resolve through it, so a reference and a mention always agree.
+func (a *Aliases) CanonicalKey(tenant, typ, name, key string) (ck string, reviewed bool) {
+	if as, ok := a.Split(tenant, typ, name); ok {
+		return as, true
+	}
+	if ck, ok := a.Canonical(tenant, typ, key); ok {
+		return ck, true
+	}
+	return key, false
+}
+
 // Len returns the number of mention mappings.
 func (a *Aliases) Len() int {
 	if a == nil {

@@ -28,6 +28,13 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	return setupWith(t, gateway.Config{MaxBodyBytes: 4096})
+}
+
+// setupWith serves a gateway with cfg over a real embedded JetStream and
+// store, with a writer ("w"), a user in sre ("u") and an admin ("root").
+func setupWith(t *testing.T, cfg gateway.Config) *fixture {
+	t.Helper()
 	bus := streamtest.NewBus(t, streamtest.Options{})
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
 	require.NoError(t, err)
@@ -38,7 +45,7 @@ func setup(t *testing.T) *fixture {
 		{Token: "root", Tenant: "acme", Principal: "root", Admin: true},
 	}, nil)
 	require.NoError(t, err)
-	g, err := gateway.New(gateway.Config{MaxBodyBytes: 4096}, st, bus, a, nil, prometheus.NewRegistry())
+	g, err := gateway.New(cfg, st, bus, a, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(srv.Close)

@@ -9,21 +9,16 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
-	"github.com/kgstream/kgstream/pkg/store/embedded"
-	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/gateway"
 )
 
@@ -50,17 +45,7 @@ func hooksConfig() gateway.WebhooksConfig {
 
 func setupWebhooks(t *testing.T) *fixture {
 	t.Helper()
-	bus := streamtest.NewBus(t, streamtest.Options{})
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	a, err := auth.New([]auth.Token{{Token: "w", Tenant: "acme", Principal: "writer"}}, nil)
-	require.NoError(t, err)
-	g, err := gateway.New(gateway.Config{MaxBodyBytes: 1 << 20, Webhooks: hooksConfig()}, st, bus, a, nil, prometheus.NewRegistry())
-	require.NoError(t, err)
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, reg: st, bus: bus}
+	return setupWith(t, gateway.Config{MaxBodyBytes: 1 << 20, Webhooks: hooksConfig()})
 }
 
 // payload reads a real provider payload from the shared directory; a

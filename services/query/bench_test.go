@@ -97,28 +97,14 @@ func BenchmarkGlobal(b *testing.B) {
 	var lat []time.Duration
 	for i := 0; i < b.N; i++ {
 		for q := 0; q < queries; q++ {
-			req, _ := http.NewRequest("POST", srv.URL+"/v1/query", bytes.NewReader(body))
-			req.Header.Set("Authorization", "Bearer t")
-			req.Header.Set("Content-Type", "application/json")
-			start := time.Now()
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var out query.QueryResponse
-			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
-				b.Fatalf("global query: %d %v", resp.StatusCode, err)
-			}
-			resp.Body.Close()
-			lat = append(lat, time.Since(start))
+			out, took := postQuery(b, srv.URL, body)
+			lat = append(lat, took)
 			if out.Global == nil || out.Global.ReportsUsed != reports {
 				b.Fatalf("global used %+v reports, want %d", out.Global, reports)
 			}
 		}
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	reportLatency(b, lat)
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -192,28 +178,41 @@ func BenchmarkBasic(b *testing.B) {
 		for q := 0; q < queries; q++ {
 			question := fmt.Sprintf("why did the %s %s %s?", words[rng.IntN(len(words))], words[rng.IntN(len(words))], words[rng.IntN(len(words))])
 			body, _ := json.Marshal(map[string]any{"mode": "basic", "question": question})
-			req, _ := http.NewRequest("POST", srv.URL+"/v1/query", bytes.NewReader(body))
-			req.Header.Set("Authorization", "Bearer t")
-			req.Header.Set("Content-Type", "application/json")
-			start := time.Now()
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var out query.QueryResponse
-			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
-				b.Fatalf("basic query: %d %v", resp.StatusCode, err)
-			}
-			resp.Body.Close()
-			lat = append(lat, time.Since(start))
+			out, took := postQuery(b, srv.URL, body)
+			lat = append(lat, took)
 			if out.Basic == nil || out.Basic.Used == 0 {
 				b.Fatalf("basic answer without passages: %+v", out.Basic)
 			}
 		}
 	}
+	reportLatency(b, lat)
+	b.ReportMetric(docs*perDoc, "text-units")
+	b.ReportMetric(0, "ns/op")
+}
+
+// postQuery sends one POST /v1/query as the benchmark's caller and returns
+// the answer and its latency.
+func postQuery(b *testing.B, base string, body []byte) (query.QueryResponse, time.Duration) {
+	b.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/query", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer t")
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out query.QueryResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+		b.Fatalf("query %s: %d %v", body, resp.StatusCode, err)
+	}
+	return out, time.Since(start)
+}
+
+// reportLatency reports the p50 and p99 of lat in milliseconds.
+func reportLatency(b *testing.B, lat []time.Duration) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-	b.ReportMetric(docs*perDoc, "text-units")
-	b.ReportMetric(0, "ns/op")
 }

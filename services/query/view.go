@@ -62,13 +62,12 @@ type view struct {
 	allLoaded   bool
 }
 
-// canonicalID is the id a TYPE:NAME reference names: the normalisation key,
-// mapped through the alias table like any mention.
+// canonicalID is the id a TYPE:NAME reference names: resolved through the
+// reviewed table (splits and aliases) exactly as the resolver resolves a
+// mention, so after an unmerge "Cert Manager" names the split entity.
 func (v *view) canonicalID(typ, name string) string {
-	t, k := resolve.Type(typ), resolve.Key(name)
-	if ck, ok := v.s.cfg.Aliases.Current().Canonical(v.tenant, t, k); ok {
-		k = ck
-	}
+	t := resolve.Type(typ)
+	k, _ := v.s.cfg.Aliases.Current().CanonicalKey(v.tenant, t, name, resolve.Key(name))
 	return t + ":" + k
 }
 

@@ -387,9 +387,10 @@ func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contr
 		}
 	}
 	aliases := w.cfg.Aliases.Current()
-	// canonicalKey applies the alias table, then catalog titles.
-	canonical := func(typ, key string) string {
-		if ck, ok := aliases.Canonical(ev.Tenant, typ, key); ok {
+	// canonical applies the reviewed table (splits, aliases), then catalog
+	// titles.
+	canonical := func(typ, name, key string) string {
+		if ck, ok := aliases.CanonicalKey(ev.Tenant, typ, name, key); ok {
 			return ck
 		}
 		if cat != nil {
@@ -462,11 +463,7 @@ func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contr
 				return "", false
 			}
 		}
-		if as, ok := aliases.Split(ev.Tenant, t, name); ok {
-			// A reviewed split: this spelling is its own entity.
-			return add(t+":"+as, t, name, authority, desc, unit), true
-		}
-		id := t + ":" + canonical(t, k)
+		id := t + ":" + canonical(t, name, k)
 		return add(id, t, name, authority, desc, unit), true
 	}
 	for _, e := range ev.Entities {
