@@ -4,12 +4,14 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -47,6 +49,12 @@ type Authenticator struct {
 // tenant default, no groups, so only public documents are readable.
 var AnonymousCaller = provenance.Caller{Tenant: "default", Principal: "anonymous"}
 
+// DevCaller is the caller of `kgstream up` without a tokens file: a
+// single-user development mode, where the one user is an admin of tenant
+// default, so what they create they can also change and delete (reads still
+// obey ACLs). It is served on loopback addresses only.
+var DevCaller = provenance.Caller{Tenant: "default", Principal: "anonymous", Admin: true}
+
 // New builds an Authenticator from tokens. anonymous (may be nil) is used
 // for requests without an Authorization header.
 func New(tokens []Token, anonymous *provenance.Caller) (*Authenticator, error) {
@@ -58,8 +66,13 @@ func New(tokens []Token, anonymous *provenance.Caller) (*Authenticator, error) {
 		if err := provenance.ValidateTenant(t.Tenant); err != nil {
 			return nil, fmt.Errorf("token %d: %w", i, err)
 		}
-		if t.Principal == "" {
+		if strings.TrimSpace(t.Principal) == "" {
 			return nil, fmt.Errorf("token %d: principal is empty", i)
+		}
+		for _, g := range t.Groups {
+			if strings.TrimSpace(g) == "" {
+				return nil, fmt.Errorf("token %d: a group name is empty", i)
+			}
 		}
 		h := sha256.Sum256([]byte(t.Token))
 		if _, dup := a.byHash[h]; dup {
@@ -76,9 +89,28 @@ func LoadFile(path string) ([]Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading tokens file: %w", err)
 	}
-	var ts []Token
-	if err := json.Unmarshal(data, &ts); err != nil {
+	ts, err := Parse(data)
+	if err != nil {
 		return nil, fmt.Errorf("parsing tokens file %s: %w", path, err)
+	}
+	return ts, nil
+}
+
+// Parse decodes a tokens file strictly: a misspelt key ("admn", "group")
+// would silently drop a right or a restriction, so unknown keys, trailing
+// data and a null file are errors.
+func Parse(data []byte) ([]Token, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var ts []Token
+	if err := dec.Decode(&ts); err != nil {
+		return nil, fmt.Errorf("decoding tokens: %w", err)
+	}
+	if ts == nil {
+		return nil, errors.New("decoding tokens: the file must be a JSON array of tokens")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("decoding tokens: trailing data after the array")
 	}
 	return ts, nil
 }

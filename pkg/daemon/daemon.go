@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kgstream/kgstream/pkg/buildinfo"
 	"log/slog"
 	"net/http"
 	"os"
@@ -37,6 +38,12 @@ type Flags struct {
 	Stream        string
 	SubjectPrefix string
 	HTTPAddr      string
+	// LogFormat ("json" or "text") and LogLevel (debug, info, warn, error)
+	// configure the process's logger (NewLogger).
+	LogFormat string
+	LogLevel  string
+	// Config is the YAML config file Parse applies (--config, KG_CONFIG).
+	Config string
 }
 
 // Register adds the common flags to fs with defaults from the environment.
@@ -48,6 +55,29 @@ func (f *Flags) Register(fs *flag.FlagSet, defaultHTTP string) {
 	fs.StringVar(&f.Stream, "stream", envOr("KG_STREAM", "KG"), "JetStream stream name")
 	fs.StringVar(&f.SubjectPrefix, "subject-prefix", envOr("KG_SUBJECT_PREFIX", "kg"), "subject prefix")
 	fs.StringVar(&f.HTTPAddr, "http", envOr("KG_HTTP_ADDR", defaultHTTP), "HTTP address for the API (if any), /metrics, /healthz and /readyz")
+	fs.StringVar(&f.LogFormat, "log-format", envOr("KG_LOG_FORMAT", LogFormatJSON), "log format: json or text")
+	fs.StringVar(&f.LogLevel, "log-level", envOr("KG_LOG_LEVEL", "info"), "log level: debug, info, warn or error")
+	fs.StringVar(&f.Config, "config", envOr("KG_CONFIG", ""), "YAML config file holding any of these flags by name (flags and KG_* variables win over it)")
+}
+
+// Logger returns the service's logger on stderr, as --log-format and
+// --log-level ask (JSON at info when unset), tagged with the service name.
+func (f *Flags) Logger() (*slog.Logger, error) {
+	format, level := f.LogFormat, f.LogLevel
+	if format == "" {
+		format = LogFormatJSON
+	}
+	if level == "" {
+		level = "info"
+	}
+	log, err := NewLogger(os.Stderr, format, level)
+	if err != nil {
+		return nil, err
+	}
+	if f.Name != "" {
+		log = log.With("service", f.Name)
+	}
+	return log, nil
 }
 
 func envOr(k, d string) string {
@@ -97,9 +127,15 @@ type Body func(ctx context.Context, env *Env) (run func(context.Context) error, 
 func Run(f Flags, needStores bool, body Body) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", f.Name)
+	log, err := f.Logger()
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := buildinfo.Register(reg, f.Name); err != nil {
+		return err
+	}
 	scfg := stream.Config{URL: f.NATSURL, Stream: f.Stream}
 	scfg.Subjects.Prefix = f.SubjectPrefix
 	bus, err := stream.Connect(ctx, scfg, log, stream.NewMetrics(reg))

@@ -58,6 +58,29 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives a warning per retry; nil discards.
 	Logger *slog.Logger
+	// MaxConcurrency bounds the requests in flight to the endpoint
+	// (KG_EMBED_MAX_CONCURRENCY; default 4; negative: no bound).
+	MaxConcurrency int
+	// TokensPerMinute bounds the tokens sent per minute
+	// (KG_EMBED_TOKENS_PER_MINUTE; 0: no bound): a batch is charged its
+	// estimated tokens before it is sent, and the rest of its reported
+	// usage after the answer.
+	TokensPerMinute int
+	// Limiter enforces MaxConcurrency and TokensPerMinute. Every client of
+	// one endpoint in a process must share one (see NewLimiter); default:
+	// a limiter of this client's own, without registered metrics.
+	Limiter *httpretry.Limiter
+}
+
+// DefaultMaxConcurrency is the default bound on requests in flight.
+const DefaultMaxConcurrency = 4
+
+// NewLimiter returns the limiter cfg's MaxConcurrency and TokensPerMinute
+// ask for, counting in m (nil: nowhere), for the clients of one endpoint
+// to share.
+func NewLimiter(cfg Config, m *httpretry.Metrics) (*httpretry.Limiter, error) {
+	cfg.setDefaults()
+	return httpretry.NewLimiter("embed", httpretry.Limits{MaxConcurrency: cfg.MaxConcurrency, TokensPerMinute: cfg.TokensPerMinute}, m)
 }
 
 func (c *Config) setDefaults() {
@@ -89,6 +112,12 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	switch {
+	case c.MaxConcurrency == 0:
+		c.MaxConcurrency = DefaultMaxConcurrency
+	case c.MaxConcurrency < 0:
+		c.MaxConcurrency = 0
+	}
 }
 
 // Validate checks the configuration (after defaults).
@@ -105,6 +134,9 @@ func (c Config) Validate() error {
 	if c.Timeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff || c.MaxRetryAfter < 0 {
 		return errors.New("embed: Timeout and backoffs must be positive, MaxBackoff >= MinBackoff")
 	}
+	if c.TokensPerMinute < 0 {
+		return errors.New("embed: TokensPerMinute must not be negative")
+	}
 	return nil
 }
 
@@ -117,6 +149,7 @@ type Client struct {
 	cfg  Config
 	url  string
 	dims atomic.Int64
+	lim  *httpretry.Limiter
 }
 
 var _ Embedder = (*Client)(nil)
@@ -127,7 +160,13 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, url: cfg.BaseURL + "/embeddings"}
+	c := &Client{cfg: cfg, url: cfg.BaseURL + "/embeddings", lim: cfg.Limiter}
+	if c.lim == nil {
+		var err error
+		if c.lim, err = NewLimiter(cfg, nil); err != nil {
+			return nil, err
+		}
+	}
 	c.dims.Store(int64(cfg.Dimensions))
 	return c, nil
 }
@@ -150,6 +189,9 @@ type response struct {
 		Index     int       `json:"index"`
 		Embedding []float64 `json:"embedding"`
 	} `json:"data"`
+	Usage struct {
+		TotalTokens int `json:"total_tokens"`
+	} `json:"usage"`
 }
 
 // Embed embeds texts in batches of BatchSize, retrying transient failures.
@@ -177,22 +219,31 @@ func (c *Client) embedBatch(ctx context.Context, texts []string) ([][]float32, e
 	if err != nil {
 		return nil, fmt.Errorf("encoding request: %w", err)
 	}
+	est := 0
+	for _, t := range texts {
+		est += httpretry.EstimateTokens(t)
+	}
 	var vecs [][]float32
 	_, err = httpretry.Policy{MaxRetries: c.cfg.MaxRetries, MinBackoff: c.cfg.MinBackoff, MaxBackoff: c.cfg.MaxBackoff,
-		MaxRetryAfter: c.cfg.MaxRetryAfter, Logger: c.cfg.Logger}.Do(ctx, c.url, func(int) error {
-		var err error
-		vecs, err = c.attempt(ctx, body, len(texts))
+		MaxRetryAfter: c.cfg.MaxRetryAfter, Logger: c.cfg.Logger, Limiter: c.lim}.Do(ctx, c.url, func(int) error {
+		release, err := c.lim.Acquire(ctx, est)
+		if err != nil {
+			return err
+		}
+		var used int
+		vecs, used, err = c.attempt(ctx, body, len(texts))
+		release(used)
 		return err
 	})
 	return vecs, err
 }
 
-func (c *Client) attempt(ctx context.Context, body []byte, n int) ([][]float32, error) {
+func (c *Client) attempt(ctx context.Context, body []byte, n int) ([][]float32, int, error) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("building request: %w", err)
+		return nil, 0, fmt.Errorf("building request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -202,52 +253,52 @@ func (c *Client) attempt(ctx context.Context, body []byte, n int) ([][]float32, 
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
 		if ctx.Err() == nil && actx.Err() != nil {
-			return nil, httpretry.Timeout(err)
+			return nil, 0, httpretry.Timeout(err)
 		}
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
 		if ctx.Err() == nil && actx.Err() != nil {
-			return nil, httpretry.Timeout(err)
+			return nil, 0, httpretry.Timeout(err)
 		}
-		return nil, fmt.Errorf("reading response: %w", err)
+		return nil, 0, fmt.Errorf("reading response: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, httpretry.NewStatusError("embed", resp, data)
+		return nil, 0, httpretry.NewStatusError("embed", resp, data)
 	}
 	var r response
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%w: decoding body: %w: %s", ErrBadResponse, err, httpretry.Excerpt(string(data), 512))
+		return nil, 0, fmt.Errorf("%w: decoding body: %w: %s", ErrBadResponse, err, httpretry.Excerpt(string(data), 512))
 	}
 	if len(r.Data) != n {
-		return nil, fmt.Errorf("%w: %d embeddings for %d texts", ErrBadResponse, len(r.Data), n)
+		return nil, 0, fmt.Errorf("%w: %d embeddings for %d texts", ErrBadResponse, len(r.Data), n)
 	}
 	out := make([][]float32, n)
 	for _, d := range r.Data {
 		if d.Index < 0 || d.Index >= n || out[d.Index] != nil {
-			return nil, fmt.Errorf("%w: embedding index %d out of range or repeated", ErrBadResponse, d.Index)
+			return nil, 0, fmt.Errorf("%w: embedding index %d out of range or repeated", ErrBadResponse, d.Index)
 		}
 		v := make([]float32, len(d.Embedding))
 		zero := true
 		for i, x := range d.Embedding {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
-				return nil, fmt.Errorf("%w: embedding %d has a non-finite component", ErrBadResponse, d.Index)
+				return nil, 0, fmt.Errorf("%w: embedding %d has a non-finite component", ErrBadResponse, d.Index)
 			}
 			v[i] = float32(x)
 			zero = zero && x == 0
 		}
 		if len(v) == 0 || zero {
-			return nil, fmt.Errorf("%w: embedding %d is empty or zero", ErrBadResponse, d.Index)
+			return nil, 0, fmt.Errorf("%w: embedding %d is empty or zero", ErrBadResponse, d.Index)
 		}
 		if want := c.dims.Load(); want == 0 {
 			c.dims.CompareAndSwap(0, int64(len(v)))
 		}
 		if want := int(c.dims.Load()); len(v) != want {
-			return nil, fmt.Errorf("%w: embedding %d has %d dimensions, want %d", ErrBadResponse, d.Index, len(v), want)
+			return nil, 0, fmt.Errorf("%w: embedding %d has %d dimensions, want %d", ErrBadResponse, d.Index, len(v), want)
 		}
 		out[d.Index] = v
 	}
-	return out, nil
+	return out, r.Usage.TotalTokens, nil
 }

@@ -10,6 +10,8 @@
 //     KG_EMBED_API_KEY     bearer token (optional; local servers need none)
 //     KG_EMBED_DIMENSIONS  expected vector length (optional; learnt from
 //     the first answer when unset)
+//     KG_EMBED_MAX_CONCURRENCY    requests in flight at once (default 4)
+//     KG_EMBED_TOKENS_PER_MINUTE  token rate (default: no bound)
 //
 //   - Hashing, the offline embedder used when KG_EMBED_BASE_URL is unset:
 //     no model, no network, deterministic (see its doc for what it cannot
@@ -23,6 +25,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/kgstream/kgstream/pkg/httpretry"
 )
 
 // Embedder turns texts into vectors.
@@ -41,13 +45,20 @@ type Embedder interface {
 // FromEnv returns the Client the KG_EMBED_* variables configure, or the
 // offline Hashing embedder (384 dimensions) when KG_EMBED_BASE_URL is
 // unset. getenv is usually os.Getenv.
-func FromEnv(getenv func(string) string) (Embedder, error) {
+func FromEnv(getenv func(string) string) (Embedder, error) { return FromEnvMetrics(getenv, nil) }
+
+// FromEnvMetrics is FromEnv with the client's waits, throttles and retries
+// counted in m (nil: nowhere).
+func FromEnvMetrics(getenv func(string) string, m *httpretry.Metrics) (Embedder, error) {
 	cfg, ok, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return NewHashing(DefaultHashingDimensions), nil
+	}
+	if cfg.Limiter, err = NewLimiter(cfg, m); err != nil {
+		return nil, err
 	}
 	return New(cfg)
 }
@@ -66,5 +77,10 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, ok bool, err error) 
 		}
 		cfg.Dimensions = n
 	}
+	l, err := httpretry.LimitsFromEnv(getenv, "KG_EMBED", httpretry.Limits{})
+	if err != nil {
+		return Config{}, false, fmt.Errorf("embed: %w", err)
+	}
+	cfg.MaxConcurrency, cfg.TokensPerMinute = l.MaxConcurrency, l.TokensPerMinute
 	return cfg, true, nil
 }

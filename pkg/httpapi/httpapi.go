@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -81,6 +82,17 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	}
 	if dec.More() {
 		return Errorf(http.StatusBadRequest, "malformed_json", "trailing data after the JSON object")
+	}
+	return nil
+}
+
+// RequireJSON refuses (415) a request whose Content-Type is not
+// application/json, a missing Content-Type included.
+func RequireJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || mt != "application/json" {
+		return Errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json, got %q", ct)
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cenkalti/backoff/v4"
 )
 
 // Sentinel errors callers branch on.
@@ -91,55 +93,99 @@ type Policy struct {
 	MaxBackoff    time.Duration
 	MaxRetryAfter time.Duration
 	Logger        *slog.Logger
+	// Limiter, when set, counts the retries in its metrics.
+	Limiter *Limiter
 }
 
 // Delay is the wait before retry number attempt+1: the server's
-// Retry-After when it sent one (capped), else full-jitter exponential
-// backoff (the jitter spreads the retries of many workers hitting one rate
-// limit).
+// Retry-After when it sent one (capped at MaxRetryAfter), else full
+// jitter, a uniform draw from [0, min(MaxBackoff, MinBackoff·2^attempt)]
+// (the jitter spreads the retries of many workers hitting one rate limit).
 func (p Policy) Delay(attempt int, err error) time.Duration {
-	var se *StatusError
-	if errors.As(err, &se) && se.RetryAfter > 0 {
-		return min(se.RetryAfter, p.MaxRetryAfter)
+	b := p.backOff()
+	var d time.Duration
+	for range attempt + 1 {
+		d = b.exp.NextBackOff()
 	}
-	d := p.MinBackoff << min(attempt, 30)
-	if d <= 0 || d > p.MaxBackoff {
-		d = p.MaxBackoff
-	}
-	return d/2 + rand.N(d/2+1)
+	b.last = err
+	return b.jitter(d)
 }
+
+// fullJitter is a backoff.BackOff: exponential without backoff's own
+// randomisation, then drawn uniformly from [0, interval], unless the last
+// answer said when to come back.
+type fullJitter struct {
+	exp           *backoff.ExponentialBackOff
+	maxRetryAfter time.Duration
+	last          error
+}
+
+func (p Policy) backOff() *fullJitter {
+	exp := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(p.MinBackoff),
+		backoff.WithMaxInterval(p.MaxBackoff),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0),
+		backoff.WithMaxElapsedTime(0),
+	)
+	return &fullJitter{exp: exp, maxRetryAfter: p.MaxRetryAfter}
+}
+
+func (f *fullJitter) NextBackOff() time.Duration { return f.jitter(f.exp.NextBackOff()) }
+
+func (f *fullJitter) jitter(d time.Duration) time.Duration {
+	var se *StatusError
+	if errors.As(f.last, &se) && se.RetryAfter > 0 {
+		return min(se.RetryAfter, f.maxRetryAfter)
+	}
+	if d == backoff.Stop || d <= 0 {
+		return d
+	}
+	return rand.N(d + 1)
+}
+
+func (f *fullJitter) Reset() { f.exp.Reset(); f.last = nil }
 
 // Do runs attempt until it succeeds, fails with a non-transient error, the
 // retries are used up, or ctx ends; it returns the number of attempts made.
-// url names the endpoint in errors.
+// url names the endpoint in errors. The waits come from
+// github.com/cenkalti/backoff/v4 with full jitter (see Delay).
 func (p Policy) Do(ctx context.Context, url string, attempt func(n int) error) (int, error) {
+	jit := p.backOff()
+	var b backoff.BackOff = backoff.WithContext(backoff.WithMaxRetries(jit, uint64(max(p.MaxRetries, 0))), ctx)
+	n := 0
 	var last error
-	for n := 0; ; n++ {
+	err := backoff.RetryNotify(func() error {
 		err := attempt(n)
+		n++
 		if err == nil {
-			return n + 1, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return n + 1, fmt.Errorf("calling %s: %w", url, ctx.Err())
+			return backoff.Permanent(ctx.Err())
 		}
 		if !Transient(err) {
-			return n + 1, fmt.Errorf("calling %s: %w", url, err)
+			return backoff.Permanent(err)
 		}
-		last = err
-		if n >= p.MaxRetries {
-			return n + 1, fmt.Errorf("calling %s: %w after %d attempts: %w", url, ErrRetriesExhausted, n+1, last)
-		}
-		d := p.Delay(n, err)
+		last, jit.last = err, err
+		return err
+	}, b, func(err error, d time.Duration) {
+		p.Limiter.CountRetry(err)
 		if p.Logger != nil {
-			p.Logger.Warn("request failed, retrying", "url", url, "attempt", n+1, "delay", d, "error", err)
+			p.Logger.Warn("request failed, retrying", "url", url, "attempt", n, "delay", d, "error", err)
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return n + 1, fmt.Errorf("calling %s: %w (last error: %w)", url, ctx.Err(), last)
-		case <-t.C:
-		}
+	})
+	switch {
+	case err == nil:
+		return n, nil
+	case ctx.Err() != nil && last != nil:
+		return n, fmt.Errorf("calling %s: %w (last error: %w)", url, ctx.Err(), last)
+	case ctx.Err() != nil:
+		return n, fmt.Errorf("calling %s: %w", url, ctx.Err())
+	case last != nil && errors.Is(err, last) && Transient(err):
+		return n, fmt.Errorf("calling %s: %w after %d attempts: %w", url, ErrRetriesExhausted, n, last)
+	default:
+		return n, fmt.Errorf("calling %s: %w", url, err)
 	}
 }
 

@@ -75,3 +75,28 @@ func TestExcerpt(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestDelayIsFullJitter(t *testing.T) {
+	p := Policy{MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, MaxRetryAfter: time.Minute}
+	low := 0
+	for range 2000 {
+		d := p.Delay(2, io.EOF) // interval 400ms
+		if d < 0 || d > 400*time.Millisecond {
+			t.Fatalf("delay %s outside [0, 400ms]", d)
+		}
+		if d < 200*time.Millisecond {
+			low++
+		}
+	}
+	// Full jitter draws from the whole interval; equal jitter never goes
+	// below half of it.
+	if low < 800 || low > 1200 {
+		t.Fatalf("%d of 2000 delays below half the interval, want about 1000", low)
+	}
+	if d := p.Delay(9, io.EOF); d > time.Second {
+		t.Fatalf("delay %s above MaxBackoff", d)
+	}
+	if d := p.Delay(0, &StatusError{StatusCode: 429, RetryAfter: 7 * time.Second}); d != 7*time.Second {
+		t.Fatalf("Retry-After not honoured: %s", d)
+	}
+}

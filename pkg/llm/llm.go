@@ -52,6 +52,42 @@ type Config struct {
 	// HTTPClient is used when set (default: a client without its own
 	// timeout; Timeout applies per attempt).
 	HTTPClient *http.Client
+	// MaxConcurrency bounds the requests in flight to the endpoint
+	// (KG_LLM_MAX_CONCURRENCY; default 8; negative: no bound).
+	MaxConcurrency int
+	// TokensPerMinute bounds the tokens sent to the endpoint per minute
+	// (KG_LLM_TOKENS_PER_MINUTE; 0: no bound): a request is charged its
+	// estimated prompt tokens before it is sent, and the rest of its
+	// reported usage after the answer.
+	TokensPerMinute int
+	// Limiter enforces MaxConcurrency and TokensPerMinute. Every client of
+	// one endpoint in a process must share one (see NewLimiter); default:
+	// a limiter of this client's own, without registered metrics.
+	Limiter *httpretry.Limiter
+}
+
+// DefaultMaxConcurrency is the default bound on requests in flight.
+const DefaultMaxConcurrency = 8
+
+// ConfigFromEnv reads KG_LLM_BASE_URL, KG_LLM_MODEL, KG_LLM_API_KEY,
+// KG_LLM_MAX_CONCURRENCY and KG_LLM_TOKENS_PER_MINUTE. getenv is usually
+// os.Getenv.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	cfg := Config{BaseURL: getenv("KG_LLM_BASE_URL"), Model: getenv("KG_LLM_MODEL"), APIKey: getenv("KG_LLM_API_KEY")}
+	l, err := httpretry.LimitsFromEnv(getenv, "KG_LLM", httpretry.Limits{})
+	if err != nil {
+		return Config{}, fmt.Errorf("llm: %w", err)
+	}
+	cfg.MaxConcurrency, cfg.TokensPerMinute = l.MaxConcurrency, l.TokensPerMinute
+	return cfg, nil
+}
+
+// NewLimiter returns the limiter cfg's MaxConcurrency and TokensPerMinute
+// ask for, counting in m (nil: nowhere), for the clients of one endpoint
+// to share.
+func NewLimiter(cfg Config, m *httpretry.Metrics) (*httpretry.Limiter, error) {
+	cfg.setDefaults()
+	return httpretry.NewLimiter("llm", httpretry.Limits{MaxConcurrency: cfg.MaxConcurrency, TokensPerMinute: cfg.TokensPerMinute}, m)
 }
 
 func (c *Config) setDefaults() {
@@ -77,6 +113,12 @@ func (c *Config) setDefaults() {
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}
+	switch {
+	case c.MaxConcurrency == 0:
+		c.MaxConcurrency = DefaultMaxConcurrency
+	case c.MaxConcurrency < 0:
+		c.MaxConcurrency = 0
+	}
 }
 
 // Validate checks the configuration.
@@ -92,6 +134,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff {
 		return errors.New("llm: Timeout and backoffs must be positive, MaxBackoff >= MinBackoff")
+	}
+	if c.TokensPerMinute < 0 {
+		return errors.New("llm: TokensPerMinute must not be negative")
 	}
 	return nil
 }
@@ -141,6 +186,7 @@ type StatusError = httpretry.StatusError
 type Client struct {
 	cfg Config
 	url string
+	lim *httpretry.Limiter
 }
 
 // New returns a client for cfg.
@@ -149,7 +195,14 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, url: cfg.BaseURL + "/chat/completions"}, nil
+	lim := cfg.Limiter
+	if lim == nil {
+		var err error
+		if lim, err = NewLimiter(cfg, nil); err != nil {
+			return nil, err
+		}
+	}
+	return &Client{cfg: cfg, url: cfg.BaseURL + "/chat/completions", lim: lim}, nil
 }
 
 // Model returns the configured model name (for metrics labels).
@@ -198,9 +251,14 @@ func (c *Client) Complete(ctx context.Context, messages []Message, schema *Schem
 		return Completion{}, fmt.Errorf("encoding chat request: %w", err)
 	}
 	var out Completion
+	est := EstimateTokens(messages)
 	n, err := c.policy().Do(ctx, c.url, func(int) error {
-		var err error
+		release, err := c.lim.Acquire(ctx, est)
+		if err != nil {
+			return err
+		}
 		out, err = c.attempt(ctx, body)
+		release(out.Usage.TotalTokens)
 		return err
 	})
 	if err != nil {
@@ -263,5 +321,15 @@ func Excerpt(s string, n int) string { return httpretry.Excerpt(s, n) }
 
 func (c *Client) policy() httpretry.Policy {
 	return httpretry.Policy{MaxRetries: c.cfg.MaxRetries, MinBackoff: c.cfg.MinBackoff,
-		MaxBackoff: c.cfg.MaxBackoff, MaxRetryAfter: c.cfg.MaxRetryAfter}
+		MaxBackoff: c.cfg.MaxBackoff, MaxRetryAfter: c.cfg.MaxRetryAfter, Limiter: c.lim}
+}
+
+// EstimateTokens is the token estimate a request for messages is charged
+// before it is sent: four bytes a token, plus four per message.
+func EstimateTokens(messages []Message) int {
+	n := 0
+	for _, m := range messages {
+		n += httpretry.EstimateTokens(m.Content) + 4
+	}
+	return n
 }

@@ -10,13 +10,16 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Sentinel errors callers branch on.
 var (
 	// ErrInvalidTenant means a tenant name is not a valid subject token.
 	ErrInvalidTenant = errors.New("invalid tenant")
-	// ErrInvalidDocID means a document id is empty, too long or has control characters.
+	// ErrInvalidDocID means a document id is empty, too long, not UTF-8, or
+	// has control, invisible or surrounding white-space characters.
 	ErrInvalidDocID = errors.New("invalid document id")
 )
 
@@ -30,27 +33,78 @@ func ValidateTenant(t string) error {
 	return nil
 }
 
-// ValidateDocID checks a document id: 1..256 bytes of printable text without
-// slashes (ids appear in URLs and in Nats-Msg-Id).
-func ValidateDocID(id string) error {
-	if id == "" || len(id) > 256 {
-		return fmt.Errorf("%w: %q must be 1 to 256 bytes", ErrInvalidDocID, id)
-	}
-	for _, r := range id {
-		if r < 0x20 || r == 0x7f || r == '/' {
-			return fmt.Errorf("%w: %q contains a control character or '/'", ErrInvalidDocID, id)
-		}
+// MaxDocIDBytes is the longest document id, in bytes of UTF-8.
+const MaxDocIDBytes = 512
+
+// MaxVersion is the largest version the registry records: 2^53-1, the
+// largest integer a JSON number keeps exact in every client. A deletion
+// takes a version of its own, so content versions stop one below it
+// (MaxContentVersion) and every document can still be deleted.
+const MaxVersion int64 = 1<<53 - 1
+
+// MaxContentVersion is the largest version a content change may have.
+const MaxContentVersion = MaxVersion - 1
+
+// ValidateVersion checks an explicit content version: 1 to
+// MaxContentVersion (0, "the next one", is for the caller to handle).
+func ValidateVersion(v int64) error {
+	if v < 1 || v > MaxContentVersion {
+		return fmt.Errorf("version %d must be between 1 and %d", v, MaxContentVersion)
 	}
 	return nil
 }
 
-// ACL says who may read a document. A nil *ACL in an API request means
-// public within the tenant.
+// ValidateDocID checks a document id: 1 to MaxDocIDBytes bytes of valid
+// UTF-8, '/' and spaces inside allowed, without control characters,
+// invisible format characters (bidi overrides, zero-width characters),
+// line or paragraph separators, the replacement character U+FFFD, and without leading or trailing white
+// space: an id must look like what it is.
+func ValidateDocID(id string) error {
+	if id == "" || len(id) > MaxDocIDBytes {
+		return fmt.Errorf("%w: %q must be 1 to %d bytes", ErrInvalidDocID, id, MaxDocIDBytes)
+	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidDocID, id)
+	}
+	for i, r := range id {
+		switch {
+		case unicode.IsControl(r):
+			return fmt.Errorf("%w: %q has a control character at byte %d", ErrInvalidDocID, id, i)
+		case unicode.Is(unicode.Cf, r), unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
+			return fmt.Errorf("%w: %q has the invisible character %U at byte %d", ErrInvalidDocID, id, r, i)
+		case r == utf8.RuneError:
+			// What a JSON decoder makes of invalid UTF-8: the id was mangled.
+			return fmt.Errorf("%w: %q has the replacement character at byte %d", ErrInvalidDocID, id, i)
+		}
+	}
+	first, _ := utf8.DecodeRuneInString(id)
+	last, _ := utf8.DecodeLastRuneInString(id)
+	if unicode.IsSpace(first) || unicode.IsSpace(last) {
+		return fmt.Errorf("%w: %q starts or ends with white space", ErrInvalidDocID, id)
+	}
+	return nil
+}
+
+// ACL says who may read a document and, separately, who may write it. A
+// nil *ACL in an API request means public within the tenant.
 type ACL struct {
 	Public     bool     `json:"public,omitempty"`
 	Groups     []string `json:"groups,omitempty"`
 	Principals []string `json:"principals,omitempty"`
+	// Writers may overwrite, re-permission or delete the document, besides
+	// writer and admin tokens. Reading never implies writing, nor writing
+	// reading.
+	Writers Writers `json:"writers,omitzero"`
 }
+
+// Writers names who may write a document: principals or groups.
+type Writers struct {
+	Groups     []string `json:"groups,omitempty"`
+	Principals []string `json:"principals,omitempty"`
+}
+
+// IsZero reports whether w names no one.
+func (w Writers) IsZero() bool { return len(w.Groups) == 0 && len(w.Principals) == 0 }
 
 // PublicACL is the ACL of a document that did not say otherwise.
 func PublicACL() ACL { return ACL{Public: true} }
@@ -67,24 +121,39 @@ func (a ACL) Normalize() ACL {
 		sort.Strings(out)
 		return slices.Compact(out)
 	}
-	return ACL{Public: a.Public, Groups: norm(a.Groups), Principals: norm(a.Principals)}
+	return ACL{Public: a.Public, Groups: norm(a.Groups), Principals: norm(a.Principals),
+		Writers: Writers{Groups: norm(a.Writers.Groups), Principals: norm(a.Writers.Principals)}}
+}
+
+// Equal reports whether a and b say the same once normalized.
+func (a ACL) Equal(b ACL) bool {
+	a, b = a.Normalize(), b.Normalize()
+	return a.Public == b.Public && slices.Equal(a.Groups, b.Groups) && slices.Equal(a.Principals, b.Principals) &&
+		slices.Equal(a.Writers.Groups, b.Writers.Groups) && slices.Equal(a.Writers.Principals, b.Writers.Principals)
+}
+
+// AdmitsWrite reports whether the ACL names c as a writer, by principal or
+// group (tenant and token powers are checked by Writable).
+func (a ACL) AdmitsWrite(c Caller) bool {
+	return admits(a.Writers.Principals, a.Writers.Groups, c)
+}
+
+func admits(principals, groups []string, c Caller) bool {
+	if c.Principal != "" && slices.Contains(principals, c.Principal) {
+		return true
+	}
+	for _, g := range c.Groups {
+		if g != "" && slices.Contains(groups, g) {
+			return true
+		}
+	}
+	return false
 }
 
 // Admits reports whether the ACL lets c read (tenant is checked by the caller
 // of Admits, see Readable).
 func (a ACL) Admits(c Caller) bool {
-	if a.Public {
-		return true
-	}
-	if c.Principal != "" && slices.Contains(a.Principals, c.Principal) {
-		return true
-	}
-	for _, g := range c.Groups {
-		if slices.Contains(a.Groups, g) {
-			return true
-		}
-	}
-	return false
+	return a.Public || admits(a.Principals, a.Groups, c)
 }
 
 // Caller is the identity a request runs as.
@@ -92,11 +161,12 @@ type Caller struct {
 	Tenant    string   `json:"tenant"`
 	Principal string   `json:"principal"`
 	Groups    []string `json:"groups,omitempty"`
-	// Admin callers may write to any tenant (token flag); reads still obey ACLs.
+	// Admin callers may write every document of every tenant (token flag);
+	// reads still obey ACLs.
 	Admin bool `json:"admin,omitempty"`
 	// Writer callers (ingestion service accounts) may write any document of
 	// their tenant, also ones they cannot read; others may only overwrite,
-	// re-permission or delete documents they can read.
+	// re-permission or delete documents whose ACL names them as writers.
 	Writer bool `json:"writer,omitempty"`
 }
 
@@ -130,12 +200,31 @@ type SourceState struct {
 	Source      string `json:"source,omitempty"`
 	Title       string `json:"title,omitempty"`
 	UpdatedAt   string `json:"updated_at,omitempty"`
+	// ContentHash is the gateway's hash of this version's content (text,
+	// title, type, source), recorded once its event was acknowledged; a
+	// new version or a replay clears it. An identical document posted
+	// again is then a no-op.
+	ContentHash string `json:"content_hash,omitempty"`
 }
 
 // Readable is the admission rule for one source: same tenant, not deleted,
 // and the current ACL admits the caller.
 func Readable(c Caller, s SourceState) bool {
 	return s.Tenant == c.Tenant && !s.Deleted && s.ACL.Admits(c)
+}
+
+// Writable is the write rule for one known document: admin callers may
+// write every document, writer callers every document of their tenant,
+// others only the documents whose ACL names them as writers. Reading is
+// not enough.
+func Writable(c Caller, s SourceState) bool {
+	switch {
+	case c.Admin:
+		return true
+	case s.Tenant != c.Tenant:
+		return false
+	}
+	return c.Writer || s.ACL.AdmitsWrite(c)
 }
 
 // Lookup gives the registry's current state of a set of documents of one

@@ -1,9 +1,11 @@
 package resolve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -74,7 +76,11 @@ type aliasKey struct{ tenant, typ, key string }
 // decide, the resolver will not guess.
 func ParseAliases(data []byte) (*Aliases, error) {
 	var f AliasFile
-	if err := yaml.Unmarshal(data, &f); err != nil {
+	// Strict: a misspelt key ("mention:" for "mentions:") would otherwise
+	// drop a reviewed rule without a word. yaml.v3 names the key and line.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidAliases, err)
 	}
 	a := &Aliases{byKey: map[aliasKey]string{}, splits: map[aliasKey]string{}}

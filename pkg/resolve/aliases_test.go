@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -118,5 +119,25 @@ splits:
 	}
 	if _, err := ParseAliases([]byte("splits:\n  - {type: service, mention: x}\n")); !errors.Is(err, ErrInvalidAliases) {
 		t.Fatalf("split without as: %v", err)
+	}
+}
+
+// TestAliasUnknownKeysRefused: a misspelt key is refused with the key named,
+// at the top level and inside entries, instead of dropping the rule.
+func TestAliasUnknownKeysRefused(t *testing.T) {
+	for bad, key := range map[string]string{
+		"aliases:\n  - {type: service, canonical: a, mention: [b]}\n": "mention",
+		"alias:\n  - {type: service, canonical: a, mentions: [b]}\n":  "alias",
+		"splits:\n  - {type: service, mention: a, to: b}\n":           "to",
+	} {
+		_, err := ParseAliases([]byte(bad))
+		if !errors.Is(err, ErrInvalidAliases) || !strings.Contains(err.Error(), "field "+key+" not found") {
+			t.Fatalf("%q: got %v, want an error naming %q", bad, err, key)
+		}
+	}
+	for _, ok := range []string{"", "# nothing yet\n", "aliases: []\n"} {
+		if _, err := ParseAliases([]byte(ok)); err != nil {
+			t.Fatalf("%q: %v", ok, err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -16,20 +17,68 @@ import (
 var ErrInvalidRef = errors.New("invalid entity reference")
 
 // Key is the normalisation key of a name: NFKC, lower case, with every rune
-// that is not a letter or digit removed. A name with no letter or digit keys
-// to its trimmed lower-case form so it is never empty.
+// that is not a letter or digit removed, and the last word of a name of
+// several words in the singular unless the name has digits ("Kafka
+// brokers" and "Kafka broker" are one key; see singular). A name with no letter or digit keys to its trimmed
+// lower-case form so it is never empty.
 func Key(name string) string {
-	s := norm.NFKC.String(name)
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			b.WriteRune(r)
-		}
+	s := name
+	if !ascii(s) { // NFKC leaves ASCII as it is
+		s = norm.NFKC.String(s)
 	}
-	if b.Len() == 0 {
+	words := strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	if len(words) == 0 {
 		return strings.ToLower(strings.TrimSpace(s))
 	}
+	// A code-like name with digits ("cr2-esams", "asw2-a-eqiad") is an
+	// identifier, not English.
+	code := strings.IndexFunc(s, unicode.IsDigit) >= 0
+	var b strings.Builder
+	for i, w := range words {
+		if i == len(words)-1 && i > 0 && !code {
+			w = singular(w)
+		}
+		b.WriteString(strings.ToLower(w))
+	}
 	return b.String()
+}
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// singular folds a plural English noun to its singular form, so that the
+// inflections of one name share a key. It touches only lower- or
+// title-case words of four letters or more (an acronym such as "EBS" or
+// "IOPS" stays), and leaves alone the endings that are rarely plurals
+// ("status", "redis", "kubernetes", "devops", "atlas", "class").
+func singular(w string) string {
+	if len(w) < 4 || strings.IndexFunc(w, func(r rune) bool { return r > unicode.MaxASCII || !unicode.IsLetter(r) }) >= 0 {
+		return w
+	}
+	if strings.ToUpper(w) == w || strings.IndexFunc(w[1:], unicode.IsUpper) >= 0 {
+		return w // an acronym or a CamelCase name
+	}
+	l := strings.ToLower(w)
+	switch {
+	case !strings.HasSuffix(l, "s"):
+		return w
+	case strings.HasSuffix(l, "ss"), strings.HasSuffix(l, "us"), strings.HasSuffix(l, "is"),
+		strings.HasSuffix(l, "os"), strings.HasSuffix(l, "as"), strings.HasSuffix(l, "ops"),
+		strings.HasSuffix(l, "etes"), strings.HasSuffix(l, "ics"), strings.HasSuffix(l, "ies") && len(l) == 4:
+		return w
+	case strings.HasSuffix(l, "ies"):
+		return w[:len(w)-3] + "y"
+	case strings.HasSuffix(l, "sses"), strings.HasSuffix(l, "shes"), strings.HasSuffix(l, "xes"), strings.HasSuffix(l, "zzes"),
+		strings.HasSuffix(l, "ches") && !strings.HasSuffix(l, "aches"):
+		return w[:len(w)-2]
+	}
+	return w[:len(w)-1]
 }
 
 // Type normalises an entity type or relation name to lower-case snake_case.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -29,11 +30,13 @@ func (r *Readiness) Set(v bool) { r.ready.Store(v) }
 // Ready reports the flag.
 func (r *Readiness) Ready() bool { return r.ready.Load() }
 
-// Mux returns a mux with /metrics, /healthz and /readyz, and api (may be
-// nil) for every other path.
+// Mux returns a mux with /metrics (unless gatherer is nil), /healthz and
+// /readyz, and api (may be nil) for every other path.
 func Mux(api http.Handler, gatherer prometheus.Gatherer, ready *Readiness) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	if gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -65,7 +68,7 @@ func Listen(addr string) (net.Listener, error) {
 
 // Serve serves h on l until ctx is cancelled, then shuts down gracefully.
 func Serve(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: CleanPaths(h), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {
@@ -82,6 +85,28 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger
 		return err
 	}
 	return nil
+}
+
+// CleanPaths refuses, with a JSON 400, a request whose path has empty,
+// "." or ".." segments. A ServeMux would answer it with a redirect to the
+// cleaned path, which clients follow: DELETE /v1/documents/a/../b would
+// delete b. Such segments inside an id travel escaped (%2F, %2E).
+func CleanPaths(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.EscapedPath()
+		if r.Method != http.MethodConnect && p != "/" && p != "" {
+			clean := path.Clean(p)
+			if strings.HasSuffix(p, "/") {
+				clean += "/"
+			}
+			if clean != p {
+				httpapi.WriteError(w, nil, httpapi.Errorf(http.StatusBadRequest, "invalid_path",
+					"the path %q has an empty or dot segment; escape '/' in an id as %%2F and '.' as %%2E", p))
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // jsonErrors turns the plain-text 404 and 405 answers of a ServeMux (no

@@ -5,7 +5,9 @@ package status
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/kgstream/kgstream/pkg/buildinfo"
 	"log/slog"
 	"net/http"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/httpapi"
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 )
@@ -30,9 +33,22 @@ type Lag struct {
 	P99 float64 `json:"p99"`
 }
 
+// Scopes of a Report's document, entity and edge counts.
+const (
+	// ScopeTenant counts the whole tenant (admins, and callers who may
+	// read every document of it).
+	ScopeTenant = "tenant"
+	// ScopeReadable counts only the documents the caller may read and the
+	// entities and edges those documents support.
+	ScopeReadable = "readable"
+)
+
 // Report is the status of one tenant (the JSON of `kgstream status --json`).
 type Report struct {
-	Tenant          string            `json:"tenant"`
+	Tenant string `json:"tenant"`
+	// Scope says what Documents, Applied, Entities and Edges count
+	// (ScopeTenant or ScopeReadable).
+	Scope           string            `json:"scope,omitempty"`
 	Documents       int               `json:"documents"`
 	Applied         int               `json:"applied"`
 	Entities        int               `json:"entities"`
@@ -44,11 +60,16 @@ type Report struct {
 	StaleReports    int               `json:"stale_reports"`
 	DeadLetters     uint64            `json:"dead_letters"`
 	Pending         map[string]uint64 `json:"pending"`
-	IndexLag        Lag               `json:"index_lag_seconds"`
-	Problems        []string          `json:"problems,omitempty"`
+	// OutboxPending counts the events the registry holds that JetStream
+	// has not acknowledged yet (the gateway republishes them).
+	OutboxPending int      `json:"outbox_pending"`
+	IndexLag      Lag      `json:"index_lag_seconds"`
+	Problems      []string `json:"problems,omitempty"`
 	// LLM is the extraction spend this process saw (absent when it runs no
 	// LLM extractor).
 	LLM *LLMUsage `json:"llm,omitempty"`
+	// Build is the build of the process that answered.
+	Build buildinfo.Info `json:"build"`
 }
 
 // LLMUsage sums the LLM extractor's metrics over models.
@@ -211,7 +232,7 @@ func (c *Collector) staleReports(ctx context.Context, tenant string) (int, error
 // Collect builds the report of one tenant; audit recounts orphans from the
 // store (otherwise the counts come from the cheap stats).
 func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Report, error) {
-	r := Report{Tenant: tenant, Pending: map[string]uint64{}}
+	r := Report{Tenant: tenant, Pending: map[string]uint64{}, Build: buildinfo.Read()}
 	srcs, err := c.st.ListSources(ctx, tenant)
 	if err != nil {
 		return r, fmt.Errorf("listing sources: %w", err)
@@ -254,6 +275,9 @@ func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Rep
 			return r, err
 		}
 		r.DeadLetters = dl
+		if r.OutboxPending, err = c.bus.OutboxPending(ctx); err != nil {
+			c.log.Warn("reading the outbox", "error", err)
+		}
 		if p50, p99, ok := c.bus.LagQuantiles("graph"); ok {
 			r.IndexLag = Lag{P50: p50, P99: p99}
 		}
@@ -261,12 +285,73 @@ func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Rep
 	return r, nil
 }
 
-// Handler serves GET /v1/status[?audit=1] for the caller's tenant.
+// CollectFor builds the report of the caller's tenant as the caller may
+// see it. An admin, or a caller every document of the tenant admits, gets
+// the tenant's counts; anyone else gets counts of what they may read only
+// (documents, and the entities and edges those support), and no audit
+// problem lines, which name documents. Pending events, dead letters, lag
+// and LLM spend are the process's pipeline figures either way.
+func (c *Collector) CollectFor(ctx context.Context, caller provenance.Caller, audit bool) (Report, error) {
+	r, err := c.Collect(ctx, caller.Tenant, audit)
+	if err != nil {
+		return r, err
+	}
+	r.Scope = ScopeTenant
+	if caller.Admin {
+		return r, nil
+	}
+	srcs, err := c.st.ListSources(ctx, caller.Tenant)
+	if err != nil {
+		return r, fmt.Errorf("listing sources: %w", err)
+	}
+	var readable []string
+	hidden := false
+	for _, s := range srcs {
+		switch {
+		case provenance.Readable(caller, s):
+			readable = append(readable, s.DocID)
+		case s.Deleted && s.ACL.Admits(caller):
+			// A deletion of a document the caller could read hides nothing.
+		default:
+			hidden = true
+		}
+	}
+	if !hidden {
+		return r, nil
+	}
+	r.Scope, r.Problems = ScopeReadable, nil
+	r.Documents, r.Applied = len(readable), 0
+	entities, edges := map[string]struct{}{}, map[string]struct{}{}
+	for _, id := range readable {
+		rec, err := c.st.Source(ctx, caller.Tenant, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return r, fmt.Errorf("reading source %q: %w", id, err)
+		}
+		if rec.Deleted {
+			continue
+		}
+		r.Applied++
+		for _, e := range rec.Entities {
+			entities[e] = struct{}{}
+		}
+		for _, e := range rec.Edges {
+			edges[e] = struct{}{}
+		}
+	}
+	r.Entities, r.Edges = len(entities), len(edges)
+	return r, nil
+}
+
+// Handler serves GET /v1/status[?audit=1] for the caller's tenant, counting
+// what the caller may read (see CollectFor).
 func (c *Collector) Handler(a *auth.Authenticator) http.Handler {
 	return httpapi.Authenticated(a, c.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		caller, _ := auth.CallerFrom(r.Context())
 		audit := r.URL.Query().Get("audit") != ""
-		rep, err := c.Collect(r.Context(), caller.Tenant, audit)
+		rep, err := c.CollectFor(r.Context(), caller, audit)
 		if err != nil {
 			httpapi.WriteError(w, c.log, httpapi.Errorf(http.StatusServiceUnavailable, "status_unavailable", "%v", err))
 			return

@@ -2,9 +2,23 @@ package store
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 )
+
+// MemberHash is the hash of a sorted member set, the MemberHash of a
+// community as clustering computes it. A community whose MemberHash does
+// not hash its Members was grown since (provisional membership).
+func MemberHash(members []string) string {
+	h := sha256.New()
+	for _, m := range members {
+		h.Write([]byte(m))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
 
 // ValidateCommunities checks a ReplaceCommunities call as every adapter
 // does: a valid tenant, a run number of at least 1 (LastRun reports 0 for

@@ -241,11 +241,7 @@ func Plan(ch Change, old *SourceRecord, entities map[string]Entity, edges map[st
 		before, existed := entities[id]
 		alive := len(e.Sources) > 0
 		if alive {
-			current := ""
-			if existed {
-				current = before.Name
-			}
-			e.Name = displayName(current, e.Sources)
+			e.Name = displayName(e.Sources)
 		}
 		switch {
 		case existed && !alive:
@@ -466,24 +462,31 @@ func mergeEdges(docID string, version int64, cs []EdgeContribution) (map[string]
 	return out, order
 }
 
-// displayName picks an entity's name from its fragments (sorted by doc id):
-// the lowest NameRank wins; on a tie, current stays if a tied fragment
-// carries it, else the tied fragment of the lowest doc id wins.
-func displayName(current string, frags []Fragment) string {
+// displayName picks an entity's name from its fragments (sorted by doc id,
+// one per document): among the fragments of the lowest NameRank, the
+// spelling most documents use wins; on a tie, the spelling of the lowest
+// doc id. The name depends on the fragments only, never on the name the
+// entity had before, so the graph does not depend on ingest order.
+func displayName(frags []Fragment) string {
 	best := slices.MinFunc(frags, func(a, b Fragment) int { return cmp.Compare(a.NameRank, b.NameRank) }).NameRank
-	first := ""
+	count := map[string]int{}
+	var order []string // spellings by their lowest doc id
 	for _, f := range frags {
 		if f.NameRank != best {
 			continue
 		}
-		if f.Name == current {
-			return current
+		if count[f.Name] == 0 {
+			order = append(order, f.Name)
 		}
-		if first == "" {
-			first = f.Name
+		count[f.Name]++
+	}
+	name := order[0]
+	for _, n := range order[1:] {
+		if count[n] > count[name] {
+			name = n
 		}
 	}
-	return first
+	return name
 }
 
 func withoutDoc(frags []Fragment, docID string) []Fragment {

@@ -2,7 +2,7 @@ package store
 
 import (
 	"fmt"
-	"slices"
+	"math"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
 )
@@ -14,7 +14,9 @@ import (
 
 // NextAnnounced returns the state after announcing a. It fails with
 // ErrStaleVersion when a.Version is below the latest announced (or not above
-// a deletion's), and with ErrInvalid for a malformed tenant or announcement.
+// a deletion's), and with ErrInvalid for a malformed tenant or announcement,
+// a version above provenance.MaxContentVersion, or a next version that
+// would pass it.
 // Announcing the current version again is an idempotent replay that replaces
 // the ACL and metadata. The ACL revision counts ACL changes: it goes up when
 // an announcement of a known document changes its (normalized) ACL.
@@ -25,8 +27,10 @@ func NextAnnounced(cur *provenance.SourceState, tenant string, a Announcement) (
 	if err := ValidateDocID(a.DocID); err != nil {
 		return provenance.SourceState{}, err
 	}
-	if a.Version < 0 {
-		return provenance.SourceState{}, fmt.Errorf("%w: version %d must be >= 0", ErrInvalid, a.Version)
+	if a.Version != 0 {
+		if err := provenance.ValidateVersion(a.Version); err != nil {
+			return provenance.SourceState{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
 	}
 	acl := normalizeACL(a.ACL)
 	next := provenance.SourceState{
@@ -45,6 +49,9 @@ func NextAnnounced(cur *provenance.SourceState, tenant string, a Announcement) (
 		return next, nil
 	}
 	switch {
+	case next.Version == 0 && cur.Version >= provenance.MaxContentVersion:
+		return provenance.SourceState{}, fmt.Errorf("%w: %q is at version %d, the last a content change may take",
+			ErrInvalid, a.DocID, cur.Version)
 	case next.Version == 0:
 		next.Version = cur.Version + 1
 	case next.Version < cur.Version, cur.Deleted && next.Version == cur.Version:
@@ -71,6 +78,21 @@ func NextACL(cur *provenance.SourceState, docID string, acl provenance.ACL) (pro
 	return next, nil
 }
 
+// NextContent returns the state after recording the content hash of a
+// version: changed only when the document is at that version and not
+// deleted. It fails with ErrNotFound for a document never announced.
+func NextContent(cur *provenance.SourceState, docID string, version int64, hash string) (next provenance.SourceState, changed bool, err error) {
+	if cur == nil {
+		return provenance.SourceState{}, false, fmt.Errorf("document %q: %w", docID, ErrNotFound)
+	}
+	if cur.Deleted || cur.Version != version || cur.ContentHash == hash {
+		return *cur, false, nil
+	}
+	next = *cur
+	next.ContentHash = hash
+	return next, true, nil
+}
+
 // NextDeleted returns the state after deleting a document: a new version
 // (latest + 1) with Deleted set. For a document already deleted it returns
 // the state unchanged and changed false. It fails with ErrNotFound for a
@@ -81,6 +103,10 @@ func NextDeleted(cur *provenance.SourceState, docID string) (next provenance.Sou
 	}
 	if cur.Deleted {
 		return *cur, false, nil
+	}
+	if cur.Version == math.MaxInt64 {
+		// Only a registry written before versions were bounded holds this.
+		return provenance.SourceState{}, false, fmt.Errorf("%w: %q is at the largest version", ErrInvalid, docID)
 	}
 	next = *cur
 	next.Version++
@@ -93,10 +119,8 @@ func NextDeleted(cur *provenance.SourceState, docID string) (next provenance.Sou
 func normalizeACL(a provenance.ACL) provenance.ACL {
 	n := a.Normalize()
 	n.Groups, n.Principals = nilIfEmpty(n.Groups), nilIfEmpty(n.Principals)
+	n.Writers.Groups, n.Writers.Principals = nilIfEmpty(n.Writers.Groups), nilIfEmpty(n.Writers.Principals)
 	return n
 }
 
-func aclEqual(a, b provenance.ACL) bool {
-	a, b = a.Normalize(), b.Normalize()
-	return a.Public == b.Public && slices.Equal(a.Groups, b.Groups) && slices.Equal(a.Principals, b.Principals)
-}
+func aclEqual(a, b provenance.ACL) bool { return a.Equal(b) }

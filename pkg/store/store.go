@@ -5,9 +5,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/events"
@@ -51,6 +53,11 @@ type Registry interface {
 	// SetACL replaces a document's ACL and bumps its ACL revision.
 	// ErrNotFound for an unknown or deleted document.
 	SetACL(ctx context.Context, tenant, docID string, acl provenance.ACL) (provenance.SourceState, error)
+	// RecordContent records the content hash of a document's version once
+	// its event is published (see provenance.SourceState.ContentHash). It
+	// changes nothing when the document has moved on from that version or
+	// is deleted, and fails with ErrNotFound for an unknown document.
+	RecordContent(ctx context.Context, tenant, docID string, version int64, hash string) (provenance.SourceState, error)
 	// MarkDeleted records a deletion as a new version (latest + 1) and sets
 	// Deleted. Deleting a deleted document returns its state unchanged.
 	// ErrNotFound for a document never announced.
@@ -70,7 +77,8 @@ type EntityContribution struct {
 	Type string
 	Name string // spelling as seen
 	// NameRank orders display-name candidates: lower wins (0 catalog title,
-	// 1 catalog name, 2 mention). Ties keep the first spelling seen.
+	// 1 catalog name, 2 mention). Among the lowest rank, the spelling most
+	// documents use wins; on a tie, the lowest doc id's spelling.
 	NameRank    int
 	Description string
 	TextUnits   []string
@@ -229,6 +237,15 @@ type GraphStore interface {
 	// Delete retracts everything docID contributed and records a tombstone at
 	// version, so older versions arriving later are stale.
 	Delete(ctx context.Context, tenant, docID string, version int64) (ApplyResult, error)
+	// ApplyBatch applies changes (each an Apply, or a Delete when
+	// Change.Delete is set) in order, as the calls one after the other
+	// would, in as few transactions as the adapter can (the embedded one:
+	// one, so one commit). Each change gets its result and its error: a
+	// change failing validation (ErrInvalid) changes nothing and the others
+	// still apply. err, an error of the store itself, means nothing of the
+	// batch may be assumed applied (a retry is safe: applies are
+	// idempotent per version).
+	ApplyBatch(ctx context.Context, tenant string, changes []Change) (results []ApplyResult, errs []error, err error)
 	// Source returns a document's record (ErrNotFound if never applied).
 	Source(ctx context.Context, tenant, docID string) (SourceRecord, error)
 	// Entity returns one entity (ErrNotFound if absent).
@@ -239,6 +256,19 @@ type GraphStore interface {
 	EntitiesByType(ctx context.Context, tenant, typ string) ([]Entity, error)
 	// Edges returns the edges leaving (Out) or entering (In) an entity, sorted by id.
 	Edges(ctx context.Context, tenant, entityID string, dir Direction) ([]Edge, error)
+	// EdgesByRelation returns the edges of a relation, sorted by id, through
+	// the relation index; sourceType, when not "", keeps only the edges
+	// whose source id has that type prefix ("incident" for
+	// incident:… -failure-> failure_mode:…).
+	EdgesByRelation(ctx context.Context, tenant, relation, sourceType string) ([]Edge, error)
+	// EdgeCounts returns, for each of ids, how many edges leave (Out) or
+	// enter (In) it, from the adjacency index without reading the edges.
+	// Ids without edges count 0.
+	EdgeCounts(ctx context.Context, tenant string, ids []string, dir Direction) (map[string]int, error)
+	// EntitiesByName returns the entities whose display name or a
+	// fragment's spelling has NameKey(name), sorted by id, through the name
+	// index.
+	EntitiesByName(ctx context.Context, tenant, name string) ([]Entity, error)
 	// Snapshot returns the whole tenant graph.
 	Snapshot(ctx context.Context, tenant string) (Graph, error)
 	// Stats returns counts.
@@ -272,6 +302,14 @@ type CommunityStore interface {
 	Communities(ctx context.Context, tenant string) ([]Community, error)
 	// LastRun returns the number of the last stored run (0 if none).
 	LastRun(ctx context.Context, tenant string) (int64, error)
+	// CommunitiesOf returns the communities holding any of the entities,
+	// through the member index, sorted by level then id.
+	CommunitiesOf(ctx context.Context, tenant string, entityIDs []string) ([]Community, error)
+	// UpdateCommunities replaces the stored communities with the ids of cs
+	// (the others stay as they are) and their member index entries, in one
+	// transaction, if run is still the last stored run: ErrConflict if
+	// another run was stored since, ErrNotFound if an id is not stored.
+	UpdateCommunities(ctx context.Context, tenant string, run int64, cs []Community) error
 }
 
 // Finding is one cited statement of a report.
@@ -295,16 +333,51 @@ type Report struct {
 	RatingExplanation string                 `json:"rating_explanation,omitempty"`
 	Sources           []provenance.SourceRef `json:"sources"`
 	MemberHash        string                 `json:"member_hash"`
-	Writer            string                 `json:"writer"`
-	UpdatedAt         time.Time              `json:"updated_at"`
+	// InputHash fingerprints what the report was written from (members,
+	// the edges leaving them, names, descriptions, documents; no versions
+	// and no text units): a report whose member and input hashes are
+	// unchanged only needs its citations moved to the current versions.
+	InputHash string    `json:"input_hash,omitempty"`
+	Writer    string    `json:"writer"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// ReportStore holds community reports.
+// ReportStore holds community reports, indexed by the documents they cite.
 type ReportStore interface {
+	// PutReport stores r, replacing the report of the same id and its
+	// citations in the by-source index.
 	PutReport(ctx context.Context, tenant string, r Report) error
+	// DeleteReport removes a report and its citations; an absent one is
+	// not an error.
 	DeleteReport(ctx context.Context, tenant, id string) error
+	// Report returns one report (ErrNotFound if absent).
 	Report(ctx context.Context, tenant, id string) (Report, error)
+	// Reports returns every report of a tenant, sorted by id.
 	Reports(ctx context.Context, tenant string) ([]Report, error)
+	// ReportsByID returns the reports among ids that exist.
+	ReportsByID(ctx context.Context, tenant string, ids []string) (map[string]Report, error)
+	// ReportsBySource returns the reports citing docID among their Sources
+	// (at any version), sorted by id, through the by-source index.
+	ReportsBySource(ctx context.Context, tenant, docID string) ([]Report, error)
+	// ReportCitations returns, per report id, the (doc, version) pairs of
+	// its Sources (text units dropped, sorted), read from the index without
+	// decoding the reports. Every stored report has an entry, an empty one
+	// when it cites nothing.
+	ReportCitations(ctx context.Context, tenant string) (map[string][]provenance.SourceRef, error)
+}
+
+// CitationsOf returns the (doc, version) pairs of a report's Sources, text
+// units dropped, sorted and without duplicates: what the by-source index
+// of every adapter records.
+func CitationsOf(r Report) []provenance.SourceRef {
+	out := make([]provenance.SourceRef, 0, len(r.Sources))
+	for _, s := range r.Sources {
+		out = append(out, provenance.SourceRef{DocID: s.DocID, Version: s.Version})
+	}
+	slices.SortFunc(out, func(a, b provenance.SourceRef) int {
+		return cmp.Or(cmp.Compare(a.DocID, b.DocID), cmp.Compare(a.Version, b.Version))
+	})
+	return slices.Compact(out)
 }
 
 // Stores is every store an adapter provides.

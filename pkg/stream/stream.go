@@ -48,6 +48,12 @@ type Config struct {
 	DuplicateWindow time.Duration
 	// MaxAge bounds how long events are kept (default 7 days).
 	MaxAge time.Duration
+	// InlineMax is the largest encoded event published inline (default: the
+	// server's max payload less 64 KiB). A larger one is stored in the
+	// object store bucket <Stream>_payloads and the message carries a
+	// reference (HeaderPayload) instead; the bus reads it back before any
+	// handler runs.
+	InlineMax int
 }
 
 func (c *Config) setDefaults() {
@@ -81,6 +87,8 @@ type Metrics struct {
 	// Lag is kgstream_index_lag_seconds: from the gateway's receipt of a
 	// change to the stage named (graph, communities, reports).
 	Lag *prometheus.HistogramVec
+	// BatchSize is how many messages each call of a BatchHandler got.
+	BatchSize *prometheus.HistogramVec
 }
 
 // NewMetrics registers the event metrics on reg (nil: not registered).
@@ -104,9 +112,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from the gateway's receipt of a change to the stage named, by stage.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}, []string{"stage"}),
+		BatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kgstream_event_batch_size",
+			Help:    "Messages per call of a batch handler, by stage.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+		}, []string{"stage"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Events, m.DeadLetters, m.Duration, m.Lag)
+		reg.MustRegister(m.Events, m.DeadLetters, m.Duration, m.Lag, m.BatchSize)
 	}
 	return m
 }
@@ -123,6 +136,10 @@ type Bus struct {
 
 	lagMu   sync.Mutex
 	lagRing map[string]*ring
+
+	inlineMax int
+	objMu     sync.Mutex
+	obj       jetstream.ObjectStore
 }
 
 // ring keeps the most recent lag samples of one stage for quantiles.
@@ -188,6 +205,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger, metrics *Metrics
 		return nil, fmt.Errorf("creating stream %s: %w", cfg.Stream, err)
 	}
 	b.stream = st
+	b.setInlineMax()
 	return b, nil
 }
 
@@ -248,14 +266,20 @@ func (b *Bus) StreamName() string { return b.cfg.Stream }
 
 // Publish encodes ev, publishes it on the subject of kind for tenant with
 // Nats-Msg-Id msgID, and waits for JetStream's acknowledgement. Only after it
-// returns nil is the event durable.
+// returns nil is the event durable. An event encoded larger than InlineMax
+// travels by reference through the payload bucket.
 func (b *Bus) Publish(ctx context.Context, kind events.Kind, tenant, msgID string, ev events.Validator) (*jetstream.PubAck, error) {
 	data, err := events.Encode(ev)
 	if err != nil {
 		return nil, err
 	}
 	subject := b.cfg.Subjects.For(kind, tenant)
-	ack, err := b.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	var ack *jetstream.PubAck
+	if len(data) > b.inlineMax {
+		ack, err = b.publishRef(ctx, subject, msgID, data)
+	} else {
+		ack, err = b.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("publishing %s: %w", subject, err)
 	}
@@ -321,8 +345,13 @@ type ConsumerConfig struct {
 	AckWait time.Duration
 	// Batch is how many messages are fetched ahead (default 16). Only the
 	// message being handled is kept in progress, so Batch × handling time
-	// must stay well under AckWait.
+	// must stay well under AckWait. With RunBatch it is the most messages
+	// one BatchHandler call gets (default DefaultBatchSize), all kept in
+	// progress while it runs.
 	Batch int
+	// BatchWait, with RunBatch, is how long to wait for more messages after
+	// the first one of a batch arrived (default DefaultBatchWait).
+	BatchWait time.Duration
 }
 
 func (c *ConsumerConfig) setDefaults() {
@@ -353,6 +382,9 @@ func (c ConsumerConfig) Validate() error {
 	}
 	if c.MaxDeliver < 1 {
 		return errors.New("stream: MaxDeliver must be >= 1")
+	}
+	if c.Batch < 1 || c.BatchWait < 0 {
+		return errors.New("stream: Batch must be >= 1 and BatchWait >= 0")
 	}
 	return nil
 }
@@ -423,21 +455,32 @@ func (b *Bus) DeadLetters(ctx context.Context) (uint64, error) {
 
 // DeadLetter is the body of a dead-lettered message.
 type DeadLetter struct {
-	Stage      string          `json:"stage"`
-	Subject    string          `json:"subject"`
-	Error      string          `json:"error"`
-	Deliveries uint64          `json:"deliveries"`
-	Sequence   uint64          `json:"sequence"`
-	MsgID      string          `json:"msg_id,omitempty"`
-	FailedAt   time.Time       `json:"failed_at"`
-	Data       json.RawMessage `json:"data,omitempty"`
-	RawData    string          `json:"raw_data,omitempty"` // when Data is not JSON
+	Stage      string `json:"stage"`
+	Subject    string `json:"subject"`
+	Error      string `json:"error"`
+	Deliveries uint64 `json:"deliveries"`
+	Sequence   uint64 `json:"sequence"`
+	MsgID      string `json:"msg_id,omitempty"`
+	// Payload names the payload bucket's object holding the event when it
+	// travelled by reference; Data is then the reference.
+	Payload  string          `json:"payload,omitempty"`
+	FailedAt time.Time       `json:"failed_at"`
+	Data     json.RawMessage `json:"data,omitempty"`
+	RawData  string          `json:"raw_data,omitempty"` // when Data is not JSON
 }
 
 // Run consumes a stage's events with h until ctx is cancelled. It returns
 // after the messages in flight are finished (orderly drain). Each kind is
 // consumed by its own durable, concurrently.
 func (b *Bus) Run(ctx context.Context, cc ConsumerConfig, h Handler) error {
+	return b.run(ctx, cc, func(ctx context.Context, cc ConsumerConfig, c jetstream.Consumer) error {
+		return b.consume(ctx, cc, c, h)
+	})
+}
+
+// run creates a stage's consumers and runs consume on each, concurrently,
+// until all return.
+func (b *Bus) run(ctx context.Context, cc ConsumerConfig, consume func(context.Context, ConsumerConfig, jetstream.Consumer) error) error {
 	cc.setDefaults()
 	if err := cc.Validate(); err != nil {
 		return err
@@ -455,7 +498,7 @@ func (b *Bus) Run(ctx context.Context, cc ConsumerConfig, h Handler) error {
 	}
 	errc := make(chan error, len(conss))
 	for _, c := range conss {
-		go func() { errc <- b.consume(ctx, cc, c, h) }()
+		go func() { errc <- consume(ctx, cc, c) }()
 	}
 	var first error
 	for range conss {
@@ -466,35 +509,74 @@ func (b *Bus) Run(ctx context.Context, cc ConsumerConfig, h Handler) error {
 	return first
 }
 
-func (b *Bus) consume(ctx context.Context, cc ConsumerConfig, cons jetstream.Consumer, h Handler) error {
-	it, err := cons.Messages(jetstream.PullMaxMessages(cc.Batch), jetstream.PullExpiry(5*time.Second))
-	if err != nil {
-		return fmt.Errorf("consuming %s: %w", cc.Durable, err)
+// fetch pulls up to cc.Batch messages, retrying a failed pull after a
+// pause so a persistent failure (a deleted consumer) is not a hot loop;
+// false once ctx ends. Fetch buffers what one pull request delivers in a
+// channel twice that size, so it never drops a message as a slow
+// consumer, however long the handling takes.
+func (b *Bus) fetch(ctx context.Context, cc ConsumerConfig, cons jetstream.Consumer) (jetstream.MessageBatch, bool) {
+	for ctx.Err() == nil {
+		mb, err := cons.Fetch(cc.Batch, jetstream.FetchMaxWait(batchFetchWait))
+		if err == nil {
+			return mb, true
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		b.log.Warn("fetching messages", "stage", cc.Stage, "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	var once sync.Once
-	stop := func() { once.Do(it.Stop) }
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	defer stop()
+	return nil, false
+}
+
+// consume handles a consumer's messages one at a time. It pulls with
+// Fetch (no idle heartbeats at this expiry), whose buffer holds twice what
+// one request can deliver. The Messages iterator's buffer holds only Batch
+// and its idle heartbeats share it, so a full buffer under a backlog made
+// the client drop messages as a slow consumer; a dropped message waited
+// AckWait for its redelivery.
+func (b *Bus) consume(ctx context.Context, cc ConsumerConfig, cons jetstream.Consumer, h Handler) error {
 	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			b.log.Warn("fetching message", "stage", cc.Stage, "error", err)
-			// Back off so a persistent failure (a deleted consumer) is not
-			// a hot loop.
+		mb, ok := b.fetch(ctx, cc, cons)
+		if !ok {
+			return nil
+		}
+		ch := mb.Messages()
+	fetch:
+		for {
 			select {
 			case <-ctx.Done():
+				nakBuffered(ch)
 				return nil
-			case <-time.After(250 * time.Millisecond):
+			case msg, ok := <-ch:
+				if !ok {
+					break fetch
+				}
+				b.handle(ctx, cc, h, msg)
 			}
-			continue
 		}
-		b.handle(ctx, cc, h, msg)
+		if err := mb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
+			b.log.Warn("fetching messages", "stage", cc.Stage, "error", err)
+		}
+	}
+}
+
+// nakBuffered naks what a stopped consumer still holds, so it is
+// redelivered at once rather than after AckWait.
+func nakBuffered(ch <-chan jetstream.Msg) {
+	for {
+		select {
+		case msg, ok := <-ch:
+			if !ok {
+				return
+			}
+			_ = msg.Nak()
+		default:
+			return
+		}
 	}
 }
 
@@ -526,30 +608,44 @@ func (b *Bus) handle(ctx context.Context, cc ConsumerConfig, h Handler, msg jets
 			}
 		}
 	}()
-	if perr != nil {
+	switch {
+	case perr != nil:
 		err = Permanent(perr)
-	} else {
-		err = safeCall(hctx, h, m)
+	default:
+		// Handlers see the whole event, wherever it travelled.
+		var data []byte
+		if data, err = b.resolvePayload(hctx, m.Header, m.Data); err == nil {
+			full := *m
+			full.Data = data
+			err = safeCall(hctx, h, &full)
+		} else if errors.Is(err, ErrPayloadGone) {
+			err = Permanent(err)
+		}
 	}
 	close(done)
 	cancel()
 	b.metrics.Duration.WithLabelValues(cc.Stage).Observe(time.Since(start).Seconds())
+	b.settle(ctx, cc, msg, m, err)
+}
 
+// settle acks, naks with backoff or dead-letters one delivered message by
+// its handler's result.
+func (b *Bus) settle(ctx context.Context, cc ConsumerConfig, msg jetstream.Msg, m *Message, err error) {
 	switch {
 	case err == nil:
 		b.ack(cc, msg, "ok")
 	case errors.Is(err, ErrStale):
 		b.log.Info("stale event acknowledged", "stage", cc.Stage, "subject", m.Subject, "reason", err.Error())
 		b.ack(cc, msg, "stale")
-	case IsPermanent(err) || int(md.NumDelivered) >= cc.MaxDeliver:
+	case IsPermanent(err) || int(m.Deliveries) >= cc.MaxDeliver:
 		b.deadLetter(ctx, cc, msg, m, err)
 	default:
-		i := int(md.NumDelivered) - 1
+		i := int(m.Deliveries) - 1
 		if i >= len(cc.Backoff) {
 			i = len(cc.Backoff) - 1
 		}
 		b.log.Warn("handling event failed, will retry", "stage", cc.Stage, "subject", m.Subject,
-			"delivery", md.NumDelivered, "error", err)
+			"delivery", m.Deliveries, "error", err)
 		b.metrics.Events.WithLabelValues(cc.Stage, "retry").Inc()
 		_ = msg.NakWithDelay(cc.Backoff[i])
 	}
@@ -574,13 +670,26 @@ func (b *Bus) ack(cc ConsumerConfig, msg jetstream.Msg, outcome string) {
 
 func (b *Bus) deadLetter(ctx context.Context, cc ConsumerConfig, msg jetstream.Msg, m *Message, cause error) {
 	dl := DeadLetter{Stage: cc.Stage, Subject: m.Subject, Error: cause.Error(), Deliveries: m.Deliveries,
-		Sequence: m.Sequence, MsgID: m.Header.Get(jetstream.MsgIDHeader), FailedAt: time.Now().UTC()}
+		Sequence: m.Sequence, MsgID: m.Header.Get(jetstream.MsgIDHeader), Payload: m.Header.Get(HeaderPayload),
+		FailedAt: time.Now().UTC()}
 	if json.Valid(m.Data) {
 		dl.Data = m.Data
 	} else {
 		dl.RawData = string(m.Data)
 	}
 	body, _ := json.Marshal(dl)
+	if len(body) > b.inlineMax && dl.Payload == "" {
+		// An inline event near the limit (or one JSON escaping inflates)
+		// is kept by reference, like a large event.
+		name, ref, err := b.storePayload(ctx, m.Data)
+		if err != nil {
+			b.log.Error("dead-lettering failed, will retry", "stage", cc.Stage, "subject", m.Subject, "error", err)
+			_ = msg.NakWithDelay(cc.Backoff[len(cc.Backoff)-1])
+			return
+		}
+		dl.Payload, dl.Data, dl.RawData = name, ref, ""
+		body, _ = json.Marshal(dl)
+	}
 	out := nats.NewMsg(b.cfg.Subjects.DLQ(cc.Stage))
 	out.Data = body
 	out.Header.Set(HeaderDLQStage, cc.Stage)

@@ -53,6 +53,9 @@ type Taxonomy struct {
 type Mode struct {
 	// Name is the canonical name, the failure_mode entity's name.
 	Name string
+	// Parent is the generic mode this one refines ("expired certificate"
+	// -> "certificate expiry"); empty for a generic mode.
+	Parent string
 	// Tier ranks specificity: 1 names a mechanism, 2 a broad class or a
 	// trigger. Lower wins when a text shows several modes.
 	Tier        int
@@ -92,6 +95,7 @@ type fileCue struct {
 
 type fileMode struct {
 	Name        string    `yaml:"name"`
+	Parent      string    `yaml:"parent"`
 	Tier        int       `yaml:"tier"`
 	Description string    `yaml:"description"`
 	Keywords    []string  `yaml:"keywords"`
@@ -173,7 +177,7 @@ func Parse(data []byte) (*Taxonomy, error) {
 		if len(fm.Cues) == 0 {
 			return nil, fmt.Errorf("%w: mode %q has no cues", ErrInvalid, name)
 		}
-		m := Mode{Name: name, Tier: fm.Tier, Description: fm.Description}
+		m := Mode{Name: name, Parent: strings.Join(strings.Fields(fm.Parent), " "), Tier: fm.Tier, Description: fm.Description}
 		for _, k := range fm.Keywords {
 			if k = strings.ToLower(strings.TrimSpace(k)); k != "" {
 				m.Keywords = append(m.Keywords, k)
@@ -202,7 +206,34 @@ func Parse(data []byte) (*Taxonomy, error) {
 		}
 		t.Modes = append(t.Modes, m)
 	}
+	// Two levels: a parent is a mode of the taxonomy without a parent.
+	for _, m := range t.Modes {
+		if m.Parent == "" {
+			continue
+		}
+		p, ok := t.Mode(m.Parent)
+		if !ok {
+			return nil, fmt.Errorf("%w: mode %q: parent %q is not a mode", ErrInvalid, m.Name, m.Parent)
+		}
+		if p.Parent != "" || strings.EqualFold(p.Name, m.Name) {
+			return nil, fmt.Errorf("%w: mode %q: parent %q must be a generic mode (one without a parent)", ErrInvalid, m.Name, m.Parent)
+		}
+	}
 	return t, nil
+}
+
+// Generic returns the generic mode a mode belongs to: its parent, or the
+// mode itself when it is generic (or unknown).
+func (t *Taxonomy) Generic(name string) string {
+	m, ok := t.Mode(name)
+	if !ok {
+		return name
+	}
+	if m.Parent != "" {
+		p, _ := t.Mode(m.Parent)
+		return p.Name
+	}
+	return m.Name
 }
 
 // Mode returns the mode named name (compared case-insensitively).
@@ -220,7 +251,9 @@ type Span struct{ Start, End int }
 
 // Hit is one cue found in a text.
 type Hit struct {
-	Mode   string
+	Mode string
+	// Family is the mode's generic mode (the mode itself when generic).
+	Family string
 	Tier   int
 	Weight float64
 	// Start and End are the cue's match, byte offsets into the text.
@@ -263,7 +296,7 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 					continue
 				}
 				for _, loc := range c.re.FindAllStringIndex(sent, -1) {
-					hits = append(hits, Hit{Mode: m.Name, Tier: m.Tier, Weight: c.Weight,
+					hits = append(hits, Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
 						Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
 						Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
 						Explicit: c.Explicit})
@@ -273,6 +306,13 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 	}
 	slices.SortStableFunc(hits, func(a, b Hit) int { return a.Start - b.Start })
 	return hits
+}
+
+func family(m Mode) string {
+	if m.Parent != "" {
+		return m.Parent
+	}
+	return m.Name
 }
 
 // prefixWords is how many words before a cue may negate it: enough for
@@ -327,12 +367,15 @@ func lastWords(s string, n int) string {
 // and returns one hit per chosen mode, primary first, negated hits
 // ignored; a mode's hit is its first asserted one, else its first.
 //
-// The primary mode is chosen among the modes the text names as a cause
-// (an explicit cue, or a hit in an asserting sentence) when there are any,
-// else among all: the lowest tier, then the highest summed cue weight,
-// then the earliest hit. Another mode is added only when one of its hits
-// sits in a sentence that asserts causes outright (Hit.Asserted), in text
-// order.
+// The primary cause is chosen by family (a generic mode with its finer
+// modes), among the families the text names as a cause (an explicit cue,
+// or a hit in an asserting sentence) when there are any, else among all:
+// the highest summed cue weight (callers weigh hits by where they are,
+// see FailureStage), then the most specific tier, then the earliest hit.
+// Within the family the primary mode is its finer mode of the highest
+// weight (then lowest tier, then earliest) when one was found, else the
+// generic mode. Another mode is added only when one of its hits sits in a
+// sentence that asserts causes outright (Hit.Asserted), in text order.
 func Select(hits []Hit) []Hit {
 	type agg struct {
 		first    Hit
@@ -343,7 +386,7 @@ func Select(hits []Hit) []Hit {
 	var order []string
 	modes := map[string]*agg{}
 	for _, h := range hits {
-		if h.Negated {
+		if h.Negated || h.Weight <= 0 {
 			continue
 		}
 		a := modes[h.Mode]
@@ -362,22 +405,60 @@ func Select(hits []Hit) []Hit {
 	if len(order) == 0 {
 		return nil
 	}
-	candidates := order
-	if named := slices.DeleteFunc(slices.Clone(order), func(n string) bool { return !modes[n].named }); len(named) > 0 {
+	type fam struct {
+		score      float64
+		named      bool
+		tier, rank int // best tier, first hit's rank in order
+	}
+	var famOrder []string
+	fams := map[string]*fam{}
+	for i, name := range order {
+		a := modes[name]
+		f := family(Mode{Name: name, Parent: parentOf(a.first)})
+		fa := fams[f]
+		if fa == nil {
+			fa = &fam{tier: a.first.Tier, rank: i}
+			fams[f] = fa
+			famOrder = append(famOrder, f)
+		}
+		fa.score += a.score
+		fa.named = fa.named || a.named
+		fa.tier = min(fa.tier, a.first.Tier)
+	}
+	candidates := famOrder
+	if named := slices.DeleteFunc(slices.Clone(famOrder), func(n string) bool { return !fams[n].named }); len(named) > 0 {
 		candidates = named
 	}
-	primary := candidates[0]
+	best := candidates[0]
 	for _, name := range candidates[1:] {
-		a, p := modes[name], modes[primary]
+		a, b := fams[name], fams[best]
+		if a.score > b.score || a.score == b.score && a.tier < b.tier {
+			best = name
+		}
+	}
+	primary := ""
+	for _, name := range order {
+		a := modes[name]
+		if family(Mode{Name: name, Parent: parentOf(a.first)}) != best {
+			continue
+		}
+		if primary == "" {
+			primary = name
+			continue
+		}
+		p := modes[primary]
+		pGeneric, aGeneric := p.first.Family == primary, a.first.Family == name
 		switch {
-		case a.first.Tier != p.first.Tier:
-			if a.first.Tier < p.first.Tier {
+		case pGeneric != aGeneric:
+			if pGeneric {
 				primary = name
 			}
 		case a.score != p.score:
 			if a.score > p.score {
 				primary = name
 			}
+		case a.first.Tier < p.first.Tier:
+			primary = name
 		}
 	}
 	out := []Hit{modes[primary].first}
@@ -390,4 +471,12 @@ func Select(hits []Hit) []Hit {
 		}
 	}
 	return out
+}
+
+// parentOf is the parent of a hit's mode (empty when generic).
+func parentOf(h Hit) string {
+	if h.Family == "" || h.Family == h.Mode {
+		return ""
+	}
+	return h.Family
 }

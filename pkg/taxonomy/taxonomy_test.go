@@ -171,3 +171,44 @@ func FuzzFind(f *testing.F) {
 		}
 	})
 }
+
+func TestTaxonomyV2GenericModes(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, 2, tx.Version)
+	generic := map[string]bool{}
+	for _, m := range tx.Modes {
+		if m.Parent == "" {
+			generic[m.Name] = true
+		}
+	}
+	for _, g := range []string{"configuration change", "software bug", "deploy", "upgrade", "traffic surge",
+		"resource exhaustion", "certificate expiry", "dns", "network", "hardware", "power or cooling", "dependency",
+		"operator error", "security", "data corruption"} {
+		require.True(t, generic[g], "generic mode %q", g)
+	}
+	for child, parent := range map[string]string{"expired certificate": "certificate expiry",
+		"unstaged config push": "configuration change", "disk full": "resource exhaustion", "bad upgrade": "upgrade",
+		"dns misconfiguration": "dns", "data corruption": "data corruption", "unknown mode": "unknown mode"} {
+		require.Equal(t, parent, tx.Generic(child), child)
+	}
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{"A misconfiguration in the deployment's settings broke the service.", []string{"configuration change"}},
+		{"A latent bug in the storage layer crashed the metadata nodes.", []string{"software bug"}},
+		{"The maintenance engineer accidentally triggered the fire alarm.", []string{"operator error"}},
+		{"Spammers sent a flood of mail that overwhelmed the relays.", []string{"security"}},
+		{"A failed line card took the backbone router down.", []string{"hardware"}},
+		{"A malfunction left the cooling system with reduced air flow.", []string{"power or cooling"}},
+		// A finer mode wins within its family; the family with more weight
+		// wins across families.
+		{"The certificate expired after its credentials expired.", []string{"expired certificate"}},
+	} {
+		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
+	}
+	_, err := taxonomy.Parse([]byte("modes:\n  - {name: a, parent: b, tier: 1, cues: [{pattern: x}]}\n"))
+	require.ErrorIs(t, err, taxonomy.ErrInvalid, "a parent must be a mode")
+	_, err = taxonomy.Parse([]byte("modes:\n  - {name: a, parent: b, tier: 1, cues: [{pattern: x}]}\n  - {name: b, parent: c, tier: 1, cues: [{pattern: y}]}\n  - {name: c, tier: 1, cues: [{pattern: z}]}\n"))
+	require.ErrorIs(t, err, taxonomy.ErrInvalid, "two levels only")
+}

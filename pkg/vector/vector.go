@@ -383,6 +383,8 @@ func NormalizeACL(acl provenance.ACL) provenance.ACL {
 	if len(acl.Principals) == 0 {
 		acl.Principals = nil
 	}
+	// The index filters reads; who may write a document is not its business.
+	acl.Writers = provenance.Writers{}
 	return acl
 }
 

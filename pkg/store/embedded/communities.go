@@ -6,12 +6,16 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
 const (
-	keyRun   = "run"
-	subItems = "items"
+	keyRun      = "run"
+	subItems    = "items"
+	subMembers  = "members"
+	subBySource = "by_src"
+	subCites    = "cites"
 )
 
 // ReplaceCommunities replaces a tenant's communities with those of run, in
@@ -30,13 +34,27 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, run int64
 				return err
 			}
 		}
+		if t.Bucket([]byte(subMembers)) != nil {
+			if err := t.DeleteBucket([]byte(subMembers)); err != nil {
+				return err
+			}
+		}
 		items, err := t.CreateBucket([]byte(subItems))
+		if err != nil {
+			return err
+		}
+		members, err := t.CreateBucket([]byte(subMembers))
 		if err != nil {
 			return err
 		}
 		for _, c := range cs {
 			if err := putJSON(items, c.ID, c); err != nil {
 				return err
+			}
+			for _, m := range c.Members {
+				if err := members.Put(pair(m, c.ID), nil); err != nil {
+					return err
+				}
 			}
 		}
 		return putInt(t, keyRun, run)
@@ -71,6 +89,128 @@ func (s *Store) Communities(ctx context.Context, tenant string) ([]store.Communi
 	return out, nil
 }
 
+// CommunitiesOf returns the communities holding any of the entities.
+func (s *Store) CommunitiesOf(ctx context.Context, tenant string, entityIDs []string) ([]store.Community, error) {
+	out := []store.Community{}
+	err := s.readTenant(ctx, bucketCommunities, tenant, func(t *bolt.Bucket) error {
+		items, members := t.Bucket([]byte(subItems)), t.Bucket([]byte(subMembers))
+		if items == nil || members == nil {
+			return nil
+		}
+		seen := map[string]bool{}
+		for _, e := range entityIDs {
+			err := scanPrefix(members, e, func(id string) error {
+				if seen[id] {
+					return nil
+				}
+				seen[id] = true
+				var c store.Community
+				found, err := getJSON(items, id, &c)
+				if err != nil {
+					return err
+				}
+				if !found {
+					return fmt.Errorf("member index names community %q, which is missing", id)
+				}
+				out = append(out, c)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the communities of %d entities of %q: %w", len(entityIDs), tenant, err)
+	}
+	store.SortCommunities(out)
+	return out, nil
+}
+
+// UpdateCommunities replaces some communities of the last run in place.
+func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64, cs []store.Community) error {
+	if err := store.ValidateCommunities(tenant, run, cs); err != nil {
+		return fmt.Errorf("updating %d communities of %q: %w", len(cs), tenant, err)
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		t, err := tenantBucket(tx, bucketCommunities, tenant, false)
+		if err != nil {
+			return err
+		}
+		if t == nil || getInt(t, keyRun) != run {
+			return fmt.Errorf("%w: run %d is not the last stored run", store.ErrConflict, run)
+		}
+		items, members := t.Bucket([]byte(subItems)), t.Bucket([]byte(subMembers))
+		if items == nil || members == nil {
+			return fmt.Errorf("%w: no communities stored", store.ErrNotFound)
+		}
+		for _, c := range cs {
+			var old store.Community
+			found, err := getJSON(items, c.ID, &old)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("%w: community %q", store.ErrNotFound, c.ID)
+			}
+			for _, m := range old.Members {
+				if err := members.Delete(pair(m, c.ID)); err != nil {
+					return err
+				}
+			}
+			for _, m := range c.Members {
+				if err := members.Put(pair(m, c.ID), nil); err != nil {
+					return err
+				}
+			}
+			if err := putJSON(items, c.ID, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("updating %d communities of %q in run %d: %w", len(cs), tenant, run, err)
+	}
+	return nil
+}
+
+// buildMemberIndex indexes the members of every tenant's communities that
+// have no member index yet (a file from before the index).
+func buildMemberIndex(tx *bolt.Tx) error {
+	for _, tenant := range tenantNames(tx, bucketCommunities) {
+		t, err := tenantBucket(tx, bucketCommunities, tenant, false)
+		if err != nil {
+			return err
+		}
+		items := t.Bucket([]byte(subItems))
+		if items == nil || t.Bucket([]byte(subMembers)) != nil {
+			continue
+		}
+		members, err := t.CreateBucket([]byte(subMembers))
+		if err != nil {
+			return err
+		}
+		err = items.ForEach(func(k, v []byte) error {
+			var c store.Community
+			if err := unmarshal(k, v, &c); err != nil {
+				return err
+			}
+			for _, m := range c.Members {
+				if err := members.Put(pair(m, c.ID), nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("indexing the community members of %q: %w", tenant, err)
+		}
+	}
+	return nil
+}
+
 // LastRun returns the number of the last stored run (0 if none).
 func (s *Store) LastRun(ctx context.Context, tenant string) (int64, error) {
 	var run int64
@@ -84,7 +224,8 @@ func (s *Store) LastRun(ctx context.Context, tenant string) (int64, error) {
 	return run, nil
 }
 
-// PutReport stores r, replacing the report of the same id.
+// PutReport stores r, replacing the report of the same id and its index
+// entries, in one transaction.
 func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) error {
 	if err := store.ValidateReport(tenant, r); err != nil {
 		return fmt.Errorf("putting report %q in %q: %w", r.ID, tenant, err)
@@ -94,7 +235,10 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) er
 		if err != nil {
 			return err
 		}
-		return putJSON(t, r.ID, r)
+		if err := putJSON(t, r.ID, r); err != nil {
+			return err
+		}
+		return indexReport(tx, tenant, r.ID, store.CitationsOf(r))
 	})
 	if err != nil {
 		return fmt.Errorf("putting report %q in %q: %w", r.ID, tenant, err)
@@ -102,8 +246,8 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) er
 	return nil
 }
 
-// DeleteReport removes a report; removing an absent one is not an error, so
-// replayed deletions succeed.
+// DeleteReport removes a report and its index entries; removing an absent
+// one is not an error, so replayed deletions succeed.
 func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return fmt.Errorf("deleting report %q: %w", id, err)
@@ -113,10 +257,77 @@ func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
 		if err != nil || t == nil {
 			return err
 		}
-		return t.Delete([]byte(id))
+		if err := t.Delete([]byte(id)); err != nil {
+			return err
+		}
+		return indexReport(tx, tenant, id, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("deleting report %q of %q: %w", id, tenant, err)
+	}
+	return nil
+}
+
+// indexReport replaces the index entries of report id with cites (none
+// for a deleted report).
+func indexReport(tx *bolt.Tx, tenant, id string, cites []provenance.SourceRef) error {
+	t, err := tenantBucket(tx, bucketReportIndex, tenant, true)
+	if err != nil {
+		return err
+	}
+	bySrc, err := t.CreateBucketIfNotExists([]byte(subBySource))
+	if err != nil {
+		return err
+	}
+	citesB, err := t.CreateBucketIfNotExists([]byte(subCites))
+	if err != nil {
+		return err
+	}
+	var old []provenance.SourceRef
+	if _, err := getJSON(citesB, id, &old); err != nil {
+		return err
+	}
+	for _, c := range old {
+		if err := bySrc.Delete(pair(c.DocID, id)); err != nil {
+			return err
+		}
+	}
+	if cites == nil {
+		return citesB.Delete([]byte(id))
+	}
+	for _, c := range cites {
+		if err := bySrc.Put(pair(c.DocID, id), nil); err != nil {
+			return err
+		}
+	}
+	return putJSON(citesB, id, cites)
+}
+
+// buildReportIndex indexes every stored report (a file from before the
+// index).
+func buildReportIndex(tx *bolt.Tx) error {
+	for _, tenant := range tenantNames(tx, bucketReports) {
+		t, err := tenantBucket(tx, bucketReports, tenant, false)
+		if err != nil {
+			return err
+		}
+		var reps []store.Report
+		err = t.ForEach(func(k, v []byte) error {
+			var r store.Report
+			if err := unmarshal(k, v, &r); err != nil {
+				return err
+			}
+			reps = append(reps, r)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range reps {
+			if err := indexReport(tx, tenant, r.ID, store.CitationsOf(r)); err != nil {
+				return fmt.Errorf("indexing report %q of %q: %w", r.ID, tenant, err)
+			}
+		}
 	}
 	return nil
 }
@@ -155,6 +366,86 @@ func (s *Store) Reports(ctx context.Context, tenant string) ([]store.Report, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing reports of %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// ReportsByID returns the reports among ids that exist.
+func (s *Store) ReportsByID(ctx context.Context, tenant string, ids []string) (map[string]store.Report, error) {
+	out := make(map[string]store.Report, len(ids))
+	err := s.readTenant(ctx, bucketReports, tenant, func(t *bolt.Bucket) error {
+		for _, id := range ids {
+			var r store.Report
+			found, err := getJSON(t, id, &r)
+			if err != nil {
+				return err
+			}
+			if found {
+				out[id] = r
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("getting %d reports of %q: %w", len(ids), tenant, err)
+	}
+	return out, nil
+}
+
+// ReportsBySource returns the reports citing docID, sorted by id.
+func (s *Store) ReportsBySource(ctx context.Context, tenant, docID string) ([]store.Report, error) {
+	out := []store.Report{}
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing the reports citing %q: %w", docID, err)
+	}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		ix, err := tenantBucket(tx, bucketReportIndex, tenant, false)
+		if err != nil || ix == nil {
+			return err
+		}
+		bySrc := ix.Bucket([]byte(subBySource))
+		reps, err := tenantBucket(tx, bucketReports, tenant, false)
+		if err != nil || bySrc == nil || reps == nil {
+			return err
+		}
+		return scanPrefix(bySrc, docID, func(id string) error {
+			var r store.Report
+			found, err := getJSON(reps, id, &r)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("index names report %q, which is missing", id)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the reports of %q citing %q: %w", tenant, docID, err)
+	}
+	return out, nil
+}
+
+// ReportCitations returns each report's (doc, version) citations.
+func (s *Store) ReportCitations(ctx context.Context, tenant string) (map[string][]provenance.SourceRef, error) {
+	out := map[string][]provenance.SourceRef{}
+	err := s.readTenant(ctx, bucketReportIndex, tenant, func(t *bolt.Bucket) error {
+		cites := t.Bucket([]byte(subCites))
+		if cites == nil {
+			return nil
+		}
+		return cites.ForEach(func(k, v []byte) error {
+			var refs []provenance.SourceRef
+			if err := unmarshal(k, v, &refs); err != nil {
+				return err
+			}
+			out[string(k)] = refs
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the report citations of %q: %w", tenant, err)
 	}
 	return out, nil
 }

@@ -14,10 +14,19 @@
 //	graph/<tenant>/by_type/<type|id>      "" (EntitiesByType)
 //	graph/<tenant>/out/<source|edge id>   "" (Edges Out)
 //	graph/<tenant>/in/<target|edge id>    "" (Edges In)
+//	graph/<tenant>/by_rel/<relation|edge id>    "" (EdgesByRelation)
+//	graph/<tenant>/by_name/<store.NameKey|entity id>  "" (EntitiesByName)
 //	graph/<tenant>/meta/{sources,entities,edges}  int64 big-endian counts (Stats)
 //	communities/<tenant>/run              int64 big-endian
 //	communities/<tenant>/items/<id>       store.Community
+//	communities/<tenant>/members/<entity|community id>  "" (CommunitiesOf)
 //	reports/<tenant>/<id>                 store.Report
+//	report_index/<tenant>/by_src/<doc|report id>  "" (ReportsBySource)
+//	report_index/<tenant>/cites/<report id>       []provenance.SourceRef (store.CitationsOf)
+//
+// A file written before report_index, communities/<tenant>/members,
+// by_rel or by_name existed gets them built from its reports and communities when it is
+// opened.
 package embedded
 
 import (
@@ -44,6 +53,7 @@ const (
 	bucketGraph       = "graph"
 	bucketCommunities = "communities"
 	bucketReports     = "reports"
+	bucketReportIndex = "report_index"
 	keyLayout         = "layout"
 )
 
@@ -109,6 +119,18 @@ func Open(path string, opts Options) (*Store, error) {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 				return err
 			}
+		}
+		if err := buildGraphIndexes(tx); err != nil {
+			return err
+		}
+		if err := buildMemberIndex(tx); err != nil {
+			return err
+		}
+		if tx.Bucket([]byte(bucketReportIndex)) == nil {
+			if _, err := tx.CreateBucket([]byte(bucketReportIndex)); err != nil {
+				return err
+			}
+			return buildReportIndex(tx)
 		}
 		return nil
 	})

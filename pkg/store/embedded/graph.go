@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,8 @@ const (
 	subByType   = "by_type"
 	subOut      = "out"
 	subIn       = "in"
+	subByRel    = "by_rel"
+	subByName   = "by_name"
 	subMeta     = "meta"
 
 	countSources  = "sources"
@@ -27,7 +30,7 @@ const (
 
 // graphBuckets are one tenant's graph buckets.
 type graphBuckets struct {
-	sources, entities, edges, byType, out, in, meta *bolt.Bucket
+	sources, entities, edges, byType, out, in, byRel, byName, meta *bolt.Bucket
 }
 
 // openGraph returns the tenant's graph buckets, nil if the tenant has none
@@ -43,7 +46,8 @@ func openGraph(tx *bolt.Tx, tenant string, create bool) (*graphBuckets, error) {
 		b    **bolt.Bucket
 	}{
 		{subSources, &g.sources}, {subEntities, &g.entities}, {subEdges, &g.edges},
-		{subByType, &g.byType}, {subOut, &g.out}, {subIn, &g.in}, {subMeta, &g.meta},
+		{subByType, &g.byType}, {subOut, &g.out}, {subIn, &g.in}, {subByRel, &g.byRel}, {subByName, &g.byName},
+		{subMeta, &g.meta},
 	} {
 		if create {
 			if *sub.b, err = t.CreateBucketIfNotExists([]byte(sub.name)); err != nil {
@@ -132,42 +136,79 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if err != nil {
 			return err
 		}
-		old, err := g.record(ch.DocID)
-		if err != nil {
-			return err
-		}
-		entityIDs, edgeIDs := ch.Reads(old)
-		entities := make(map[string]store.Entity, len(entityIDs))
-		for _, id := range entityIDs {
-			e, found, err := g.entity(id)
-			if err != nil {
-				return err
-			}
-			if found {
-				entities[id] = e
-			}
-		}
-		edges := make(map[string]store.Edge, len(edgeIDs))
-		for _, id := range edgeIDs {
-			e, found, err := g.edge(id)
-			if err != nil {
-				return err
-			}
-			if found {
-				edges[id] = e
-			}
-		}
-		w, err := store.Plan(ch, old, entities, edges)
-		if err != nil {
-			return err
-		}
-		res = w.Result
-		if w.Record == nil {
-			return nil
-		}
-		return g.write(old, w)
+		res, err = g.apply(ch)
+		return err
 	})
 	return res, err
+}
+
+// apply plans and writes one validated change inside a write transaction.
+func (g *graphBuckets) apply(ch store.Change) (store.ApplyResult, error) {
+	old, err := g.record(ch.DocID)
+	if err != nil {
+		return store.ApplyResult{}, err
+	}
+	entityIDs, edgeIDs := ch.Reads(old)
+	entities := make(map[string]store.Entity, len(entityIDs))
+	for _, id := range entityIDs {
+		e, found, err := g.entity(id)
+		if err != nil {
+			return store.ApplyResult{}, err
+		}
+		if found {
+			entities[id] = e
+		}
+	}
+	edges := make(map[string]store.Edge, len(edgeIDs))
+	for _, id := range edgeIDs {
+		e, found, err := g.edge(id)
+		if err != nil {
+			return store.ApplyResult{}, err
+		}
+		if found {
+			edges[id] = e
+		}
+	}
+	w, err := store.Plan(ch, old, entities, edges)
+	if err != nil {
+		return store.ApplyResult{}, err
+	}
+	if w.Record == nil {
+		return w.Result, nil
+	}
+	return w.Result, g.write(old, w)
+}
+
+// ApplyBatch applies changes in order in one write transaction: one
+// commit, one fsync for the batch (see store.GraphStore).
+func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.Change) ([]store.ApplyResult, []error, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, nil, fmt.Errorf("applying a batch of %d changes: %w", len(changes), err)
+	}
+	results := make([]store.ApplyResult, len(changes))
+	errs := make([]error, len(changes))
+	now := s.now()
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		g, err := openGraph(tx, tenant, true)
+		if err != nil {
+			return err
+		}
+		for i, ch := range changes {
+			if err := ch.Validate(); err != nil {
+				errs[i] = fmt.Errorf("applying source %q version %d in %q: %w", ch.DocID, ch.Version, tenant, err)
+				continue
+			}
+			ch.Now = now
+			if results[i], err = g.apply(ch); err != nil {
+				return fmt.Errorf("applying source %q version %d: %w", ch.DocID, ch.Version, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("applying a batch of %d changes in %q: %w", len(changes), tenant, err)
+	}
+	return results, errs, nil
 }
 
 // write persists planned writes in the order store.Writes prescribes.
@@ -177,6 +218,9 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
 			return err
 		}
 		if err := g.byType.Delete(pair(e.Type, e.ID)); err != nil {
+			return err
+		}
+		if err := g.unindexNames(e); err != nil {
 			return err
 		}
 	}
@@ -190,8 +234,25 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
 		if err := g.in.Delete(pair(e.Target, e.ID)); err != nil {
 			return err
 		}
+		if err := g.byRel.Delete(pair(e.Relation, e.ID)); err != nil {
+			return err
+		}
 	}
 	for _, e := range w.PutEntities {
+		old, found, err := g.entity(e.ID)
+		if err != nil {
+			return err
+		}
+		if found {
+			if err := g.unindexNames(old); err != nil {
+				return err
+			}
+		}
+		for _, k := range store.NameKeys(e) {
+			if err := g.byName.Put(pair(k, e.ID), nil); err != nil {
+				return err
+			}
+		}
 		if err := putJSON(g.entities, e.ID, e); err != nil {
 			return err
 		}
@@ -207,6 +268,9 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
 			return err
 		}
 		if err := g.in.Put(pair(e.Target, e.ID), nil); err != nil {
+			return err
+		}
+		if err := g.byRel.Put(pair(e.Relation, e.ID), nil); err != nil {
 			return err
 		}
 	}
@@ -351,6 +415,144 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
 	}
 	return out, nil
+}
+
+// unindexNames removes an entity's name index entries.
+func (g *graphBuckets) unindexNames(e store.Entity) error {
+	for _, k := range store.NameKeys(e) {
+		if err := g.byName.Delete(pair(k, e.ID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EdgesByRelation returns the edges of a relation (leaving entities of
+// sourceType, if not ""), sorted by id, from the relation index.
+func (s *Store) EdgesByRelation(ctx context.Context, tenant, relation, sourceType string) ([]store.Edge, error) {
+	out := []store.Edge{}
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		prefix := pairPrefix(relation)
+		if sourceType != "" {
+			prefix = append(prefix, sourceType+":"...)
+		}
+		c := g.byRel.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			_, id, err := splitPair(k)
+			if err != nil {
+				return err
+			}
+			e, found, err := g.edge(id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("relation index lists missing edge %q", id)
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing %q edges in %q: %w", relation, tenant, err)
+	}
+	return out, nil
+}
+
+// EdgeCounts counts the adjacency index entries of each id.
+func (s *Store) EdgeCounts(ctx context.Context, tenant string, ids []string, dir store.Direction) (map[string]int, error) {
+	out := make(map[string]int, len(ids))
+	for _, id := range ids {
+		out[id] = 0
+	}
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		idx := g.out
+		if dir == store.In {
+			idx = g.in
+		}
+		for _, id := range ids {
+			n := 0
+			if err := scanPrefix(idx, id, func(string) error { n++; return nil }); err != nil {
+				return err
+			}
+			out[id] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting the edges of %d entities in %q: %w", len(ids), tenant, err)
+	}
+	return out, nil
+}
+
+// EntitiesByName returns the entities indexed under NameKey(name).
+func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]store.Entity, error) {
+	out := []store.Entity{}
+	key := store.NameKey(name)
+	if key == "" {
+		return out, store.ValidateTenant(tenant)
+	}
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		return scanPrefix(g.byName, key, func(id string) error {
+			e, found, err := g.entity(id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("name index lists missing entity %q", id)
+			}
+			out = append(out, e)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finding entities named %q in %q: %w", name, tenant, err)
+	}
+	return out, nil
+}
+
+// buildGraphIndexes creates the relation and name indexes of every tenant
+// graph that has none (a file from before them).
+func buildGraphIndexes(tx *bolt.Tx) error {
+	for _, tenant := range tenantNames(tx, bucketGraph) {
+		t, err := tenantBucket(tx, bucketGraph, tenant, false)
+		if err != nil {
+			return err
+		}
+		if t.Bucket([]byte(subByRel)) != nil && t.Bucket([]byte(subByName)) != nil {
+			continue
+		}
+		g, err := openGraph(tx, tenant, true)
+		if err != nil {
+			return err
+		}
+		err = g.edges.ForEach(func(k, v []byte) error {
+			var e store.Edge
+			if err := unmarshal(k, v, &e); err != nil {
+				return err
+			}
+			return g.byRel.Put(pair(e.Relation, e.ID), nil)
+		})
+		if err != nil {
+			return fmt.Errorf("indexing the relations of %q: %w", tenant, err)
+		}
+		err = g.entities.ForEach(func(k, v []byte) error {
+			var e store.Entity
+			if err := unmarshal(k, v, &e); err != nil {
+				return err
+			}
+			for _, nk := range store.NameKeys(e) {
+				if err := g.byName.Put(pair(nk, e.ID), nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("indexing the names of %q: %w", tenant, err)
+		}
+	}
+	return nil
 }
 
 // Snapshot returns the whole tenant graph, from one read transaction.

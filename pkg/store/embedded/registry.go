@@ -73,6 +73,17 @@ func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance
 	return st, nil
 }
 
+// RecordContent records a version's content hash (see store.Registry).
+func (s *Store) RecordContent(ctx context.Context, tenant, docID string, version int64, hash string) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		return store.NextContent(cur, docID, version, hash)
+	})
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("recording the content of %q in %q: %w", docID, tenant, err)
+	}
+	return st, nil
+}
+
 // MarkDeleted records a deletion (see store.Registry).
 func (s *Store) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
 	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {

@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
@@ -21,17 +22,28 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, run int64
 	}
 	k := s.tenantKeys(tenant)
 	fields := make([]any, 0, 2*len(cs))
+	of := map[string][]string{}
 	for _, c := range cs {
 		data, err := marshal(c)
 		if err != nil {
 			return fmt.Errorf("replacing communities of %q with run %d: %w", tenant, run, err)
 		}
 		fields = append(fields, c.ID, data)
+		for _, m := range c.Members {
+			of[m] = append(of[m], c.ID)
+		}
 	}
-	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		p.Del(ctx, k.communities())
+	memberFields, err := memberIndexFields(of)
+	if err != nil {
+		return fmt.Errorf("replacing communities of %q with run %d: %w", tenant, run, err)
+	}
+	_, err = s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Del(ctx, k.communities(), k.communityMembers())
 		if len(fields) > 0 {
 			p.HSet(ctx, k.communities(), fields...)
+		}
+		if len(memberFields) > 0 {
+			p.HSet(ctx, k.communityMembers(), memberFields...)
 		}
 		p.Set(ctx, k.communitiesRun(), run, 0)
 		return nil
@@ -52,6 +64,173 @@ func (s *Store) Communities(ctx context.Context, tenant string) ([]store.Communi
 	return out, nil
 }
 
+// memberIndexFields encodes entity -> community ids as HSET arguments.
+func memberIndexFields(of map[string][]string) ([]any, error) {
+	fields := make([]any, 0, 2*len(of))
+	for m, ids := range of {
+		slices.Sort(ids)
+		data, err := marshal(slices.Compact(ids))
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, m, data)
+	}
+	return fields, nil
+}
+
+// CommunitiesOf returns the communities holding any of the entities.
+func (s *Store) CommunitiesOf(ctx context.Context, tenant string, entityIDs []string) ([]store.Community, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing the communities of %d entities: %w", len(entityIDs), err)
+	}
+	out, err := s.communitiesOf(ctx, s.client, s.tenantKeys(tenant), entityIDs)
+	if err != nil {
+		return nil, fmt.Errorf("listing the communities of %d entities of %q: %w", len(entityIDs), tenant, err)
+	}
+	store.SortCommunities(out)
+	return out, nil
+}
+
+func (s *Store) communitiesOf(ctx context.Context, c goredis.Cmdable, k keys, entityIDs []string) ([]store.Community, error) {
+	idx, err := hmgetJSON[[]string](ctx, c, k.communityMembers(), entityIDs)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, l := range idx {
+		ids = append(ids, l...)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	byID, err := hmgetJSON[store.Community](ctx, c, k.communities(), ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Community, 0, len(byID))
+	for _, id := range ids {
+		cm, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("member index names community %q, which is missing", id)
+		}
+		out = append(out, cm)
+	}
+	return out, nil
+}
+
+// hmgetJSON reads the JSON values of the present fields of a hash.
+func hmgetJSON[T any](ctx context.Context, c goredis.Cmdable, key string, fields []string) (map[string]T, error) {
+	out := make(map[string]T, len(fields))
+	for start := 0; start < len(fields); start += mgetChunk {
+		chunk := fields[start:min(start+mgetChunk, len(fields))]
+		vals, err := c.HMGet(ctx, key, chunk...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, raw := range vals {
+			str, ok := raw.(string)
+			if !ok {
+				continue // absent
+			}
+			var v T
+			if err := json.Unmarshal([]byte(str), &v); err != nil {
+				return nil, fmt.Errorf("decoding %q of %q: %w", chunk[i], key, err)
+			}
+			out[chunk[i]] = v
+		}
+	}
+	return out, nil
+}
+
+// UpdateCommunities replaces some communities of the last run in place, in
+// one optimistic transaction on the run number and the communities hash.
+func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64, cs []store.Community) error {
+	if err := store.ValidateCommunities(tenant, run, cs); err != nil {
+		return fmt.Errorf("updating %d communities of %q: %w", len(cs), tenant, err)
+	}
+	k := s.tenantKeys(tenant)
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+		cur, err := tx.Get(ctx, k.communitiesRun()).Int64()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return err
+		}
+		if cur != run {
+			return fmt.Errorf("%w: run %d is not the last stored run", store.ErrConflict, run)
+		}
+		olds, err := hmgetJSON[store.Community](ctx, tx, k.communities(), ids)
+		if err != nil {
+			return err
+		}
+		// The member index entries of every entity that joins or leaves.
+		var touched []string
+		for _, c := range cs {
+			old, ok := olds[c.ID]
+			if !ok {
+				return fmt.Errorf("%w: community %q", store.ErrNotFound, c.ID)
+			}
+			touched = append(touched, old.Members...)
+			touched = append(touched, c.Members...)
+		}
+		slices.Sort(touched)
+		touched = slices.Compact(touched)
+		idx, err := hmgetJSON[[]string](ctx, tx, k.communityMembers(), touched)
+		if err != nil {
+			return err
+		}
+		of := make(map[string][]string, len(touched))
+		for _, m := range touched {
+			of[m] = idx[m]
+		}
+		for _, c := range cs {
+			for _, m := range olds[c.ID].Members {
+				of[m] = slices.DeleteFunc(of[m], func(id string) bool { return id == c.ID })
+			}
+			for _, m := range c.Members {
+				of[m] = append(of[m], c.ID)
+			}
+		}
+		var gone []string
+		for m, l := range of {
+			if len(l) == 0 {
+				gone = append(gone, m)
+				delete(of, m)
+			}
+		}
+		memberFields, err := memberIndexFields(of)
+		if err != nil {
+			return err
+		}
+		fields := make([]any, 0, 2*len(cs))
+		for _, c := range cs {
+			data, err := marshal(c)
+			if err != nil {
+				return err
+			}
+			fields = append(fields, c.ID, data)
+		}
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			if len(fields) > 0 {
+				p.HSet(ctx, k.communities(), fields...)
+			}
+			if len(memberFields) > 0 {
+				p.HSet(ctx, k.communityMembers(), memberFields...)
+			}
+			if len(gone) > 0 {
+				p.HDel(ctx, k.communityMembers(), gone...)
+			}
+			return nil
+		})
+		return err
+	}, k.communitiesRun(), k.communities())
+	if err != nil {
+		return fmt.Errorf("updating %d communities of %q in run %d: %w", len(cs), tenant, run, err)
+	}
+	return nil
+}
+
 // LastRun returns the number of the last stored run (0 if none).
 func (s *Store) LastRun(ctx context.Context, tenant string) (int64, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
@@ -67,14 +246,15 @@ func (s *Store) LastRun(ctx context.Context, tenant string) (int64, error) {
 	return run, nil
 }
 
-// PutReport stores r, replacing the report of the same id.
+// PutReport stores r, replacing the report of the same id and its index
+// entries, in one optimistic transaction on the citations hash.
 func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) error {
 	if err := store.ValidateReport(tenant, r); err != nil {
 		return fmt.Errorf("putting report %q in %q: %w", r.ID, tenant, err)
 	}
 	data, err := marshal(r)
 	if err == nil {
-		err = s.client.HSet(ctx, s.tenantKeys(tenant).reports(), r.ID, data).Err()
+		err = s.indexReport(ctx, tenant, r.ID, data, store.CitationsOf(r))
 	}
 	if err != nil {
 		return fmt.Errorf("putting report %q in %q: %w", r.ID, tenant, err)
@@ -82,16 +262,136 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) er
 	return nil
 }
 
-// DeleteReport removes a report; removing an absent one is not an error, so
-// replayed deletions succeed.
+// DeleteReport removes a report and its index entries; removing an absent
+// one is not an error, so replayed deletions succeed.
 func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return fmt.Errorf("deleting report %q: %w", id, err)
 	}
-	if err := s.client.HDel(ctx, s.tenantKeys(tenant).reports(), id).Err(); err != nil {
+	if err := s.indexReport(ctx, tenant, id, "", nil); err != nil {
 		return fmt.Errorf("deleting report %q of %q: %w", id, tenant, err)
 	}
 	return nil
+}
+
+// indexReport writes (data != "") or deletes report id with its index
+// entries: the citations it had are read under WATCH and replaced by cites.
+func (s *Store) indexReport(ctx context.Context, tenant, id, data string, cites []provenance.SourceRef) error {
+	k := s.tenantKeys(tenant)
+	var citesData string
+	if data != "" {
+		var err error
+		if citesData, err = marshal(cites); err != nil {
+			return err
+		}
+	}
+	return s.optimistic(ctx, func(tx *goredis.Tx) error {
+		var old []provenance.SourceRef
+		raw, err := tx.HGet(ctx, k.reportCites(), id).Result()
+		switch {
+		case errors.Is(err, goredis.Nil):
+		case err != nil:
+			return err
+		default:
+			if err := json.Unmarshal([]byte(raw), &old); err != nil {
+				return fmt.Errorf("decoding the citations of %q: %w", id, err)
+			}
+		}
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, c := range old {
+				p.SRem(ctx, k.reportsOf(c.DocID), id)
+			}
+			if data == "" {
+				p.HDel(ctx, k.reports(), id)
+				p.HDel(ctx, k.reportCites(), id)
+				return nil
+			}
+			p.HSet(ctx, k.reports(), id, data)
+			p.HSet(ctx, k.reportCites(), id, citesData)
+			for _, c := range cites {
+				p.SAdd(ctx, k.reportsOf(c.DocID), id)
+			}
+			return nil
+		})
+		return err
+	}, k.reportCites())
+}
+
+// ReportsByID returns the reports among ids that exist.
+func (s *Store) ReportsByID(ctx context.Context, tenant string, ids []string) (map[string]store.Report, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("getting %d reports: %w", len(ids), err)
+	}
+	out, err := s.reportsByID(ctx, s.tenantKeys(tenant), ids)
+	if err != nil {
+		return nil, fmt.Errorf("getting %d reports of %q: %w", len(ids), tenant, err)
+	}
+	return out, nil
+}
+
+func (s *Store) reportsByID(ctx context.Context, k keys, ids []string) (map[string]store.Report, error) {
+	out := make(map[string]store.Report, len(ids))
+	for start := 0; start < len(ids); start += mgetChunk {
+		chunk := ids[start:min(start+mgetChunk, len(ids))]
+		vals, err := s.client.HMGet(ctx, k.reports(), chunk...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, raw := range vals {
+			str, ok := raw.(string)
+			if !ok {
+				continue // absent
+			}
+			var r store.Report
+			if err := json.Unmarshal([]byte(str), &r); err != nil {
+				return nil, fmt.Errorf("decoding report %q: %w", chunk[i], err)
+			}
+			out[chunk[i]] = r
+		}
+	}
+	return out, nil
+}
+
+// ReportsBySource returns the reports citing docID, sorted by id.
+func (s *Store) ReportsBySource(ctx context.Context, tenant, docID string) ([]store.Report, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing the reports citing %q: %w", docID, err)
+	}
+	k := s.tenantKeys(tenant)
+	ids, err := s.client.SMembers(ctx, k.reportsOf(docID)).Result()
+	var byID map[string]store.Report
+	if err == nil {
+		byID, err = s.reportsByID(ctx, k, ids)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the reports of %q citing %q: %w", tenant, docID, err)
+	}
+	out := make([]store.Report, 0, len(byID))
+	for _, r := range byID {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b store.Report) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// ReportCitations returns each report's (doc, version) citations.
+func (s *Store) ReportCitations(ctx context.Context, tenant string) (map[string][]provenance.SourceRef, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing report citations: %w", err)
+	}
+	all, err := s.client.HGetAll(ctx, s.tenantKeys(tenant).reportCites()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing the report citations of %q: %w", tenant, err)
+	}
+	out := make(map[string][]provenance.SourceRef, len(all))
+	for id, raw := range all {
+		var refs []provenance.SourceRef
+		if err := json.Unmarshal([]byte(raw), &refs); err != nil {
+			return nil, fmt.Errorf("decoding the citations of report %q of %q: %w", id, tenant, err)
+		}
+		out[id] = refs
+	}
+	return out, nil
 }
 
 // Report returns one report (store.ErrNotFound if absent).

@@ -3,6 +3,7 @@ package redis
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,6 +31,29 @@ func (s *Store) Delete(ctx context.Context, tenant, docID string, version int64)
 		return store.ApplyResult{}, fmt.Errorf("deleting source %q version %d in %q: %w", docID, version, tenant, err)
 	}
 	return res, nil
+}
+
+// ApplyBatch applies changes one optimistic transaction each, in order:
+// Redis transactions watch what they read, so one per document keeps
+// conflicts local (see store.GraphStore).
+func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.Change) ([]store.ApplyResult, []error, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, nil, fmt.Errorf("applying a batch of %d changes: %w", len(changes), err)
+	}
+	results := make([]store.ApplyResult, len(changes))
+	errs := make([]error, len(changes))
+	for i, ch := range changes {
+		res, err := s.change(ctx, tenant, store.Change{DocID: ch.DocID, Version: ch.Version, Delete: ch.Delete, Contributions: ch.Contributions})
+		switch {
+		case errors.Is(err, store.ErrInvalid):
+			errs[i] = fmt.Errorf("applying source %q version %d in %q: %w", ch.DocID, ch.Version, tenant, err)
+		case err != nil:
+			return nil, nil, fmt.Errorf("applying source %q version %d in %q: %w", ch.DocID, ch.Version, tenant, err)
+		default:
+			results[i] = res
+		}
+	}
+	return results, errs, nil
 }
 
 func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (store.ApplyResult, error) {
@@ -75,7 +99,7 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if w.Record == nil {
 			return nil
 		}
-		cmds, err := k.writes(w)
+		cmds, err := k.writes(w, entities)
 		if err != nil {
 			return err
 		}
@@ -99,8 +123,10 @@ type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 
 // writes turns planned writes into commands, in the order store.Writes
 // prescribes, ending with the generation bump. Encoding happens here, before
-// the transaction, so a failure cannot leave half a MULTI queued.
-func (k keys) writes(w store.Writes) ([]writeCmd, error) {
+// the transaction, so a failure cannot leave half a MULTI queued. stored
+// holds the entities as they were read, whose name index entries a put
+// replaces.
+func (k keys) writes(w store.Writes, stored map[string]store.Entity) ([]writeCmd, error) {
 	var cmds []writeCmd
 	add := func(c writeCmd) { cmds = append(cmds, c) }
 	var goneEntities, goneEdges, putEntities, putEdges []string
@@ -108,6 +134,9 @@ func (k keys) writes(w store.Writes) ([]writeCmd, error) {
 		add(func(ctx context.Context, p goredis.Pipeliner) {
 			p.Del(ctx, k.entity(e.ID))
 			p.SRem(ctx, k.byType(e.Type), e.ID)
+			for _, nk := range store.NameKeys(e) {
+				p.SRem(ctx, k.byName(nk), e.ID)
+			}
 		})
 		goneEntities = append(goneEntities, e.ID)
 	}
@@ -116,6 +145,7 @@ func (k keys) writes(w store.Writes) ([]writeCmd, error) {
 			p.Del(ctx, k.edge(e.ID))
 			p.SRem(ctx, k.out(e.Source), e.ID)
 			p.SRem(ctx, k.in(e.Target), e.ID)
+			p.SRem(ctx, k.byRel(e.Relation), e.ID)
 		})
 		goneEdges = append(goneEdges, e.ID)
 	}
@@ -124,9 +154,22 @@ func (k keys) writes(w store.Writes) ([]writeCmd, error) {
 		if err != nil {
 			return nil, err
 		}
+		var oldNames []string
+		if o, ok := stored[e.ID]; ok {
+			oldNames = store.NameKeys(o)
+		}
+		names := store.NameKeys(e)
 		add(func(ctx context.Context, p goredis.Pipeliner) {
 			p.Set(ctx, k.entity(e.ID), data, 0)
 			p.SAdd(ctx, k.byType(e.Type), e.ID)
+			for _, nk := range oldNames {
+				if !slices.Contains(names, nk) {
+					p.SRem(ctx, k.byName(nk), e.ID)
+				}
+			}
+			for _, nk := range names {
+				p.SAdd(ctx, k.byName(nk), e.ID)
+			}
 		})
 		putEntities = append(putEntities, e.ID)
 	}
@@ -139,6 +182,7 @@ func (k keys) writes(w store.Writes) ([]writeCmd, error) {
 			p.Set(ctx, k.edge(e.ID), data, 0)
 			p.SAdd(ctx, k.out(e.Source), e.ID)
 			p.SAdd(ctx, k.in(e.Target), e.ID)
+			p.SAdd(ctx, k.byRel(e.Relation), e.ID)
 		})
 		putEdges = append(putEdges, e.ID)
 	}
@@ -275,6 +319,77 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
 	}
 	slices.SortFunc(out, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// EdgesByRelation returns the edges of a relation (leaving entities of
+// sourceType, if not ""), sorted by id, from the relation set.
+func (s *Store) EdgesByRelation(ctx context.Context, tenant, relation, sourceType string) ([]store.Edge, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing %q edges: %w", relation, err)
+	}
+	k := s.tenantKeys(tenant)
+	var out []store.Edge
+	err := s.consistent(ctx, k, func() (err error) {
+		out, err = readSet[store.Edge](ctx, s.client, k.byRel(relation), k.edge)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing %q edges in %q: %w", relation, tenant, err)
+	}
+	if sourceType != "" {
+		out = slices.DeleteFunc(out, func(e store.Edge) bool { return !strings.HasPrefix(e.Source, sourceType+":") })
+	}
+	slices.SortFunc(out, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// EdgeCounts returns the sizes of the adjacency sets, in one pipeline.
+func (s *Store) EdgeCounts(ctx context.Context, tenant string, ids []string, dir store.Direction) (map[string]int, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("counting the edges of %d entities: %w", len(ids), err)
+	}
+	k := s.tenantKeys(tenant)
+	set := k.out
+	if dir == store.In {
+		set = k.in
+	}
+	cmds := make([]*goredis.IntCmd, len(ids))
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.SCard(ctx, set(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting the edges of %d entities in %q: %w", len(ids), tenant, err)
+	}
+	out := make(map[string]int, len(ids))
+	for i, id := range ids {
+		out[id] = int(cmds[i].Val())
+	}
+	return out, nil
+}
+
+// EntitiesByName returns the entities indexed under store.NameKey(name).
+func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]store.Entity, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("finding entities named %q: %w", name, err)
+	}
+	key := store.NameKey(name)
+	if key == "" {
+		return []store.Entity{}, nil
+	}
+	k := s.tenantKeys(tenant)
+	var out []store.Entity
+	err := s.consistent(ctx, k, func() (err error) {
+		out, err = readSet[store.Entity](ctx, s.client, k.byName(key), k.entity)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finding entities named %q in %q: %w", name, tenant, err)
+	}
+	slices.SortFunc(out, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

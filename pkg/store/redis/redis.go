@@ -47,10 +47,15 @@
 //	<p>:{<t>}:g:edges                set of edge ids
 //	<p>:{<t>}:g:out:<entity>         set of ids of edges leaving the entity
 //	<p>:{<t>}:g:in:<entity>          set of ids of edges entering the entity
+//	<p>:{<t>}:g:rel:<relation>       set of ids of the relation's edges
+//	<p>:{<t>}:g:name:<name key>      set of ids of entities with the name (store.NameKey)
 //	<p>:{<t>}:g:gen                  generation counter (see above)
 //	<p>:{<t>}:communities            hash community id -> store.Community (JSON)
 //	<p>:{<t>}:communities-run        last run number
+//	<p>:{<t>}:cmembers               hash entity id -> ids of the communities holding it (JSON)
 //	<p>:{<t>}:reports                hash report id -> store.Report (JSON)
+//	<p>:{<t>}:rcites                 hash report id -> its citations (store.CitationsOf, JSON)
+//	<p>:{<t>}:rsrc:<doc>             set of ids of reports citing the document
 package redis
 
 import (
@@ -140,23 +145,30 @@ func (s *Store) tenantKeys(tenant string) keys { return keys{base: s.prefix + ":
 func (s *Store) tenantsKey() string      { return s.prefix + ":tenants" }
 func (s *Store) graphTenantsKey() string { return s.prefix + ":graph-tenants" }
 
-func (k keys) reg(doc string) string   { return k.base + "reg:" + doc }
-func (k keys) regDocs() string         { return k.base + "reg-docs" }
-func (k keys) graph() string           { return k.base + "g:" }
-func (k keys) src(doc string) string   { return k.base + "g:src:" + doc }
-func (k keys) srcs() string            { return k.base + "g:srcs" }
-func (k keys) live() string            { return k.base + "g:live" }
-func (k keys) entity(id string) string { return k.base + "g:ent:" + id }
-func (k keys) entities() string        { return k.base + "g:ents" }
-func (k keys) byType(t string) string  { return k.base + "g:type:" + t }
-func (k keys) edge(id string) string   { return k.base + "g:edge:" + id }
-func (k keys) edges() string           { return k.base + "g:edges" }
-func (k keys) out(id string) string    { return k.base + "g:out:" + id }
-func (k keys) in(id string) string     { return k.base + "g:in:" + id }
-func (k keys) gen() string             { return k.base + "g:gen" }
-func (k keys) communities() string     { return k.base + "communities" }
-func (k keys) communitiesRun() string  { return k.base + "communities-run" }
-func (k keys) reports() string         { return k.base + "reports" }
+func (k keys) reg(doc string) string    { return k.base + "reg:" + doc }
+func (k keys) regDocs() string          { return k.base + "reg-docs" }
+func (k keys) graph() string            { return k.base + "g:" }
+func (k keys) src(doc string) string    { return k.base + "g:src:" + doc }
+func (k keys) srcs() string             { return k.base + "g:srcs" }
+func (k keys) live() string             { return k.base + "g:live" }
+func (k keys) entity(id string) string  { return k.base + "g:ent:" + id }
+func (k keys) entities() string         { return k.base + "g:ents" }
+func (k keys) byType(t string) string   { return k.base + "g:type:" + t }
+func (k keys) edge(id string) string    { return k.base + "g:edge:" + id }
+func (k keys) edges() string            { return k.base + "g:edges" }
+func (k keys) out(id string) string     { return k.base + "g:out:" + id }
+func (k keys) in(id string) string      { return k.base + "g:in:" + id }
+func (k keys) byRel(r string) string    { return k.base + "g:rel:" + r }
+func (k keys) byName(n string) string   { return k.base + "g:name:" + n }
+func (k keys) gen() string              { return k.base + "g:gen" }
+func (k keys) communities() string      { return k.base + "communities" }
+func (k keys) communitiesRun() string   { return k.base + "communities-run" }
+func (k keys) communityMembers() string { return k.base + "cmembers" }
+func (k keys) reports() string          { return k.base + "reports" }
+func (k keys) reportCites() string      { return k.base + "rcites" }
+func (k keys) reportsOf(doc string) string {
+	return k.base + "rsrc:" + doc
+}
 func (k keys) prefixed(f func(string) string, ids []string) []string {
 	out := make([]string, len(ids))
 	for i, id := range ids {

@@ -169,6 +169,153 @@ func testReports(t *testing.T, s store.Stores) {
 	require.ErrorIs(t, s.PutReport(ctx, "Bad Tenant", r0), store.ErrInvalid)
 }
 
+// testCommunityMembers checks the member index behind CommunitiesOf and
+// in-place updates of some communities of the last run.
+func testCommunityMembers(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	of := func(ids ...string) []string {
+		t.Helper()
+		cs, err := s.CommunitiesOf(ctx, tenant, ids)
+		require.NoError(t, err)
+		out := []string{}
+		for _, c := range cs {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	require.Equal(t, []string{}, of(api), "nothing stored yet")
+	c1 := store.Community{ID: "c1", Level: 0, Parent: "p", Members: []string{api, db}, MemberHash: "h1", Run: 1}
+	c2 := store.Community{ID: "c2", Level: 0, Parent: "p", Members: []string{cache}, MemberHash: "h2", Run: 1}
+	p := store.Community{ID: "p", Level: 1, Children: []string{"c1", "c2"}, Members: []string{api, cache, db}, MemberHash: "hp", Run: 1}
+	require.NoError(t, s.ReplaceCommunities(ctx, tenant, 1, []store.Community{p, c2, c1}))
+	require.Equal(t, []string{"c1", "p"}, of(api), "sorted by level, then id")
+	require.Equal(t, []string{"c1", "c2", "p"}, of(cache, db, api, "service:none"))
+	require.Equal(t, []string{}, of("service:none"))
+	cs, err := s.CommunitiesOf(ctx, tenant, []string{cache})
+	require.NoError(t, err)
+	require.Equal(t, []store.Community{c2, p}, cs, "whole communities")
+
+	// An update grows c2 and shrinks c1 in place; the others stay.
+	c2.Members, c2.Sources = []string{cache, db}, []provenance.SourceRef{{DocID: "a", Version: 1}}
+	c1.Members = []string{api}
+	require.NoError(t, s.UpdateCommunities(ctx, tenant, 1, []store.Community{c2, c1}))
+	require.Equal(t, []string{"c2", "p"}, of(db))
+	require.Equal(t, []string{"c1", "p"}, of(api))
+	all, err := s.Communities(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, []store.Community{c1, c2, p}, all)
+	run, err := s.LastRun(ctx, tenant)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, run, "an update keeps the run")
+
+	// Refused updates change nothing: another run was stored since, an
+	// unknown id, an invalid argument.
+	c3 := store.Community{ID: "c3", Members: []string{db}, MemberHash: "h3", Run: 2}
+	require.NoError(t, s.ReplaceCommunities(ctx, tenant, 2, []store.Community{c3}))
+	require.Equal(t, []string{}, of(api), "a replacement drops the old member index")
+	require.Equal(t, []string{"c3"}, of(db))
+	c3grown := c3
+	c3grown.Members = []string{api, db}
+	require.ErrorIs(t, s.UpdateCommunities(ctx, tenant, 1, []store.Community{c3grown}), store.ErrConflict)
+	require.ErrorIs(t, s.UpdateCommunities(ctx, tenant, 2, []store.Community{c3grown, c1}), store.ErrNotFound)
+	require.ErrorIs(t, s.UpdateCommunities(ctx, tenant, 2, []store.Community{{ID: ""}}), store.ErrInvalid)
+	require.ErrorIs(t, s.UpdateCommunities(ctx, other, 2, []store.Community{c3grown}), store.ErrConflict)
+	require.Equal(t, []string{}, of(api))
+	all, err = s.Communities(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, []store.Community{c3}, all)
+	require.NoError(t, s.UpdateCommunities(ctx, tenant, 2, []store.Community{c3grown}))
+	require.Equal(t, []string{"c3"}, of(api))
+	oc, err := s.CommunitiesOf(ctx, other, []string{api})
+	require.NoError(t, err)
+	require.Empty(t, oc)
+}
+
+// testReportIndex checks the by-source index: it follows puts that change
+// a report's sources and deletions, and ReportsByID, ReportsBySource and
+// ReportCitations agree with Reports.
+func testReportIndex(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	bySource := func(doc string) []string {
+		t.Helper()
+		rs, err := s.ReportsBySource(ctx, tenant, doc)
+		require.NoError(t, err)
+		ids := []string{}
+		for _, r := range rs {
+			full, err := s.Report(ctx, tenant, r.ID)
+			require.NoError(t, err)
+			require.Equal(t, full, r, "ReportsBySource returns whole reports")
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	for _, doc := range []string{"a", "b"} {
+		require.Equal(t, []string{}, bySource(doc), "no reports yet")
+	}
+	ref := func(doc string, v int64, unit string) provenance.SourceRef {
+		return provenance.SourceRef{DocID: doc, Version: v, TextUnit: unit}
+	}
+	r1 := store.Report{ID: "r1", Community: "c1", Sources: []provenance.SourceRef{ref("b", 1, "u2"), ref("a", 2, "u1"), ref("a", 2, "u3")}}
+	r2 := store.Report{ID: "r2", Community: "c2", Sources: []provenance.SourceRef{ref("a", 1, "")}}
+	r3 := store.Report{ID: "r3", Community: "c3", Sources: []provenance.SourceRef{ref("c", 4, "")}}
+	for _, r := range []store.Report{r3, r1, r2} {
+		require.NoError(t, s.PutReport(ctx, tenant, r))
+	}
+	require.Equal(t, []string{"r1", "r2"}, bySource("a"), "any version, sorted by id")
+	require.Equal(t, []string{"r1"}, bySource("b"))
+	require.Equal(t, []string{"r3"}, bySource("c"))
+	require.Equal(t, []string{}, bySource("d"))
+	cites, err := s.ReportCitations(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, map[string][]provenance.SourceRef{
+		"r1": {ref("a", 2, ""), ref("b", 1, "")},
+		"r2": {ref("a", 1, "")},
+		"r3": {ref("c", 4, "")},
+	}, cites, "text units dropped, one pair per (doc, version), sorted")
+
+	// A put that moves a report's sources moves its index entries.
+	r1.Sources = []provenance.SourceRef{ref("c", 4, "")}
+	require.NoError(t, s.PutReport(ctx, tenant, r1))
+	require.Equal(t, []string{"r2"}, bySource("a"))
+	require.Equal(t, []string{}, bySource("b"))
+	require.Equal(t, []string{"r1", "r3"}, bySource("c"))
+
+	require.NoError(t, s.DeleteReport(ctx, tenant, "r3"))
+	require.NoError(t, s.DeleteReport(ctx, tenant, "r3"))
+	require.Equal(t, []string{"r1"}, bySource("c"), "a deletion leaves the index")
+	cites, err = s.ReportCitations(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, map[string][]provenance.SourceRef{"r1": {ref("c", 4, "")}, "r2": {ref("a", 1, "")}}, cites)
+
+	// Every stored report is listed, one that cites nothing too: a report
+	// absent from ReportCitations is absent from the store.
+	require.NoError(t, s.PutReport(ctx, tenant, store.Report{ID: "r4", Community: "c4"}))
+	cites, err = s.ReportCitations(ctx, tenant)
+	require.NoError(t, err)
+	require.Contains(t, cites, "r4", "a report without sources is listed")
+	require.Empty(t, cites["r4"])
+	require.NoError(t, s.DeleteReport(ctx, tenant, "r4"))
+	cites, err = s.ReportCitations(ctx, tenant)
+	require.NoError(t, err)
+	require.NotContains(t, cites, "r4")
+
+	byID, err := s.ReportsByID(ctx, tenant, []string{"r2", "r3", "r1", "nope"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]store.Report{"r1": r1, "r2": r2}, byID, "absent ids are left out")
+
+	// Other tenants see none of it; a refused put changes nothing.
+	rs, err := s.ReportsBySource(ctx, other, "a")
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	oc, err := s.ReportCitations(ctx, other)
+	require.NoError(t, err)
+	require.Empty(t, oc)
+	require.ErrorIs(t, s.PutReport(ctx, tenant, store.Report{Sources: []provenance.SourceRef{ref("a", 9, "")}}), store.ErrInvalid)
+	require.Equal(t, []string{"r2"}, bySource("a"))
+	_, err = s.ReportsBySource(ctx, "Bad Tenant", "a")
+	require.ErrorIs(t, err, store.ErrInvalid)
+}
+
 func testPingClose(t *testing.T, s store.Stores) {
 	require.NoError(t, s.Ping(t.Context()))
 	require.NoError(t, s.Close())

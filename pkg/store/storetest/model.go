@@ -133,12 +133,8 @@ type tenantModel struct {
 
 // build returns the graph the live documents imply: the union of their
 // contributions, merged per document into one fragment per entity and edge.
-// prev is the graph before the change, whose display names win ties.
-func (m *tenantModel) build(prev store.Graph) store.Graph {
-	prevName := map[string]string{}
-	for _, e := range prev.Entities {
-		prevName[e.ID] = e.Name
-	}
+// Display names depend on the fragments only.
+func (m *tenantModel) build() store.Graph {
 	ents := map[string]*store.Entity{}
 	edges := map[string]*store.Edge{}
 	for _, d := range m.docs { // sorted by id, so fragments are too
@@ -191,23 +187,22 @@ func (m *tenantModel) build(prev store.Graph) store.Graph {
 	var g store.Graph
 	for _, id := range slices.Sorted(maps.Keys(ents)) {
 		e := ents[id]
-		// The lowest rank wins; on a tie the current name stays, else the
-		// lowest doc id's spelling.
+		// Among the lowest rank, the spelling most documents use; on a tie,
+		// the lowest doc id's spelling (sources are sorted by doc id).
 		best := e.Sources[0].NameRank
 		for _, f := range e.Sources {
 			best = min(best, f.NameRank)
 		}
-		e.Name = ""
+		count := map[string]int{}
 		for _, f := range e.Sources {
-			if f.NameRank != best {
-				continue
+			if f.NameRank == best {
+				count[f.Name]++
 			}
-			if cur, ok := prevName[id]; ok && f.Name == cur {
-				e.Name = cur
-				break
-			}
-			if e.Name == "" {
-				e.Name = f.Name
+		}
+		picked := false
+		for _, f := range e.Sources {
+			if f.NameRank == best && (!picked || count[f.Name] > count[e.Name]) {
+				e.Name, picked = f.Name, true
 			}
 		}
 		g.Entities = append(g.Entities, *e)
@@ -262,7 +257,7 @@ func (m *tenantModel) change(d *modelDoc, version int64, del bool, c store.Contr
 	if !del {
 		d.contrib = c
 	}
-	next := m.build(m.graph)
+	next := m.build()
 
 	touched := map[string]bool{}
 	before, after := entityMap(m.graph), entityMap(next)
@@ -390,6 +385,9 @@ func testModel(t *testing.T, s store.Stores) {
 		if run.op%modelBatch == 0 {
 			for _, m := range run.tenants {
 				run.check(m)
+				if run.op%(50*modelBatch) == 0 {
+					requireAccessPaths(t, s, m.tenant)
+				}
 			}
 		}
 	}

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -200,8 +202,10 @@ func testRegistryInvalid(t *testing.T, s store.Stores) {
 	_, err = s.Announce(ctx, tenant, store.Announcement{DocID: ""})
 	require.ErrorIs(t, err, store.ErrInvalid)
 	require.ErrorIs(t, err, provenance.ErrInvalidDocID)
-	_, err = s.Announce(ctx, tenant, store.Announcement{DocID: "a/b"})
-	require.ErrorIs(t, err, provenance.ErrInvalidDocID)
+	for _, id := range []string{" a", "a ", "a\u202eb", "a\u200bb", "a\x00b", "a\xffb", strings.Repeat("x", provenance.MaxDocIDBytes+1)} {
+		_, err = s.Announce(ctx, tenant, store.Announcement{DocID: id})
+		require.ErrorIs(t, err, provenance.ErrInvalidDocID, "%q", id)
+	}
 	_, err = s.Announce(ctx, tenant, store.Announcement{DocID: "d", Version: -1})
 	require.ErrorIs(t, err, store.ErrInvalid)
 	_, err = s.SetACL(ctx, "", "d", provenance.PublicACL())
@@ -249,4 +253,101 @@ func testConcurrentAnnounce(t *testing.T, s store.Stores) {
 	require.Equal(t, want, got, "every announcement got its own version")
 	st, _ := state(t, s, tenant, "hot")
 	require.EqualValues(t, writers*each, st.Version, fmt.Sprint(st))
+}
+
+// testVersionBounds checks the version bounds: no announcement above
+// provenance.MaxContentVersion, no next version past it, a document at the
+// last content version can still be deleted, and a refused call changes
+// nothing.
+func testVersionBounds(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	for _, v := range []int64{math.MaxInt64, provenance.MaxVersion, provenance.MaxContentVersion + 1, -1} {
+		_, err := s.Announce(ctx, tenant, store.Announcement{DocID: "d", Version: v, ACL: provenance.PublicACL()})
+		require.ErrorIs(t, err, store.ErrInvalid, "version %d", v)
+		_, ok := state(t, s, tenant, "d")
+		require.False(t, ok, "a refused version %d was recorded", v)
+	}
+	last := announce(t, s, tenant, store.Announcement{DocID: "d", Version: provenance.MaxContentVersion, ACL: provenance.PublicACL(), Title: "last"})
+	require.Equal(t, provenance.MaxContentVersion, last.Version)
+	_, err := s.Announce(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.ACL{Groups: []string{"sre"}}, Title: "past"})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	got, _ := state(t, s, tenant, "d")
+	require.Equal(t, last, got, "a refused next version changes nothing")
+	del, err := retry(func() (provenance.SourceState, error) { return s.MarkDeleted(ctx, tenant, "d") })
+	require.NoError(t, err)
+	require.Equal(t, provenance.MaxVersion, del.Version)
+	require.True(t, del.Deleted)
+	_, err = s.Announce(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	got, _ = state(t, s, tenant, "d")
+	require.Equal(t, del, got)
+}
+
+// testIDsAsPeopleWriteThem checks that ids with slashes, spaces, percent
+// signs, braces and non-ASCII letters are distinct keys that round-trip.
+func testIDsAsPeopleWriteThem(t *testing.T, s store.Stores) {
+	ids := []string{"team-a/2024/incident.md", "team-b/2024/incident.md", "Runbooks/Redis", "Runbooks%2FRedis",
+		"a b", "{tenant}:reg:x", "ünïcødé/日本語", "/", ".", "..", "github:owner/repo#1", strings.Repeat("é", provenance.MaxDocIDBytes/2)}
+	for i, id := range ids {
+		announce(t, s, tenant, store.Announcement{DocID: id, Version: int64(i + 1), ACL: provenance.PublicACL(), Title: id})
+	}
+	got, err := s.Sources(t.Context(), tenant, ids)
+	require.NoError(t, err)
+	require.Len(t, got, len(ids))
+	for i, id := range ids {
+		require.Equal(t, id, got[id].DocID)
+		require.EqualValues(t, i+1, got[id].Version, "%q kept its own state", id)
+		require.Equal(t, id, got[id].Title)
+	}
+	list, err := s.ListSources(t.Context(), tenant)
+	require.NoError(t, err)
+	var listed []string
+	for _, st := range list {
+		listed = append(listed, st.DocID)
+	}
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	require.Equal(t, want, listed)
+	del, err := retry(func() (provenance.SourceState, error) {
+		return s.MarkDeleted(t.Context(), tenant, "team-a/2024/incident.md")
+	})
+	require.NoError(t, err)
+	require.True(t, del.Deleted)
+	other, _ := state(t, s, tenant, "team-b/2024/incident.md")
+	require.False(t, other.Deleted, "deleting one path deleted another")
+}
+
+// testRecordContent checks that a content hash is kept for the version it
+// was recorded for only: a new version or a replay clears it, an ACL change
+// keeps it, and a document that moved on or was deleted is left alone.
+func testRecordContent(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	_, err := s.RecordContent(ctx, tenant, "ghost", 1, "h")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	v1 := announce(t, s, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()})
+	require.Empty(t, v1.ContentHash)
+	got, err := s.RecordContent(ctx, tenant, "d", 1, "h1")
+	require.NoError(t, err)
+	require.Equal(t, "h1", got.ContentHash)
+	stored, _ := state(t, s, tenant, "d")
+	require.Equal(t, got, stored)
+	acl, err := retry(func() (provenance.SourceState, error) {
+		return s.SetACL(ctx, tenant, "d", provenance.ACL{Groups: []string{"sre"}})
+	})
+	require.NoError(t, err)
+	require.Equal(t, "h1", acl.ContentHash, "an ACL change keeps the content")
+	replay := announce(t, s, tenant, store.Announcement{DocID: "d", Version: 1, ACL: provenance.PublicACL()})
+	require.Empty(t, replay.ContentHash, "a replay is published again before it is recorded")
+	_, err = s.RecordContent(ctx, tenant, "d", 1, "h1")
+	require.NoError(t, err)
+	v2 := announce(t, s, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()})
+	require.Empty(t, v2.ContentHash)
+	got, err = s.RecordContent(ctx, tenant, "d", 1, "late")
+	require.NoError(t, err)
+	require.Equal(t, v2, got, "a hash for a version the document moved on from changes nothing")
+	del, err := retry(func() (provenance.SourceState, error) { return s.MarkDeleted(ctx, tenant, "d") })
+	require.NoError(t, err)
+	got, err = s.RecordContent(ctx, tenant, "d", del.Version, "h3")
+	require.NoError(t, err)
+	require.Equal(t, del, got, "a deleted document records no content")
 }

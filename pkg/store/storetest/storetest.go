@@ -46,6 +46,9 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Registry/UnknownIDsAbsent", testRegistryUnknown},
 		{"Registry/InvalidArguments", testRegistryInvalid},
 		{"Registry/ConcurrentAnnounce", testConcurrentAnnounce},
+		{"Registry/VersionBounds", testVersionBounds},
+		{"Registry/RecordContent", testRecordContent},
+		{"Registry/IDsAsPeopleWriteThem", testIDsAsPeopleWriteThem},
 
 		{"Graph/Apply", testApply},
 		{"Graph/SameVersionIsDuplicate", testApplyDuplicate},
@@ -68,10 +71,14 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Graph/LargeSource", testLargeSource},
 		{"Graph/Unicode", testUnicode},
 		{"Graph/Model", testModel},
+		{"Graph/AccessPaths", testAccessPaths},
+		{"Graph/ApplyBatch", testApplyBatch},
 
 		{"TenantIsolation", testTenantIsolation},
 		{"Communities", testCommunities},
+		{"Communities/MemberIndex", testCommunityMembers},
 		{"Reports", testReports},
+		{"Reports/BySourceIndex", testReportIndex},
 		{"PingClose", testPingClose},
 	}
 	for _, tc := range tests {

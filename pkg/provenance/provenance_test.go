@@ -1,0 +1,130 @@
+package provenance_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+)
+
+func TestValidateDocID(t *testing.T) {
+	for _, c := range []struct {
+		id string
+		ok bool
+	}{
+		{"INC-1", true}, {"team-a/2024/incident.md", true}, {"Runbooks/Redis", true}, {"a b", true}, {"/", true},
+		{".", true}, {"..", true}, {"日本語", true}, {strings.Repeat("x", provenance.MaxDocIDBytes), true},
+		{"", false}, {strings.Repeat("x", provenance.MaxDocIDBytes+1), false}, {" a", false}, {"a ", false},
+		{"a\u00a0", false}, {"\ta", false}, {"a\nb", false}, {"a\x00", false}, {"a\x7f", false}, {"a\u0085", false},
+		{"a\u202eb", false}, {"a\u2066b", false}, {"a\u200bb", false}, {"a\u200db", false}, {"\ufeffa", false},
+		{"a\u2028b", false}, {"a\xffb", false}, {"a\ufffdb", false},
+	} {
+		err := provenance.ValidateDocID(c.id)
+		if c.ok {
+			require.NoError(t, err, "%q", c.id)
+			continue
+		}
+		require.Error(t, err, "%q", c.id)
+		require.True(t, errors.Is(err, provenance.ErrInvalidDocID), "%q: %v", c.id, err)
+	}
+}
+
+func TestValidateVersion(t *testing.T) {
+	for v, ok := range map[int64]bool{1: true, provenance.MaxContentVersion: true, 0: false, -1: false,
+		provenance.MaxVersion: false, 1 << 62: false} {
+		require.Equal(t, ok, provenance.ValidateVersion(v) == nil, "%d", v)
+	}
+	require.Equal(t, int64(9007199254740991), provenance.MaxVersion, "2^53-1, exact as a JSON number")
+}
+
+func TestReadersAndWriters(t *testing.T) {
+	doc := func(acl provenance.ACL) provenance.SourceState {
+		return provenance.SourceState{Tenant: "acme", DocID: "d", Version: 1, ACL: acl.Normalize()}
+	}
+	sre := provenance.Caller{Tenant: "acme", Principal: "sam", Groups: []string{"sre"}}
+	ann := provenance.Caller{Tenant: "acme", Principal: "ann"}
+	empty := provenance.Caller{Tenant: "acme", Principal: "eve", Groups: []string{""}}
+	writer := provenance.Caller{Tenant: "acme", Principal: "ingest", Writer: true}
+	admin := provenance.Caller{Tenant: "other", Principal: "root", Admin: true}
+	stranger := provenance.Caller{Tenant: "beta", Principal: "ann", Writer: true}
+	for _, c := range []struct {
+		name        string
+		acl         provenance.ACL
+		caller      provenance.Caller
+		read, write bool
+	}{
+		{"public reader is no writer", provenance.PublicACL(), sre, true, false},
+		{"group reader", provenance.ACL{Groups: []string{"sre"}}, sre, true, false},
+		{"named writer may not read", provenance.ACL{Groups: []string{"sre"}, Writers: provenance.Writers{Principals: []string{"ann"}}}, ann, false, true},
+		{"writer group", provenance.ACL{Public: true, Writers: provenance.Writers{Groups: []string{"sre"}}}, sre, true, true},
+		{"empty group matches nothing", provenance.ACL{Groups: []string{""}, Writers: provenance.Writers{Groups: []string{""}}}, empty, false, false},
+		{"writer token", provenance.ACL{Groups: []string{"payments"}}, writer, false, true},
+		{"admin token of another tenant writes", provenance.ACL{Groups: []string{"payments"}}, admin, false, true},
+		{"another tenant's writer", provenance.PublicACL(), stranger, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := doc(c.acl)
+			require.Equal(t, c.read, provenance.Readable(c.caller, st), "read")
+			require.Equal(t, c.write, provenance.Writable(c.caller, st), "write")
+		})
+	}
+	deleted := doc(provenance.PublicACL())
+	deleted.Deleted = true
+	require.False(t, provenance.Readable(sre, deleted))
+}
+
+func TestACLNormalizeAndEqual(t *testing.T) {
+	a := provenance.ACL{Groups: []string{"sre", " ops", "sre", ""}, Principals: []string{"b", "a"},
+		Writers: provenance.Writers{Principals: []string{"x", "x "}}}
+	require.Equal(t, provenance.ACL{Groups: []string{"ops", "sre"}, Principals: []string{"a", "b"},
+		Writers: provenance.Writers{Groups: []string{}, Principals: []string{"x"}}}, a.Normalize())
+	require.True(t, a.Equal(provenance.ACL{Groups: []string{"ops", "sre"}, Principals: []string{"a", "b"}, Writers: provenance.Writers{Principals: []string{"x"}}}))
+	require.False(t, a.Equal(provenance.ACL{Groups: []string{"ops", "sre"}, Principals: []string{"a", "b"}}), "writers count")
+	require.False(t, provenance.PublicACL().Equal(provenance.ACL{}))
+}
+
+func TestDerivedAdmission(t *testing.T) {
+	states := map[string]provenance.SourceState{
+		"a": {Tenant: "acme", DocID: "a", Version: 2, ACL: provenance.PublicACL()},
+		"b": {Tenant: "acme", DocID: "b", Version: 1, ACL: provenance.ACL{Groups: []string{"payments"}}},
+		"c": {Tenant: "acme", DocID: "c", Version: 3, ACL: provenance.PublicACL(), Deleted: true},
+	}
+	lookups := 0
+	lookup := func(ids []string) (map[string]provenance.SourceState, error) {
+		lookups++
+		out := map[string]provenance.SourceState{}
+		for _, id := range ids {
+			if s, ok := states[id]; ok {
+				out[id] = s
+			}
+		}
+		return out, nil
+	}
+	ad := provenance.NewAdmitter(provenance.Caller{Tenant: "acme", Principal: "sam", Groups: []string{"sre"}}, lookup)
+	for _, c := range []struct {
+		name string
+		refs []provenance.SourceRef
+		ok   bool
+	}{
+		{"current", []provenance.SourceRef{{DocID: "a", Version: 2}}, true},
+		{"moved on", []provenance.SourceRef{{DocID: "a", Version: 1}}, false},
+		{"one unreadable", []provenance.SourceRef{{DocID: "a", Version: 2}, {DocID: "b", Version: 1}}, false},
+		{"deleted", []provenance.SourceRef{{DocID: "c", Version: 3}}, false},
+		{"unknown", []provenance.SourceRef{{DocID: "z", Version: 1}}, false},
+		{"no source", nil, false},
+	} {
+		got, err := ad.Derived(c.refs)
+		require.NoError(t, err)
+		require.Equal(t, c.ok, got, c.name)
+	}
+	require.Equal(t, 4, lookups, "the admitter asks the registry once per document (a, b, c, z)")
+	failing := provenance.NewAdmitter(provenance.Caller{Tenant: "acme"}, func([]string) (map[string]provenance.SourceState, error) {
+		return nil, errors.New("registry down")
+	})
+	ok, err := failing.Direct("a")
+	require.Error(t, err)
+	require.False(t, ok, "admission fails closed")
+}

@@ -1,0 +1,91 @@
+package status_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/status"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
+)
+
+func TestStatusCountsOnlyWhatTheCallerReads(t *testing.T) {
+	ctx := t.Context()
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	bus := streamtest.NewBus(t, streamtest.Options{})
+
+	// A public runbook and an sre-only incident that brings an entity and an
+	// edge of its own.
+	docs := []struct {
+		id  string
+		acl provenance.ACL
+		c   store.Contributions
+	}{
+		{"runbook-1", provenance.PublicACL(), store.Contributions{
+			Entities: []store.EntityContribution{{ID: "service:cart", Type: "service", Name: "cart"},
+				{ID: "service:cache", Type: "service", Name: "cache"}},
+			Edges: []store.EdgeContribution{{Source: "service:cart", Relation: "uses", Target: "service:cache", Weight: 1}}}},
+		{"incident-9", provenance.ACL{Groups: []string{"sre"}}, store.Contributions{
+			Entities: []store.EntityContribution{{ID: "service:cart", Type: "service", Name: "cart"},
+				{ID: "incident:incident-9", Type: "incident", Name: "incident-9"}},
+			Edges: []store.EdgeContribution{{Source: "incident:incident-9", Relation: "affected", Target: "service:cart", Weight: 1}}}},
+	}
+	for _, d := range docs {
+		_, err := st.Announce(ctx, "acme", store.Announcement{DocID: d.id, Version: 1, ACL: d.acl})
+		require.NoError(t, err)
+		_, err = st.Apply(ctx, "acme", d.id, 1, d.c)
+		require.NoError(t, err)
+	}
+
+	c, err := status.NewCollector(st, bus, []string{"extractor"}, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	a, err := auth.New([]auth.Token{
+		{Token: "root", Tenant: "acme", Principal: "root", Admin: true},
+		{Token: "sre", Tenant: "acme", Principal: "ann", Groups: []string{"sre"}},
+		{Token: "guest", Tenant: "acme", Principal: "gus"},
+	}, nil)
+	require.NoError(t, err)
+	srv := httptest.NewServer(c.Handler(a))
+	t.Cleanup(srv.Close)
+	get := func(token, query string) status.Report {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/status"+query, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var r status.Report
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+		return r
+	}
+	type counts struct {
+		Scope                               string
+		Documents, Applied, Entities, Edges int
+	}
+	of := func(r status.Report) counts { return counts{r.Scope, r.Documents, r.Applied, r.Entities, r.Edges} }
+
+	all := counts{status.ScopeTenant, 2, 2, 3, 2}
+	require.Equal(t, all, of(get("root", "")), "an admin sees the tenant")
+	require.Equal(t, all, of(get("sre", "")), "a caller who reads every document sees the tenant")
+	guest := get("guest", "?audit=1")
+	require.Equal(t, counts{status.ScopeReadable, 1, 1, 2, 1}, of(guest),
+		"a caller sees only the public runbook and what it supports")
+	require.Empty(t, guest.Problems)
+
+	// Once the incident is public, the guest sees it too.
+	_, err = st.SetACL(ctx, "acme", "incident-9", provenance.PublicACL())
+	require.NoError(t, err)
+	require.Equal(t, all, of(get("guest", "")))
+}

@@ -1,0 +1,181 @@
+package storetest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// requireAccessPaths checks every access-path index of the tenant against
+// what a snapshot says: edges by relation (and source type), edge counts
+// in both directions, entities by name.
+func requireAccessPaths(t *testing.T, s store.Stores, tn string) {
+	t.Helper()
+	ctx := t.Context()
+	g := snapshot(t, s, tn)
+	rels, types := map[string]bool{"none": true}, map[string]bool{"": true, "nosuch": true}
+	var ids []string
+	for _, e := range g.Entities {
+		prefix, _, _ := strings.Cut(e.ID, ":")
+		types[e.Type], types[prefix] = true, true
+		ids = append(ids, e.ID)
+	}
+	for _, e := range g.Edges {
+		rels[e.Relation] = true
+	}
+	for rel := range rels {
+		for typ := range types {
+			want := []string{}
+			for _, e := range g.Edges {
+				if prefix, _, _ := strings.Cut(e.Source, ":"); e.Relation == rel && (typ == "" || prefix == typ) {
+					want = append(want, e.ID)
+				}
+			}
+			got, err := s.EdgesByRelation(ctx, tn, rel, typ)
+			require.NoError(t, err)
+			require.Equal(t, want, edgeIDs(got), "relation %q, source type %q", rel, typ)
+			for _, e := range got {
+				require.Equal(t, g.Edges[slices.IndexFunc(g.Edges, func(x store.Edge) bool { return x.ID == e.ID })], e)
+			}
+		}
+	}
+	ids = append(ids, "service:absent")
+	for _, dir := range []store.Direction{store.Out, store.In} {
+		counts, err := s.EdgeCounts(ctx, tn, ids, dir)
+		require.NoError(t, err)
+		require.Len(t, counts, len(ids))
+		for _, id := range ids {
+			require.Len(t, edges(t, s, tn, id, dir), counts[id], "%s dir %d", id, dir)
+		}
+	}
+	names := map[string][]string{"nobody here": nil}
+	for _, e := range g.Entities {
+		for _, k := range store.NameKeys(e) {
+			names[k] = append(names[k], e.ID)
+		}
+	}
+	for name, want := range names {
+		got, err := s.EntitiesByName(ctx, tn, name)
+		require.NoError(t, err)
+		if want == nil {
+			want = []string{}
+		}
+		require.Equal(t, want, entityIDs(got), "name %q", name)
+	}
+}
+
+// testAccessPaths: the relation, adjacency-count and name indexes follow
+// applies, edits that rename or retype, and deletions.
+func testAccessPaths(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	inc, fm := "incident:inc-1", "failure_mode:disk full"
+	apply(t, s, tenant, "d1", 1, contrib(ents(ent(api, "Payments API", 2), ent(db, "Ledger DB", 2), ent(inc, "INC-1", 1), ent(fm, "Disk Full", 2)),
+		edge(api, "calls", db, 1), edge(inc, "failure", fm, 1), edge(inc, "mentions", api, 1)))
+	apply(t, s, tenant, "d2", 1, contrib(ents(ent(api, "payments   api", 1), ent(cache, "Cache", 2)), edge(api, "calls", cache, 1)))
+	requireAccessPaths(t, s, tenant)
+
+	fails, err := s.EdgesByRelation(ctx, tenant, "failure", "incident")
+	require.NoError(t, err)
+	require.Equal(t, []string{store.EdgeID(inc, "failure", fm)}, edgeIDs(fails))
+	calls, err := s.EdgesByRelation(ctx, tenant, "calls", "")
+	require.NoError(t, err)
+	require.Len(t, calls, 2)
+	none, err := s.EdgesByRelation(ctx, tenant, "calls", "incident")
+	require.NoError(t, err)
+	require.Empty(t, none)
+	counts, err := s.EdgeCounts(ctx, tenant, []string{api, db, "service:absent"}, store.Out)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{api: 2, db: 0, "service:absent": 0}, counts)
+	counts, err = s.EdgeCounts(ctx, tenant, []string{api}, store.In)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{api: 1}, counts)
+	byName, err := s.EntitiesByName(ctx, tenant, "  PAYMENTS api ")
+	require.NoError(t, err)
+	require.Equal(t, []string{api}, entityIDs(byName), "case and spacing do not matter")
+
+	// d2 is edited (api renamed by the better-ranked spelling going away,
+	// the cache edge gone), d1 deleted: every index follows.
+	apply(t, s, tenant, "d2", 2, contrib(ents(ent(api, "Checkout API", 2), ent(db, "Ledger DB", 2)), edge(db, "replicates_to", api, 1)))
+	requireAccessPaths(t, s, tenant)
+	del(t, s, tenant, "d1", 2)
+	requireAccessPaths(t, s, tenant)
+	byName, err = s.EntitiesByName(ctx, tenant, "payments api")
+	require.NoError(t, err)
+	require.Empty(t, byName, "no fragment spells it so any more")
+	byName, err = s.EntitiesByName(ctx, tenant, "checkout api")
+	require.NoError(t, err)
+	require.Equal(t, []string{api}, entityIDs(byName))
+	fails, err = s.EdgesByRelation(ctx, tenant, "failure", "")
+	require.NoError(t, err)
+	require.Empty(t, fails)
+
+	// Other tenants and bad tenants.
+	requireAccessPaths(t, s, other)
+	_, err = s.EdgesByRelation(ctx, "Bad Tenant", "calls", "")
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.EntitiesByName(ctx, "Bad Tenant", "x")
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.EdgeCounts(ctx, "Bad Tenant", []string{api}, store.Out)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	requireClean(t, s, tenant)
+}
+
+// testApplyBatch: a batch gives the results, errors and graph that the
+// same applies and deletes one at a time give; an invalid change changes
+// nothing and the others still apply.
+func testApplyBatch(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	c1 := contrib(ents(ent(api, "API", 1, "u1"), ent(db, "DB", 2, "u1")), edge(api, "calls", db, 1, "u1"))
+	c2 := contrib(ents(ent(api, "api", 2, "u2"), ent(cache, "Cache", 2, "u2")), edge(api, "calls", cache, 1, "u2"))
+	c1b := contrib(ents(ent(db, "DB", 2, "u3"), ent(cache, "Cache", 1, "u3")), edge(db, "calls", cache, 2, "u3"))
+	changes := []store.Change{
+		{DocID: "d1", Version: 1, Contributions: c1},
+		{DocID: "d2", Version: 1, Contributions: c2},
+		{DocID: "d3", Version: 0, Contributions: c2},                                      // invalid version
+		{DocID: "d4", Version: 1, Contributions: contrib(nil, edge(api, "calls", db, 1))}, // edge without its endpoints
+		{DocID: "d1", Version: 2, Contributions: c1b},
+		{DocID: "d2", Version: 2, Delete: true},
+		{DocID: "d1", Version: 1, Contributions: c1},  // stale
+		{DocID: "d1", Version: 2, Contributions: c1b}, // duplicate
+	}
+	results, errs, err := s.ApplyBatch(ctx, tenant, changes)
+	require.NoError(t, err)
+	require.Len(t, results, len(changes))
+	require.Len(t, errs, len(changes))
+	for i, ch := range changes {
+		var want store.ApplyResult
+		var wantErr error
+		if ch.Delete {
+			want, wantErr = s.Delete(ctx, other, ch.DocID, ch.Version)
+		} else {
+			want, wantErr = s.Apply(ctx, other, ch.DocID, ch.Version, ch.Contributions)
+		}
+		if wantErr != nil {
+			require.ErrorIs(t, wantErr, store.ErrInvalid)
+			require.ErrorIs(t, errs[i], store.ErrInvalid, "change %d", i)
+			continue
+		}
+		require.NoError(t, errs[i], "change %d", i)
+		require.Equal(t, want, results[i], "change %d", i)
+	}
+	require.Equal(t, []store.Outcome{store.Applied, store.Applied, "", "", store.Applied, store.Applied, store.Stale, store.Duplicate},
+		[]store.Outcome{results[0].Outcome, results[1].Outcome, results[2].Outcome, results[3].Outcome, results[4].Outcome,
+			results[5].Outcome, results[6].Outcome, results[7].Outcome})
+	require.Equal(t, snapshot(t, s, other), snapshot(t, s, tenant))
+	for _, doc := range []string{"d1", "d2"} {
+		a, b := source(t, s, tenant, doc), source(t, s, other, doc)
+		a.AppliedAt, b.AppliedAt = time.Time{}, time.Time{}
+		require.Equal(t, b, a)
+	}
+	_, err = s.Source(ctx, tenant, "d3")
+	require.ErrorIs(t, err, store.ErrNotFound, "the invalid change wrote nothing")
+	requireClean(t, s, tenant)
+	requireAccessPaths(t, s, tenant)
+	_, _, err = s.ApplyBatch(ctx, "Bad Tenant", changes)
+	require.ErrorIs(t, err, store.ErrInvalid)
+}

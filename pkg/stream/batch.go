@@ -1,0 +1,308 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kgstream/kgstream/pkg/events"
+)
+
+// BatchHandler processes messages fetched together (one kind, any tenants,
+// in stream order) and returns one error per message, at the same index:
+// each is settled as a Handler's error would be (nil acks, Stale acks as
+// stale, Permanent dead-letters, anything else naks with backoff). Nothing
+// is acknowledged before it returns. A message the runner could not prepare
+// (an unreadable subject or payload) is settled without reaching it.
+type BatchHandler func(ctx context.Context, ms []*Message) []error
+
+// Defaults of the batch runner.
+const (
+	DefaultBatchSize = 64
+	DefaultBatchWait = 5 * time.Millisecond
+)
+
+// batchFetchWait is how long one pull request stays open on the server.
+const batchFetchWait = 5 * time.Second
+
+// publishAllTimeout bounds how long PublishAll waits for the server's
+// acknowledgements.
+const publishAllTimeout = 30 * time.Second
+
+var errNoPubAck = errors.New("no acknowledgement from the server in time")
+
+// RunBatch consumes a stage's events with h until ctx is cancelled, up to
+// cc.Batch (default DefaultBatchSize) messages per call: after the first
+// message arrives, more are collected for at most cc.BatchWait (default
+// DefaultBatchWait), so a busy stream fills batches and a quiet one adds
+// little latency. A redelivered message is handled alone, so one message
+// that fails (or makes h panic) cannot keep failing the others with it. A
+// panic in h naks the whole batch for redelivery. It returns after the
+// batch in flight is finished.
+func (b *Bus) RunBatch(ctx context.Context, cc ConsumerConfig, h BatchHandler) error {
+	if cc.Batch == 0 {
+		cc.Batch = DefaultBatchSize
+	}
+	if cc.BatchWait == 0 {
+		cc.BatchWait = DefaultBatchWait
+	}
+	return b.run(ctx, cc, func(ctx context.Context, cc ConsumerConfig, c jetstream.Consumer) error {
+		return b.consumeBatches(ctx, cc, c, h)
+	})
+}
+
+// pending is a fetched message with its metadata.
+type pending struct {
+	msg jetstream.Msg
+	md  *jetstream.MsgMetadata
+}
+
+func (b *Bus) consumeBatches(ctx context.Context, cc ConsumerConfig, cons jetstream.Consumer, h BatchHandler) error {
+	for {
+		mb, ok := b.fetch(ctx, cc, cons)
+		if !ok {
+			return nil
+		}
+		if !b.drainFetch(ctx, cc, mb, h) {
+			return nil
+		}
+		if err := mb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
+			b.log.Warn("fetching messages", "stage", cc.Stage, "error", err)
+		}
+	}
+}
+
+// drainFetch handles the messages of one pull request in batches until it
+// is exhausted (true) or ctx is cancelled (false; what is still buffered
+// is naked so another consumer gets it without waiting for AckWait).
+func (b *Bus) drainFetch(ctx context.Context, cc ConsumerConfig, mb jetstream.MessageBatch, h BatchHandler) bool {
+	ch := mb.Messages()
+	for {
+		var first jetstream.Msg
+		select {
+		case <-ctx.Done():
+			nakBuffered(ch)
+			return false
+		case msg, ok := <-ch:
+			if !ok {
+				return true
+			}
+			first = msg
+		}
+		group := make([]jetstream.Msg, 1, cc.Batch)
+		group[0] = first
+		if md, err := first.Metadata(); err == nil && md.NumDelivered > 1 {
+			// A redelivery is handled alone anyway: no reason to wait.
+			b.handleGroup(ctx, cc, h, group)
+			continue
+		}
+		timer := time.NewTimer(cc.BatchWait)
+	collect:
+		for len(group) < cc.Batch {
+			select {
+			case msg, ok := <-ch:
+				if !ok {
+					break collect
+				}
+				group = append(group, msg)
+			case <-timer.C:
+				break collect
+			}
+		}
+		timer.Stop()
+		b.handleGroup(ctx, cc, h, group)
+	}
+}
+
+// handleGroup splits a fetched group into batches: first-time deliveries
+// together, each redelivery alone, stream order kept.
+func (b *Bus) handleGroup(ctx context.Context, cc ConsumerConfig, h BatchHandler, group []jetstream.Msg) {
+	var fresh []pending
+	seen := map[uint64]int{}
+	flush := func() {
+		if len(fresh) > 0 {
+			b.handleBatch(ctx, cc, h, fresh)
+			fresh = nil
+			clear(seen)
+		}
+	}
+	for _, msg := range group {
+		md, err := msg.Metadata()
+		if err != nil {
+			b.log.Error("reading message metadata", "stage", cc.Stage, "error", err)
+			_ = msg.Nak()
+			continue
+		}
+		if i, ok := seen[md.Sequence.Stream]; ok {
+			// The same stream message twice (redelivered while the first
+			// delivery waited here): settling the newest delivery settles
+			// the message.
+			fresh[i] = pending{msg, md}
+			continue
+		}
+		if md.NumDelivered > 1 {
+			flush()
+			b.handleBatch(ctx, cc, h, []pending{{msg, md}})
+			continue
+		}
+		seen[md.Sequence.Stream] = len(fresh)
+		fresh = append(fresh, pending{msg, md})
+	}
+	flush()
+}
+
+// handleBatch prepares the messages, calls h once for those it could
+// prepare, and settles every message with its own result.
+func (b *Bus) handleBatch(ctx context.Context, cc ConsumerConfig, h BatchHandler, ps []pending) {
+	start := time.Now()
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(cc.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, p := range ps {
+					_ = p.msg.InProgress()
+				}
+			}
+		}
+	}()
+
+	ms := make([]*Message, len(ps))
+	errs := make([]error, len(ps))
+	var call []*Message
+	var at []int
+	for i, p := range ps {
+		m := &Message{Subject: p.msg.Subject(), Data: p.msg.Data(), Header: p.msg.Headers(),
+			Deliveries: p.md.NumDelivered, Sequence: p.md.Sequence.Stream}
+		kind, tenant, perr := b.cfg.Subjects.Parse(m.Subject)
+		m.Kind, m.Tenant = kind, tenant
+		ms[i] = m
+		if perr != nil {
+			errs[i] = Permanent(perr)
+			continue
+		}
+		// Handlers see the whole event, wherever it travelled.
+		data, err := b.resolvePayload(hctx, m.Header, m.Data)
+		if err != nil {
+			if errors.Is(err, ErrPayloadGone) {
+				err = Permanent(err)
+			}
+			errs[i] = err
+			continue
+		}
+		full := *m
+		full.Data = data
+		call = append(call, &full)
+		at = append(at, i)
+	}
+	if len(call) > 0 {
+		b.metrics.BatchSize.WithLabelValues(cc.Stage).Observe(float64(len(call)))
+		res, panicked := safeBatchCall(hctx, h, call)
+		switch {
+		case panicked != nil:
+			b.log.Error("batch handler panicked, redelivering the batch", "stage", cc.Stage,
+				"messages", len(call), "panic", fmt.Sprint(panicked.value), "stack", panicked.stack)
+			for _, i := range at {
+				errs[i] = fmt.Errorf("batch handler panicked: %v", panicked.value)
+			}
+		case len(res) != len(call):
+			b.log.Error("batch handler returned the wrong number of results, redelivering the batch",
+				"stage", cc.Stage, "messages", len(call), "results", len(res))
+			for _, i := range at {
+				errs[i] = fmt.Errorf("batch handler returned %d results for %d messages", len(res), len(call))
+			}
+		default:
+			for j, i := range at {
+				errs[i] = res[j]
+			}
+		}
+	}
+	close(done)
+	wg.Wait()
+	cancel()
+	per := time.Since(start).Seconds() / float64(len(ps))
+	for i, p := range ps {
+		b.metrics.Duration.WithLabelValues(cc.Stage).Observe(per)
+		b.settle(ctx, cc, p.msg, ms[i], errs[i])
+	}
+}
+
+type panicValue struct {
+	value any
+	stack string
+}
+
+func safeBatchCall(ctx context.Context, h BatchHandler, ms []*Message) (res []error, p *panicValue) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = &panicValue{value: r, stack: string(debug.Stack())}
+		}
+	}()
+	return h(ctx, ms), nil
+}
+
+// Outgoing is one event for PublishAll.
+type Outgoing struct {
+	Kind   events.Kind
+	Tenant string
+	MsgID  string
+	Event  events.Validator
+}
+
+// PublishAll publishes every event as Publish would, without waiting for
+// one acknowledgement before sending the next, and returns one error per
+// event, at the same index: nil means that event is durable.
+func (b *Bus) PublishAll(ctx context.Context, out []Outgoing) []error {
+	errs := make([]error, len(out))
+	futs := make([]jetstream.PubAckFuture, len(out))
+	for i, o := range out {
+		data, err := events.Encode(o.Event)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		subject := b.cfg.Subjects.For(o.Kind, o.Tenant)
+		if len(data) > b.inlineMax {
+			if _, err := b.publishRef(ctx, subject, o.MsgID, data); err != nil {
+				errs[i] = fmt.Errorf("publishing %s: %w", subject, err)
+			}
+			continue
+		}
+		if futs[i], err = b.js.PublishAsync(subject, data, jetstream.WithMsgID(o.MsgID)); err != nil {
+			errs[i] = fmt.Errorf("publishing %s: %w", subject, err)
+		}
+	}
+	// An acknowledgement that never comes (a lost connection) must not
+	// hold the caller forever: the event then counts as not published.
+	timeout := time.NewTimer(publishAllTimeout)
+	defer timeout.Stop()
+	for i, f := range futs {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			errs[i] = fmt.Errorf("publishing %s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			errs[i] = fmt.Errorf("publishing %s: %w", f.Msg().Subject, ctx.Err())
+		case <-timeout.C:
+			errs[i] = fmt.Errorf("publishing %s: %w", f.Msg().Subject, errNoPubAck)
+			timeout.Reset(0)
+		}
+	}
+	return errs
+}
