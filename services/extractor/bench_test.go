@@ -13,7 +13,8 @@ import (
 )
 
 // corpora are the public postmortem corpora beside the seed.
-var corpora = []string{"../../../shared/corpora/dfds-postmortems", "../../../shared/corpora/cloud-incidents"}
+var corpora = []string{"../../../shared/corpora/dfds-postmortems", "../../../shared/corpora/cloud-incidents",
+	"../../../shared/corpora/wikitech-incidents"}
 
 type corpusDoc struct {
 	id   string
@@ -38,7 +39,7 @@ func loadCorpus(tb testing.TB, dir string) []corpusDoc {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		out = append(out, corpusDoc{id: strings.TrimSuffix(name, ".md"), text: string(data)})
+		out = append(out, corpusDoc{id: strings.TrimSuffix(strings.TrimSuffix(name, ".md"), ".txt"), text: string(data)})
 	}
 	if len(out) == 0 {
 		tb.Fatalf("corpus %s has no documents", dir)

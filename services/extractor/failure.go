@@ -3,7 +3,9 @@ package extractor
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
@@ -12,13 +14,24 @@ import (
 // RelFailure is the relation from an incident to its failure mode.
 const RelFailure = "failure"
 
+// RelIsA relates a finer failure mode to its generic mode, so an
+// aggregate can be asked at either level.
+const RelIsA = "is_a"
+
 // TypeFailureMode is the entity type of failure modes.
 const TypeFailureMode = "failure_mode"
 
 // FailureStage classifies an incident document with a failure-mode
 // taxonomy: incident -failure-> failure_mode for its primary mode (and any
 // mode the text asserts as a cause outright, see taxonomy.Select), each
-// supported by the text unit and sentence of the cue.
+// supported by the text unit and sentence of the cue, and failure_mode
+// -is_a-> its generic mode.
+//
+// It reads the cause, not the symptom: a cue weighs twice in a section
+// titled root cause, cause, contributing factors or what went wrong, half
+// in timeline, impact, detection or mitigation, and nothing in lessons
+// learned, action items or next steps; a cue inside a quoted error
+// message or log line does not count.
 type FailureStage struct {
 	Taxonomy *taxonomy.Taxonomy
 	// DocTypes are the document types classified (resolve.Type spelling).
@@ -35,21 +48,34 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 	if s.Taxonomy == nil || !slices.Contains(s.DocTypes, a.DocType()) {
 		return nil
 	}
-	// Units overlap, so a cue in the overlap is found twice; Select keeps
-	// one hit per mode, and unit order keeps the earliest.
+	sections := Sections(a.Doc.Text)
 	type located struct {
 		taxonomy.Hit
 		unit int
 	}
 	var all []taxonomy.Hit
 	var where []located
+	seen := map[string]bool{} // mode@document offset: units overlap
 	for i, u := range a.Units {
+		quoted := quotedSpans(u.Text)
 		for _, h := range s.Taxonomy.Find(u.Text, u.Sentences) {
-			// Offsets become document offsets so hits of different units
-			// order correctly.
+			if overlapsSpans(quoted, h.Start, h.End) {
+				continue
+			}
 			dh := h
 			dh.Start += u.Start
 			dh.End += u.Start
+			k := fmt.Sprintf("%s@%d", h.Mode, dh.Start)
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			f := sections.Weight(dh.Start)
+			if f == 0 {
+				continue
+			}
+			dh.Weight *= f
+			h.Weight = dh.Weight
 			all = append(all, dh)
 			where = append(where, located{h, i})
 		}
@@ -63,7 +89,100 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 			Description: fmt.Sprintf("failure mode %q", h.Mode)})
 		out.Relationship(u.Cite(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: RelFailure,
 			Target: h.Mode, TargetType: TypeFailureMode, Description: evidence(u.Text, h.Sentence),
-			Strength: h.Weight}, h.Sentence))
+			Strength: min(h.Weight, 1)}, h.Sentence))
+		if g := s.Taxonomy.Generic(h.Mode); g != h.Mode {
+			out.Entity(events.RawEntity{Name: g, Type: TypeFailureMode, TextUnit: u.ID,
+				Description: fmt.Sprintf("failure mode %q", g)})
+			out.Relationship(u.Cite(events.RawRelationship{Source: h.Mode, SourceType: TypeFailureMode, Relation: RelIsA,
+				Target: g, TargetType: TypeFailureMode, Description: fmt.Sprintf("%q is a kind of %q", h.Mode, g),
+				Strength: 1}, h.Sentence))
+		}
 	}
 	return nil
+}
+
+// SectionKind classifies a section of a postmortem by its title.
+type SectionKind int
+
+// Section kinds, by how much a failure cue in them counts.
+const (
+	SectionOther    SectionKind = iota // untitled or unknown: weight 1
+	SectionCause                       // root cause, contributing factors: 2
+	SectionSummary                     // summary, what happened: 1
+	SectionContext                     // timeline, impact, detection, mitigation: 0.5
+	SectionFollowUp                    // lessons, action items, next steps: 0
+)
+
+// Section is where a section starts (a byte offset) and its kind.
+type Section struct {
+	Start int
+	Kind  SectionKind
+}
+
+// SectionMap lists a document's sections in order.
+type SectionMap []Section
+
+// sectionTitle finds section titles: markdown headings, bold lines, and
+// inline labels such as "Root cause:" or "ROOT CAUSE:" at a line or
+// sentence start.
+var sectionTitle = regexp.MustCompile(`(?m)^#{1,6}[ \t]*([^\n]+)$|^\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$|(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))[ \t]*:`)
+
+// Sections finds the titled sections of text.
+func Sections(text string) SectionMap {
+	var out SectionMap
+	for _, m := range sectionTitle.FindAllStringSubmatchIndex(text, -1) {
+		var title string
+		for g := 1; g <= 3; g++ {
+			if m[2*g] >= 0 {
+				title = text[m[2*g]:m[2*g+1]]
+				break
+			}
+		}
+		out = append(out, Section{Start: m[0], Kind: sectionKind(title)})
+	}
+	return out
+}
+
+func sectionKind(title string) SectionKind {
+	t := strings.ToLower(title)
+	has := func(ws ...string) bool {
+		return slices.ContainsFunc(ws, func(w string) bool { return strings.Contains(t, w) })
+	}
+	switch {
+	case has("lesson", "action item", "next step", "follow", "prevention", "went well", "lucky", "todo", "to do",
+		"attendee", "stats", "reference", "link", "glossary", "improvement", "questions", "discussion"):
+		return SectionFollowUp
+	case has("cause", "contributing", "went wrong", "why", "trigger", "analysis", "rca", "what happened", "explanation",
+		"technical", "details", "underlying"):
+		return SectionCause
+	case has("summary", "overview", "tl;dr", "description", "background", "introduction"):
+		if has("impact") {
+			return SectionContext
+		}
+		return SectionSummary
+	case has("timeline", "impact", "detection", "mitigation", "resolution", "recovery", "workaround", "symptom",
+		"response", "remediation", "status", "update"):
+		return SectionContext
+	}
+	return SectionOther
+}
+
+// Weight is how much a failure cue at offset counts.
+func (m SectionMap) Weight(offset int) float64 {
+	kind := SectionOther
+	for _, s := range m {
+		if s.Start > offset {
+			break
+		}
+		kind = s.Kind
+	}
+	switch kind {
+	case SectionCause:
+		return 2
+	case SectionContext:
+		return 0.5
+	case SectionFollowUp:
+		return 0
+	}
+	return 1
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/taxonomy"
 	"github.com/kgstream/kgstream/services/extractor"
 )
 
@@ -149,7 +150,13 @@ func TestOfflineAgainstHandLabels(t *testing.T) {
 		t.Logf("spurious %s", s)
 	}
 	lenient := logScore(t, "offline, no catalog, names only", untyped(gold), untyped(got), rels)
-	failure := extractor.ScoreTriples(gold, got, []string{extractor.RelFailure})
+	// Failure modes compare at the generic level of the taxonomy: the
+	// units were labelled with version-1 names ("bad deploy") where
+	// version 2 may name the generic mode ("deploy").
+	tx, err := taxonomy.Default()
+	require.NoError(t, err)
+	failure := extractor.ScoreTriples(generic(tx, gold), generic(tx, got), []string{extractor.RelFailure})
+	t.Logf("failure modes (generic level): precision %.3f recall %.3f", failure.Precision(), failure.Recall())
 
 	_, withCatalog := labelledRun(t, labels, extractor.OfflineConfig{Gazetteer: labelGazetteer(gold)})
 	catalog := logScore(t, "offline, catalog of the labelled entities, canonical ids", gold, withCatalog, rels)
@@ -173,10 +180,36 @@ func TestOfflineAgainstHandLabels(t *testing.T) {
 		"no triple from the action items")
 }
 
+// generic maps failure targets to their generic mode (names are compared
+// by normalisation key, as the labels spell them).
+func generic(tx *taxonomy.Taxonomy, g extractor.Gold) extractor.Gold {
+	byKey := map[string]string{}
+	for _, m := range tx.Modes {
+		byKey[resolve.Key(m.Name)] = tx.Generic(m.Name)
+	}
+	out := extractor.Gold{}
+	for k, rels := range g {
+		for _, r := range rels {
+			if r.Relation == extractor.RelFailure {
+				if gm, ok := byKey[resolve.Key(r.Target)]; ok {
+					r.Target = gm
+				}
+			}
+			out[k] = append(out[k], r)
+		}
+	}
+	return out
+}
+
 // Measured floors of TestOfflineAgainstHandLabels (the figures of the
-// last measurement rounded down; see the test log for them).
+// last measurement rounded down; see the test log for them). The units
+// were labelled with the version-1 mode names: a generic version-2 mode
+// (configuration change, deploy, ...) or a bundled-gazetteer entity they
+// do not list counts as spurious here. testdata/corpus-labels.json, scored
+// per document by `kgstream eval extraction --labels`, is the measure of
+// those.
 const (
-	floorStrictP, floorStrictR   = 0.6, 0.09
-	floorFailureP, floorFailureR = 0.9, 0.32
-	floorCatalogP, floorCatalogR = 0.85, 0.7
+	floorStrictP, floorStrictR   = 0.41, 0.24
+	floorFailureP, floorFailureR = 0.77, 0.6
+	floorCatalogP, floorCatalogR = 0.64, 0.72
 )

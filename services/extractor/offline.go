@@ -2,15 +2,11 @@ package extractor
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/kgstream/kgstream/pkg/resolve"
-	"github.com/kgstream/kgstream/pkg/store"
 )
 
 // Entry is a known entity the offline extractor looks for.
@@ -23,6 +19,16 @@ type Entry struct {
 	// Key is the normalisation key of the id (resolve.Key of the catalog
 	// name), the name mentions resolve under.
 	Key string
+	// Display is the entity's display name when Name is an alias (the
+	// bundled gazetteer); empty means Name.
+	Display string
+	// Category is what kind of thing the entry is ("datastore", "aws").
+	Category string
+	// AsName marks a spelling that is also an ordinary word: it matches
+	// only where the text writes it as a name (capitalised).
+	AsName bool
+	// Catalog marks an entry of the tenant's service catalog.
+	Catalog bool
 }
 
 // Gazetteer lists the entities a tenant knows.
@@ -31,88 +37,11 @@ type Gazetteer interface {
 }
 
 // StaticGazetteer is a fixed list of entries for every tenant (tests,
-// demos, a catalog loaded at start-up).
+// demos, a catalog loaded at start-up, the bundled gazetteer).
 type StaticGazetteer []Entry
 
 // Entries implements Gazetteer.
 func (g StaticGazetteer) Entries(context.Context, string) ([]Entry, error) { return g, nil }
-
-// CatalogTypes are the entity types the store gazetteer keeps: things a
-// service catalog defines, whose names are specific enough to look for.
-var CatalogTypes = []string{"service", "component", "system", "resource", "team", "group", "api", "domain", "datastore"}
-
-// StoreGazetteer lists the catalog-ish entities of a graph store, cached
-// per tenant for TTL so that a burst of documents costs one scan. An entity
-// added to the store shows up after at most TTL; a tenant with none is
-// asked again every time.
-type StoreGazetteer struct {
-	gs    store.GraphStore
-	ttl   time.Duration
-	types map[string]bool
-	now   func() time.Time
-
-	mu    sync.Mutex
-	cache map[string]cached
-}
-
-type cached struct {
-	entries []Entry
-	at      time.Time
-}
-
-// NewStoreGazetteer returns a gazetteer over gs (TTL default 30s).
-func NewStoreGazetteer(gs store.GraphStore, ttl time.Duration) *StoreGazetteer {
-	if ttl <= 0 {
-		ttl = 30 * time.Second
-	}
-	types := make(map[string]bool, len(CatalogTypes))
-	for _, t := range CatalogTypes {
-		types[t] = true
-	}
-	return &StoreGazetteer{gs: gs, ttl: ttl, types: types, now: time.Now, cache: map[string]cached{}}
-}
-
-// Entries implements Gazetteer.
-func (g *StoreGazetteer) Entries(ctx context.Context, tenant string) ([]Entry, error) {
-	g.mu.Lock()
-	c, ok := g.cache[tenant]
-	g.mu.Unlock()
-	if ok && g.now().Sub(c.at) < g.ttl {
-		return c.entries, nil
-	}
-	ents, err := g.gs.EntitiesByType(ctx, tenant, "")
-	if err != nil {
-		return nil, fmt.Errorf("listing entities of tenant %s: %w", tenant, err)
-	}
-	var out []Entry
-	for _, e := range ents {
-		if !g.types[e.Type] {
-			continue
-		}
-		_, key := resolve.SplitID(e.ID)
-		seen := map[string]bool{}
-		add := func(name string) {
-			if name = strings.TrimSpace(name); name == "" || seen[name] {
-				return
-			}
-			seen[name] = true
-			out = append(out, Entry{ID: e.ID, Type: e.Type, Name: name, Key: key})
-		}
-		add(e.Name)
-		for _, f := range e.Sources {
-			add(f.Name)
-		}
-	}
-	// An empty list is not cached: it is what a tenant looks like just
-	// before its catalog import is applied, and caching it would hide the
-	// catalog from every document of the next TTL.
-	if len(out) > 0 {
-		g.mu.Lock()
-		g.cache[tenant] = cached{entries: out, at: g.now()}
-		g.mu.Unlock()
-	}
-	return out, nil
-}
 
 // matcher finds gazetteer entries in text: longest match first, compared
 // by normalisation key over whole words, so "Cert Manager", "cert-manager"
@@ -121,6 +50,49 @@ func (g *StoreGazetteer) Entries(ctx context.Context, tenant string) ([]Entry, e
 type matcher struct {
 	byKey    map[string][]Entry // key -> entries (one per id)
 	maxWords int
+	// fallback is consulted for keys byKey lacks (the bundled gazetteer,
+	// built once), without the ids in drop or exclude.
+	fallback *matcher
+	drop     map[string]bool
+	exclude  string
+}
+
+// lookup returns the entries of key k.
+func (m *matcher) lookup(k string) []Entry {
+	if es, ok := m.byKey[k]; ok || m.fallback == nil {
+		return es
+	}
+	es := m.fallback.byKey[k]
+	if len(es) == 0 {
+		return nil
+	}
+	out := es[:0:0]
+	for _, e := range es {
+		if !m.drop[e.ID] && e.ID != m.exclude {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// withFallback returns a matcher of entries (the catalog's) that falls
+// back to bundled, whose ids with a spelling the catalog uses are left out.
+func withFallback(entries []Entry, bundled *matcher, exclude string, minKey, maxWords int) *matcher {
+	m := newMatcher(entries, exclude, minKey, maxWords)
+	if bundled == nil {
+		return m
+	}
+	m.fallback, m.exclude = bundled, exclude
+	m.maxWords = max(m.maxWords, bundled.maxWords)
+	if len(entries) > 0 {
+		m.drop = map[string]bool{}
+		for k := range m.byKey {
+			for _, e := range bundled.byKey[k] {
+				m.drop[e.ID] = true
+			}
+		}
+	}
+	return m
 }
 
 func newMatcher(entries []Entry, exclude string, minKey, maxWords int) *matcher {
@@ -149,9 +121,13 @@ func newMatcher(entries []Entry, exclude string, minKey, maxWords int) *matcher 
 		if e.Type == "" {
 			e.Type, _ = resolve.SplitID(e.ID)
 		}
-		add(resolve.Key(e.Key), e)
 		if e.Name != "" {
 			add(resolve.Key(e.Name), e)
+		}
+		// A bundled entry matches its spellings only (each says whether it
+		// is an ordinary word); a catalog entry also matches its id's key.
+		if e.Display == "" {
+			add(resolve.Key(e.Key), e)
 		}
 	}
 	return m
@@ -186,17 +162,79 @@ func words(text string) []word {
 }
 
 // joiner reports whether the gap between two words keeps them one name:
-// a single space, hyphen, underscore or dot.
+// a single space, hyphen, underscore, dot or slash (Pub/Sub).
 func joiner(gap string) bool {
-	return gap == " " || gap == "-" || gap == "_" || gap == "."
+	return gap == " " || gap == "-" || gap == "_" || gap == "." || gap == "/"
 }
 
 // glued reports whether the gap glues two words into one identifier
 // ("cert-manager-webhook"): a mention must not end or start inside one.
 func glued(gap string) bool { return gap == "-" || gap == "_" || gap == "." }
 
+// admit keeps the entries that text[start:end] names: an ordinary word
+// only where written as a name, a team only where the text speaks of a
+// team ("the Payments team", "team Payments").
+func (m *matcher) admit(es []Entry, text string, start, end int) []Entry {
+	if len(es) == 0 {
+		return nil
+	}
+	var out []Entry
+	for _, e := range es {
+		if e.AsName && !writtenAsName(text[start:end]) {
+			continue
+		}
+		if (e.Type == "team" || e.Type == "group") && !teamContext(text, start, end) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// writtenAsName reports whether every word of s starts with a capital
+// letter or a digit ("Flux", "Azure Functions"), so "flux" or "pages" in
+// prose are words, not names.
+func writtenAsName(s string) bool {
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		r, _ := utf8.DecodeRuneInString(w)
+		if unicode.IsLower(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// teamWord reports whether w names a group of people.
+func teamWord(w string) bool {
+	switch strings.ToLower(w) {
+	case "team", "teams", "squad", "group", "tribe", "crew", "oncall":
+		return true
+	}
+	return false
+}
+
+// teamContext reports whether the name at text[start:end] is spoken of as
+// a team: a team word right after it, or right before it.
+func teamContext(text string, start, end int) bool {
+	after := strings.TrimLeft(text[end:], " '’s")
+	i := 0
+	for i < len(after) && isWordByte(after[i]) {
+		i++
+	}
+	before := strings.TrimRight(text[:start], " ")
+	j := len(before)
+	for j > 0 && isWordByte(before[j-1]) {
+		j--
+	}
+	return teamWord(after[:i]) || teamWord(before[j:])
+}
+
+func isWordByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-'
+}
+
 func (m *matcher) find(text string) []hit {
-	if len(m.byKey) == 0 {
+	if len(m.byKey) == 0 && (m.fallback == nil || len(m.fallback.byKey) == 0) {
 		return nil
 	}
 	ws := words(text)
@@ -219,7 +257,7 @@ func (m *matcher) find(text string) []hit {
 				continue // would end inside an identifier
 			}
 			span := text[ws[i].start:ws[last].end]
-			if es, ok := m.byKey[resolve.Key(span)]; ok {
+			if es := m.admit(m.lookup(resolve.Key(span)), text, ws[i].start, ws[last].end); len(es) > 0 {
 				hits = append(hits, hit{start: ws[i].start, end: ws[last].end, text: span, entries: es})
 				matched = k
 				break

@@ -193,3 +193,61 @@ func TestOfflinePrecisionRecallAgainstRecording(t *testing.T) {
 		})
 	}
 }
+
+// TestOfflineBridgeQuestionFindsEveryTeam asks EXPECTED.md's bridge
+// question of the offline extraction, with only the seed catalog (which
+// does not name cert-manager) and the bundled gazetteer: incidents
+// involving cert-manager, the services they affected, the teams owning
+// those. Every spelling (cert-manager, Cert Manager, certmanager) is found
+// without another document having named it first.
+func TestOfflineBridgeQuestionFindsEveryTeam(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(seed, "catalog-info.yaml"))
+	require.NoError(t, err)
+	st, _, err := catalog.Parse(data)
+	require.NoError(t, err)
+	var g extractor.StaticGazetteer
+	for _, e := range st.Entities {
+		id := resolve.ID(e.Type, e.Key)
+		require.NotEqual(t, "component:certmanager", id, "the catalog does not name cert-manager")
+		g = append(g, extractor.CatalogEntry(id, e.Type, e.Name, resolve.Key(e.Key)))
+	}
+	owner := map[string]string{}
+	for _, r := range st.Relationships {
+		if r.Relation == "owned_by" {
+			owner[resolve.ID(r.SourceType, r.Source)] = resolve.ID(r.TargetType, r.Target)
+		}
+	}
+	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: g})
+	require.NoError(t, err)
+	c, err := extractor.NewChunker(tok(t), extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	require.NoError(t, err)
+	var incidents, teams []string
+	for _, id := range seedIDs {
+		doc := seedDoc(t, "acme", id, 1)
+		_, rels, err := x.Extract(t.Context(), doc, c.Chunk(doc.DocID, doc.Version, doc.Text))
+		require.NoError(t, err)
+		involved := false
+		var affected []string
+		for _, r := range rels {
+			target := resolve.ID(r.TargetType, r.Target)
+			switch {
+			case r.Relation == "involved" && target == "component:certmanager":
+				involved = true
+			case r.Relation == "affected":
+				affected = append(affected, target)
+			}
+		}
+		if !involved {
+			continue
+		}
+		incidents = append(incidents, id)
+		for _, s := range affected {
+			if tm, ok := owner[s]; ok && !slices.Contains(teams, tm) {
+				teams = append(teams, tm)
+			}
+		}
+	}
+	slices.Sort(teams)
+	require.Equal(t, []string{"INC-101", "INC-112", "INC-121"}, incidents)
+	require.Equal(t, []string{"team:discovery", "team:identity", "team:messaging", "team:payments"}, teams, "4 of 4 teams")
+}

@@ -37,7 +37,8 @@ func seedGazetteer(t *testing.T) extractor.StaticGazetteer {
 func offlineExtract(t *testing.T, g extractor.Gazetteer, text string) ([]events.RawEntity, []events.RawRelationship) {
 	t.Helper()
 	// Only the gazetteer: component-shaped names are another test's.
-	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: g, DisableComponents: true})
+	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: g, DisableComponents: true, DisableBundled: true,
+		DisableCoOccurrence: true})
 	require.NoError(t, err)
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, Text: text}
 	units := []events.TextUnit{{ID: "u1", Text: text, End: len(text)}}
@@ -66,7 +67,8 @@ func TestOfflineMatchesNormalisedNamesOnWordBoundaries(t *testing.T) {
 		"underscore":     {"CHECKOUT_API returned 503s", []string{"service:checkoutapi"}},
 		"title":          {"the Data Platform team was paged", []string{"team:dataplatform"}},
 		"prefix":         {"xcert-manager is unrelated", nil},
-		"suffix":         {"cert-managers are many", nil},
+		"suffix":         {"cert-managerx is another", nil},
+		"plural":         {"both cert-managers failed", []string{"component:certmanager"}},
 		"inside ident":   {"cert-manager-webhook failed", nil},
 		"glued to prior": {"my-ingress was fine", nil},
 		"sentence end":   {"traffic went to ingress. Then search-api.", []string{"component:ingress", "service:searchapi"}},
@@ -93,6 +95,8 @@ func TestOfflineExtractsSeedPostmortem(t *testing.T) {
 	got := waitExtracted(t, bus, "acme", 2)
 
 	require.Equal(t, []string{
+		"component:certmanager -co_occurs-> service:searchapi",
+		"failure_mode:expired certificate -is_a-> failure_mode:certificate expiry",
 		"incident:INC-112 -affected-> service:searchapi",
 		"incident:INC-112 -failure-> failure_mode:expired certificate",
 		"incident:INC-112 -involved-> component:certmanager",
@@ -100,6 +104,7 @@ func TestOfflineExtractsSeedPostmortem(t *testing.T) {
 		"incident:INC-112 -mentions-> service:searchapi",
 	}, triples(got[0].Relationships))
 	require.Equal(t, []string{
+		"failure_mode:expired certificate -is_a-> failure_mode:certificate expiry",
 		"incident:INC-101 -affected-> service:authservice",
 		"incident:INC-101 -affected-> service:checkoutapi",
 		"incident:INC-101 -failure-> failure_mode:expired certificate",
@@ -109,6 +114,7 @@ func TestOfflineExtractsSeedPostmortem(t *testing.T) {
 		"incident:INC-101 -mentions-> component:ingress",
 		"incident:INC-101 -mentions-> service:authservice",
 		"incident:INC-101 -mentions-> service:checkoutapi",
+		"service:authservice -co_occurs-> service:checkoutapi",
 	}, triples(got[1].Relationships))
 
 	ex := got[0]
@@ -136,22 +142,26 @@ func (g *graphStore) EntitiesByType(_ context.Context, _, typ string) ([]store.E
 	return g.entities, nil
 }
 
-func TestStoreGazetteerFiltersAndCaches(t *testing.T) {
+func TestCatalogGazetteerListsCatalogNamesOnly(t *testing.T) {
 	gs := &graphStore{entities: []store.Entity{
+		// Made by mentions only: another document's state, never a name to
+		// look for.
 		{ID: "component:certmanager", Type: "component", Name: "cert-manager",
-			Sources: []store.Fragment{{DocID: "INC-112", Name: "Cert Manager"}, {DocID: "INC-121", Name: "certmanager"}, {DocID: "INC-101", Name: "cert-manager"}}},
-		{ID: "team:payments", Type: "team", Name: "Payments"},
+			Sources: []store.Fragment{{DocID: "INC-112", Name: "Cert Manager", NameRank: 2}, {DocID: "INC-101", Name: "cert-manager", NameRank: 2}}},
+		{ID: "service:checkoutapi", Type: "service", Name: "checkout-api",
+			Sources: []store.Fragment{{DocID: "catalog", Name: "checkout-api", NameRank: 1}, {DocID: "INC-1", Name: "Checkout API", NameRank: 2}}},
+		{ID: "team:payments", Type: "team", Name: "Payments", Sources: []store.Fragment{{DocID: "catalog", Name: "Payments", NameRank: 0}}},
+		{ID: "component:pages", Type: "component", Name: "Pages", Sources: []store.Fragment{{DocID: "catalog", Name: "Pages", NameRank: 0}}},
 		{ID: "failure_mode:expiredcertificate", Type: "failure_mode", Name: "expired certificate"},
 		{ID: "incident:inc101", Type: "incident", Name: "INC-101"},
 	}}
-	g := extractor.NewStoreGazetteer(gs, time.Hour)
+	g := extractor.NewCatalogGazetteer(gs, time.Hour)
 	got, err := g.Entries(t.Context(), "acme")
 	require.NoError(t, err)
 	require.Equal(t, []extractor.Entry{
-		{ID: "component:certmanager", Type: "component", Name: "cert-manager", Key: "certmanager"},
-		{ID: "component:certmanager", Type: "component", Name: "Cert Manager", Key: "certmanager"},
-		{ID: "component:certmanager", Type: "component", Name: "certmanager", Key: "certmanager"},
-		{ID: "team:payments", Type: "team", Name: "Payments", Key: "payments"},
+		{ID: "service:checkoutapi", Type: "service", Name: "checkout-api", Key: "checkoutapi", Catalog: true},
+		{ID: "team:payments", Type: "team", Name: "Payments", Key: "payments", Catalog: true, AsName: true},
+		{ID: "component:pages", Type: "component", Name: "Pages", Key: "pages", Catalog: true, AsName: true},
 	}, got)
 	_, err = g.Entries(t.Context(), "acme")
 	require.NoError(t, err)
@@ -161,13 +171,17 @@ func TestStoreGazetteerFiltersAndCaches(t *testing.T) {
 	require.Equal(t, 2, gs.calls, "cached per tenant")
 
 	empty := &graphStore{}
-	eg := extractor.NewStoreGazetteer(empty, time.Hour)
+	eg := extractor.NewCatalogGazetteer(empty, time.Hour)
 	for range 2 {
 		_, err = eg.Entries(t.Context(), "acme")
 		require.NoError(t, err)
 	}
 	require.Equal(t, 2, empty.calls, "an empty graph is not cached")
 
-	_, rels := offlineExtract(t, g, "Payments lost the certmanager")
-	require.Equal(t, []string{"team:payments", "component:certmanager"}, mentioned(rels))
+	_, rels := offlineExtract(t, g, "The Payments team saw checkout-api fail; payments were lost.")
+	require.Equal(t, []string{"team:payments", "service:checkoutapi"}, mentioned(rels),
+		"a team links where the text speaks of the team, not of payments")
+	_, rels = offlineExtract(t, g, "Users could not open their pages. Later the Pages component failed.")
+	require.Equal(t, []string{"component:pages"}, mentioned(rels), "an ordinary-word title links only where written as a name")
+	require.Contains(t, rels[len(rels)-1].Description, `"Pages"`)
 }

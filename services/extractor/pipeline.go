@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
@@ -19,9 +17,15 @@ const RelMentions = "mentions"
 // over one analysis of the document (its sentences and the entities it
 // mentions), whose outputs merge.
 type OfflineConfig struct {
-	// Gazetteer lists the entities to look for; nil finds none (the
-	// document entity is still emitted).
+	// Gazetteer lists the tenant's catalog entities to look for (nil:
+	// none). It must not depend on other documents: see CatalogGazetteer.
 	Gazetteer Gazetteer
+	// Bundled are the technology and cloud-service names looked for in
+	// every document (nil: DefaultGazetteer, plus Extra); a catalog entity
+	// of the same name wins. DisableBundled looks for catalog names only.
+	Bundled        StaticGazetteer
+	Extra          StaticGazetteer
+	DisableBundled bool
 	// MinKeyLen skips entries whose key is shorter (default 3): a
 	// two-letter name matches too much prose.
 	MinKeyLen int
@@ -35,10 +39,11 @@ type OfflineConfig struct {
 	// FailureDocTypes are the document types the taxonomy stage classifies
 	// (default incident and postmortem).
 	FailureDocTypes []string
-	// DisablePatterns, DisableTaxonomy and DisableComponents switch those
-	// parts off; DisableMentions drops the document -mentions-> entity
+	// DisablePatterns, DisableTaxonomy, DisableComponents and
+	// DisableCoOccurrence switch those parts off; DisableMentions drops the document -mentions-> entity
 	// edges (the entities stay, for the other stages).
 	DisablePatterns, DisableTaxonomy, DisableComponents, DisableMentions bool
+	DisableCoOccurrence                                                  bool
 	// ComponentHeads are the head nouns that make an unknown identifier
 	// ("rate-limiter", "orders-db", "DNS resolver") a component (default
 	// DefaultComponentHeads); ServiceHeads make a hyphenated identifier
@@ -62,10 +67,10 @@ func (c *OfflineConfig) setDefaults() {
 		c.FailureDocTypes = []string{"incident", "postmortem"}
 	}
 	if len(c.ComponentHeads) == 0 {
-		c.ComponentHeads = DefaultComponentHeads
+		c.ComponentHeads = DefaultComponentHeads()
 	}
 	if len(c.ServiceHeads) == 0 {
-		c.ServiceHeads = DefaultServiceHeads
+		c.ServiceHeads = DefaultServiceHeads()
 	}
 }
 
@@ -82,9 +87,13 @@ func (c OfflineConfig) Validate() error {
 // uses), relations from sentence patterns, its failure mode from the
 // taxonomy and, optionally, noun-phrase co-occurrence.
 type Offline struct {
-	cfg        OfflineConfig
-	stages     []Stage
-	components *componentFinder
+	cfg     OfflineConfig
+	bundled []Entry
+	// bundledMatcher finds the bundled entries, built once.
+	bundledMatcher *matcher
+	taxonomy       *taxonomy.Taxonomy
+	stages         []Stage
+	components     *componentFinder
 }
 
 var _ Extractor = (*Offline)(nil)
@@ -96,6 +105,17 @@ func NewOffline(cfg OfflineConfig) (*Offline, error) {
 		return nil, err
 	}
 	x := &Offline{cfg: cfg}
+	if !cfg.DisableBundled {
+		b := cfg.Bundled
+		if b == nil {
+			var err error
+			if b, err = DefaultGazetteer(); err != nil {
+				return nil, err
+			}
+		}
+		x.bundled = append(append([]Entry(nil), b...), cfg.Extra...)
+		x.bundledMatcher = newMatcher(x.bundled, "", cfg.MinKeyLen, cfg.MaxWords)
+	}
 	if !cfg.DisableComponents {
 		x.components = newComponentFinder(cfg.ComponentHeads, cfg.ServiceHeads)
 	}
@@ -112,6 +132,9 @@ func NewOffline(cfg OfflineConfig) (*Offline, error) {
 		}
 		x.stages = append(x.stages, p)
 	}
+	if !cfg.DisableCoOccurrence {
+		x.stages = append(x.stages, CoOccurrenceStage{})
+	}
 	if !cfg.DisableTaxonomy {
 		t := cfg.Taxonomy
 		if t == nil {
@@ -120,6 +143,7 @@ func NewOffline(cfg OfflineConfig) (*Offline, error) {
 				return nil, err
 			}
 		}
+		x.taxonomy = t
 		x.stages = append(x.stages, &FailureStage{Taxonomy: t, DocTypes: cfg.FailureDocTypes})
 	}
 	if cfg.NounPhrases.Enabled {
@@ -146,13 +170,15 @@ func (x *Offline) Stages() []string {
 }
 
 // DocEntity is the entity standing for a document: named by its id, typed
-// by its doc type (default "document"), described by its title.
+// by its doc type (checked against DefaultDocTypes: a synonym gives its
+// type; a missing or unknown one is inferred from the text, so a free-form
+// value never makes a new entity type), described by its title.
 func DocEntity(doc *events.DocChanged) events.RawEntity {
-	typ := resolve.Type(doc.DocType)
-	if typ == "" {
-		typ = "document"
+	d, err := DefaultDocTypes().Resolve(doc.DocType, doc.Title, doc.Text)
+	if err != nil {
+		d.Type = InferDocType(doc.Title, doc.Text)
 	}
-	return events.RawEntity{Name: doc.DocID, Type: typ, Description: doc.Title}
+	return events.RawEntity{Name: doc.DocID, Type: d.Type, Description: doc.Title}
 }
 
 // Extract implements Extractor.
@@ -260,6 +286,8 @@ type Mention struct {
 	// Known is set for a gazetteer entity, unset for a name the extractor
 	// inferred (a component-shaped identifier).
 	Known bool
+	// Display and Category are set for an entry of the bundled gazetteer.
+	Display, Category string
 	// Sentence indexes the unit's Sentences.
 	Sentence int
 }
@@ -282,6 +310,12 @@ func (m Mention) Entity(unit string) events.RawEntity {
 	if m.Known {
 		e.Key = m.Key
 	}
+	if m.Display != "" {
+		// A bundled entry is named by its display name whatever alias
+		// matched ("k8s" names Kubernetes).
+		e.Name = m.Display
+		e.Description = m.Display + " (" + m.Category + ")"
+	}
 	return e
 }
 
@@ -289,13 +323,16 @@ func (m Mention) Entity(unit string) events.RawEntity {
 func (x *Offline) Analyse(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) (*Analysis, error) {
 	de := DocEntity(doc)
 	a := &Analysis{Doc: doc, DocEntity: de}
-	var m *matcher
+	var catalog []Entry
 	if x.cfg.Gazetteer != nil {
-		entries, err := x.cfg.Gazetteer.Entries(ctx, doc.Tenant)
-		if err != nil {
+		var err error
+		if catalog, err = x.cfg.Gazetteer.Entries(ctx, doc.Tenant); err != nil {
 			return nil, fmt.Errorf("reading the gazetteer: %w", err)
 		}
-		m = newMatcher(entries, entityID(de), x.cfg.MinKeyLen, x.cfg.MaxWords)
+	}
+	var m *matcher
+	if len(catalog) > 0 || x.bundledMatcher != nil {
+		m = withFallback(catalog, x.bundledMatcher, entityID(de), x.cfg.MinKeyLen, x.cfg.MaxWords)
 	}
 	for _, u := range units {
 		au := Unit{TextUnit: u, Sentences: Sentences(u.Text)}
@@ -307,7 +344,7 @@ func (x *Offline) Analyse(ctx context.Context, doc *events.DocChanged, units []e
 		for _, h := range known {
 			for _, e := range h.entries {
 				au.Mentions = append(au.Mentions, Mention{Start: h.start, End: h.end, Text: h.text, Type: e.Type,
-					Key: e.Key, Known: true})
+					Key: e.Key, Known: true, Display: e.Display, Category: e.Category})
 			}
 		}
 		if x.components != nil {
@@ -372,11 +409,12 @@ type Output struct {
 	entSeen map[string]bool
 	rels    []events.RawRelationship
 	relSeen map[string]bool
+	pairs   map[[2]string]bool // entity ids a relationship other than mentions joins
 }
 
 // NewOutput returns an empty output.
 func NewOutput() *Output {
-	return &Output{entSeen: map[string]bool{}, relSeen: map[string]bool{}}
+	return &Output{entSeen: map[string]bool{}, relSeen: map[string]bool{}, pairs: map[[2]string]bool{}}
 }
 
 // Entity adds e unless an entity of the same id and unit is there.
@@ -397,7 +435,15 @@ func (o *Output) Relationship(r events.RawRelationship) {
 	}
 	o.relSeen[k] = true
 	o.rels = append(o.rels, r)
+	if resolve.Type(r.Relation) != RelMentions {
+		a, b := resolve.ID(r.SourceType, r.Source), resolve.ID(r.TargetType, r.Target)
+		o.pairs[[2]string{min(a, b), max(a, b)}] = true
+	}
 }
+
+// Related reports whether a relationship other than mentions joins the
+// entities a and b (canonical ids), in either direction.
+func (o *Output) Related(a, b string) bool { return o.pairs[[2]string{min(a, b), max(a, b)}] }
 
 // Result returns what was added, in order.
 func (o *Output) Result() ([]events.RawEntity, []events.RawRelationship) { return o.ents, o.rels }
@@ -424,105 +470,11 @@ func (MentionStage) Extract(_ context.Context, a *Analysis, out *Output) error {
 	return nil
 }
 
-// DefaultComponentHeads are head nouns of infrastructure component names.
-var DefaultComponentHeads = []string{
-	"agent", "balancer", "broker", "brokers", "bus", "cache", "collector", "controller", "daemon",
-	"database", "db", "exporter", "flag", "flags", "indexer", "ingress", "limiter", "manager",
-	"operator", "proxy", "queue", "registry", "resolver", "router", "scheduler", "server",
-	"shipper", "sidecar", "store", "webhook",
-}
-
-// DefaultServiceHeads are head nouns of service names.
-var DefaultServiceHeads = []string{"api", "service", "svc", "gateway", "worker", "frontend", "backend"}
-
-// componentFinder finds names shaped like infrastructure components that
-// no gazetteer knows: a hyphen/underscore identifier ending in a head noun
-// ("rate-limiter", "orders-db"), or an acronym or capitalised word before
-// a head noun ("DNS resolver", "Cert Manager").
-type componentFinder struct {
-	ident, pair *regexp.Regexp
-	heads       map[string]string // head noun -> entity type
-}
-
-// componentStop are capitalised words that start a phrase, not a name.
-var componentStop = map[string]bool{"the": true, "a": true, "an": true, "this": true, "that": true, "our": true,
-	"each": true, "every": true, "all": true, "any": true, "its": true, "their": true, "new": true, "old": true,
-	"one": true, "no": true, "some": true, "which": true, "when": true, "if": true, "web": true}
-
-func newComponentFinder(components, services []string) *componentFinder {
-	h := make(map[string]string, len(components)+len(services))
-	for _, w := range components {
-		h[strings.ToLower(w)] = "component"
+// GenericMode is the generic failure mode a mode of the extractor's
+// taxonomy belongs to (the mode itself without a taxonomy).
+func (x *Offline) GenericMode(mode string) string {
+	if x.taxonomy == nil {
+		return mode
 	}
-	for _, w := range services {
-		h[strings.ToLower(w)] = "service"
-	}
-	return &componentFinder{
-		ident: regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b`),
-		pair:  regexp.MustCompile(`\b([A-Z][A-Za-z0-9]+) ([A-Za-z]+)\b`),
-		heads: h,
-	}
-}
-
-type span struct {
-	start, end int
-	text, typ  string
-}
-
-func (f *componentFinder) find(text string) []span {
-	var out []span
-	for _, loc := range f.ident.FindAllStringIndex(text, -1) {
-		s, e := loc[0], loc[1]
-		// Not part of a longer dotted or slashed name (a URL, a path).
-		if (s > 0 && strings.ContainsRune("./-_", rune(text[s-1]))) || (e < len(text) && strings.ContainsRune("/-_", rune(text[e]))) {
-			continue
-		}
-		w := text[s:e]
-		parts := strings.FieldsFunc(w, func(r rune) bool { return r == '-' || r == '_' })
-		typ := f.heads[strings.ToLower(parts[len(parts)-1])]
-		if typ == "" {
-			continue
-		}
-		out = append(out, span{s, e, w, typ})
-	}
-	for _, m := range f.pair.FindAllStringSubmatchIndex(text, -1) {
-		first, head := text[m[2]:m[3]], text[m[4]:m[5]]
-		// Two words are a component name only: "AWS service" is prose.
-		if componentStop[strings.ToLower(first)] || f.heads[strings.ToLower(head)] != "component" {
-			continue
-		}
-		if m[0] > 0 && strings.ContainsRune("-_.", rune(text[m[0]-1])) {
-			continue
-		}
-		// An acronym (DNS) or a capitalised pair (Cert Manager); "Kafka
-		// brokers" counts too, a capitalised word with a lower-case head
-		// only when the word is not a sentence's first.
-		acronym := strings.ToUpper(first) == first && len(first) >= 2
-		titled := head[0] >= 'A' && head[0] <= 'Z'
-		if !acronym && !titled && startsSentence(text, m[0]) {
-			continue
-		}
-		if overlapsSpans(out, m[0], m[1]) {
-			continue
-		}
-		out = append(out, span{m[0], m[1], text[m[0]:m[1]], "component"})
-	}
-	return out
-}
-
-func startsSentence(text string, i int) bool {
-	j := i - 1
-	for j >= 0 && (text[j] == ' ' || text[j] == '\t') {
-		j--
-	}
-	return j < 0 || strings.ContainsRune(".!?\n:#|*", rune(text[j]))
-}
-
-func overlapsSpans(ss []span, start, end int) bool {
-	for _, s := range ss {
-		if s.start < end && start < s.end {
-			return true
-		}
-	}
-	return false
+	return x.taxonomy.Generic(mode)
 }

@@ -202,7 +202,7 @@ var llmSeedSentences = map[string]map[string]int{
 		"failure failure_mode:expiredcertificate": 0,
 	},
 	"INC-115": {
-		"affected service:notificationservice": 0, "involved component:featureflags": 0,
+		"affected service:notificationservice": 0, "involved component:featureflag": 0,
 		"failure failure_mode:unstagedconfigpush": 0,
 	},
 	"INC-118": {

@@ -50,13 +50,27 @@ func TestFailureStageRules(t *testing.T) {
 	// Negation: the cue is there, the failure is not.
 	require.Empty(t, extractDoc(t, cfg, "incident", "We checked the ingress and no certificate had expired. Latency rose for ten minutes."))
 	// One primary mode: the mechanism, not the context.
-	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:connection pool exhaustion"},
-		extractDoc(t, cfg, "incident", "After a deploy, a retry storm exhausted the connection pool of the orders database."))
+	require.Equal(t, []string{
+		"failure_mode:connection pool exhaustion -is_a-> failure_mode:resource exhaustion",
+		"incident:D-1 -failure-> failure_mode:connection pool exhaustion",
+	}, extractDoc(t, cfg, "incident", "After a deploy, a retry storm exhausted the connection pool of the orders database."))
 	// Unless the text asserts more.
 	require.Equal(t, []string{
+		"failure_mode:disk full -is_a-> failure_mode:resource exhaustion",
+		"failure_mode:dns misconfiguration -is_a-> failure_mode:dns",
 		"incident:D-1 -failure-> failure_mode:disk full",
 		"incident:D-1 -failure-> failure_mode:dns misconfiguration",
 	}, extractDoc(t, cfg, "incident", "Root causes: the log volume was full, and a DNS record change broke lookups."))
+	// The cause, not the symptom: a quoted error message is no cause, a
+	// root-cause section outweighs the timeline, action items count for
+	// nothing.
+	require.Equal(t, []string{
+		"failure_mode:unstaged config push -is_a-> failure_mode:configuration change",
+		"incident:D-1 -failure-> failure_mode:unstaged config push",
+	}, extractDoc(t, cfg, "incident", "## Timeline\nWrites failed with \"no space left on device\". The disk was full.\n\n"+
+		"## Root cause\nA feature flag was pushed to every region at once.\n\n## Action items\n- Alert before the certificate expires."))
+	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:configuration change"},
+		extractDoc(t, cfg, "incident", "Summary of impact: logins failed. Root cause: a misconfiguration of the gateway settings."))
 	// Only incident documents are classified.
 	require.Empty(t, extractDoc(t, cfg, "page", "The TLS certificate expired."))
 	// A tenant's own taxonomy.
@@ -141,7 +155,7 @@ func TestNounPhraseCoOccurrence(t *testing.T) {
 	// Weight: 1 for the unit plus 1 per sentence holding both.
 	x, err := extractor.NewOffline(cfg)
 	require.NoError(t, err)
-	require.Equal(t, []string{"mentions", "noun_phrases"}, x.Stages())
+	require.Equal(t, []string{"mentions", "co-occurrence", "noun_phrases"}, x.Stages())
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, DocType: "runbook", Text: text}
 	_, rels, err := x.Extract(context.Background(), doc, []events.TextUnit{{ID: "u1", Text: text, End: len(text)}})
 	require.NoError(t, err)
@@ -155,4 +169,48 @@ func TestNounPhraseCoOccurrence(t *testing.T) {
 	}
 	_, err = extractor.NewNounPhraseStage(extractor.NounPhraseConfig{MaxPhrases: -1})
 	require.Error(t, err)
+}
+
+func TestCoOccurrenceRelatesWhatOneSentenceNames(t *testing.T) {
+	cfg := extractor.OfflineConfig{DisableTaxonomy: true, DisableMentions: true, DisablePatterns: true}
+	got := extractDoc(t, cfg, "incident", "Kafka and ZooKeeper restarted. Kafka lost ZooKeeper again. "+
+		"Redis was fine. Kafka, Redis, Varnish, Squid, HAProxy and Envoy were listed. Traefik calls Redis.")
+	require.Equal(t, []string{
+		"component:kafka -co_occurs-> component:zookeeper",
+		"component:traefik -co_occurs-> datastore:redis",
+	}, got, "a pair per document, no edge from a list of more than five")
+	x, err := extractor.NewOffline(cfg)
+	require.NoError(t, err)
+	text := "Kafka and ZooKeeper restarted. Kafka lost ZooKeeper again. Then Kafka and ZooKeeper failed. Kafka and ZooKeeper, five times. Kafka and ZooKeeper."
+	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, DocType: "incident", Text: text}
+	_, rels, err := x.Extract(t.Context(), doc, []events.TextUnit{{ID: "u1", Text: text, End: len(text)}})
+	require.NoError(t, err)
+	require.Len(t, rels, 1)
+	require.Equal(t, 1.0, rels[0].Strength, "0.25 a sentence, at most 1")
+	require.Equal(t, "Kafka and ZooKeeper restarted.", text[rels[0].SentenceStart:rels[0].SentenceEnd], "cites the first sentence")
+
+	// A stated relation wins over co-occurrence.
+	cfg.DisablePatterns = false
+	for _, r := range extractDoc(t, cfg, "incident", "The checkout-api depends on Redis.") {
+		require.NotContains(t, r, "co_occurs")
+	}
+}
+
+func TestPatternsReadCallsUsesAndImpact(t *testing.T) {
+	cfg := extractor.OfflineConfig{DisableTaxonomy: true, DisableMentions: true, DisableCoOccurrence: true}
+	for text, want := range map[string]string{
+		"The checkout-api depends on Redis.":              "service:checkout-api -depends_on-> datastore:redis",
+		"Parsoid calls the MediaWiki API.":                "component:parsoid -calls-> component:mediawiki",
+		"Traefik uses Consul for its configuration.":      "component:traefik -uses-> component:hashicorpconsul",
+		"Kafka outage took down the ingest-worker.":       "component:kafka -impacted-> service:ingest-worker",
+		"The orders-db was backed by Amazon EBS volumes.": "component:orders-db -uses-> cloud_service:amazonebs",
+	} {
+		require.Contains(t, extractDoc(t, cfg, "incident", text), want, text)
+	}
+	for _, text := range []string{"Traefik and Redis restarted.", "Redis, after Traefik was restarted, recovered and uses less memory."} {
+		for _, r := range extractDoc(t, cfg, "incident", text) {
+			require.NotContains(t, r, "-uses->", text)
+			require.NotContains(t, r, "-calls->", text)
+		}
+	}
 }

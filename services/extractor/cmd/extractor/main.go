@@ -27,11 +27,21 @@ func main() {
 	gleanings := fs.Int("llm-gleanings", 1, "\"entities were missed\" passes per text unit (negative: none)")
 	llmTimeout := fs.Duration("llm-timeout", 120*time.Second, "timeout of one LLM request")
 	llmRetries := fs.Int("llm-retries", 3, "retries of a timed-out, rate-limited or 5xx LLM request (negative: none)")
-	gazetteerTTL := fs.Duration("gazetteer-ttl", 30*time.Second, "how long the offline extractor caches the known entities")
-	_ = fs.Parse(os.Args[1:])
+	gazetteerTTL := fs.Duration("gazetteer-ttl", 30*time.Second, "how long the offline extractor caches the catalog's entities")
+	gazetteerFiles := fs.String("gazetteer", os.Getenv("KG_GAZETTEER"), "comma-separated gazetteer YAML files the offline extractor looks for besides the bundled one (env KG_GAZETTEER)")
+	daemon.MustParse(fs, os.Args[1:])
+	extra, err := extractor.LoadGazetteers(*gazetteerFiles)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "extractor:", err)
+		os.Exit(2)
+	}
 
-	lc := llm.Config{BaseURL: os.Getenv("KG_LLM_BASE_URL"), Model: os.Getenv("KG_LLM_MODEL"),
-		APIKey: os.Getenv("KG_LLM_API_KEY"), Timeout: *llmTimeout, MaxRetries: *llmRetries}
+	lc, err := llm.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "extractor:", err)
+		os.Exit(2)
+	}
+	lc.Timeout, lc.MaxRetries = *llmTimeout, *llmRetries
 	useLLM := lc.BaseURL != ""
 	// The offline extractor's gazetteer is the shared graph store, so it is
 	// only opened when it is shared (Redis): the embedded store belongs to
@@ -48,7 +58,7 @@ func main() {
 		}
 	}
 
-	err := daemon.Run(f, needStores, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
+	err = daemon.Run(f, needStores, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
 		var ext extractor.Extractor
 		if useLLM {
 			x, err := extractor.NewLLM(extractor.LLMConfig{Gleanings: *gleanings}, client, env.Log, env.Registry)
@@ -58,9 +68,9 @@ func main() {
 			ext = x
 			env.Log.Info("extracting with an LLM", "base_url", lc.BaseURL, "model", lc.Model)
 		} else {
-			oc := extractor.OfflineConfig{}
+			oc := extractor.OfflineConfig{Extra: extra}
 			if env.Stores != nil {
-				oc.Gazetteer = extractor.NewStoreGazetteer(env.Stores, *gazetteerTTL)
+				oc.Gazetteer = extractor.NewCatalogGazetteer(env.Stores, *gazetteerTTL)
 			} else {
 				env.Log.Warn("offline extraction without --redis: only document entities, no catalog mentions")
 			}

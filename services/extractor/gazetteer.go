@@ -1,0 +1,227 @@
+package extractor
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+//go:embed gazetteer.yaml
+var gazetteerYAML []byte
+
+// DefaultGazetteerYAML returns the bundled gazetteer document.
+func DefaultGazetteerYAML() []byte { return bytes.Clone(gazetteerYAML) }
+
+type gazetteerFile struct {
+	Version int `yaml:"version"`
+	Groups  []struct {
+		Category string   `yaml:"category"`
+		Type     string   `yaml:"type"`
+		Names    []string `yaml:"names"`
+	} `yaml:"groups"`
+}
+
+// ParseGazetteer parses a gazetteer document (the form of the bundled
+// gazetteer.yaml): groups of "Name | alias | alias" lines with an entity
+// type and a category. A spelling prefixed with "~" is an ordinary word
+// too and matches only where written as a name.
+func ParseGazetteer(data []byte) (StaticGazetteer, error) {
+	var f gazetteerFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("decoding gazetteer: %w", err)
+	}
+	if f.Version != 1 {
+		return nil, fmt.Errorf("decoding gazetteer: version %d, want 1", f.Version)
+	}
+	var out StaticGazetteer
+	ids := map[string]string{} // id -> the line that defined it
+	for _, g := range f.Groups {
+		typ := resolve.Type(g.Type)
+		if typ == "" {
+			return nil, fmt.Errorf("decoding gazetteer: group %q has no type", g.Category)
+		}
+		for _, line := range g.Names {
+			var spellings []string
+			for _, s := range strings.Split(line, "|") {
+				if s = strings.TrimSpace(s); s != "" {
+					spellings = append(spellings, s)
+				}
+			}
+			if len(spellings) == 0 {
+				return nil, fmt.Errorf("decoding gazetteer: empty name in group %q", g.Category)
+			}
+			name := strings.TrimPrefix(spellings[0], "~")
+			id := resolve.ID(typ, name)
+			if prev, dup := ids[id]; dup {
+				return nil, fmt.Errorf("decoding gazetteer: %q and %q are both %s", prev, line, id)
+			}
+			ids[id] = line
+			_, key := resolve.SplitID(id)
+			for _, s := range spellings {
+				word := strings.HasPrefix(s, "~")
+				out = append(out, Entry{ID: id, Type: typ, Name: strings.TrimPrefix(s, "~"), Key: key,
+					Category: g.Category, AsName: word, Display: name})
+			}
+		}
+	}
+	return out, nil
+}
+
+// DefaultGazetteer parses the bundled gazetteer.
+func DefaultGazetteer() (StaticGazetteer, error) { return ParseGazetteer(gazetteerYAML) }
+
+// LoadGazetteer reads and parses a gazetteer file.
+func LoadGazetteer(path string) (StaticGazetteer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading gazetteer: %w", err)
+	}
+	g, err := ParseGazetteer(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, nil
+}
+
+// LoadGazetteers reads the gazetteer files of a comma-separated list
+// (empty: none), in order.
+func LoadGazetteers(list string) (StaticGazetteer, error) {
+	var out StaticGazetteer
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		g, err := LoadGazetteer(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g...)
+	}
+	return out, nil
+}
+
+// CatalogTypes are the entity types a catalog defines.
+func CatalogTypes() []string {
+	return []string{"service", "component", "system", "resource", "team", "group", "api", "domain", "datastore"}
+}
+
+// catalogRank is the highest name rank of a catalog fragment
+// (store.EntityContribution.NameRank: 0 catalog title, 1 catalog name).
+const catalogRank = 1
+
+// CatalogGazetteer lists the entities a tenant's service catalog defines,
+// read from the graph store: only fragments a catalog made (name rank 0
+// or 1) count, so what other documents mention never changes what a
+// document extracts. Cached per tenant for TTL so that a burst of
+// documents costs one scan; a catalog change shows up after at most TTL.
+type CatalogGazetteer struct {
+	gs    store.GraphStore
+	ttl   time.Duration
+	types map[string]bool
+	now   func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	entries []Entry
+	at      time.Time
+}
+
+// NewCatalogGazetteer returns a catalog gazetteer over gs (TTL default 30s).
+func NewCatalogGazetteer(gs store.GraphStore, ttl time.Duration) *CatalogGazetteer {
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	types := map[string]bool{}
+	for _, t := range CatalogTypes() {
+		types[t] = true
+	}
+	return &CatalogGazetteer{gs: gs, ttl: ttl, types: types, now: time.Now, cache: map[string]cached{}}
+}
+
+// Entries implements Gazetteer.
+func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry, error) {
+	g.mu.Lock()
+	c, ok := g.cache[tenant]
+	g.mu.Unlock()
+	if ok && g.now().Sub(c.at) < g.ttl {
+		return c.entries, nil
+	}
+	ents, err := g.gs.EntitiesByType(ctx, tenant, "")
+	if err != nil {
+		return nil, fmt.Errorf("listing entities of tenant %s: %w", tenant, err)
+	}
+	var out []Entry
+	for _, e := range ents {
+		if !g.types[e.Type] {
+			continue
+		}
+		_, key := resolve.SplitID(e.ID)
+		seen := map[string]bool{}
+		for _, f := range e.Sources {
+			name := strings.TrimSpace(f.Name)
+			if f.NameRank > catalogRank || name == "" || seen[name] {
+				continue
+			}
+			seen[name] = true
+			out = append(out, CatalogEntry(e.ID, e.Type, name, key))
+		}
+	}
+	// An empty list is not cached: it is what a tenant looks like just
+	// before its catalog import is applied.
+	if len(out) > 0 {
+		g.mu.Lock()
+		g.cache[tenant] = cached{entries: out, at: g.now()}
+		g.mu.Unlock()
+	}
+	return out, nil
+}
+
+// CatalogEntry is the gazetteer entry of a catalog entity's name: a name
+// that is also an ordinary word ("Issues", "Pages") matches only where
+// written as a name.
+func CatalogEntry(id, typ, name, key string) Entry {
+	return Entry{ID: id, Type: typ, Name: name, Key: key, Catalog: true, AsName: OrdinaryWord(name)}
+}
+
+// OrdinaryWord reports whether name is a single ordinary English word of
+// postmortem prose ("Issues", "Pages", "Search"): a catalog title like it
+// links only where written as a name.
+func OrdinaryWord(name string) bool {
+	w := strings.ToLower(strings.TrimSpace(name))
+	if w == "" || strings.IndexFunc(w, func(r rune) bool { return r < 'a' || r > 'z' }) >= 0 {
+		return false
+	}
+	return ordinaryWords()[w] || ordinaryWords()[strings.TrimSuffix(w, "s")]
+}
+
+//go:embed words.txt
+var wordsTxt string
+
+// ordinaryWords is the set of words.txt, parsed once.
+var ordinaryWords = sync.OnceValue(func() map[string]bool {
+	set := map[string]bool{}
+	for _, line := range strings.Split(wordsTxt, "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		for _, w := range strings.Fields(line) {
+			set[w] = true
+		}
+	}
+	return set
+})

@@ -1,0 +1,343 @@
+package extractor
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// Name discovery: names no gazetteer knows, found from their shape alone
+// (no corpus statistics): code-like identifiers ending in a head noun
+// ("rate-limiter", "orders-db", "checkout-api"), host names ("db1005",
+// "cr2-esams"), CamelCase names ("MultiWriteBagOStuff"), capitalised words
+// or acronyms before a head noun ("DNS resolver", "Cert Manager") and
+// acronyms a document uses more than once. Stop lists keep out ordinary
+// words, adjectives, URL query parameters, SQL and quoted log lines.
+
+// DefaultComponentHeads are head nouns of infrastructure component names.
+func DefaultComponentHeads() []string {
+	return []string{"agent", "balancer", "broker", "brokers", "bus", "cache", "collector", "controller", "daemon",
+		"database", "db", "exporter", "flag", "flags", "indexer", "ingress", "limiter", "manager",
+		"operator", "proxy", "queue", "registry", "resolver", "router", "scheduler", "server",
+		"shipper", "sidecar", "store", "webhook"}
+}
+
+// DefaultServiceHeads are head nouns of service names.
+func DefaultServiceHeads() []string {
+	return []string{"api", "service", "svc", "gateway", "worker", "frontend", "backend"}
+}
+
+// TypeHost is the entity type of discovered host and device names.
+const TypeHost = "host"
+
+// componentFinder finds names shaped like infrastructure components.
+type componentFinder struct {
+	ident, pair, host, camel, acronym *regexp.Regexp
+	heads                             map[string]string // head noun -> entity type
+}
+
+func newComponentFinder(components, services []string) *componentFinder {
+	h := make(map[string]string, len(components)+len(services))
+	for _, w := range components {
+		h[strings.ToLower(w)] = "component"
+	}
+	for _, w := range services {
+		h[strings.ToLower(w)] = "service"
+	}
+	return &componentFinder{
+		ident: regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b`),
+		pair:  regexp.MustCompile(`\b([A-Z][A-Za-z0-9]+) ([A-Za-z]+)\b`),
+		// db1005, mw1234, labstore1005, cr2-esams, asw-d2-sdtpa,
+		// ip-10-0-32-54: lower-case letters with digits, maybe dashed.
+		host:    regexp.MustCompile(`\b[a-z]{2,}[0-9]{3,}(?:\.[a-z]+)*\b|\b[a-z]+[0-9]+(?:-[a-z0-9]+)+\b|\b[a-z]+(?:-[a-z0-9]+)*-[a-z]*[0-9][a-z0-9]*(?:-[a-z0-9]+)*\b`),
+		camel:   regexp.MustCompile(`\b[A-Z][a-z0-9]+(?:[A-Z]+[a-z0-9]+)+\b`),
+		acronym: regexp.MustCompile(`\b[A-Z]{3,6}\b`),
+		heads:   h,
+	}
+}
+
+type span struct {
+	start, end int
+	text, typ  string
+}
+
+// functionWord reports whether w cannot be part of a discovered name:
+// determiners, prepositions and prefixes that make "in-service",
+// "self-service" or "service-to-service" phrases, not names.
+func functionWord(w string) bool {
+	switch strings.ToLower(w) {
+	case "the", "a", "an", "this", "that", "our", "each", "every", "all", "any", "its", "their", "new", "old",
+		"one", "no", "some", "which", "when", "if", "web", "in", "to", "of", "on", "at", "by", "for", "from",
+		"with", "self", "multi", "non", "cross", "per", "pre", "re", "sub", "micro", "var", "de", "un", "co",
+		"out", "off", "up", "down", "over", "under", "and", "or", "not", "is", "be", "as", "via", "front",
+		"back", "end", "user", "customer", "internal", "external", "x", "e", "i", "my", "your":
+		return true
+	}
+	return false
+}
+
+// adjectiveLike reports whether w reads as an adjective, adverb or verb
+// form ("Intermittent", "Reducing", "Affected"), never a name's first word.
+func adjectiveLike(w string) bool {
+	l := strings.ToLower(w)
+	if ordinaryWords()[l] {
+		return true
+	}
+	for _, suf := range []string{"ing", "ed", "ly", "ent", "ant", "ive", "al", "ous", "ful", "able", "ible", "less", "ary", "ic"} {
+		if len(l) > len(suf)+2 && strings.HasSuffix(l, suf) {
+			return true
+		}
+	}
+	return false
+}
+
+// commonAcronym reports whether an upper-case word is a common acronym of
+// prose, protocols, time zones or SQL rather than a system's name.
+func commonAcronym(w string) bool {
+	switch w {
+	case "API", "APIS", "URL", "URI", "HTTP", "HTTPS", "TCP", "UDP", "DNS", "TLS", "SSL", "SSH", "FTP", "SMTP", "IMAP",
+		"UTC", "GMT", "PST", "PDT", "EST", "EDT", "CET", "CEST", "BST", "IST", "JST", "AEST", "MEZ",
+		"CPU", "GPU", "RAM", "SSD", "HDD", "IOPS", "NIC", "VM", "VMS", "OS", "IP", "IPV", "MTU", "BGP", "LAN", "WAN",
+		"RCA", "SRE", "SLA", "SLO", "SLI", "TTL", "TTR", "MTTR", "ETA", "EOD", "FAQ", "TODO", "TBD", "FYI", "ASAP",
+		"IRC", "PR", "PRS", "CI", "CD", "QA", "UAT", "PROD", "DEV", "OPS", "IT", "HR", "CEO", "CTO", "VP", "USA", "EU",
+		"JSON", "YAML", "XML", "HTML", "CSS", "CSV", "SQL", "UTF", "ASCII", "ID", "IDS", "UUID", "GUID", "KB", "MB",
+		"GB", "TB", "PB", "MS", "NOTE", "WARN", "INFO", "ERROR", "DEBUG", "FATAL", "CRIT", "CRITICAL", "OK", "PROBLEM",
+		"RECOVERY", "WARNING", "UNKNOWN", "NOT", "AND", "OR", "THE", "FOR", "WITH", "FROM", "ALL", "NEW", "AM", "PM",
+		"SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "TABLE", "INDEX", "WHERE", "JOIN",
+		"GROUP", "ORDER", "LIMIT", "VALUES", "INTO", "SET", "NULL", "TRUE", "FALSE", "GET", "POST", "PUT", "PATCH",
+		"HEAD", "DATABASE", "CVE", "ACL", "ACLS", "RBAC", "MFA", "SSO", "VPN", "NAT", "CDN", "LB", "AZ", "AZS",
+		"DC", "TOR", "PDU", "UPS", "HVAC", "SAN", "NAS", "RAID", "ECC", "DIMM", "BIOS", "IDRAC", "ILO", "IPMI",
+		"UI", "UX", "CLI", "SDK", "GUI", "MVP", "POC", "KPI", "RPC", "GRPC", "REST", "SOAP", "AJAX", "CORS",
+		"APAC", "EMEA", "LATAM", "AMER", "OOM", "GC", "PID", "TPS", "QPS", "RPS", "RTT", "P50", "P95", "P99", "AWS", "GCP", "EKS", "US":
+		return true
+	}
+	return false
+}
+
+// codeState reports whether a CamelCase word is a state or status name of
+// a system ("CrashLoopBackOff", "NotReady"), not a component.
+func codeState(w string) bool {
+	switch w {
+	case "CrashLoopBackOff", "NotReady", "ImagePullBackOff", "ErrImagePull", "OOMKilled", "ContainerCreating",
+		"NodeNotReady", "PodInitializing", "CreateContainerConfigError", "DeadlineExceeded", "NotFound",
+		"BadRequest", "InternalServerError", "ServiceUnavailable", "GatewayTimeout", "TooManyRequests",
+		"RequestIsNotValidJson", "ReadOnly", "YouTube", "JavaScript", "TypeScript", "PowerPoint", "LinkedIn",
+		"WhatsApp", "iPhone", "McDonald", "PhD", "PostMortem", "PostMortems", "DevOps", "GitOps", "SecOps",
+		"FinOps", "MLOps", "NoSQL", "OAuth", "TODO":
+		return true
+	}
+	return false
+}
+
+// operationName reports whether a CamelCase word is an API operation
+// ("DescribeInstances", "CreateTopic"), an error or exception class
+// ("AttributeError") or a scheduler event ("FailedScheduling").
+func operationName(w string) bool {
+	for _, p := range []string{"Create", "Delete", "Describe", "List", "Get", "Update", "Run", "Add", "Put", "Set",
+		"Validate", "Load", "Fetch", "Remove", "Start", "Stop", "Failed", "Is", "Has", "On", "Handle", "Do", "Make"} {
+		if rest, ok := strings.CutPrefix(w, p); ok && rest != "" && rest[0] >= 'A' && rest[0] <= 'Z' {
+			return true
+		}
+	}
+	for _, suf := range []string{"Error", "Exception", "Type", "Errors", "Exceptions", "Event"} {
+		if strings.HasSuffix(w, suf) {
+			return true
+		}
+	}
+	return false
+}
+
+// quotedSpans are the byte ranges of text inside double quotes, backticks
+// or code fences: quoted error messages and log lines name no system.
+func quotedSpans(text string) []span {
+	var out []span
+	for _, q := range []string{"```", "`", "\"", "“"} {
+		closeQ := q
+		if q == "“" {
+			closeQ = "”"
+		}
+		for i := 0; i < len(text); {
+			s := strings.Index(text[i:], q)
+			if s < 0 {
+				break
+			}
+			s += i + len(q)
+			e := strings.Index(text[s:], closeQ)
+			if e < 0 || strings.Contains(text[s:s+e], "\n\n") {
+				break
+			}
+			out = append(out, span{start: s, end: s + e})
+			i = s + e + len(closeQ)
+		}
+	}
+	return out
+}
+
+// inURL reports whether text[s:e] is part of a URL, a path or a query
+// string ("?var-service=x", "/dashboard/db/kafka-exporter").
+func inURL(text string, s, e int) bool {
+	if s > 0 && strings.ContainsRune("=?&/:#%.@", rune(text[s-1])) {
+		return true
+	}
+	if e < len(text) && strings.ContainsRune("=/?&%@(", rune(text[e])) {
+		return true
+	}
+	// A token of the same whitespace-delimited word that looks like a URL.
+	ws := strings.LastIndexAny(text[:s], " \t\n(<[") + 1
+	we := strings.IndexAny(text[e:], " \t\n)>]")
+	if we < 0 {
+		we = len(text)
+	} else {
+		we += e
+	}
+	tok := text[ws:we]
+	return strings.Contains(tok, "://") || strings.HasPrefix(tok, "www.") || strings.Contains(tok, "=")
+}
+
+func (f *componentFinder) find(text string) []span {
+	quoted := quotedSpans(text)
+	var out []span
+	add := func(s span) {
+		if overlapsSpans(quoted, s.start, s.end) || overlapsSpans(out, s.start, s.end) {
+			return
+		}
+		out = append(out, s)
+	}
+	for _, loc := range f.ident.FindAllStringIndex(text, -1) {
+		s, e := loc[0], loc[1]
+		// Not part of a longer dotted or slashed name (a URL, a path).
+		if (s > 0 && strings.ContainsRune("./-_", rune(text[s-1]))) || (e < len(text) && strings.ContainsRune("/-_", rune(text[e]))) {
+			continue
+		}
+		if inURL(text, s, e) {
+			continue
+		}
+		w := text[s:e]
+		parts := strings.FieldsFunc(w, func(r rune) bool { return r == '-' || r == '_' })
+		typ := f.heads[strings.ToLower(parts[len(parts)-1])]
+		if typ == "" || functionWord(parts[0]) || len(parts) > 1 && functionWord(parts[len(parts)-2]) {
+			continue
+		}
+		add(span{s, e, w, typ})
+	}
+	for _, loc := range f.host.FindAllStringIndex(text, -1) {
+		s, e := loc[0], loc[1]
+		if (s > 0 && strings.ContainsRune("./-_", rune(text[s-1]))) || inURL(text, s, e) || !hostName(text[s:e]) {
+			continue
+		}
+		add(span{s, e, text[s:e], TypeHost})
+	}
+	for _, loc := range f.camel.FindAllStringIndex(text, -1) {
+		s, e := loc[0], loc[1]
+		w := text[s:e]
+		if codeState(w) || operationName(w) || inURL(text, s, e) || (s > 0 && strings.ContainsRune("./-_$:", rune(text[s-1]))) {
+			continue
+		}
+		add(span{s, e, w, "component"})
+	}
+	// Pairs may overlap ("The DNS resolver"): after each candidate the
+	// search resumes at its second word.
+	for pos := 0; pos < len(text); {
+		m := f.pair.FindStringSubmatchIndex(text[pos:])
+		if m == nil {
+			break
+		}
+		for i := range m {
+			m[i] += pos
+		}
+		pos = m[4]
+		first, head := text[m[2]:m[3]], text[m[4]:m[5]]
+		// Two words are a component name only: "AWS service" is prose.
+		if functionWord(first) || f.heads[strings.ToLower(head)] != "component" {
+			continue
+		}
+		if m[0] > 0 && strings.ContainsRune("-_.", rune(text[m[0]-1])) {
+			continue
+		}
+		// An acronym (DNS) or a capitalised name (Cert Manager), never an
+		// ordinary word or an adjective ("Intermittent database"), SQL
+		// ("CREATE DATABASE") or a word that only starts a sentence.
+		acronym := strings.ToUpper(first) == first && len(first) >= 2
+		if acronym && (commonAcronym(first) && first != "DNS" || strings.ToUpper(head) == head) {
+			continue
+		}
+		if !acronym && (adjectiveLike(first) || startsSentence(text, m[0]) && head[0] >= 'a') {
+			continue
+		}
+		add(span{m[0], m[1], text[m[0]:m[1]], "component"})
+	}
+	// Acronyms the text uses at least twice ("KIAM", "OCG"), outside SQL
+	// and log lines written in capitals.
+	counts := map[string]int{}
+	locs := f.acronym.FindAllStringIndex(text, -1)
+	for _, loc := range locs {
+		counts[text[loc[0]:loc[1]]]++
+	}
+	for _, loc := range locs {
+		s, e := loc[0], loc[1]
+		w := text[s:e]
+		if counts[w] < 2 || commonAcronym(w) || ordinaryWords()[strings.ToLower(w)] || strings.IndexFunc(w, unicode.IsLetter) < 0 || inURL(text, s, e) ||
+			capsNeighbour(text, s, e) {
+			continue
+		}
+		add(span{s, e, w, "component"})
+	}
+	return out
+}
+
+// hostName reports whether w is shaped like a host or network device name
+// rather than a version, a region, a hash or a unit.
+func hostName(w string) bool {
+	l := strings.ToLower(w)
+	for _, p := range []string{"us-", "eu-", "ap-", "sa-", "ca-", "me-", "af-", "asia-", "europe-", "northamerica-",
+		"southamerica-", "australia-", "sha", "md5", "utf", "ipv", "http", "log4", "x86", "arm64", "amd64", "win",
+		"rfc", "iso", "cve-", "wmf-", "php", "python", "java", "node", "go1", "v1", "v2", "t2", "t3", "m5", "c5", "r5",
+		"covid", "top", "last", "first", "pre-", "post-", "non-", "re-", "co-", "on-", "in-", "the-", "gen"} {
+		if strings.HasPrefix(l, p) {
+			return false
+		}
+	}
+	digits := 0
+	for _, r := range l {
+		if unicode.IsDigit(r) {
+			digits++
+		}
+	}
+	return digits > 0 && digits < len(l)-1
+}
+
+// capsNeighbour reports whether the word at text[s:e] stands next to
+// another upper-case word: a line of SQL or a shouted log line.
+func capsNeighbour(text string, s, e int) bool {
+	next := strings.TrimLeft(text[e:], " ")
+	i := 0
+	for i < len(next) && next[i] >= 'A' && next[i] <= 'Z' {
+		i++
+	}
+	if i >= 2 {
+		return true
+	}
+	prev := strings.TrimRight(text[:s], " ")
+	j := len(prev)
+	for j > 0 && prev[j-1] >= 'A' && prev[j-1] <= 'Z' {
+		j--
+	}
+	return len(prev)-j >= 2
+}
+
+func startsSentence(text string, i int) bool {
+	j := i - 1
+	for j >= 0 && (text[j] == ' ' || text[j] == '\t') {
+		j--
+	}
+	return j < 0 || strings.ContainsRune(".!?\n:#|*", rune(text[j]))
+}
+
+func overlapsSpans(ss []span, start, end int) bool {
+	for _, s := range ss {
+		if s.start < end && start < s.end {
+			return true
+		}
+	}
+	return false
+}
