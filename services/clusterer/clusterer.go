@@ -6,8 +6,6 @@ package clusterer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kgstream/kgstream/pkg/events"
@@ -99,6 +98,15 @@ type Config struct {
 	WeightBy string
 	// Partitioner clusters the graph (default Components).
 	Partitioner Partitioner
+	// FullEvery makes every FullEvery-th re-clustering of a tenant a full
+	// one, from scratch, and the runs between incremental, from the
+	// previous partition (see stable.go). 0 (the default) makes every run
+	// full; 1 too.
+	FullEvery int
+	// MaxClusterSize is the size from which an incremental run splits a
+	// changed level-0 community with the Partitioner, as hierarchical
+	// Leiden does (default 10, GraphRAG's).
+	MaxClusterSize int
 	// Tick is how often Run checks for tenants due for re-clustering
 	// (default Quiet/4, at least 10ms).
 	Tick time.Duration
@@ -123,6 +131,9 @@ func (c *Config) setDefaults() {
 	if c.Partitioner == nil {
 		c.Partitioner = Components
 	}
+	if c.MaxClusterSize == 0 {
+		c.MaxClusterSize = 10
+	}
 	if c.Tick == 0 {
 		c.Tick = max(c.Quiet/4, 10*time.Millisecond)
 	}
@@ -138,6 +149,9 @@ func (c Config) Validate() error {
 	}
 	if c.Tick <= 0 {
 		return errors.New("clusterer: Tick must be > 0")
+	}
+	if c.FullEvery < 0 || c.MaxClusterSize < 1 {
+		return errors.New("clusterer: need FullEvery >= 0 and MaxClusterSize >= 1")
 	}
 	if c.WeightBy != "sources" && c.WeightBy != "strength" {
 		return fmt.Errorf("clusterer: WeightBy must be sources or strength, not %q", c.WeightBy)
@@ -180,8 +194,15 @@ type Worker struct {
 	// built from, not with the provisional state.
 	computed map[string]map[string]store.Community
 	// owed holds, per tenant, an announcement whose publish failed after
-	// its communities were stored; the next run announces it too.
-	owed map[string]*events.CommunitiesChanged
+	// its communities were stored; the next run announces it too. owedKV
+	// records it durably (see owed.go).
+	owed   map[string]*events.CommunitiesChanged
+	owedKV jetstream.KeyValue
+	// weights holds, per tenant, the pair weights of the last stored run,
+	// and sinceFull the incremental runs since the last full one: an
+	// incremental run frees the endpoints of the pairs whose weight changed.
+	weights   map[string]map[pairKey]float64
+	sinceFull map[string]int
 
 	duration    *prometheus.HistogramVec
 	changed     *prometheus.CounterVec
@@ -205,6 +226,7 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 	}
 	w := &Worker{cfg: cfg, bus: bus, st: st, log: log, dirty: map[string]*pending{}, kick: make(chan struct{}, 1), now: cfg.Now,
 		computed: map[string]map[string]store.Community{}, owed: map[string]*events.CommunitiesChanged{},
+		weights: map[string]map[pairKey]float64{}, sinceFull: map[string]int{},
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kgstream_recluster_duration_seconds", Help: "Time to re-cluster one tenant graph.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
@@ -241,7 +263,8 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 
 // Run consumes graph changes and re-clusters until ctx is cancelled. At
 // start it re-clusters every tenant once, so changes acknowledged before a
-// crash are never lost. Between re-clusterings it gives new entities their
+// crash are never lost, after republishing the announcements an earlier
+// process stored but did not publish (see owed.go). Between re-clusterings it gives new entities their
 // strongest neighbour's communities (see Assign).
 func (w *Worker) Run(ctx context.Context) error {
 	tenants, err := w.st.GraphTenants(ctx)
@@ -250,6 +273,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	for _, t := range tenants {
 		w.markDirty(t, time.Time{}, nil)
+	}
+	if _, err := w.PublishOwed(ctx); err != nil {
+		// What could not be republished stays owed and rides on the next run.
+		w.log.Warn("republishing owed announcements", "error", err)
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -365,8 +392,21 @@ func (w *Worker) takeTouched() map[string][]string {
 	return out
 }
 
-// Recluster clusters a tenant's graph now and announces what changed.
+// Recluster clusters a tenant's graph now and announces what changed:
+// from scratch (GraphRAG's partition) for the first run, every FullEvery-th
+// run, and whenever the previous run's weights are unknown; otherwise
+// incrementally from the previous partition (see stable.go).
 func (w *Worker) Recluster(ctx context.Context, tenant string) error {
+	return w.recluster(ctx, tenant, false)
+}
+
+// ReclusterFull clusters a tenant's graph from scratch now, as the first
+// run does, and announces what changed.
+func (w *Worker) ReclusterFull(ctx context.Context, tenant string) error {
+	return w.recluster(ctx, tenant, true)
+}
+
+func (w *Worker) recluster(ctx context.Context, tenant string, forceFull bool) error {
 	w.commMu.Lock()
 	defer w.commMu.Unlock()
 	oldest := w.take(tenant)
@@ -375,15 +415,29 @@ func (w *Worker) Recluster(ctx context.Context, tenant string) error {
 	if err != nil {
 		return fmt.Errorf("reading graph: %w", err)
 	}
-	comms, err := w.build(ctx, g)
-	if err != nil {
-		return err
-	}
 	prev, err := w.st.Communities(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("reading communities: %w", err)
 	}
 	prev = w.asComputed(tenant, prev)
+	wg := w.weighted(g)
+	last := w.weights[tenant]
+	full := forceFull || w.cfg.FullEvery == 0 || last == nil || len(prev) == 0 || w.sinceFull[tenant]+1 >= w.cfg.FullEvery
+	var rows []Row
+	switch {
+	case len(wg.edges) == 0:
+	case full:
+		rows, err = w.cfg.Partitioner(ctx, wg.edges)
+	default:
+		rows, err = w.stableRows(ctx, wg.edges, prev, last)
+	}
+	if err != nil {
+		return fmt.Errorf("partitioning: %w", err)
+	}
+	comms, err := w.fromRows(ctx, g, wg, rows)
+	if err != nil {
+		return err
+	}
 	run, err := w.st.LastRun(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("reading last run: %w", err)
@@ -393,10 +447,26 @@ func (w *Worker) Recluster(ctx context.Context, tenant string) error {
 		comms[i].Run = run
 	}
 	changed, refreshed, removed := Diff(prev, comms)
+	ev := &events.CommunitiesChanged{Header: events.Header{Tenant: tenant}, Run: run, Changed: changed,
+		Refreshed: refreshed, Removed: removed, OldestReceivedAt: oldest}
+	if o := w.owed[tenant]; o != nil {
+		mergeOwed(ev, o, comms)
+	}
+	// The announcement is recorded before the run is stored, so a process
+	// dying before it is published leaves it behind (see owed.go).
+	if err := w.recordOwed(ctx, ev); err != nil {
+		return err
+	}
 	if err := w.st.ReplaceCommunities(ctx, tenant, run, comms); err != nil {
 		return fmt.Errorf("storing communities: %w", err)
 	}
 	delete(w.computed, tenant)
+	w.weights[tenant] = pairWeights(wg.edges)
+	if full {
+		w.sinceFull[tenant] = 0
+	} else {
+		w.sinceFull[tenant]++
+	}
 	w.duration.WithLabelValues(tenant).Observe(time.Since(start).Seconds())
 	w.total.WithLabelValues(tenant).Set(float64(len(comms)))
 	w.lastChanged.WithLabelValues(tenant).Set(float64(len(changed)))
@@ -404,11 +474,6 @@ func (w *Worker) Recluster(ctx context.Context, tenant string) error {
 	w.changed.WithLabelValues("changed").Add(float64(len(changed)))
 	w.changed.WithLabelValues("refreshed").Add(float64(len(refreshed)))
 	w.changed.WithLabelValues("removed").Add(float64(len(removed)))
-	ev := &events.CommunitiesChanged{Header: events.Header{Tenant: tenant}, Run: run, Changed: changed,
-		Refreshed: refreshed, Removed: removed, OldestReceivedAt: oldest}
-	if o := w.owed[tenant]; o != nil {
-		mergeOwed(ev, o, comms)
-	}
 	// The communities are stored: announce them even if shutdown began
 	// meanwhile, or the next run (diffing against them) would never do so.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -421,8 +486,12 @@ func (w *Worker) Recluster(ctx context.Context, tenant string) error {
 		return fmt.Errorf("announcing communities: %w", err)
 	}
 	delete(w.owed, tenant)
+	if err := w.clearOwed(pctx, tenant); err != nil {
+		// Published: a record left behind is only announced again.
+		w.log.Warn("clearing the owed announcement failed", "tenant", tenant, "run", run, "error", err)
+	}
 	w.bus.ObserveLag("communities", ev.OldestReceivedAt)
-	w.log.Info("re-clustered", "tenant", tenant, "run", run, "communities", len(comms),
+	w.log.Info("re-clustered", "tenant", tenant, "run", run, "full", full, "communities", len(comms),
 		"changed", len(ev.Changed), "refreshed", len(ev.Refreshed), "removed", len(ev.Removed), "took", time.Since(start))
 	return nil
 }
@@ -529,15 +598,8 @@ func sameSources(a, b []provenance.SourceRef) bool {
 	return true
 }
 
-// MemberHash is the hash of a sorted member set.
-func MemberHash(members []string) string {
-	h := sha256.New()
-	for _, m := range members {
-		h.Write([]byte(m))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
+// MemberHash is the hash of a sorted member set (store.MemberHash).
+func MemberHash(members []string) string { return store.MemberHash(members) }
 
 // CommunityID is stable for a member set at a level: a community whose
 // members do not change keeps its id across runs.
@@ -615,6 +677,29 @@ func graphRAGOrder(edges []WeightedEdge, ents map[string]store.Entity) {
 }
 
 func (w *Worker) build(ctx context.Context, g store.Graph) ([]store.Community, error) {
+	wg := w.weighted(g)
+	var rows []Row
+	if len(wg.edges) > 0 {
+		var err error
+		rows, err = w.cfg.Partitioner(ctx, wg.edges)
+		if err != nil {
+			return nil, fmt.Errorf("partitioning: %w", err)
+		}
+	}
+	return w.fromRows(ctx, g, wg, rows)
+}
+
+// weightedGraph is a tenant graph as the partitioner sees it: one
+// undirected weighted edge per entity pair, in GraphRAG's order, plus what
+// community sources are computed from.
+type weightedGraph struct {
+	edges []WeightedEdge
+	ents  map[string]store.Entity
+	adj   map[string][]store.Edge
+}
+
+// weighted turns a snapshot into its weighted pair graph.
+func (w *Worker) weighted(g store.Graph) weightedGraph {
 	ents := make(map[string]store.Entity, len(g.Entities))
 	for _, e := range g.Entities {
 		ents[e.ID] = e
@@ -643,14 +728,13 @@ func (w *Worker) build(ctx context.Context, g store.Graph) ([]store.Community, e
 		edges = append(edges, WeightedEdge{Source: p.a, Target: p.b, Weight: wt.weight()})
 	}
 	graphRAGOrder(edges, ents)
-	var rows []Row
-	if len(edges) > 0 {
-		var err error
-		rows, err = w.cfg.Partitioner(ctx, edges)
-		if err != nil {
-			return nil, fmt.Errorf("partitioning: %w", err)
-		}
-	}
+	return weightedGraph{edges: edges, ents: ents, adj: adj}
+}
+
+// fromRows turns a partition into communities: ids from member sets,
+// parents and children from the rows, sources from the graph.
+func (w *Worker) fromRows(ctx context.Context, g store.Graph, wg weightedGraph, rows []Row) ([]store.Community, error) {
+	ents, adj := wg.ents, wg.adj
 	// Entities without an edge still belong somewhere: each is its own
 	// level-0 community, so every document stays covered.
 	clustered := map[string]bool{}

@@ -3,6 +3,7 @@ package clusterer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
@@ -58,26 +59,28 @@ func (w *Worker) Assign(ctx context.Context, tenant string, ids []string) error 
 	}
 	w.commMu.Lock()
 	defer w.commMu.Unlock()
-	comms, err := w.st.Communities(ctx, tenant)
-	if err != nil {
-		return fmt.Errorf("reading communities: %w", err)
-	}
-	if len(comms) == 0 {
-		return nil
-	}
 	run, err := w.st.LastRun(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("reading last run: %w", err)
 	}
-	in := map[string][]int{} // entity -> indexes of the communities holding it
-	for i, c := range comms {
+	if run == 0 {
+		return nil
+	}
+	// Only the communities of the entities and of their neighbours are
+	// read (through the member index) and only the grown ones written.
+	own, err := w.st.CommunitiesOf(ctx, tenant, ids)
+	if err != nil {
+		return fmt.Errorf("reading the communities of %d entities: %w", len(ids), err)
+	}
+	clustered := map[string]bool{}
+	for _, c := range own {
 		for _, m := range c.Members {
-			in[m] = append(in[m], i)
+			clustered[m] = true
 		}
 	}
 	var fresh []string
 	for _, id := range ids {
-		if len(in[id]) == 0 {
+		if !clustered[id] {
 			fresh = append(fresh, id)
 		}
 	}
@@ -107,6 +110,23 @@ func (w *Worker) Assign(ctx context.Context, tenant string, ids []string) error 
 			c.edges = append(c.edges, es...)
 		}
 		cands = append(cands, c)
+	}
+	var neighbours []string
+	for _, c := range cands {
+		for _, e := range c.edges {
+			neighbours = append(neighbours, e.Source, e.Target)
+		}
+	}
+	slices.Sort(neighbours)
+	comms, err := w.st.CommunitiesOf(ctx, tenant, slices.Compact(neighbours))
+	if err != nil {
+		return fmt.Errorf("reading the communities of %d neighbours: %w", len(neighbours), err)
+	}
+	in := map[string][]int{} // entity -> indexes of the communities holding it
+	for i, c := range comms {
+		for _, m := range c.Members {
+			in[m] = append(in[m], i)
+		}
 	}
 
 	// Rounds: an entity joins when a neighbour is clustered at the start of
@@ -154,8 +174,14 @@ func (w *Worker) Assign(ctx context.Context, tenant string, ids []string) error 
 	if assigned == 0 {
 		return nil
 	}
-	if err := w.st.ReplaceCommunities(ctx, tenant, run, comms); err != nil {
-		return fmt.Errorf("storing provisional communities: %w", err)
+	changed := make([]store.Community, 0, len(grown))
+	for i := range comms {
+		if grown[i] {
+			changed = append(changed, comms[i])
+		}
+	}
+	if err := w.st.UpdateCommunities(ctx, tenant, run, changed); err != nil {
+		return fmt.Errorf("storing %d provisional communities: %w", len(changed), err)
 	}
 	w.log.Info("new entities joined their strongest neighbour's communities", "tenant", tenant,
 		"assigned", assigned, "waiting", len(cands), "communities_grown", len(grown))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/events"
@@ -265,4 +266,71 @@ func TestAssignViaRun(t *testing.T) {
 		}
 	}
 	require.Equal(t, int64(1), lastRun(t, e.st))
+}
+
+// countingStore is the real store, counting the whole-tenant community
+// reads and writes and recording the ids of in-place updates.
+type countingStore struct {
+	clusterer.Stores
+	mu               sync.Mutex
+	listed, replaced int
+	updated          []string
+}
+
+func (s *countingStore) Communities(ctx context.Context, tenant string) ([]store.Community, error) {
+	s.mu.Lock()
+	s.listed++
+	s.mu.Unlock()
+	return s.Stores.Communities(ctx, tenant)
+}
+
+func (s *countingStore) ReplaceCommunities(ctx context.Context, tenant string, run int64, cs []store.Community) error {
+	s.mu.Lock()
+	s.replaced++
+	s.mu.Unlock()
+	return s.Stores.ReplaceCommunities(ctx, tenant, run, cs)
+}
+
+func (s *countingStore) UpdateCommunities(ctx context.Context, tenant string, run int64, cs []store.Community) error {
+	s.mu.Lock()
+	for _, c := range cs {
+		s.updated = append(s.updated, c.ID)
+	}
+	s.mu.Unlock()
+	return s.Stores.UpdateCommunities(ctx, tenant, run, cs)
+}
+
+// TestAssignTouchesOnlyNeighbourCommunities: provisional placement reads
+// the communities of the new entities' neighbours through the member index
+// and writes back only the one that grew; a community far away is neither
+// listed nor rewritten.
+func TestAssignTouchesOnlyNeighbourCommunities(t *testing.T) {
+	var s scripted
+	s.set([]string{"service:a", "service:b"}, []string{"service:c", "service:d"}, []string{"service:p", "service:q"})
+	reg := prometheus.NewRegistry()
+	st := &countingStore{Stores: openStore(t)}
+	w, err := clusterer.New(clusterer.Config{Partitioner: s.partition}, startBus(t, reg), st, testLogger(t), reg)
+	require.NoError(t, err)
+	apply(t, st, "doc1", 1, map[string]string{"service:a": "a", "service:b": "b", "service:c": "c", "service:d": "d"},
+		edge("service:a", "calls", "service:b", 1), edge("service:c", "calls", "service:d", 1))
+	apply(t, st, "doc9", 1, map[string]string{"service:p": "p", "service:q": "q"}, edge("service:p", "calls", "service:q", 1))
+	require.NoError(t, w.Recluster(t.Context(), tenant))
+	before := communities(t, st)
+	require.Len(t, before, 3)
+	res := apply(t, st, "doc2", 1, map[string]string{"service:x": "x", "service:a": "a"}, edge("service:x", "calls", "service:a", 1))
+
+	st.listed, st.replaced = 0, 0
+	require.NoError(t, w.Assign(t.Context(), tenant, res.Touched))
+	require.Zero(t, st.listed, "no whole-tenant community read")
+	require.Zero(t, st.replaced, "no whole-tenant community write")
+	home := byMember(before, "service:a")
+	require.Equal(t, []string{home.ID}, st.updated, "only the grown community is written")
+	after := communities(t, st)
+	for i, c := range after {
+		if c.ID == home.ID {
+			require.Equal(t, []string{"service:a", "service:b", "service:x"}, c.Members)
+			continue
+		}
+		require.Equal(t, before[i], c)
+	}
 }

@@ -6,10 +6,16 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,11 +35,17 @@ import (
 type Config struct {
 	// MaxBodyBytes bounds request bodies (default 4 MiB).
 	MaxBodyBytes int64
+	// MaxEventBytes bounds a document's encoded event (default 32 MiB, what
+	// a 4 MiB body encodes to at worst); a larger one is refused with 413
+	// before anything is written. Events over a message travel by reference.
+	MaxEventBytes int64
 	// PublishTimeout bounds the wait for JetStream's acknowledgement (default 10s).
 	PublishTimeout time.Duration
 	// Graph, when set, enables re-resolution (POST /v1/entities/reresolve):
 	// stored extractions are re-published for the resolver to resolve again.
 	Graph store.GraphStore
+	// OutboxEvery is how often pending publishes are retried (default 10s).
+	OutboxEvery time.Duration
 	// Webhooks configures the receivers of POST /webhooks/{provider} (see
 	// LoadWebhooks); without providers the route answers 404.
 	Webhooks WebhooksConfig
@@ -43,8 +55,14 @@ func (c *Config) setDefaults() {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 4 << 20
 	}
+	if c.MaxEventBytes == 0 {
+		c.MaxEventBytes = 32 << 20
+	}
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = 10 * time.Second
+	}
+	if c.OutboxEvery == 0 {
+		c.OutboxEvery = 10 * time.Second
 	}
 	if c.Webhooks.DeliveryTTL == 0 {
 		c.Webhooks.DeliveryTTL = Duration(DefaultDeliveryTTL)
@@ -74,6 +92,7 @@ type Gateway struct {
 	// hooks are the webhook receivers by provider name.
 	hooks      map[string]*receiver
 	deliveries *deliveryLog
+	outbox     *outbox
 }
 
 // New returns a Gateway.
@@ -92,13 +111,16 @@ func New(cfg Config, registry store.Registry, bus *stream.Bus, a *auth.Authentic
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g := &Gateway{hooks: hooks, deliveries: &deliveryLog{js: bus.JetStream(), ttl: time.Duration(cfg.Webhooks.DeliveryTTL)}, cfg: cfg, registry: registry, bus: bus, auth: a, log: log, now: time.Now,
+	g := &Gateway{hooks: hooks, outbox: newOutbox(bus), deliveries: &deliveryLog{js: bus.JetStream(), ttl: time.Duration(cfg.Webhooks.DeliveryTTL)}, cfg: cfg, registry: registry, bus: bus, auth: a, log: log, now: time.Now,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_gateway_requests_total",
 			Help: "Gateway requests by route and status code.",
 		}, []string{"route", "code"}),
 	}
 	if reg != nil {
+		if err := reg.Register(g.outbox.gauge); err != nil {
+			return nil, fmt.Errorf("registering gateway metrics: %w", err)
+		}
 		if err := reg.Register(g.requests); err != nil {
 			return nil, fmt.Errorf("registering gateway metrics: %w", err)
 		}
@@ -107,16 +129,69 @@ func New(cfg Config, registry store.Registry, bus *stream.Bus, a *auth.Authentic
 }
 
 // Handler returns the gateway's routes.
+//
+// Paths under /v1/documents/ are routed here, not by ServeMux: a document id
+// is one escaped path segment and may hold '/' (as %2F) or be "." or ".."
+// (as %2E), and ServeMux would clean or redirect such paths (a 307 from
+// /v1/documents/a/../b to /v1/documents/b would delete b). An unclean path
+// is a JSON 400 instead.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/documents", g.route("documents.post", g.postDocument))
-	mux.Handle("DELETE /v1/documents/{id}", g.route("documents.delete", g.deleteDocument))
-	mux.Handle("PUT /v1/documents/{id}/acl", g.route("documents.acl", g.putACL))
 	mux.Handle("POST /v1/catalog", g.route("catalog.post", g.postCatalog))
 	mux.Handle("POST /v1/entities/reresolve", g.route("entities.reresolve", g.reresolve))
 	// Providers sign their deliveries instead of sending a bearer token.
 	mux.HandleFunc("POST /webhooks/{provider}", g.serveWebhook)
-	return mux
+	del := g.route("documents.delete", g.deleteDocument)
+	acl := g.route("documents.acl", g.putACL)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.EscapedPath()
+		if rest, ok := strings.CutPrefix(p, "/v1/documents/"); ok {
+			g.serveDocumentPath(w, r, rest, del, acl)
+			return
+		}
+		if strings.HasPrefix(p, "/webhooks/") && path.Clean(p) != p {
+			httpapi.WriteError(w, g.log, httpapi.Errorf(http.StatusBadRequest, "invalid_path", "the path %q is not clean", p))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// serveDocumentPath routes DELETE /v1/documents/{id} and
+// PUT /v1/documents/{id}/acl, rest being the escaped path after the prefix.
+func (g *Gateway) serveDocumentPath(w http.ResponseWriter, r *http.Request, rest string, del, acl http.Handler) {
+	segs := strings.Split(rest, "/")
+	for _, s := range segs {
+		if s == "" || s == "." || s == ".." {
+			httpapi.WriteError(w, g.log, httpapi.Errorf(http.StatusBadRequest, "invalid_path",
+				"the path has an empty or dot segment; escape '/' in an id as %%2F and '.' as %%2E"))
+			return
+		}
+	}
+	var h http.Handler
+	allow := ""
+	switch {
+	case len(segs) == 1:
+		h, allow = del, http.MethodDelete
+	case len(segs) == 2 && segs[1] == "acl":
+		h, allow = acl, http.MethodPut
+	default:
+		httpapi.WriteError(w, g.log, httpapi.Errorf(http.StatusNotFound, "not_found", "no route for %q", r.URL.EscapedPath()))
+		return
+	}
+	if r.Method != allow {
+		w.Header().Set("Allow", allow)
+		httpapi.WriteError(w, g.log, httpapi.Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed here; use %s", r.Method, allow))
+		return
+	}
+	id, err := url.PathUnescape(segs[0])
+	if err != nil {
+		httpapi.WriteError(w, g.log, httpapi.Errorf(http.StatusBadRequest, "invalid_field", "id: %v", err))
+		return
+	}
+	r.SetPathValue("id", id)
+	h.ServeHTTP(w, r)
 }
 
 type statusWriter struct {
@@ -149,29 +224,107 @@ func (g *Gateway) route(name string, h func(*http.Request, provenance.Caller) (i
 	})
 }
 
-// mayWrite refuses a write to an existing document the caller may not read:
-// being in the tenant is not enough to overwrite, re-permission or delete
-// someone else's restricted document. Admin and writer (service account)
-// callers may write anything in their tenant. A new document (or one deleted) may be written by anyone in
-// the tenant. The answer says the document exists but not what it holds.
-func (g *Gateway) mayWrite(ctx context.Context, tenant string, c provenance.Caller, docID string) error {
-	if c.Admin || c.Writer {
-		return nil
-	}
+// current is the registry's state of docID, nil when unknown.
+func (g *Gateway) current(ctx context.Context, tenant, docID string) (*provenance.SourceState, error) {
 	cur, err := g.registry.Sources(ctx, tenant, []string{docID})
 	if err != nil {
-		return httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "checking the document: %v", err)
+		return nil, g.registryError(err, "checking the document")
 	}
 	st, ok := cur[docID]
-	if !ok || st.Deleted {
-		return nil
+	if !ok {
+		return nil, nil
 	}
-	// Readable checks the caller's own tenant; the write may target another
-	// tenant only for admins, handled above.
-	if !provenance.Readable(provenance.Caller{Tenant: tenant, Principal: c.Principal, Groups: c.Groups}, st) {
-		return httpapi.Errorf(http.StatusForbidden, "forbidden", "document %q exists and you may not write it", docID)
+	return &st, nil
+}
+
+// mayWrite checks that c may write docID and returns the document's
+// current state (nil when unknown). Reading is not writing: a known
+// document is written by admin and writer tokens and by the writers its ACL
+// names (provenance.Writable). A caller who may read it but not write it is
+// refused (403); for one who may not even read it the document does not
+// exist (404, the answer an unknown id gets), so a write tells no one
+// which restricted ids exist. A new (or deleted) document may be created by
+// anyone in the tenant.
+func (g *Gateway) mayWrite(ctx context.Context, tenant string, c provenance.Caller, docID string) (*provenance.SourceState, error) {
+	cur, err := g.current(ctx, tenant, docID)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil || cur.Deleted || provenance.Writable(c, *cur) {
+		return cur, nil
+	}
+	if !provenance.Readable(provenance.Caller{Tenant: tenant, Principal: c.Principal, Groups: c.Groups}, *cur) {
+		return nil, unknownDocument(docID)
+	}
+	return nil, httpapi.Errorf(http.StatusForbidden, "forbidden", "you may read document %q but not write it", docID)
+}
+
+// checkNamespace refuses, for the document API, an id in the namespace of
+// a configured webhook receiver of the tenant: such documents are created
+// by their receiver only, with the receiver's ACL.
+func (g *Gateway) checkNamespace(tenant, docID string) error {
+	if name, ok := g.reservedBy(tenant, docID); ok {
+		return httpapi.Errorf(http.StatusForbidden, "reserved_id",
+			"document id %q is in the namespace of the %s webhook receiver of tenant %q; only its deliveries create such documents", docID, name, tenant)
 	}
 	return nil
+}
+
+func unknownDocument(docID string) error {
+	return httpapi.Errorf(http.StatusNotFound, "unknown_document", "document %q is unknown", docID)
+}
+
+// withWriters completes the writers of a requested ACL: when it names none,
+// a known document keeps the writers it has, and a document created by a
+// caller without writer or admin powers names that caller, so its author
+// can edit it later.
+func withWriters(acl provenance.ACL, cur *provenance.SourceState, c provenance.Caller) provenance.ACL {
+	if !acl.Writers.IsZero() {
+		return acl
+	}
+	switch {
+	case cur != nil && !cur.Deleted:
+		acl.Writers = cur.ACL.Writers
+	case !c.Admin && !c.Writer && c.Principal != "":
+		acl.Writers = provenance.Writers{Principals: []string{c.Principal}}
+	}
+	return acl
+}
+
+// decode decodes a JSON request body strictly. A body without a
+// Content-Type is refused like one of another type: what a client did not
+// label as JSON is not read as JSON.
+func (g *Gateway) decode(r *http.Request, v any) error {
+	if err := httpapi.RequireJSON(r); err != nil {
+		return err
+	}
+	return httpapi.DecodeJSON(nil, r, g.cfg.MaxBodyBytes, v)
+}
+
+// checkACL refuses an ACL that names no reader: it would make the document
+// readable by no one, which no caller means (to hide a document, delete it).
+func checkACL(a provenance.ACL) error {
+	n := a.Normalize()
+	if !n.Public && len(n.Groups) == 0 && len(n.Principals) == 0 {
+		return httpapi.Errorf(http.StatusBadRequest, "invalid_field", "the ACL names no reader; send {\"public\":true} or the groups and principals who may read")
+	}
+	return nil
+}
+
+// registryError maps a registry error to its answer. An outage is 503 with
+// no detail of the store (its address stays in the log); a refused
+// argument is 400, a stale version 409, an unknown document 404.
+func (g *Gateway) registryError(err error, doing string) error {
+	switch {
+	case errors.Is(err, store.ErrStaleVersion):
+		return httpapi.Errorf(http.StatusConflict, "stale_version", "%v", err)
+	case errors.Is(err, store.ErrNotFound):
+		return httpapi.Errorf(http.StatusNotFound, "unknown_document", "%v", err)
+	case errors.Is(err, store.ErrInvalid):
+		return httpapi.Errorf(http.StatusBadRequest, "invalid_field", "%v", err)
+	}
+	g.log.Error("registry unavailable", "doing", doing, "error", err)
+	return httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "%s: the registry is unavailable; retry the request", doing)
 }
 
 // DocumentRequest is the body of POST /v1/documents.
@@ -193,6 +346,37 @@ type Accepted struct {
 	Version   int64  `json:"version"`
 	EventID   string `json:"event_id"`
 	Duplicate bool   `json:"duplicate,omitempty"`
+	// Unchanged (with status 200) says the document was already current
+	// with this content and ACL: nothing was written or published.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
+// contentHash is the hex SHA-256 of what an event's content is: text,
+// title, type, source and structured content. The ACL is compared apart.
+func contentHash(ev *events.DocChanged) string {
+	data, err := json.Marshal(struct {
+		Text, Title, DocType, Source string
+		Structured                   any
+	}{ev.Text, ev.Title, ev.DocType, ev.Source, ev.Structured})
+	if err != nil {
+		// Only unmarshalable structured content gets here; such a
+		// document is never taken as unchanged.
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// unchanged reports whether announcing ev at version (0: the next one)
+// would repeat what the registry already holds and the bus acknowledged.
+func unchanged(cur *provenance.SourceState, version int64, ev *events.DocChanged, hash string) bool {
+	return cur != nil && !cur.Deleted && hash != "" && cur.ContentHash == hash &&
+		(version == 0 || version == cur.Version) && sameACL(cur.ACL, ev.ACL)
+}
+
+func sameACL(a, b provenance.ACL) bool {
+	a, b = a.Normalize(), b.Normalize()
+	return a.Public == b.Public && slices.Equal(a.Groups, b.Groups) && slices.Equal(a.Principals, b.Principals)
 }
 
 func (g *Gateway) tenantFor(c provenance.Caller, requested string) (string, error) {
@@ -210,7 +394,7 @@ func (g *Gateway) tenantFor(c provenance.Caller, requested string) (string, erro
 
 func (g *Gateway) postDocument(r *http.Request, c provenance.Caller) (int, any, error) {
 	var req DocumentRequest
-	if err := httpapi.DecodeJSON(nil, r, g.cfg.MaxBodyBytes, &req); err != nil {
+	if err := g.decode(r, &req); err != nil {
 		return 0, nil, err
 	}
 	if err := provenance.ValidateDocID(req.ID); err != nil {
@@ -219,8 +403,10 @@ func (g *Gateway) postDocument(r *http.Request, c provenance.Caller) (int, any, 
 	if strings.TrimSpace(req.Text) == "" {
 		return 0, nil, httpapi.Errorf(http.StatusBadRequest, "invalid_field", "text is required and must not be empty")
 	}
-	if req.Version < 0 {
-		return 0, nil, httpapi.Errorf(http.StatusBadRequest, "invalid_field", "version must be >= 1")
+	if req.Version != 0 {
+		if err := provenance.ValidateVersion(req.Version); err != nil {
+			return 0, nil, httpapi.Errorf(http.StatusBadRequest, "invalid_field", "%v", err)
+		}
 	}
 	tenant, err := g.tenantFor(c, req.Tenant)
 	if err != nil {
@@ -228,6 +414,9 @@ func (g *Gateway) postDocument(r *http.Request, c provenance.Caller) (int, any, 
 	}
 	acl := provenance.PublicACL()
 	if req.ACL != nil {
+		if err := checkACL(*req.ACL); err != nil {
+			return 0, nil, err
+		}
 		acl = req.ACL.Normalize()
 	}
 	ev := &events.DocChanged{DocID: req.ID, Source: req.Source, DocType: req.DocType, Title: req.Title,
@@ -239,45 +428,141 @@ func (g *Gateway) postDocument(r *http.Request, c provenance.Caller) (int, any, 
 		}
 		ev.OccurredAt = t
 	}
-	if err := g.mayWrite(r.Context(), tenant, c, req.ID); err != nil {
+	if err := g.checkNamespace(tenant, req.ID); err != nil {
 		return 0, nil, err
 	}
+	cur, err := g.mayWrite(r.Context(), tenant, c, req.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	ev.ACL = withWriters(ev.ACL, cur, c)
 	return g.announce(r.Context(), tenant, req.Version, req.UpdatedAt, ev)
 }
 
-// announce records ev in the registry, then publishes it.
+// announce records ev in the registry, then publishes it. The event is
+// checked first, so a document the bus would refuse is refused before the
+// registry moves. A document the registry already holds with the same
+// content and ACL, published, is answered 200 unchanged: no new version,
+// no event.
 func (g *Gateway) announce(ctx context.Context, tenant string, version int64, updatedAt string, ev *events.DocChanged) (int, any, error) {
+	ev.Schema, ev.Tenant, ev.Version, ev.ReceivedAt = events.SchemaVersion, tenant, max(version, 1), g.now().UTC()
+	if err := ev.Validate(); err != nil {
+		return 0, nil, httpapi.Errorf(http.StatusBadRequest, "invalid_document", "%v", err)
+	}
+	if data, _ := json.Marshal(ev); int64(len(data))+1024 > g.cfg.MaxEventBytes {
+		return 0, nil, httpapi.Errorf(http.StatusRequestEntityTooLarge, "event_too_large", "the document's event (%d bytes) exceeds %d bytes", len(data), g.cfg.MaxEventBytes)
+	}
+	hash := contentHash(ev)
+	cur, err := g.current(ctx, tenant, ev.DocID)
+	if err != nil {
+		return 0, nil, err
+	}
+	if unchanged(cur, version, ev, hash) {
+		return http.StatusOK, Accepted{ID: ev.DocID, Version: cur.Version, Unchanged: true,
+			EventID: events.MsgID(tenant, ev.DocID, cur.Version, "changed")}, nil
+	}
 	st, err := g.registry.Announce(ctx, tenant, store.Announcement{DocID: ev.DocID, Version: version,
 		ACL: ev.ACL, Source: ev.Source, Title: ev.Title, UpdatedAt: updatedAt})
-	switch {
-	case errors.Is(err, store.ErrStaleVersion):
-		return 0, nil, httpapi.Errorf(http.StatusConflict, "stale_version", "%v", err)
-	case err != nil:
-		return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "recording the document: %v", err)
+	if err != nil {
+		return 0, nil, g.registryError(err, "recording the document")
 	}
 	ev.Tenant, ev.Version, ev.ReceivedAt = tenant, st.Version, g.now().UTC()
 	id := events.MsgID(tenant, ev.DocID, st.Version, "changed")
-	dup, err := g.publish(ctx, events.KindDocChanged, tenant, id, ev)
+	dup, err := g.publishWith(ctx, pending{DocID: ev.DocID, Version: st.Version, ContentHash: hash}, events.KindDocChanged, tenant, id, ev)
 	if err != nil {
 		return 0, nil, err
+	}
+	if aclMoved(cur, st) {
+		if _, err := g.publishACL(ctx, tenant, st); err != nil {
+			return 0, nil, err
+		}
+	}
+	if hash != "" {
+		// Failing to record it only means the next identical request is
+		// published again (de-duplicated or applied as a replay).
+		if _, err := g.registry.RecordContent(context.WithoutCancel(ctx), tenant, ev.DocID, st.Version, hash); err != nil {
+			g.log.Warn("content hash not recorded", "tenant", tenant, "doc", ev.DocID, "error", err)
+		}
 	}
 	g.log.Info("document accepted", "tenant", tenant, "doc", ev.DocID, "version", st.Version, "duplicate", dup)
 	return http.StatusAccepted, Accepted{ID: ev.DocID, Version: st.Version, EventID: id, Duplicate: dup}, nil
 }
 
+// aclMoved reports whether an announcement that took the registry from cur
+// to st needs an ACL event: its ACL revision went up, or it replays a
+// version whose events were never all acknowledged (no content recorded),
+// so an ACL event an earlier attempt failed to publish is published now.
+// Its message id is per revision, so a repeat is de-duplicated.
+func aclMoved(cur *provenance.SourceState, st provenance.SourceState) bool {
+	if cur == nil || st.ACLRevision == 0 {
+		return false
+	}
+	return st.ACLRevision != cur.ACLRevision || (cur.ContentHash == "" && cur.Version == st.Version)
+}
+
+// publishACL publishes the ACL event of st's ACL revision. Every ACL
+// change, whichever endpoint made it, has its own event: a content event
+// at the same version would be de-duplicated and the consumers would keep
+// the old ACL.
+func (g *Gateway) publishACL(ctx context.Context, tenant string, st provenance.SourceState) (Accepted, error) {
+	id := events.MsgID(tenant, st.DocID, st.Version, fmt.Sprintf("acl-%d", st.ACLRevision))
+	dup, err := g.publish(ctx, events.KindDocACL, tenant, id, &events.DocACL{Header: events.Header{Tenant: tenant},
+		DocID: st.DocID, Version: st.Version, ACLRevision: st.ACLRevision, ACL: st.ACL, ReceivedAt: g.now().UTC()})
+	return Accepted{ID: st.DocID, Version: st.Version, EventID: id, Duplicate: dup}, err
+}
+
 func (g *Gateway) publish(ctx context.Context, kind events.Kind, tenant, id string, ev events.Validator) (bool, error) {
+	return g.publishWith(ctx, pending{}, kind, tenant, id, ev)
+}
+
+// publishWith publishes an event the registry already holds, through the
+// outbox: recorded as pending first, cleared once acknowledged, so a lost
+// publish is republished (see Run). meta carries what a republish records.
+func (g *Gateway) publishWith(ctx context.Context, meta pending, kind events.Kind, tenant, id string, ev events.Validator) (bool, error) {
 	// The registry already holds the change: a client hanging up must not
 	// cancel the publish that makes it durable.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.PublishTimeout)
 	defer cancel()
+	meta.Kind, meta.Tenant, meta.MsgID = kind, tenant, id
+	data, err := events.Encode(ev)
+	if err != nil {
+		return false, httpapi.Errorf(http.StatusBadRequest, "invalid_document", "%v", err)
+	}
+	meta.Event = data
+	kept := true
+	if len(data) > g.bus.InlineMax() {
+		// Too large for a key-value record: the outbox names it in the
+		// payload bucket instead.
+		name, err := g.bus.StorePayload(ctx, data)
+		if err != nil {
+			g.log.Error("storing a pending event failed", "event", id, "error", err)
+			return false, httpapi.Errorf(http.StatusServiceUnavailable, "outbox_unavailable", "recording the event failed; retry the request")
+		}
+		meta.Event, meta.EventPayload = nil, name
+	}
+	if err := g.outbox.put(ctx, meta); err != nil {
+		// The publish may still succeed; if it does not, the caller's
+		// retry is what republishes it.
+		kept = false
+		g.log.Warn("pending event not recorded", "event", id, "error", err)
+	}
 	ack, err := g.bus.Publish(ctx, kind, tenant, id, ev)
+	if err == nil && kept {
+		if err := g.outbox.done(ctx, id); err != nil {
+			g.log.Warn("pending event not cleared", "event", id, "error", err)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, events.ErrInvalidEvent) {
+			if kept {
+				_ = g.outbox.done(ctx, id)
+			}
 			return false, httpapi.Errorf(http.StatusBadRequest, "invalid_document", "%v", err)
 		}
 		// The registry already holds the change; the client retries and the
 		// same version is an idempotent replay with the same event id.
-		return false, httpapi.Errorf(http.StatusServiceUnavailable, "publish_failed", "publishing the event: %v; retry the request", err)
+		g.log.Error("publishing failed", "event", id, "error", err)
+		return false, httpapi.Errorf(http.StatusServiceUnavailable, "publish_failed", "publishing the event failed; retry the request")
 	}
 	return ack.Duplicate, nil
 }
@@ -291,15 +576,15 @@ func (g *Gateway) deleteDocument(r *http.Request, c provenance.Caller) (int, any
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := g.mayWrite(r.Context(), tenant, c, docID); err != nil {
+	if _, err := g.mayWrite(r.Context(), tenant, c, docID); err != nil {
 		return 0, nil, err
 	}
 	st, err := g.registry.MarkDeleted(r.Context(), tenant, docID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return 0, nil, httpapi.Errorf(http.StatusNotFound, "unknown_document", "document %q is unknown", docID)
-	case err != nil:
-		return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "recording the deletion: %v", err)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, unknownDocument(docID)
+	}
+	if err != nil {
+		return 0, nil, g.registryError(err, "recording the deletion")
 	}
 	id := events.MsgID(tenant, docID, st.Version, "deleted")
 	dup, err := g.publish(r.Context(), events.KindDocDeleted, tenant, id,
@@ -319,27 +604,36 @@ func (g *Gateway) putACL(r *http.Request, c provenance.Caller) (int, any, error)
 	if err != nil {
 		return 0, nil, err
 	}
-	var acl provenance.ACL
-	if err := httpapi.DecodeJSON(nil, r, g.cfg.MaxBodyBytes, &acl); err != nil {
+	var body *provenance.ACL
+	if err := g.decode(r, &body); err != nil {
 		return 0, nil, err
 	}
-	if err := g.mayWrite(r.Context(), tenant, c, docID); err != nil {
+	if body == nil {
+		return 0, nil, httpapi.Errorf(http.StatusBadRequest, "invalid_field", "the ACL is null; send {\"public\":true} or the groups and principals who may read")
+	}
+	acl := *body
+	if err := checkACL(acl); err != nil {
 		return 0, nil, err
 	}
-	st, err := g.registry.SetACL(r.Context(), tenant, docID, acl.Normalize())
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return 0, nil, httpapi.Errorf(http.StatusNotFound, "unknown_document", "document %q is unknown", docID)
-	case err != nil:
-		return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "recording the ACL: %v", err)
-	}
-	id := events.MsgID(tenant, docID, st.Version, fmt.Sprintf("acl-%d", st.ACLRevision))
-	dup, err := g.publish(r.Context(), events.KindDocACL, tenant, id, &events.DocACL{Header: events.Header{Tenant: tenant},
-		DocID: docID, Version: st.Version, ACLRevision: st.ACLRevision, ACL: st.ACL, ReceivedAt: g.now().UTC()})
+	cur, err := g.mayWrite(r.Context(), tenant, c, docID)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusAccepted, Accepted{ID: docID, Version: st.Version, EventID: id, Duplicate: dup}, nil
+	if cur == nil || cur.Deleted {
+		return 0, nil, unknownDocument(docID)
+	}
+	st, err := g.registry.SetACL(r.Context(), tenant, docID, withWriters(acl, cur, c).Normalize())
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, unknownDocument(docID)
+	}
+	if err != nil {
+		return 0, nil, g.registryError(err, "recording the ACL")
+	}
+	out, err := g.publishACL(r.Context(), tenant, st)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusAccepted, out, nil
 }
 
 // postCatalog imports a Backstage catalog as one structured document. The
@@ -374,9 +668,19 @@ func (g *Gateway) postCatalog(r *http.Request, c provenance.Caller) (int, any, e
 	}
 	ev := &events.DocChanged{DocID: docID, Source: "backstage", DocType: "catalog", Title: "Service catalog " + docID,
 		ACL: provenance.PublicACL(), Structured: st}
-	if err := g.mayWrite(r.Context(), tenant, c, docID); err != nil {
+	if err := g.checkNamespace(tenant, docID); err != nil {
 		return 0, nil, err
 	}
+	cur, err := g.mayWrite(r.Context(), tenant, c, docID)
+	if err != nil {
+		return 0, nil, err
+	}
+	if (cur == nil || cur.Deleted) && !c.Admin && !c.Writer {
+		// The catalog shapes every document's entities: it is written by
+		// writer and admin tokens (and writers they name), not by every reader.
+		return 0, nil, httpapi.Errorf(http.StatusForbidden, "forbidden", "a catalog is written by writer and admin callers")
+	}
+	ev.ACL = withWriters(ev.ACL, cur, c)
 	return g.announce(r.Context(), tenant, 0, "", ev)
 }
 
@@ -408,7 +712,7 @@ func (g *Gateway) reresolve(r *http.Request, c provenance.Caller) (int, any, err
 		return 0, nil, httpapi.Errorf(http.StatusForbidden, "forbidden", "re-resolution is for admin callers")
 	}
 	var req ReresolveRequest
-	if err := httpapi.DecodeJSON(nil, r, g.cfg.MaxBodyBytes, &req); err != nil {
+	if err := g.decode(r, &req); err != nil {
 		return 0, nil, err
 	}
 	id, err := resolve.ParseRef(req.Entity)
@@ -421,13 +725,15 @@ func (g *Gateway) reresolve(r *http.Request, c provenance.Caller) (int, any, err
 	case errors.Is(err, store.ErrNotFound):
 		return 0, nil, httpapi.Errorf(http.StatusNotFound, "unknown_entity", "no entity %s", id)
 	case err != nil:
-		return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "store_unavailable", "reading %s: %v", id, err)
+		g.log.Error("store unavailable", "doing", "reading an entity", "error", err)
+		return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "store_unavailable", "reading %s: the store is unavailable; retry the request", id)
 	}
 	out := ReresolveAccepted{Entity: id, Sources: []string{}}
 	for _, f := range e.Sources {
 		rec, err := g.cfg.Graph.Source(ctx, c.Tenant, f.DocID)
 		if err != nil {
-			return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "store_unavailable", "reading source %s: %v", f.DocID, err)
+			g.log.Error("store unavailable", "doing", "reading a source", "error", err)
+			return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "store_unavailable", "reading source %s: the store is unavailable; retry the request", f.DocID)
 		}
 		if rec.Deleted {
 			continue

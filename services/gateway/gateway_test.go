@@ -59,7 +59,7 @@ func (f *fixture) do(t *testing.T, method, path, token, body string) (int, map[s
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	if body != "" && !strings.HasPrefix(path, "/v1/catalog") {
+	if !strings.HasPrefix(path, "/v1/catalog") {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -105,7 +105,7 @@ func TestBadInput(t *testing.T) {
 		{"missing id", "POST", "/v1/documents", "w", `{"text":"x"}`, 400, "invalid_field"},
 		{"missing text", "POST", "/v1/documents", "w", `{"id":"a"}`, 400, "invalid_field"},
 		{"blank text", "POST", "/v1/documents", "w", `{"id":"a","text":"   "}`, 400, "invalid_field"},
-		{"slash in id", "POST", "/v1/documents", "w", `{"id":"a/b","text":"x"}`, 400, "invalid_field"},
+		{"space around id", "POST", "/v1/documents", "w", `{"id":" a","text":"x"}`, 400, "invalid_field"},
 		{"negative version", "POST", "/v1/documents", "w", `{"id":"a","text":"x","version":-1}`, 400, "invalid_field"},
 		{"oversized", "POST", "/v1/documents", "w", `{"id":"a","text":"` + strings.Repeat("x", 5000) + `"}`, 413, "body_too_large"},
 		{"empty body", "POST", "/v1/documents", "w", ``, 400, "empty_body"},
@@ -137,10 +137,10 @@ func TestAcceptedVersionsAndEvents(t *testing.T) {
 	require.EqualValues(t, 1, out["version"])
 	require.Equal(t, "acme/INC-1/1/changed", out["event_id"])
 
-	// Same explicit version again: idempotent replay, de-duplicated.
+	// Same explicit version and content again: nothing to do.
 	status, out = f.do(t, "POST", "/v1/documents", "w", `{"id":"INC-1","version":1,"text":"first","acl":{"groups":["sre"]}}`)
-	require.Equal(t, 202, status, out)
-	require.Equal(t, true, out["duplicate"])
+	require.Equal(t, 200, status, out)
+	require.Equal(t, true, out["unchanged"])
 
 	status, out = f.do(t, "POST", "/v1/documents", "w", `{"id":"INC-1","text":"second"}`)
 	require.Equal(t, 202, status, out)
@@ -159,17 +159,18 @@ func TestAcceptedVersionsAndEvents(t *testing.T) {
 	require.Equal(t, []string{"payments"}, srcs["INC-1"].ACL.Groups, "the ACL is in force as soon as 202 is answered")
 
 	// A user who cannot read INC-1 (now payments only) may not overwrite,
-	// re-permission or delete it; the service account may.
+	// re-permission or delete it, and is told it does not exist; the
+	// service account may.
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/v1/documents", `{"id":"INC-1","text":"mine now","acl":{"public":true}}`},
 		{"PUT", "/v1/documents/INC-1/acl", `{"public":true}`},
 		{"DELETE", "/v1/documents/INC-1", ``},
 	} {
 		status, out = f.do(t, c.method, c.path, "u", c.body)
-		require.Equal(t, 403, status, out)
-		require.Equal(t, "forbidden", errCode(out))
+		require.Equal(t, 404, status, out)
+		require.Equal(t, "unknown_document", errCode(out))
 	}
-	// A document the user can read, the user may write.
+	// A document the user created, the user may write.
 	status, out = f.do(t, "POST", "/v1/documents", "u", `{"id":"RB-1","text":"runbook","acl":{"groups":["sre"]}}`)
 	require.Equal(t, 202, status, out)
 	status, out = f.do(t, "POST", "/v1/documents", "u", `{"id":"RB-1","text":"runbook v2","acl":{"groups":["sre"]}}`)
@@ -188,8 +189,9 @@ func TestAcceptedVersionsAndEvents(t *testing.T) {
 	status, out = f.do(t, "POST", "/v1/catalog?id=cat", "w", "apiVersion: backstage.io/v1alpha1\nkind: Component\nmetadata:\n  name: api\nspec:\n  type: service\n  owner: group:web\n")
 	require.Equal(t, 202, status, out)
 
-	// changed v1, changed v2, acl, RB-1 v1 and v2, deleted, beta changed, catalog = 8 events.
-	require.EqualValues(t, 8, f.streamCount(t))
+	// changed v1, changed v2 and its ACL event (sre to public), acl, RB-1 v1
+	// and v2, deleted, beta changed, catalog = 9 events.
+	require.EqualValues(t, 9, f.streamCount(t))
 	stm, err := f.bus.JetStream().Stream(t.Context(), f.bus.StreamName())
 	require.NoError(t, err)
 	msg, err := stm.GetLastMsgForSubject(t.Context(), "kg.doc.changed.acme")

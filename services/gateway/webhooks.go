@@ -29,25 +29,25 @@ package gateway
 // Mapping (ids are the natural names with '%', '/' and control characters
 // percent-encoded, because document ids may not contain '/'):
 //
-//	github issues          github:<owner>%2F<repo>#<number>; title; text = title + body;
+//	github issues          github:<owner>/<repo>#<number>; title; text = title + body;
 //	                       doc_type incident when a label name contains "incident", else
 //	                       the provider's doc_type (default issue); version = issue.updated_at.
 //	                       deleted: deletion (with the issue's comments); transferred:
 //	                       deletion of the old id (with its comments).
 //	github issue_comment   a document of its own, linked to its issue by id:
-//	                       github:<owner>%2F<repo>#<number>%2Fcomment%2F<id>; doc_type
+//	                       github:<owner>/<repo>#<number>/comment/<id>; doc_type
 //	                       comment; text names the issue, then the comment body; version =
 //	                       comment.updated_at; deleted: deletion. Comments on pull requests
 //	                       are ignored (pull requests are not documents).
-//	github gollum          one document per page: github-wiki:<owner>%2F<repo>%2F<page_name>;
+//	github gollum          one document per page: github-wiki:<owner>/<repo>/<page_name>;
 //	                       doc_type wiki. The payload carries no page text, so the text is
 //	                       the title and the edit summary; next version per delivery.
-//	gitlab wiki_page       gitlab-wiki:<project path>%2F<slug>; text = title + content;
+//	gitlab wiki_page       gitlab-wiki:<project path>/<slug>; text = title + content;
 //	                       action delete: deletion.
 //	gitlab issue           gitlab:<project path>#<iid>; text = title + description; incident
 //	                       when issue_type is incident or a label contains "incident".
 //	                       A confidential issue is withdrawn (deleted with its notes).
-//	gitlab note            notes on issues: gitlab:<project path>#<iid>%2Fnote%2F<id>; system
+//	gitlab note            notes on issues: gitlab:<project path>#<iid>/note/<id>; system
 //	                       notes and notes on anything else are ignored; confidential ones
 //	                       withdrawn.
 //	jira issue_created / issue_updated
@@ -55,7 +55,7 @@ package gateway
 //	                       version = fields.updated; an issue with a security level is
 //	                       withdrawn; a key change (move) deletes the old key's document.
 //	jira issue_deleted     deletion (with the issue's comments).
-//	jira comment_*         jira:<key>%2Fcomment%2F<id>, comment_deleted: deletion.
+//	jira comment_*         jira:<key>/comment/<id>, comment_deleted: deletion.
 //
 // A deletion whose payload carries a version later than the registry's
 // records that version first, so a late delivery of an edit made before the
@@ -73,9 +73,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"gopkg.in/yaml.v3"
@@ -228,6 +231,41 @@ type receiver struct {
 	deliveryHeaders             []string
 }
 
+// idPrefixes are the document id namespaces the receivers of a kind write.
+func idPrefixes(kind string) []string {
+	switch kind {
+	case KindGitHub:
+		return []string{"github:", "github-wiki:"}
+	case KindGitLab:
+		return []string{"gitlab:", "gitlab-wiki:"}
+	case KindJira:
+		return []string{"jira:"}
+	}
+	return nil
+}
+
+// reservedBy returns the receiver whose namespace id is in, in tenant: the
+// document API does not write there.
+func (g *Gateway) reservedBy(tenant, id string) (string, bool) {
+	names := make([]string, 0, len(g.hooks))
+	for name := range g.hooks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		rc := g.hooks[name]
+		if rc.tenant != tenant {
+			continue
+		}
+		for _, p := range idPrefixes(rc.kind) {
+			if strings.HasPrefix(id, p) {
+				return name, true
+			}
+		}
+	}
+	return "", false
+}
+
 func newReceivers(c WebhooksConfig) (map[string]*receiver, error) {
 	if c.DeliveryTTL < 0 {
 		return nil, errors.New("webhooks: delivery_ttl must not be negative")
@@ -378,6 +416,9 @@ func (g *Gateway) receive(r *http.Request, rc *receiver) (int, any, error) {
 		g.log.Warn("webhook signature refused", "provider", rc.name, "error", err)
 		return 0, nil, httpapi.Errorf(http.StatusUnauthorized, code, "verifying the %s signature: %v", rc.verifier.scheme, err)
 	}
+	if err := httpapi.RequireJSON(r); err != nil {
+		return 0, nil, err
+	}
 	d, err := decodeDelivery(rc.kind, r.Header, body, rc.docType)
 	if err != nil {
 		return 0, nil, httpapi.Errorf(http.StatusBadRequest, "malformed_payload", "decoding the %s payload: %v", rc.kind, err)
@@ -394,7 +435,8 @@ func (g *Gateway) receive(r *http.Request, rc *receiver) (int, any, error) {
 		key = deliveryKey(rc.name, id, body)
 		prev, err := g.deliveries.lookup(ctx, key)
 		if err != nil {
-			return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "delivery_log_unavailable", "looking up delivery %q: %v", id, err)
+			g.log.Error("delivery log unavailable", "provider", rc.name, "error", err)
+			return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "delivery_log_unavailable", "looking up delivery %q failed; retry the delivery", id)
 		}
 		if prev != nil {
 			prev.Duplicate = true
@@ -436,9 +478,9 @@ func (g *Gateway) applyOp(ctx context.Context, rc *receiver, op docOp) ([]Webhoo
 	docs := []WebhookDocument{first}
 	all, err := g.registry.ListSources(ctx, rc.tenant)
 	if err != nil {
-		return nil, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "listing the documents under %q: %v", op.docID, err)
+		return nil, g.registryError(err, "listing the documents")
 	}
-	prefix := op.docID + "%2F"
+	prefix := op.docID + "/"
 	for _, s := range all {
 		// Children already marked deleted are published again: a retry
 		// after a failed publish must still deliver their deletion (the
@@ -460,13 +502,17 @@ func (g *Gateway) webhookChange(ctx context.Context, rc *receiver, op docOp) (We
 	// A known document keeps the ACL it has: someone may have restricted it
 	// with PUT /v1/documents/{id}/acl, and an edit upstream must not undo a
 	// revocation. The receiver's ACL applies to documents it creates.
+	// Only a document a receiver of this kind created keeps its ACL: one
+	// in the namespace that got there otherwise (before the namespace was
+	// reserved) takes the receiver's, so no one can pre-create an id to
+	// read what the provider sends.
 	acl := rc.acl
-	cur, err := g.registry.Sources(ctx, rc.tenant, []string{op.docID})
+	cur, err := g.current(ctx, rc.tenant, op.docID)
 	if err != nil {
-		return res, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "reading the document: %v", err)
+		return res, err
 	}
-	if st, ok := cur[op.docID]; ok && !st.Deleted {
-		acl = st.ACL
+	if cur != nil && !cur.Deleted && cur.Source == rc.kind {
+		acl = cur.ACL
 	}
 	st, err := g.registry.Announce(ctx, rc.tenant, store.Announcement{DocID: op.docID, Version: op.version,
 		ACL: acl, Source: rc.kind, Title: op.title, UpdatedAt: op.updatedAt})
@@ -475,13 +521,16 @@ func (g *Gateway) webhookChange(ctx context.Context, rc *receiver, op docOp) (We
 		res.Stale = true
 		return res, nil
 	case err != nil:
-		return res, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "recording the document: %v", err)
+		return res, g.registryError(err, "recording the document")
 	}
 	ev := &events.DocChanged{Header: events.Header{Tenant: rc.tenant}, DocID: op.docID, Version: st.Version,
 		Source: rc.kind, DocType: op.docType, Title: op.title, Text: op.text, ACL: acl,
 		OccurredAt: op.occurredAt, ReceivedAt: g.now().UTC()}
 	res.Version, res.EventID = st.Version, events.MsgID(rc.tenant, op.docID, st.Version, "changed")
 	res.Duplicate, err = g.publish(ctx, events.KindDocChanged, rc.tenant, res.EventID, ev)
+	if err == nil && aclMoved(cur, st) {
+		_, err = g.publishACL(ctx, rc.tenant, st)
+	}
 	return res, err
 }
 
@@ -492,7 +541,7 @@ func (g *Gateway) webhookDelete(ctx context.Context, rc *receiver, docID string,
 	res := WebhookDocument{ID: docID, Action: "deleted"}
 	cur, err := g.registry.Sources(ctx, rc.tenant, []string{docID})
 	if err != nil {
-		return res, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "looking up the document: %v", err)
+		return res, g.registryError(err, "looking up the document")
 	}
 	s, known := cur[docID]
 	if ordered && known && !s.Deleted && version > 0 && version < s.Version {
@@ -509,7 +558,7 @@ func (g *Gateway) webhookDelete(ctx context.Context, rc *receiver, docID string,
 		_, err := g.registry.Announce(ctx, rc.tenant, store.Announcement{DocID: docID, Version: version,
 			ACL: acl, Source: rc.kind, Title: title, UpdatedAt: updatedAt})
 		if err != nil && !errors.Is(err, store.ErrStaleVersion) {
-			return res, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "recording the deletion: %v", err)
+			return res, g.registryError(err, "recording the deletion")
 		}
 		known = true
 	}
@@ -523,7 +572,7 @@ func (g *Gateway) webhookDelete(ctx context.Context, rc *receiver, docID string,
 		res.Ignored = "unknown document"
 		return res, nil
 	case err != nil:
-		return res, httpapi.Errorf(http.StatusServiceUnavailable, "registry_unavailable", "recording the deletion: %v", err)
+		return res, g.registryError(err, "recording the deletion")
 	}
 	res.Version, res.EventID = st.Version, events.MsgID(rc.tenant, docID, st.Version, "deleted")
 	res.Duplicate, err = g.publish(ctx, events.KindDocDeleted, rc.tenant, res.EventID,
@@ -675,19 +724,25 @@ func decodeDelivery(kind string, h http.Header, body []byte, docType string) (de
 }
 
 // docID builds a document id from a prefix and a natural name such as
-// "owner/repo#1". Ids may not contain '/' (they appear in URL paths and
-// message ids), so '%', '/' and control characters are percent-encoded;
-// the encoding is reversible, so distinct names never share an id.
+// "owner/repo#1", keeping it as people write it ('/' included). What an id
+// may not hold is percent-encoded byte by byte: '%' itself, control and
+// invisible characters, invalid UTF-8, and white space at the end. The
+// encoding is reversible, so distinct names never share an id.
 func docID(prefix, name string) string {
 	var b strings.Builder
 	b.WriteString(prefix)
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c == '%' || c == '/' || c < 0x20 || c == 0x7f {
-			fmt.Fprintf(&b, "%%%02X", c)
-			continue
+	for i := 0; i < len(name); {
+		r, n := utf8.DecodeRuneInString(name[i:])
+		last := i+n == len(name)
+		if r == '%' || r == utf8.RuneError || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) ||
+			(last && unicode.IsSpace(r)) {
+			for j := i; j < i+n; j++ {
+				fmt.Fprintf(&b, "%%%02X", name[j])
+			}
+		} else {
+			b.WriteString(name[i : i+n])
 		}
-		b.WriteByte(c)
+		i += n
 	}
 	return b.String()
 }

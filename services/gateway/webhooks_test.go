@@ -172,7 +172,7 @@ func (f *fixture) source(t *testing.T, tenant, id string) provenance.SourceState
 
 func TestWebhookGitHubIssues(t *testing.T) {
 	f := setupWebhooks(t)
-	const id = "github:Codertocat%2FHello-World#1"
+	const id = "github:Codertocat/Hello-World#1"
 	const title = "Spelling error in the README file"
 	v1 := ms(t, time.RFC3339, "2019-05-15T15:20:18Z")
 
@@ -263,8 +263,8 @@ func TestWebhookGitHubIssues(t *testing.T) {
 
 func TestWebhookGitHubCommentsAndTransfer(t *testing.T) {
 	f := setupWebhooks(t)
-	const issue = "github:Codertocat%2FHello-World#1"
-	const comment = issue + "%2Fcomment%2F492700400"
+	const issue = "github:Codertocat/Hello-World#1"
+	const comment = issue + "/comment/492700400"
 	status, out := f.github(t, "issues", "c-0", payload(t, "github/issues.opened.payload.json"))
 	require.Equal(t, 202, status, out)
 
@@ -307,7 +307,7 @@ func TestWebhookGitHubCommentsAndTransfer(t *testing.T) {
 
 	// A transfer deletes the old id; never seen before, it is recorded as a
 	// tombstone above the payload's version so late edits are stale.
-	const old = "github:octo-org%2Focto-repo#1"
+	const old = "github:octo-org/octo-repo#1"
 	status, out = f.github(t, "issues", "c-5", payload(t, "github/issues.transferred.payload.json"))
 	require.Equal(t, 202, status, out)
 	d = docs(t, out)
@@ -321,7 +321,7 @@ func TestWebhookGitHubCommentsAndTransfer(t *testing.T) {
 
 func TestWebhookGitHubGollum(t *testing.T) {
 	f := setupWebhooks(t)
-	const id = "github-wiki:Codertocat%2FHello-World%2FHome"
+	const id = "github-wiki:Codertocat/Hello-World/Home"
 	body := payload(t, "github/gollum.payload.json")
 	status, out := f.github(t, "gollum", "g-1", body)
 	require.Equal(t, 202, status, out)
@@ -351,7 +351,7 @@ func TestWebhookGitHubGollum(t *testing.T) {
 
 func TestWebhookGitLab(t *testing.T) {
 	f := setupWebhooks(t)
-	const wiki = "gitlab-wiki:root%2Fawesome-project%2Fawesome"
+	const wiki = "gitlab-wiki:root/awesome-project/awesome"
 	status, out := f.gitlab(t, payload(t, "gitlab/gitlab.wikipage-event.json"))
 	require.Equal(t, 202, status, out)
 	d := docs(t, out)
@@ -372,7 +372,7 @@ func TestWebhookGitLab(t *testing.T) {
 	require.Equal(t, "deleted", d[0]["action"])
 	require.EqualValues(t, 2, f.deleted(t, d[0]["event_id"].(string)).Version)
 
-	const issue = "gitlab:gitlabhq%2Fgitlab-test#23"
+	const issue = "gitlab:gitlabhq/gitlab-test#23"
 	status, out = f.gitlab(t, payload(t, "gitlab/gitlab.issue-event.json"))
 	require.Equal(t, 202, status, out)
 	d = docs(t, out)
@@ -382,7 +382,7 @@ func TestWebhookGitLab(t *testing.T) {
 	require.Equal(t, "New API: create/update/delete file\n\nCreate new API for manipulations with repository", ev.Text)
 	require.Equal(t, "issue", ev.DocType)
 
-	const note = "gitlab:gitlab-org%2Fgitlab-test#17%2Fnote%2F1241"
+	const note = "gitlab:gitlab-org/gitlab-test#17/note/1241"
 	status, out = f.gitlab(t, payload(t, "gitlab/gitlab.comment-issue-event.json"))
 	require.Equal(t, 202, status, out)
 	d = docs(t, out)
@@ -445,7 +445,7 @@ func TestWebhookJira(t *testing.T) {
 	status, out = f.jira(t, payload(t, "jira/comment.updated.json"))
 	require.Equal(t, 202, status, out)
 	d = docs(t, out)
-	require.Equal(t, "jira:INDEV-28%2Fcomment%2F10757", d[0]["id"])
+	require.Equal(t, "jira:INDEV-28/comment/10757", d[0]["id"])
 	ev = f.changed(t, d[0]["event_id"].(string))
 	require.Equal(t, "comment", ev.DocType)
 	require.Contains(t, ev.Title, "INDEV-28: Тест линков")
@@ -491,7 +491,7 @@ func TestWebhookGenericSchemesThroughRoute(t *testing.T) {
 	}
 	status, out := f.hook(t, "relay", sign("msg_1", time.Now().Unix()), body)
 	require.Equal(t, 202, status, out)
-	require.Equal(t, "github:Codertocat%2FHello-World#1", docs(t, out)[0]["id"])
+	require.Equal(t, "github:Codertocat/Hello-World#1", docs(t, out)[0]["id"])
 	// The same message id again: a duplicate (webhook-id is the delivery id).
 	status, out = f.hook(t, "relay", sign("msg_1", time.Now().Unix()), body)
 	require.Equal(t, 202, status, out)
@@ -504,7 +504,7 @@ func TestWebhookGenericSchemesThroughRoute(t *testing.T) {
 	wiki := payload(t, "gitlab/gitlab.wikipage-event.json")
 	status, out = f.hook(t, "gitlab2", http.Header{"X-Pagerduty-Signature": {"v1=00, v1=" + hexMAC(pdSecret, wiki)}}, wiki)
 	require.Equal(t, 202, status, out)
-	require.Equal(t, "beta/gitlab-wiki:root%2Fawesome-project%2Fawesome/1/changed", docs(t, out)[0]["event_id"])
+	require.Equal(t, "beta/gitlab-wiki:root/awesome-project/awesome/1/changed", docs(t, out)[0]["event_id"])
 }
 
 func TestWebhookRejects(t *testing.T) {

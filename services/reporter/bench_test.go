@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/services/reporter"
 )
 
 // BenchmarkRegenerate measures report regeneration per community: one
@@ -47,4 +49,62 @@ func BenchmarkRegenerate(b *testing.B) {
 	}
 	b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N*comms), "ms/community")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkReconcile measures one reconciliation pass of a tenant with
+// 2000 communities (one incident and its failure mode each, every document
+// in the registry): "current" when every report is in place (the pass reads
+// the communities, the citation index and the registry, and decodes no
+// report), "missing_10" when 10 reports were deleted before each pass, and
+// for comparison "decode_all", reading every report as a pass without the
+// index would.
+func BenchmarkReconcile(b *testing.B) {
+	w, st, _, _ := setupB(b)
+	const n = 2000
+	var cs []store.Community
+	for i := range n {
+		doc := fmt.Sprintf("d%04d", i)
+		if _, err := st.Announce(b.Context(), "acme", store.Announcement{DocID: doc, Version: 1}); err != nil {
+			b.Fatal(err)
+		}
+		applyB(b, st, doc, fmt.Sprintf("fm%04d", i))
+		ms := []string{fmt.Sprintf("failure_mode:fm%04d", i), "incident:" + doc}
+		h := store.MemberHash(ms)
+		cs = append(cs, store.Community{ID: "c0-" + h[:12], Members: ms, MemberHash: h,
+			Sources: []provenance.SourceRef{{DocID: doc, Version: 1}}})
+	}
+	if err := st.ReplaceCommunities(b.Context(), "acme", 1, cs); err != nil {
+		b.Fatal(err)
+	}
+	if r := w.ReconcileAll(b.Context()); r.Written != n {
+		b.Fatalf("%d reports written, want %d", r.Written, n)
+	}
+	b.Run("current", func(b *testing.B) {
+		for b.Loop() {
+			if r, err := w.Reconcile(b.Context(), "acme"); err != nil || r != (reporter.Reconciled{}) {
+				b.Fatalf("%+v, %v", r, err)
+			}
+		}
+	})
+	b.Run("missing_10", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			for _, c := range cs[:10] {
+				if err := st.DeleteReport(b.Context(), "acme", reporter.ReportID(c.ID)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+			if r, err := w.Reconcile(b.Context(), "acme"); err != nil || r.Written != 10 {
+				b.Fatalf("%+v, %v", r, err)
+			}
+		}
+	})
+	b.Run("decode_all", func(b *testing.B) {
+		for b.Loop() {
+			if rs, err := st.Reports(b.Context(), "acme"); err != nil || len(rs) != n {
+				b.Fatalf("%d reports, %v", len(rs), err)
+			}
+		}
+	})
 }

@@ -56,11 +56,14 @@ func TestLLMWriterChecksFindings(t *testing.T) {
 	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 1, TextUnit: "a-u"}}, r.Findings[0].Citations)
 	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 1}, {DocID: "b", Version: 1}}, r.Sources)
 
-	// A report with no valid finding falls back to the extractive writer.
+	// A report with no valid finding falls back to the extractive writer
+	// (a new community: an unchanged one would only be restamped).
 	answer = strings.Replace(answer, `"R1"`, `"R42"`, 1)
-	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 1,
-		Changed: []events.CommunityChange{{ID: "c0-x", MemberHash: "x"}}})))
-	r, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-x"))
+	cs[0].ID, cs[0].MemberHash = "c0-y", "y"
+	require.NoError(t, st.ReplaceCommunities(t.Context(), "acme", 2, cs))
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 2,
+		Changed: []events.CommunityChange{{ID: "c0-y", MemberHash: "y"}}})))
+	r, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-y"))
 	require.NoError(t, err)
 	require.Equal(t, "extractive", r.Writer)
 	mfs, err := reg.Gather()

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,6 +62,14 @@ type Config struct {
 	// MaxDeliver and Backoff tune redelivery (stream defaults when zero).
 	MaxDeliver int
 	Backoff    []time.Duration
+	// ReconcileEvery is how often Run reconciles the reports with the
+	// stored communities (default 1m; also at start and after each
+	// communities event; negative: never, see reconcile.go).
+	ReconcileEvery time.Duration
+	// ReconcileBatch bounds the reports one reconciliation pass of a
+	// tenant writes (default 256); a pass that stops there is followed by
+	// another at once.
+	ReconcileBatch int
 }
 
 func (c *Config) setDefaults() {
@@ -76,6 +85,12 @@ func (c *Config) setDefaults() {
 	if c.MaxEntityText == 0 {
 		c.MaxEntityText = 2000
 	}
+	if c.ReconcileEvery == 0 {
+		c.ReconcileEvery = time.Minute
+	}
+	if c.ReconcileBatch == 0 {
+		c.ReconcileBatch = 256
+	}
 }
 
 // Validate checks the configuration.
@@ -86,8 +101,8 @@ func (c Config) Validate() error {
 	if (c.Vectors == nil) != (c.Embedder == nil) {
 		return errors.New("reporter: Vectors and Embedder must be set together")
 	}
-	if c.EmbedBatch < 1 || c.MaxEntityText < 1 {
-		return errors.New("reporter: EmbedBatch and MaxEntityText must be >= 1")
+	if c.EmbedBatch < 1 || c.MaxEntityText < 1 || c.ReconcileBatch < 1 {
+		return errors.New("reporter: EmbedBatch, MaxEntityText and ReconcileBatch must be >= 1")
 	}
 	return nil
 }
@@ -101,6 +116,18 @@ type Worker struct {
 	written  *prometheus.CounterVec
 	took     prometheus.Histogram
 	fallback prometheus.Counter
+	// restamped counts reports whose citations moved to current versions
+	// without a rewrite.
+	restamped prometheus.Counter
+
+	// rmu serialises the report writes of community events and of
+	// reconciliation; wake asks the reconcile loop for a pass.
+	// cursor holds, per tenant, where the last bounded pass stopped
+	// (guarded by rmu).
+	rmu        sync.Mutex
+	wake       chan struct{}
+	cursor     map[string]store.Community
+	reconciled *prometheus.CounterVec
 
 	// vmu serialises the vector index writes (see vectors.go).
 	vmu       sync.Mutex
@@ -120,11 +147,19 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{cfg: cfg, bus: bus, st: st, log: log,
+	w := &Worker{cfg: cfg, bus: bus, st: st, log: log, wake: make(chan struct{}, 1), cursor: map[string]store.Community{},
+		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_reports_reconciled_total",
+			Help: "Reports the reconciliation with the stored communities wrote or removed, by reason (missing, sources_changed, removed).",
+		}, []string{"reason"}),
 		written: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_reports_written_total",
-			Help: "Reports written, by reason (members_changed, sources_changed) and removed.",
+			Help: "Reports written, by reason (members_changed, sources_changed, missing: found by reconciliation) and removed.",
 		}, []string{"reason"}),
+		restamped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kgstream_reports_restamped_total",
+			Help: "Reports whose member set and input were unchanged: citations moved to the current versions, no rewrite.",
+		}),
 		fallback: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kgstream_report_llm_fallbacks_total",
 			Help: "LLM reports rejected (failed call, invalid shape, no finding citing known ids) and written extractively instead.",
@@ -143,7 +178,7 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 		}),
 	}
 	if reg != nil {
-		cs := []prometheus.Collector{w.written, w.took, w.fallback}
+		cs := []prometheus.Collector{w.written, w.restamped, w.took, w.fallback, w.reconciled}
 		if cfg.Vectors != nil {
 			cs = append(cs, w.vectorOps, w.embedded)
 		}
@@ -157,7 +192,8 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 }
 
 // Run consumes community changes (and, with a vector index, graph and ACL
-// changes) until ctx is cancelled. The community consumer keeps the
+// changes) and reconciles the reports with the stored communities (see
+// reconcile.go) until ctx is cancelled. The community consumer keeps the
 // stage's own durable; the vector consumers have theirs under
 // "<stage>-vectors-", so enabling vectors never replays old community
 // events, and the stage's pending count covers both.
@@ -166,19 +202,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	// a time so none waits in the buffer past its ack deadline.
 	reports := stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindCommunitiesChanged},
 		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff, Batch: 1, AckWait: 2 * time.Minute}
-	if !w.vectorsOn() {
-		return w.bus.Run(ctx, reports, w.Handle)
+	actors := []func(context.Context) error{func(ctx context.Context) error { return w.bus.Run(ctx, reports, w.Handle) }}
+	if w.vectorsOn() {
+		vectors := stream.ConsumerConfig{Stage: w.cfg.Stage, Durable: w.cfg.Stage + "-vectors",
+			Kinds: []events.Kind{events.KindGraphChanged, events.KindDocACL}, MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff}
+		actors = append(actors, func(ctx context.Context) error { return w.bus.Run(ctx, vectors, w.Handle) })
 	}
-	vectors := stream.ConsumerConfig{Stage: w.cfg.Stage, Durable: w.cfg.Stage + "-vectors",
-		Kinds: []events.Kind{events.KindGraphChanged, events.KindDocACL}, MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff}
+	if w.cfg.ReconcileEvery > 0 {
+		actors = append(actors, w.reconcileLoop)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
-	go func() { errc <- w.bus.Run(ctx, reports, w.Handle) }()
-	go func() { errc <- w.bus.Run(ctx, vectors, w.Handle) }()
-	err := <-errc
-	cancel() // one consumer failing stops the other
-	return errors.Join(err, <-errc)
+	errc := make(chan error, len(actors))
+	for _, a := range actors {
+		go func() { errc <- a(ctx) }()
+	}
+	errs := []error{<-errc}
+	cancel() // the first to return stops the others
+	for range actors[1:] {
+		errs = append(errs, <-errc)
+	}
+	return errors.Join(errs...)
 }
 
 // ReportID is the id of a community's report.
@@ -201,12 +245,19 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 }
 
 // handleCommunities rewrites the reports of one clustering run's changed
-// communities.
+// communities. A community whose report has the same member hash and input
+// hash as now (see inputHash) keeps its report: only the citations move to
+// the current versions (restamped, no writer call).
 func (w *Worker) handleCommunities(ctx context.Context, m *stream.Message) error {
 	var ev events.CommunitiesChanged
 	if err := events.Decode(m.Data, &ev); err != nil {
 		return err
 	}
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	// Whatever this event leaves out (an announcement lost before it), the
+	// reconciliation that follows it finds.
+	defer w.wakeReconcile()
 	// An older run's event is still handled: the newer run was diffed
 	// against it, so its changes are announced nowhere else. Ids are member
 	// set hashes, so writing the changed ones that still exist and removing
@@ -219,56 +270,42 @@ func (w *Worker) handleCommunities(ctx context.Context, m *stream.Message) error
 	for _, c := range comms {
 		byID[c.ID] = c
 	}
-	g, err := w.st.Snapshot(ctx, ev.Tenant)
-	if err != nil {
-		return fmt.Errorf("reading graph: %w", err)
-	}
-	ix := newIndex(g)
-	var written, removed []string
-	var reps []store.Report
-	write := func(list []events.CommunityChange, reason string) error {
+	var jobs []job
+	queued := map[string]bool{}
+	add := func(list []events.CommunityChange, reason string) {
 		for _, ch := range list {
-			c, ok := byID[ch.ID]
-			if !ok {
-				continue
+			if c, ok := byID[ch.ID]; ok && !queued[ch.ID] {
+				queued[ch.ID] = true
+				jobs = append(jobs, job{c, reason})
 			}
-			start := time.Now()
-			r := w.write(ctx, c, ix)
-			if err := w.st.PutReport(ctx, ev.Tenant, r); err != nil {
-				return fmt.Errorf("storing report %s: %w", r.ID, err)
-			}
-			w.took.Observe(time.Since(start).Seconds())
-			w.written.WithLabelValues(reason).Inc()
-			written = append(written, r.ID)
-			reps = append(reps, r)
 		}
-		return nil
 	}
-	if err := write(ev.Changed, "members_changed"); err != nil {
-		return err
-	}
-	if err := write(ev.Refreshed, "sources_changed"); err != nil {
-		return err
-	}
+	add(ev.Changed, "members_changed")
+	add(ev.Refreshed, "sources_changed")
 	// Reports whose sources moved on (an edit of a document one of their
 	// edges leaves into another community, say) are rebuilt too: they are
 	// inadmissible until then.
-	stale, err := w.staleCommunities(ctx, ev.Tenant, byID, written)
+	stale, err := w.staleCommunities(ctx, ev.Tenant, byID, queued)
 	if err != nil {
 		return err
 	}
-	if err := write(stale, "sources_changed"); err != nil {
+	add(stale, "sources_changed")
+	reps, err := w.writeReports(ctx, ev.Tenant, jobs)
+	if err != nil {
 		return err
 	}
+	written := make([]string, 0, len(reps))
+	for _, r := range reps {
+		written = append(written, r.ID)
+	}
+	var removed []string
 	for _, id := range ev.Removed {
-		if _, alive := byID[id]; alive {
-			continue // a later run has this member set again
+		if _, alive := byID[id]; !alive { // else a later run has this member set again
+			removed = append(removed, ReportID(id))
 		}
-		if err := w.st.DeleteReport(ctx, ev.Tenant, ReportID(id)); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("removing report of %s: %w", id, err)
-		}
-		w.written.WithLabelValues("removed").Inc()
-		removed = append(removed, ReportID(id))
+	}
+	if err := w.removeReports(ctx, ev.Tenant, removed); err != nil {
+		return err
 	}
 	if w.vectorsOn() {
 		if err := w.indexReports(ctx, ev.Tenant, reps, removed); err != nil {
@@ -284,35 +321,102 @@ func (w *Worker) handleCommunities(ctx context.Context, m *stream.Message) error
 	return nil
 }
 
-// staleCommunities lists the existing communities whose report was built
-// from a source version the registry no longer has, skipping those just
-// written.
-func (w *Worker) staleCommunities(ctx context.Context, tenant string, byID map[string]store.Community, written []string) ([]events.CommunityChange, error) {
-	reps, err := w.st.Reports(ctx, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("reading reports: %w", err)
+// job is one report to write, and why.
+type job struct {
+	c      store.Community
+	reason string
+}
+
+// writeReports writes the reports of jobs and returns those it stored. A
+// community whose report has the same member hash and input hash as now
+// (see inputHash) keeps its report: only the citations move to the current
+// versions (restamped, no writer call), and nothing is stored when nothing
+// moved. Only the reports of jobs are read.
+func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([]store.Report, error) {
+	if len(jobs) == 0 {
+		return nil, nil
 	}
-	done := map[string]bool{}
-	for _, id := range written {
-		done[id] = true
+	cs := make([]store.Community, len(jobs))
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		cs[i], ids[i] = j.c, ReportID(j.c.ID)
+	}
+	ix, err := w.loadIndex(ctx, tenant, cs)
+	if err != nil {
+		return nil, err
+	}
+	olds, err := w.st.ReportsByID(ctx, tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the reports of %d communities: %w", len(ids), err)
+	}
+	var reps []store.Report
+	for _, j := range jobs {
+		start := time.Now()
+		hash := w.inputHash(ix, j.c)
+		var r store.Report
+		old, had := olds[ReportID(j.c.ID)]
+		restamp := had && old.MemberHash == j.c.MemberHash && old.InputHash == hash
+		if restamp {
+			r = ix.restamp(old, j.c)
+			if slices.Equal(r.Sources, old.Sources) && sameCitations(r.Findings, old.Findings) {
+				continue // nothing moved
+			}
+		} else {
+			r = w.write(ctx, j.c, ix)
+			r.InputHash = hash
+		}
+		if err := w.st.PutReport(ctx, tenant, r); err != nil {
+			return reps, fmt.Errorf("storing report %s: %w", r.ID, err)
+		}
+		if restamp {
+			w.restamped.Inc()
+		} else {
+			w.took.Observe(time.Since(start).Seconds())
+			w.written.WithLabelValues(j.reason).Inc()
+		}
+		reps = append(reps, r)
+	}
+	return reps, nil
+}
+
+// removeReports deletes the reports ids.
+func (w *Worker) removeReports(ctx context.Context, tenant string, ids []string) error {
+	for _, id := range ids {
+		if err := w.st.DeleteReport(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("removing report %s: %w", id, err)
+		}
+		w.written.WithLabelValues("removed").Inc()
+	}
+	return nil
+}
+
+// staleCommunities lists the existing communities whose report was built
+// from a source version the registry no longer has, skipping those queued.
+// It reads the report store's citation index, not the reports.
+func (w *Worker) staleCommunities(ctx context.Context, tenant string, byID map[string]store.Community, queued map[string]bool) ([]events.CommunityChange, error) {
+	cites, err := w.st.ReportCitations(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("reading report citations: %w", err)
 	}
 	var ids []string
-	for _, r := range reps {
-		for _, s := range r.Sources {
+	for _, refs := range cites {
+		for _, s := range refs {
 			ids = append(ids, s.DocID)
 		}
 	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	cur, err := w.st.Sources(ctx, tenant, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading sources: %w", err)
 	}
 	var out []events.CommunityChange
-	for _, r := range reps {
-		c, ok := byID[r.Community]
-		if !ok || done[r.ID] {
+	for _, c := range byID {
+		refs, ok := cites[ReportID(c.ID)]
+		if !ok || queued[c.ID] {
 			continue
 		}
-		for _, s := range r.Sources {
+		for _, s := range refs {
 			st, ok := cur[s.DocID]
 			if !ok || st.Deleted || st.Version != s.Version {
 				out = append(out, events.CommunityChange{ID: c.ID, Level: c.Level, MemberHash: c.MemberHash})
@@ -320,6 +424,7 @@ func (w *Worker) staleCommunities(ctx context.Context, tenant string, byID map[s
 			}
 		}
 	}
+	slices.SortFunc(out, func(a, b events.CommunityChange) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
@@ -360,17 +465,23 @@ func (ix *index) context(c store.Community) *Context {
 	return x
 }
 
+// index holds the entities and edges reports are written from: every
+// member of the communities to write, the edges leaving them and their far
+// ends (or, from a snapshot, the whole graph).
 type index struct {
-	ents map[string]store.Entity
-	adj  map[string][]store.Edge
+	ents  map[string]store.Entity
+	adj   map[string][]store.Edge
+	edges map[string]store.Edge
 }
 
 func newIndex(g store.Graph) *index {
-	ix := &index{ents: make(map[string]store.Entity, len(g.Entities)), adj: map[string][]store.Edge{}}
+	ix := &index{ents: make(map[string]store.Entity, len(g.Entities)), adj: map[string][]store.Edge{},
+		edges: make(map[string]store.Edge, len(g.Edges))}
 	for _, e := range g.Entities {
 		ix.ents[e.ID] = e
 	}
 	for _, e := range g.Edges {
+		ix.edges[e.ID] = e
 		ix.adj[e.Source] = append(ix.adj[e.Source], e)
 		if e.Target != e.Source {
 			ix.adj[e.Target] = append(ix.adj[e.Target], e)

@@ -146,3 +146,93 @@ func TestReportsForChangedCommunitiesOnly(t *testing.T) {
 	_, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-y"))
 	require.NoError(t, err, "c0-y exists again in run 3: its report stays")
 }
+
+// counter reads one kgstream counter, summed over its labels (or, with
+// reason, of that reason only).
+func counter(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			if reason == "" || len(m.Label) > 0 && m.Label[0].GetValue() == reason {
+				total += m.Counter.GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// TestUnchangedInputIsRestamped: a community whose members and input are
+// unchanged keeps its report, its citations moved to the current versions;
+// a changed statement rewrites it; a report whose source moved on without
+// any event for its community is found through the citation index.
+func TestUnchangedInputIsRestamped(t *testing.T) {
+	w, st, _, reg := setup(t)
+	ctx := t.Context()
+	apply(t, st, "a", 1, "diskfull")
+	apply(t, st, "b", 1, "diskfull")
+	cs := []store.Community{{ID: "c0-x", Level: 0, Members: []string{"failure_mode:diskfull", "incident:a", "incident:b"}, MemberHash: "x"}}
+	require.NoError(t, st.ReplaceCommunities(ctx, "acme", 1, cs))
+	require.NoError(t, w.Handle(ctx, message(t, &events.CommunitiesChanged{Run: 1,
+		Changed: []events.CommunityChange{{ID: "c0-x", MemberHash: "x"}}})))
+	first, err := st.Report(ctx, "acme", reporter.ReportID("c0-x"))
+	require.NoError(t, err)
+	require.NotEmpty(t, first.InputHash)
+	require.EqualValues(t, 1, counter(t, reg, "kgstream_reports_written_total", ""))
+
+	// a v2 says the same: restamped to a v2, not rewritten.
+	apply(t, st, "a", 2, "diskfull")
+	refresh := &events.CommunitiesChanged{Run: 2, Refreshed: []events.CommunityChange{{ID: "c0-x", MemberHash: "x"}}}
+	require.NoError(t, w.Handle(ctx, message(t, refresh)))
+	r, err := st.Report(ctx, "acme", reporter.ReportID("c0-x"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, counter(t, reg, "kgstream_reports_written_total", ""))
+	require.EqualValues(t, 1, counter(t, reg, "kgstream_reports_restamped_total", ""))
+	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 2}, {DocID: "b", Version: 1}}, r.Sources)
+	require.Equal(t, first.Title, r.Title)
+	require.Equal(t, first.Summary, r.Summary)
+	require.Equal(t, first.InputHash, r.InputHash)
+	var cited []provenance.SourceRef
+	for _, f := range r.Findings {
+		cited = append(cited, f.Citations...)
+	}
+	require.Contains(t, cited, provenance.SourceRef{DocID: "a", Version: 2, TextUnit: "a-u"})
+	require.NotContains(t, cited, provenance.SourceRef{DocID: "a", Version: 1, TextUnit: "a-u"})
+
+	// The same event again moves nothing: neither written nor restamped.
+	require.NoError(t, w.Handle(ctx, message(t, refresh)))
+	require.EqualValues(t, 1, counter(t, reg, "kgstream_reports_restamped_total", ""))
+
+	// a v3, and an event that names no community: the citation index finds
+	// the report built on a v2 and restamps it.
+	apply(t, st, "a", 3, "diskfull")
+	require.NoError(t, w.Handle(ctx, message(t, &events.CommunitiesChanged{Run: 3})))
+	r, err = st.Report(ctx, "acme", reporter.ReportID("c0-x"))
+	require.NoError(t, err)
+	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 3}, {DocID: "b", Version: 1}}, r.Sources)
+	require.EqualValues(t, 2, counter(t, reg, "kgstream_reports_restamped_total", ""))
+	require.EqualValues(t, 1, counter(t, reg, "kgstream_reports_written_total", ""))
+
+	// b v2 states something new of its incident: the report is rewritten.
+	_, err = st.Apply(ctx, "acme", "b", 2, store.Contributions{
+		TextUnits: []events.TextUnit{{ID: "b-u", Text: "t"}},
+		Entities: []store.EntityContribution{
+			{ID: "incident:b", Type: "incident", Name: "b", NameRank: 2, Description: "the disk filled overnight", TextUnits: []string{"b-u"}},
+			{ID: "failure_mode:diskfull", Type: "failure_mode", Name: "diskfull", NameRank: 2, TextUnits: []string{"b-u"}},
+		},
+		Edges: []store.EdgeContribution{{Source: "incident:b", Relation: "failure", Target: "failure_mode:diskfull", Weight: 1, TextUnits: []string{"b-u"}}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Handle(ctx, message(t, &events.CommunitiesChanged{Run: 4, Refreshed: refresh.Refreshed})))
+	r, err = st.Report(ctx, "acme", reporter.ReportID("c0-x"))
+	require.NoError(t, err)
+	require.NotEqual(t, first.InputHash, r.InputHash)
+	require.EqualValues(t, 1, counter(t, reg, "kgstream_reports_written_total", "sources_changed"))
+	require.EqualValues(t, 2, counter(t, reg, "kgstream_reports_restamped_total", ""))
+	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 3}, {DocID: "b", Version: 2}}, r.Sources)
+}

@@ -69,9 +69,9 @@ func (w *Worker) handleGraph(ctx context.Context, m *stream.Message) error {
 	}
 	var reports []store.Report
 	if !rec.Deleted {
-		all, err := w.st.Reports(ctx, tenant)
+		all, err := w.st.ReportsBySource(ctx, tenant, doc)
 		if err != nil {
-			return fmt.Errorf("reading reports: %w", err)
+			return fmt.Errorf("reading the reports citing %s: %w", doc, err)
 		}
 		for _, r := range all {
 			if slices.Contains(r.Sources, provenance.SourceRef{DocID: doc, Version: rec.Version}) {

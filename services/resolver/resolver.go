@@ -47,6 +47,12 @@ type Config struct {
 	// CatalogTTL bounds how long the catalog title index of a tenant is
 	// cached (default 30s); applying a catalog refreshes it at once.
 	CatalogTTL time.Duration
+	// BatchSize is the most events applied in one store transaction
+	// (default stream.DefaultBatchSize).
+	BatchSize int
+	// BatchWait is how long to wait for more events once the first of a
+	// batch arrived (default stream.DefaultBatchWait).
+	BatchWait time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -68,6 +74,9 @@ func (c *Config) setDefaults() {
 func (c Config) Validate() error {
 	if c.MaxDeliver < 0 {
 		return errors.New("resolver: MaxDeliver must be >= 0")
+	}
+	if c.BatchSize < 0 || c.BatchWait < 0 {
+		return errors.New("resolver: BatchSize and BatchWait must be >= 0")
 	}
 	return nil
 }
@@ -138,82 +147,325 @@ func New(cfg Config, bus *stream.Bus, graph store.GraphStore, log *slog.Logger, 
 // DegreeJumps is the degree-jump counter (for tests and dashboards).
 func (w *Worker) DegreeJumps() prometheus.Counter { return w.jumps }
 
-// Run consumes until ctx is cancelled.
+// Run consumes until ctx is cancelled, up to BatchSize events per store
+// transaction.
 func (w *Worker) Run(ctx context.Context) error {
-	return w.bus.Run(ctx, stream.ConsumerConfig{
+	return w.bus.RunBatch(ctx, stream.ConsumerConfig{
 		Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindExtracted, events.KindDocDeleted},
-		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff,
-	}, w.Handle)
+		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff, Batch: w.cfg.BatchSize, BatchWait: w.cfg.BatchWait,
+	}, w.HandleBatch)
 }
 
-// Handle applies one event.
+// Handle applies one event (a batch of one).
 func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
+	return w.HandleBatch(ctx, []*stream.Message{m})[0]
+}
+
+// change is one event of a batch on its way to the store.
+type change struct {
+	i          int // index in the batch
+	tenant     string
+	docID      string
+	version    int64
+	resolution int64
+	deleted    bool
+	docType    string
+	received   time.Time
+	ev         *events.Extracted // nil for a deletion
+	raw        []byte
+	c          store.Contributions
+	// prev lists the entities the document contributed before, then those
+	// it contributes now.
+	prev []string
+	// before holds the degrees of the hub candidates before the apply;
+	// gain, how many of this change's edges touch each.
+	before, gain map[string]int
+}
+
+// newer reports whether a supersedes b (the same document): a later
+// version, a deletion at the same version, or the same version resolved
+// again.
+func (a *change) newer(b *change) bool {
+	switch {
+	case a.version != b.version:
+		return a.version > b.version
+	case a.deleted != b.deleted:
+		return a.deleted
+	default:
+		return a.resolution > b.resolution
+	}
+}
+
+func (a *change) same(b *change) bool {
+	return a.version == b.version && a.deleted == b.deleted && a.resolution == b.resolution
+}
+
+// HandleBatch applies a batch of events, one store transaction per tenant
+// (per run of events up to a catalog, which the events after it resolve
+// against), then announces every applied document before returning, so
+// nothing is acknowledged before its change and its announcement are
+// durable. Of several versions of one document only the newest is
+// applied; the older are stale. Each event gets its own result.
+func (w *Worker) HandleBatch(ctx context.Context, ms []*stream.Message) []error {
+	errs := make([]error, len(ms))
+	var chs []*change
+	newest := map[[2]string]*change{}
+	var copies [][2]int // an event identical to another: it shares that one's result
+	for i, m := range ms {
+		ch, err := w.decode(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		ch.i = i
+		k := [2]string{ch.tenant, ch.docID}
+		if cur, ok := newest[k]; ok {
+			switch {
+			case cur.same(ch):
+				copies = append(copies, [2]int{i, cur.i})
+				continue
+			case cur.newer(ch):
+				errs[i] = w.superseded(ch, cur)
+				continue
+			default:
+				errs[cur.i] = w.superseded(cur, ch)
+				chs[slices.Index(chs, cur)] = ch
+				newest[k] = ch
+				continue
+			}
+		}
+		newest[k] = ch
+		chs = append(chs, ch)
+	}
+	var run []*change
+	for _, ch := range chs {
+		if err := w.prepare(ctx, ch); err != nil {
+			errs[ch.i] = err
+			continue
+		}
+		run = append(run, ch)
+		if ch.docType == "catalog" {
+			w.applyRun(ctx, run, errs)
+			run = nil
+		}
+	}
+	w.applyRun(ctx, run, errs)
+	for _, c := range copies {
+		errs[c[0]] = errs[c[1]]
+	}
+	return errs
+}
+
+func (w *Worker) superseded(old, by *change) error {
+	w.outcomes.WithLabelValues(kindOf(old.deleted), string(store.Stale)).Inc()
+	return fmt.Errorf("%w: %s@%d is superseded by version %d in the same batch", stream.ErrStale, old.docID, old.version, by.version)
+}
+
+func kindOf(deleted bool) string {
+	if deleted {
+		return "delete"
+	}
+	return "change"
+}
+
+// decode reads one event of the batch.
+func (w *Worker) decode(m *stream.Message) (*change, error) {
 	switch m.Kind {
 	case events.KindExtracted:
 		var ev events.Extracted
 		if err := events.Decode(m.Data, &ev); err != nil {
-			return err
+			return nil, err
 		}
 		if ev.Tenant != m.Tenant {
-			return stream.Permanent(fmt.Errorf("event tenant %q does not match subject tenant %q", ev.Tenant, m.Tenant))
+			return nil, stream.Permanent(fmt.Errorf("event tenant %q does not match subject tenant %q", ev.Tenant, m.Tenant))
 		}
-		if ev.Resolution > 0 {
-			// A re-resolution must see the alias table that asked for it.
-			if err := w.cfg.Aliases.Refresh(); err != nil {
-				w.log.Error("alias table not reloaded for a re-resolution", "error", err)
-			}
-		}
-		c, err := w.Resolve(ctx, &ev)
-		if err != nil {
-			return err
-		}
-		// Keep the extraction so the document can be resolved again (after an
-		// unmerge) without re-extracting it.
-		c.Resolution, c.Raw = ev.Resolution, m.Data
-		before, err := w.degrees(ctx, ev.Tenant, w.hubCandidates(c))
-		if err != nil {
-			return err
-		}
-		prev, err := w.previousEntities(ctx, ev.Tenant, ev.DocID)
-		if err != nil {
-			return err
-		}
-		res, err := w.graph.Apply(ctx, ev.Tenant, ev.DocID, ev.Version, c)
-		if err != nil {
-			return classify(fmt.Errorf("applying %s@%d: %w", ev.DocID, ev.Version, err))
-		}
-		if res.Outcome == store.Applied && len(before) > 0 {
-			if err := w.checkJumps(ctx, ev.Tenant, ev.DocID, ev.Version, before); err != nil {
-				return err
-			}
-		}
-		if ev.DocType == "catalog" && res.Outcome == store.Applied {
-			w.forgetCatalog(ev.Tenant)
-		}
-		for _, e := range c.Entities {
-			prev = append(prev, e.ID)
-		}
-		return w.after(ctx, "change", ev.Tenant, ev.DocID, ev.Version, ev.Resolution, false, ev.ReceivedAt, res, prev)
+		// Resolved in prepare, in batch order.
+		return &change{tenant: ev.Tenant, docID: ev.DocID, version: ev.Version, resolution: ev.Resolution,
+			docType: ev.DocType, received: ev.ReceivedAt, ev: &ev, raw: m.Data}, nil
 	case events.KindDocDeleted:
 		var ev events.DocDeleted
 		if err := events.Decode(m.Data, &ev); err != nil {
-			return err
+			return nil, err
 		}
 		if ev.Tenant != m.Tenant {
-			return stream.Permanent(fmt.Errorf("event tenant %q does not match subject tenant %q", ev.Tenant, m.Tenant))
+			return nil, stream.Permanent(fmt.Errorf("event tenant %q does not match subject tenant %q", ev.Tenant, m.Tenant))
 		}
-		prev, err := w.previousEntities(ctx, ev.Tenant, ev.DocID)
-		if err != nil {
-			return err
-		}
-		res, err := w.graph.Delete(ctx, ev.Tenant, ev.DocID, ev.Version)
-		if err != nil {
-			return classify(fmt.Errorf("deleting %s@%d: %w", ev.DocID, ev.Version, err))
-		}
-		return w.after(ctx, "delete", ev.Tenant, ev.DocID, ev.Version, 0, true, ev.ReceivedAt, res, prev)
+		return &change{tenant: ev.Tenant, docID: ev.DocID, version: ev.Version, deleted: true, received: ev.ReceivedAt}, nil
 	default:
-		return stream.Permanent(fmt.Errorf("resolver does not handle %s events", m.Kind))
+		return nil, stream.Permanent(fmt.Errorf("resolver does not handle %s events", m.Kind))
 	}
+}
+
+// prepare resolves a change and reads what the checks after the apply
+// compare against.
+func (w *Worker) prepare(ctx context.Context, ch *change) error {
+	prev, err := w.previousEntities(ctx, ch.tenant, ch.docID)
+	if err != nil {
+		return err
+	}
+	ch.prev = prev
+	if ch.deleted {
+		return nil
+	}
+	ev := ch.ev
+	if ev.Resolution > 0 {
+		// A re-resolution must see the alias table that asked for it.
+		if err := w.cfg.Aliases.Refresh(); err != nil {
+			w.log.Error("alias table not reloaded for a re-resolution", "error", err)
+		}
+	}
+	c, err := w.Resolve(ctx, ev)
+	if err != nil {
+		return err
+	}
+	// Keep the extraction so the document can be resolved again (after an
+	// unmerge) without re-extracting it.
+	c.Resolution, c.Raw = ev.Resolution, ch.raw
+	ch.c = c
+	cands := w.hubCandidates(c)
+	if ch.before, err = w.degrees(ctx, ch.tenant, cands); err != nil {
+		return err
+	}
+	ch.gain = map[string]int{}
+	for _, e := range c.Edges {
+		ch.gain[e.Source]++
+		if e.Target != e.Source {
+			ch.gain[e.Target]++
+		}
+	}
+	for _, e := range c.Entities {
+		ch.prev = append(ch.prev, e.ID)
+	}
+	return nil
+}
+
+// applyRun applies prepared changes, one ApplyBatch per tenant, and
+// announces them.
+func (w *Worker) applyRun(ctx context.Context, run []*change, errs []error) {
+	if len(run) == 0 {
+		return
+	}
+	var tenants []string
+	byTenant := map[string][]*change{}
+	for _, ch := range run {
+		if _, ok := byTenant[ch.tenant]; !ok {
+			tenants = append(tenants, ch.tenant)
+		}
+		byTenant[ch.tenant] = append(byTenant[ch.tenant], ch)
+	}
+	var out []stream.Outgoing
+	var announced []*change
+	var results []store.ApplyResult
+	for _, tenant := range tenants {
+		chs := byTenant[tenant]
+		res := w.apply(ctx, tenant, chs, errs)
+		var ok []*change
+		var okRes []store.ApplyResult
+		for j, ch := range chs {
+			if errs[ch.i] != nil {
+				continue
+			}
+			r := res[j]
+			w.outcomes.WithLabelValues(kindOf(ch.deleted), string(r.Outcome)).Inc()
+			if r.Outcome == store.Stale {
+				errs[ch.i] = fmt.Errorf("%w: %s@%d is older than applied version %d", stream.ErrStale, ch.docID, ch.version, r.Previous)
+				continue
+			}
+			if r.Outcome == store.Applied {
+				w.bus.ObserveLag("graph", ch.received)
+				if ch.docType == "catalog" {
+					w.forgetCatalog(tenant)
+				}
+			}
+			ok = append(ok, ch)
+			okRes = append(okRes, r)
+		}
+		if len(ok) == 0 {
+			continue
+		}
+		w.checkJumps(ctx, ok, okRes, errs)
+		st, err := w.graph.Stats(ctx, tenant)
+		if err != nil {
+			for _, ch := range ok {
+				errs[ch.i] = fmt.Errorf("reading graph stats: %w", err)
+			}
+			continue
+		}
+		for j, ch := range ok {
+			if errs[ch.i] != nil {
+				continue
+			}
+			// Published for duplicates too: a redelivery after a failed
+			// publish must still reach the clusterer; the message id
+			// de-duplicates.
+			id := events.MsgID(tenant, ch.docID, ch.version, "graph")
+			if ch.resolution > 0 {
+				id = events.MsgID(tenant, ch.docID, ch.version, fmt.Sprintf("graph-r%d", ch.resolution))
+			}
+			out = append(out, stream.Outgoing{Kind: events.KindGraphChanged, Tenant: tenant, MsgID: id,
+				Event: &events.GraphChanged{Header: events.Header{Tenant: tenant}, DocID: ch.docID, Version: ch.version,
+					Deleted: ch.deleted, Touched: okRes[j].Touched, Contributed: sortedUnique(ch.prev),
+					Entities: st.Entities, Edges: st.Edges, ReceivedAt: ch.received}})
+			announced = append(announced, ch)
+			results = append(results, okRes[j])
+		}
+	}
+	for j, err := range w.bus.PublishAll(ctx, out) {
+		ch, res := announced[j], results[j]
+		if err != nil {
+			errs[ch.i] = fmt.Errorf("announcing graph change: %w", err)
+			continue
+		}
+		w.log.Info("source applied", "tenant", ch.tenant, "doc", ch.docID, "version", ch.version, "outcome", res.Outcome,
+			"entities_added", res.EntitiesAdded, "entities_removed", res.EntitiesRemoved,
+			"edges_added", res.EdgesAdded, "edges_removed", res.EdgesRemoved)
+	}
+}
+
+// apply writes one tenant's changes in one ApplyBatch. When the store
+// fails the whole batch, each change is tried alone, so one document the
+// store cannot take does not hold back the others.
+func (w *Worker) apply(ctx context.Context, tenant string, chs []*change, errs []error) []store.ApplyResult {
+	changes := make([]store.Change, len(chs))
+	for j, ch := range chs {
+		changes[j] = store.Change{DocID: ch.docID, Version: ch.version, Delete: ch.deleted, Contributions: ch.c}
+	}
+	res, cerrs, err := w.graph.ApplyBatch(ctx, tenant, changes)
+	if err != nil && len(chs) > 1 {
+		w.log.Warn("batch apply failed, applying its documents one by one", "tenant", tenant, "documents", len(chs), "error", err)
+		res = make([]store.ApplyResult, len(chs))
+		for j := range chs {
+			r, e, err := w.graph.ApplyBatch(ctx, tenant, changes[j:j+1])
+			switch {
+			case err != nil:
+				errs[chs[j].i] = w.applyError(chs[j], err)
+			case e[0] != nil:
+				errs[chs[j].i] = w.applyError(chs[j], e[0])
+			default:
+				res[j] = r[0]
+			}
+		}
+		return res
+	}
+	for j, ch := range chs {
+		switch {
+		case err != nil:
+			errs[ch.i] = w.applyError(ch, err)
+		case cerrs[j] != nil:
+			errs[ch.i] = w.applyError(ch, cerrs[j])
+		}
+	}
+	if res == nil {
+		res = make([]store.ApplyResult, len(chs))
+	}
+	return res
+}
+
+func (w *Worker) applyError(ch *change, err error) error {
+	if ch.deleted {
+		return classify(fmt.Errorf("deleting %s@%d: %w", ch.docID, ch.version, err))
+	}
+	return classify(fmt.Errorf("applying %s@%d: %w", ch.docID, ch.version, err))
 }
 
 // previousEntities lists the entities the document contributes before this
@@ -227,36 +479,6 @@ func (w *Worker) previousEntities(ctx context.Context, tenant, docID string) ([]
 		return nil, fmt.Errorf("reading source %s: %w", docID, err)
 	}
 	return slices.Clone(rec.Entities), nil
-}
-
-func (w *Worker) after(ctx context.Context, kind, tenant, docID string, version, resolution int64, deleted bool, received time.Time, res store.ApplyResult, contributed []string) error {
-	w.outcomes.WithLabelValues(kind, string(res.Outcome)).Inc()
-	if res.Outcome == store.Stale {
-		return fmt.Errorf("%w: %s@%d is older than applied version %d", stream.ErrStale, docID, version, res.Previous)
-	}
-	if res.Outcome == store.Applied {
-		w.bus.ObserveLag("graph", received)
-	}
-	st, err := w.graph.Stats(ctx, tenant)
-	if err != nil {
-		return fmt.Errorf("reading graph stats: %w", err)
-	}
-	// Published for duplicates too: a redelivery after a failed publish must
-	// still reach the clusterer; the message id de-duplicates.
-	id := events.MsgID(tenant, docID, version, "graph")
-	if resolution > 0 {
-		id = events.MsgID(tenant, docID, version, fmt.Sprintf("graph-r%d", resolution))
-	}
-	_, err = w.bus.Publish(ctx, events.KindGraphChanged, tenant, id,
-		&events.GraphChanged{Header: events.Header{Tenant: tenant}, DocID: docID, Version: version, Deleted: deleted,
-			Touched: res.Touched, Contributed: sortedUnique(contributed), Entities: st.Entities, Edges: st.Edges, ReceivedAt: received})
-	if err != nil {
-		return fmt.Errorf("announcing graph change: %w", err)
-	}
-	w.log.Info("source applied", "tenant", tenant, "doc", docID, "version", version, "outcome", res.Outcome,
-		"entities_added", res.EntitiesAdded, "entities_removed", res.EntitiesRemoved,
-		"edges_added", res.EdgesAdded, "edges_removed", res.EdgesRemoved)
-	return nil
 }
 
 // hubCandidates are the entities gaining enough edges in c for a degree
@@ -300,27 +522,54 @@ func (w *Worker) degrees(ctx context.Context, tenant string, ids []string) (map[
 
 // checkJumps logs and counts the candidates whose degree grew by the
 // factor: the apply stands (the store is consistent either way), but a
-// person should look at the merge.
-func (w *Worker) checkJumps(ctx context.Context, tenant, docID string, version int64, before map[string]int) error {
-	ids := make([]string, 0, len(before))
-	for id := range before {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	after, err := w.degrees(ctx, tenant, ids)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		// A new entity arriving with many edges is a document listing
-		// things; an existing one multiplying its degree is a merge.
-		if before[id] > 0 && float64(after[id]) >= w.cfg.DegreeJumpFactor*float64(before[id]) {
-			w.jumps.Inc()
-			w.log.Warn("degree jump, possibly a false merge", "tenant", tenant, "entity", id,
-				"doc", docID, "version", version, "degree_before", before[id], "degree_after", after[id])
+// person should look at the merge. Within a batch a document's own effect
+// is bounded by its degree before plus its edges touching the entity, so
+// other documents of the batch adding to the same entity are not counted
+// against it.
+func (w *Worker) checkJumps(ctx context.Context, chs []*change, res []store.ApplyResult, errs []error) {
+	var ids []string
+	for j, ch := range chs {
+		if res[j].Outcome != store.Applied {
+			continue
+		}
+		for id := range ch.before {
+			ids = appendUnique(ids, id)
 		}
 	}
-	return nil
+	if len(ids) == 0 {
+		return
+	}
+	sort.Strings(ids)
+	after, err := w.degrees(ctx, chs[0].tenant, ids)
+	if err != nil {
+		for j, ch := range chs {
+			if res[j].Outcome == store.Applied && len(ch.before) > 0 {
+				errs[ch.i] = err
+			}
+		}
+		return
+	}
+	for j, ch := range chs {
+		if res[j].Outcome != store.Applied {
+			continue
+		}
+		cands := make([]string, 0, len(ch.before))
+		for id := range ch.before {
+			cands = append(cands, id)
+		}
+		sort.Strings(cands)
+		for _, id := range cands {
+			before := ch.before[id]
+			a := min(after[id], before+ch.gain[id])
+			// A new entity arriving with many edges is a document listing
+			// things; an existing one multiplying its degree is a merge.
+			if before > 0 && float64(a) >= w.cfg.DegreeJumpFactor*float64(before) {
+				w.jumps.Inc()
+				w.log.Warn("degree jump, possibly a false merge", "tenant", ch.tenant, "entity", id,
+					"doc", ch.docID, "version", ch.version, "degree_before", before, "degree_after", a)
+			}
+		}
+	}
 }
 
 func (w *Worker) forgetCatalog(tenant string) {

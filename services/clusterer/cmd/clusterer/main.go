@@ -21,10 +21,11 @@ func main() {
 	maxDelay := fs.Duration("max-delay", 30*time.Second, "maximum delay of a re-clustering")
 	maxSize := fs.Int("max-cluster-size", 10, "hierarchical Leiden max cluster size")
 	weightBy := fs.String("weight-by", "sources", "edge weight: sources or strength")
-	_ = fs.Parse(os.Args[1:])
+	fullEvery := fs.Int("full-every", 100, "every n-th re-clustering of a tenant is from scratch, the others start from the previous partition (0: all from scratch)")
+	daemon.MustParse(fs, os.Args[1:])
 	err := daemon.Run(f, true, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
 		w, err := clusterer.New(clusterer.Config{Quiet: *quiet, MaxDelay: *maxDelay, WeightBy: *weightBy,
-			Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: *maxSize})}, env.Bus, env.Stores, env.Log, env.Registry)
+			FullEvery: *fullEvery, MaxClusterSize: *maxSize, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: *maxSize})}, env.Bus, env.Stores, env.Log, env.Registry)
 		if err != nil {
 			return nil, nil, err
 		}

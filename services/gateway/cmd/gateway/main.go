@@ -10,6 +10,7 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/daemon"
+	"github.com/kgstream/kgstream/pkg/openapi"
 	"github.com/kgstream/kgstream/services/gateway"
 )
 
@@ -20,7 +21,7 @@ func main() {
 	tokens := fs.String("tokens", os.Getenv("KG_TOKENS_FILE"), "tokens file (required)")
 	maxBody := fs.Int64("max-body-bytes", 4<<20, "request body limit")
 	webhooks := fs.String("webhooks", os.Getenv("KG_WEBHOOKS_FILE"), "webhook receivers (YAML or JSON)")
-	_ = fs.Parse(os.Args[1:])
+	daemon.MustParse(fs, os.Args[1:])
 	err := daemon.Run(f, true, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
 		toks, err := auth.LoadFile(*tokens)
 		if err != nil {
@@ -40,7 +41,10 @@ func main() {
 		if err != nil {
 			return nil, nil, err
 		}
-		return daemon.Block, g.Handler(), nil
+		mux := http.NewServeMux()
+		mux.Handle("GET "+openapi.Path, openapi.Handler())
+		mux.Handle("/", g.Handler())
+		return g.Run, mux, nil
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/kgstream/kgstream/pkg/daemon"
 	"github.com/kgstream/kgstream/pkg/llm"
@@ -22,11 +23,12 @@ func main() {
 	f.Register(fs, "127.0.0.1:8085")
 	var vf daemon.VectorFlags
 	vf.Register(fs)
-	_ = fs.Parse(os.Args[1:])
+	reconcileEvery := fs.Duration("reconcile-every", time.Minute, "how often the reports are reconciled with the stored communities, besides at start and after each communities event (negative: never)")
+	daemon.MustParse(fs, os.Args[1:])
 	err := daemon.Run(f, true, func(ctx context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
-		cfg := reporter.Config{}
+		cfg := reporter.Config{ReconcileEvery: *reconcileEvery}
 		if base := os.Getenv("KG_LLM_BASE_URL"); base != "" {
-			client, err := llm.New(llm.Config{BaseURL: base, Model: os.Getenv("KG_LLM_MODEL"), APIKey: os.Getenv("KG_LLM_API_KEY")})
+			client, err := newLLM()
 			if err != nil {
 				return nil, nil, err
 			}
@@ -52,4 +54,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "reporter:", err)
 		os.Exit(1)
 	}
+}
+
+// newLLM is the LLM client KG_LLM_* configures (endpoint, model, key,
+// concurrency cap and tokens per minute).
+func newLLM() (*llm.Client, error) {
+	cfg, err := llm.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return llm.New(cfg)
 }

@@ -1,0 +1,135 @@
+package clusterer_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/services/clusterer"
+)
+
+// cliques applies groups of size members, every pair of a group linked,
+// group i linked to group i+1 by one edge (a ring).
+func cliques(t *testing.T, st store.GraphStore, groups, size int) {
+	t.Helper()
+	node := func(g, i int) string { return fmt.Sprintf("service:g%02dn%d", g, i) }
+	for g := range groups {
+		ents := map[string]string{}
+		var es []store.EdgeContribution
+		for i := range size {
+			ents[node(g, i)] = fmt.Sprintf("G%d N%d", g, i)
+			for j := i + 1; j < size; j++ {
+				es = append(es, edge(node(g, i), "calls", node(g, j), 1))
+			}
+		}
+		n := node((g+1)%groups, 0)
+		ents[n] = "ring"
+		es = append(es, edge(node(g, size-1), "calls", n, 1))
+		apply(t, st, fmt.Sprintf("group-%02d", g), 1, ents, es...)
+	}
+}
+
+func levelZero(cs []store.Community) map[string]store.Community {
+	out := map[string]store.Community{}
+	for _, c := range cs {
+		if c.Level == 0 {
+			out[c.ID] = c
+		}
+	}
+	return out
+}
+
+// TestIncrementalReclusterIsStable: between full runs, a re-clustering
+// moves only what the edit touched. Every previous level-0 community none
+// of whose members the edit touched keeps its id; the touched entities go
+// where their edges pull them; a full run gives the from-scratch partition
+// again.
+func TestIncrementalReclusterIsStable(t *testing.T) {
+	cfg := clusterer.Config{Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: 10}), FullEvery: 100}
+
+	t.Run("cliques", func(t *testing.T) {
+		e := newEnv(t, cfg)
+		cliques(t, e.st, 12, 6)
+		require.NoError(t, e.w.Recluster(t.Context(), tenant))
+		before := communities(t, e.st)
+		// A new entity tied to four members of group 5, and a new edge
+		// between groups 2 and 9.
+		res := apply(t, e.st, "edit", 1, map[string]string{"service:new": "New", "service:g05n1": "a", "service:g05n2": "b",
+			"service:g05n3": "c", "service:g05n4": "d", "service:g02n2": "e", "service:g09n2": "f"},
+			edge("service:new", "calls", "service:g05n1", 1), edge("service:new", "calls", "service:g05n2", 1),
+			edge("service:new", "calls", "service:g05n3", 1), edge("service:new", "calls", "service:g05n4", 1),
+			edge("service:g02n2", "calls", "service:g09n2", 1))
+		require.NoError(t, e.w.Recluster(t.Context(), tenant))
+		after := communities(t, e.st)
+		ev := announcements(t, e.bus)[1]
+
+		now := levelZero(after)
+		for id, c := range levelZero(before) {
+			touched := slices.ContainsFunc(c.Members, func(m string) bool { return slices.Contains(res.Touched, m) })
+			if !touched {
+				require.Contains(t, now, id, "untouched community %v moved", c.Members)
+			}
+		}
+		home := byMember(after, "service:new")
+		require.NotNil(t, home)
+		require.Contains(t, home.Members, "service:g05n1", "the new entity joins the group it is tied to")
+		require.Equal(t, byMember(after, "service:g02n2").ID, byMember(after, "service:g02n0").ID, "one bridge does not pull a clique member away")
+		require.LessOrEqual(t, len(ev.Changed), 3, "%+v", ev.Changed)
+		require.LessOrEqual(t, len(ev.Removed), 3, "%+v", ev.Removed)
+
+		// A full run is the from-scratch partition of the same graph.
+		twin := newEnv(t, clusterer.Config{Partitioner: cfg.Partitioner})
+		cliques(t, twin.st, 12, 6)
+		apply(t, twin.st, "edit", 1, map[string]string{"service:new": "New", "service:g05n1": "a", "service:g05n2": "b",
+			"service:g05n3": "c", "service:g05n4": "d", "service:g02n2": "e", "service:g09n2": "f"},
+			edge("service:new", "calls", "service:g05n1", 1), edge("service:new", "calls", "service:g05n2", 1),
+			edge("service:new", "calls", "service:g05n3", 1), edge("service:new", "calls", "service:g05n4", 1),
+			edge("service:g02n2", "calls", "service:g09n2", 1))
+		require.NoError(t, twin.w.Recluster(t.Context(), tenant))
+		require.NoError(t, e.w.ReclusterFull(t.Context(), tenant))
+		full, scratch := communities(t, e.st), communities(t, twin.st)
+		require.Equal(t, len(scratch), len(full))
+		for i := range full {
+			require.Equal(t, scratch[i].ID, full[i].ID)
+			require.Equal(t, scratch[i].Members, full[i].Members)
+		}
+	})
+
+	t.Run("seed graph", func(t *testing.T) {
+		inc := newEnv(t, clusterer.Config{WeightBy: "sources", Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: 6}),
+			MaxClusterSize: 6, FullEvery: 100})
+		scratch := newEnv(t, seedConfig())
+		for _, e := range []*env{inc, scratch} {
+			applySeed(t, e.st)
+			require.NoError(t, e.w.Recluster(t.Context(), tenant))
+		}
+		first := communities(t, inc.st)
+		require.Equal(t, communities(t, scratch.st), first, "the first run is the from-scratch (GraphRAG) partition")
+		var res store.ApplyResult
+		for _, e := range []*env{inc, scratch} {
+			res = editINC121(t, e.st)
+			require.NoError(t, e.w.Recluster(t.Context(), tenant))
+		}
+		got, want := announcements(t, inc.bus)[1], announcements(t, scratch.bus)[1]
+		require.LessOrEqual(t, len(got.Changed)+len(got.Removed), len(want.Changed)+len(want.Removed),
+			"incremental: %d changed, %d removed; from scratch: %d, %d", len(got.Changed), len(got.Removed), len(want.Changed), len(want.Removed))
+		now := levelZero(communities(t, inc.st))
+		g, err := inc.st.Snapshot(t.Context(), tenant)
+		require.NoError(t, err)
+		alive := map[string]bool{}
+		for _, en := range g.Entities {
+			alive[en.ID] = true
+		}
+		for id, c := range levelZero(first) {
+			moved := slices.ContainsFunc(c.Members, func(m string) bool { return slices.Contains(res.Touched, m) || !alive[m] })
+			if !moved {
+				require.Contains(t, now, id, "untouched community %v moved", c.Members)
+			}
+		}
+		t.Logf("incremental: %d changed, %d removed; from scratch: %d changed, %d removed",
+			len(got.Changed), len(got.Removed), len(want.Changed), len(want.Removed))
+	})
+}

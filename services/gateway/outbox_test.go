@@ -1,0 +1,197 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
+	"github.com/kgstream/kgstream/services/gateway"
+)
+
+func TestOutboxRepublishesWhatThePublishLost(t *testing.T) {
+	ctx := t.Context()
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	a, err := auth.New([]auth.Token{{Token: "w", Tenant: "acme", Principal: "writer", Writer: true}}, nil)
+	require.NoError(t, err)
+	newGateway := func() (*gateway.Gateway, *prometheus.Registry, *fixture) {
+		reg := prometheus.NewRegistry()
+		g, err := gateway.New(gateway.Config{MaxBodyBytes: 1 << 16, PublishTimeout: 2 * time.Second, OutboxEvery: 20 * time.Millisecond},
+			st, bus, a, nil, reg)
+		require.NoError(t, err)
+		srv := httptest.NewServer(g.Handler())
+		t.Cleanup(srv.Close)
+		return g, reg, &fixture{srv: srv, reg: st, bus: bus}
+	}
+	g1, reg1, f := newGateway()
+	status, out := f.do(t, "POST", "/v1/documents", "w", `{"id":"kept/a","text":"before the outage","acl":{"groups":["sre"]}}`)
+	require.Equal(t, 202, status, out)
+
+	// The stream stops taking document events: every publish fails after
+	// the registry moved.
+	js := bus.JetStream()
+	stm, err := js.Stream(ctx, bus.StreamName())
+	require.NoError(t, err)
+	info, err := stm.Info(ctx)
+	require.NoError(t, err)
+	cfg := info.Config
+	subjects := cfg.Subjects
+	cfg.Subjects = []string{"outage.nothing"}
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/documents", `{"id":"lost/b","text":"written in the outage"}`},
+		{"PUT", "/v1/documents/kept%2Fa/acl", `{"groups":["payments"]}`},
+		{"POST", "/v1/documents", `{"id":"lost/c","text":"deleted in the outage"}`},
+	} {
+		status, out = f.do(t, c.method, c.path, "w", c.body)
+		require.Equal(t, 503, status, out)
+		require.Equal(t, "publish_failed", errCode(out))
+	}
+	status, out = f.do(t, "DELETE", "/v1/documents/lost%2Fc", "w", ``)
+	require.Equal(t, 503, status, out)
+	n, err := g1.Pending(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	require.Equal(t, 4.0, pendingGauge(t, reg1))
+	counted, err := bus.OutboxPending(ctx) // what /v1/status reports
+	require.NoError(t, err)
+	require.Equal(t, 4, counted)
+	require.Equal(t, 1, int(f.streamCount(t)))
+
+	// While the outage lasts, a round republishes nothing.
+	left, err := g1.Republish(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, left)
+
+	// The stream recovers and the caller never retries. Another gateway
+	// process (a restart) republishes everything at start.
+	cfg.Subjects = subjects
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+	g2, reg2, f2 := newGateway()
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g2.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		if n, err := g2.Pending(ctx); err != nil || n != 0 {
+			return fmt.Errorf("pending %d (%v)", n, err)
+		}
+		return nil
+	})
+	require.Equal(t, 0.0, pendingGauge(t, reg2))
+	counted, err = bus.OutboxPending(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, counted)
+	require.Equal(t, 5, int(f2.streamCount(t)))
+	for _, want := range []string{"acme/lost/b/1/changed", "acme/kept/a/1/acl-1", "acme/lost/c/1/changed", "acme/lost/c/2/deleted"} {
+		require.True(t, hasMsgID(t, f2, want), "%s was not republished", want)
+	}
+	// A republished document counts as published: the same POST is a no-op.
+	status, out = f2.do(t, "POST", "/v1/documents", "w", `{"id":"lost/b","text":"written in the outage"}`)
+	require.Equal(t, 200, status, out)
+	require.Equal(t, true, out["unchanged"])
+}
+
+// pendingGauge is the value of kgstream_outbox_pending in reg.
+func pendingGauge(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "kgstream_outbox_pending" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no kgstream_outbox_pending metric")
+	return 0
+}
+
+func hasMsgID(t *testing.T, f *fixture, id string) bool {
+	t.Helper()
+	stm, err := f.bus.JetStream().Stream(t.Context(), f.bus.StreamName())
+	require.NoError(t, err)
+	for seq := uint64(1); seq <= f.streamCount(t); seq++ {
+		msg, err := stm.GetMsg(t.Context(), seq)
+		require.NoError(t, err)
+		if msg.Header.Get("Nats-Msg-Id") == id {
+			return true
+		}
+	}
+	return false
+}
+
+// A pending event too large for a key-value record is kept by reference in
+// the payload bucket and republished whole.
+func TestOutboxKeepsLargeEventsByReference(t *testing.T) {
+	ctx := t.Context()
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	a, err := auth.New([]auth.Token{{Token: "w", Tenant: "acme", Principal: "writer", Writer: true}}, nil)
+	require.NoError(t, err)
+	g, err := gateway.New(gateway.Config{MaxBodyBytes: 4 << 20, PublishTimeout: 2 * time.Second, OutboxEvery: time.Hour},
+		st, bus, a, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	f := &fixture{srv: srv, reg: st, bus: bus}
+
+	js := bus.JetStream()
+	stm, err := js.Stream(ctx, bus.StreamName())
+	require.NoError(t, err)
+	info, err := stm.Info(ctx)
+	require.NoError(t, err)
+	cfg := info.Config
+	subjects := cfg.Subjects
+	cfg.Subjects = []string{"outage.nothing"}
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+
+	text := strings.Repeat("The cache node was replaced and the service fell back to the database. ", 30000) // ~2 MB
+	require.Greater(t, len(text), bus.InlineMax())
+	body, err := json.Marshal(map[string]any{"id": "big/doc", "text": text})
+	require.NoError(t, err)
+	status, out := f.do(t, "POST", "/v1/documents", "w", string(body))
+	require.Equal(t, 503, status, out)
+	n, err := g.Pending(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the large event is pending")
+
+	cfg.Subjects = subjects
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+	left, err := g.Republish(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, left)
+	require.True(t, hasMsgID(t, f, "acme/big/doc/1/changed"))
+	msg, err := stm.GetMsg(ctx, f.streamCount(t))
+	require.NoError(t, err)
+	sub, err := js.OrderedConsumer(ctx, bus.StreamName(), jetstream.OrderedConsumerConfig{OptStartSeq: msg.Sequence})
+	require.NoError(t, err)
+	m, err := sub.Next(jetstream.FetchMaxWait(5 * time.Second))
+	require.NoError(t, err)
+	data, err := bus.EventData(ctx, m)
+	require.NoError(t, err)
+	var ev events.DocChanged
+	require.NoError(t, events.Decode(data, &ev))
+	require.Equal(t, text, ev.Text, "the republished event is whole")
+}

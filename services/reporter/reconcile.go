@@ -1,0 +1,256 @@
+package reporter
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// Reconciliation.
+//
+// Announcements are edges; the stored communities and reports are the
+// level. At start, every ReconcileEvery and after each communities event,
+// the reporter compares them per tenant and writes the report of every
+// community that has none, or whose report cites a source version the
+// registry no longer has, or leaves out a current document the community
+// rests on; it removes the reports of communities that no longer exist.
+// So a lost announcement (a clusterer that died between storing a run and
+// publishing it, a report deleted by hand) cannot leave a community without
+// its report. A pass reads the communities, the report store's citation
+// index and the registry entries of the documents cited; it decodes only
+// the reports it rewrites. The member hash needs no decode: a report is
+// stored under its community's id, which names the member set, and the
+// rewrite compares the stored report's member hash with the community's.
+
+// Reconciled is what one reconciliation pass of a tenant did.
+type Reconciled struct {
+	// Written counts the reports stored (written or restamped), Removed
+	// the reports of communities that no longer exist.
+	Written, Removed int
+	// Drifted counts the reports the pass found to write; More is set
+	// when it stopped at ReconcileBatch with some of them left.
+	Drifted int
+	More    bool
+}
+
+// Reconcile brings the reports of one tenant in line with its stored
+// communities, writing at most ReconcileBatch reports.
+func (w *Worker) Reconcile(ctx context.Context, tenant string) (Reconciled, error) {
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	var out Reconciled
+	comms, err := w.st.Communities(ctx, tenant)
+	if err != nil {
+		return out, fmt.Errorf("reading communities: %w", err)
+	}
+	cites, err := w.st.ReportCitations(ctx, tenant)
+	if err != nil {
+		return out, fmt.Errorf("reading report citations: %w", err)
+	}
+	jobs, orphans, err := w.drift(ctx, tenant, comms, cites)
+	if err != nil {
+		return out, err
+	}
+	out.Drifted = len(jobs)
+	if len(jobs) > w.cfg.ReconcileBatch {
+		// Start after where the last bounded pass stopped, so that reports
+		// a pass cannot settle (the graph not yet at the registry's
+		// version) do not hold back the rest.
+		i, _ := slices.BinarySearchFunc(jobs, w.cursor[tenant], func(j job, c store.Community) int {
+			return cmp.Or(cmp.Compare(j.c.Level, c.Level), cmp.Compare(j.c.ID, c.ID))
+		})
+		jobs = slices.Concat(jobs[i:], jobs[:i])[:w.cfg.ReconcileBatch]
+		out.More = true
+		last := jobs[len(jobs)-1].c
+		w.cursor[tenant] = store.Community{ID: last.ID + "\x00", Level: last.Level}
+	}
+	reps, err := w.writeReports(ctx, tenant, jobs)
+	out.Written = len(reps)
+	reasons := make(map[string]string, len(jobs))
+	for _, j := range jobs {
+		reasons[ReportID(j.c.ID)] = j.reason
+	}
+	for _, r := range reps {
+		w.reconciled.WithLabelValues(reasons[r.ID]).Inc()
+	}
+	if err != nil {
+		return out, err
+	}
+	if err := w.removeReports(ctx, tenant, orphans); err != nil {
+		return out, err
+	}
+	out.Removed = len(orphans)
+	w.reconciled.WithLabelValues("removed").Add(float64(len(orphans)))
+	if out.Written == 0 && out.Removed == 0 {
+		return out, nil
+	}
+	if w.vectorsOn() {
+		if err := w.indexReports(ctx, tenant, reps, orphans); err != nil {
+			return out, fmt.Errorf("indexing reports: %w", err)
+		}
+	}
+	written := make([]string, 0, len(reps))
+	for _, r := range reps {
+		written = append(written, r.ID)
+	}
+	// Announced under a message id naming what was done, so a pass that
+	// is repeated after a crash is not announced twice.
+	if _, err := w.bus.Publish(ctx, events.KindReportsChanged, tenant, reconcileMsgID(tenant, written, orphans),
+		&events.ReportsChanged{Header: events.Header{Tenant: tenant}, Reports: written, Removed: orphans}); err != nil {
+		return out, fmt.Errorf("announcing reconciled reports: %w", err)
+	}
+	w.log.Info("reports reconciled", "tenant", tenant, "written", out.Written, "removed", out.Removed, "more", out.More)
+	return out, nil
+}
+
+// drift lists the reports to write (sorted by level, then id, as comms
+// are) and the reports to remove.
+func (w *Worker) drift(ctx context.Context, tenant string, comms []store.Community, cites map[string][]provenance.SourceRef) ([]job, []string, error) {
+	var docs []string
+	for _, refs := range cites {
+		for _, s := range refs {
+			docs = append(docs, s.DocID)
+		}
+	}
+	for _, c := range comms {
+		for _, s := range c.Sources {
+			docs = append(docs, s.DocID)
+		}
+	}
+	slices.Sort(docs)
+	cur, err := w.st.Sources(ctx, tenant, slices.Compact(docs))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading sources: %w", err)
+	}
+	current := func(s provenance.SourceRef) bool {
+		st, ok := cur[s.DocID]
+		return ok && !st.Deleted && st.Version == s.Version
+	}
+	var jobs []job
+	alive := make(map[string]bool, len(comms))
+	for _, c := range comms {
+		id := ReportID(c.ID)
+		alive[id] = true
+		refs, ok := cites[id]
+		switch {
+		case !ok:
+			jobs = append(jobs, job{c, "missing"})
+		case slices.ContainsFunc(refs, func(r provenance.SourceRef) bool { return !current(r) }), uncovered(c, refs, current):
+			jobs = append(jobs, job{c, "sources_changed"})
+		}
+	}
+	var orphans []string
+	for id := range cites {
+		if !alive[id] {
+			orphans = append(orphans, id)
+		}
+	}
+	slices.Sort(orphans)
+	return jobs, orphans, nil
+}
+
+// uncovered reports whether the community rests on a current document
+// version its report does not cite at all: an announcement that the
+// community's sources changed was lost. A community grown by provisional
+// membership since it was computed is left alone: its report is kept on
+// purpose until the next re-clustering (see the clusterer). So is a
+// community source that is no longer current: the re-clustering the change
+// triggered replaces the community, and writing now would not cover it.
+func uncovered(c store.Community, refs []provenance.SourceRef, current func(provenance.SourceRef) bool) bool {
+	if store.MemberHash(c.Members) != c.MemberHash {
+		return false
+	}
+	cited := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		cited[r.DocID] = true
+	}
+	for _, s := range c.Sources {
+		if !cited[s.DocID] && current(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcileMsgID names a reconciliation's announcement by what it did.
+func reconcileMsgID(tenant string, written, removed []string) string {
+	h := sha256.New()
+	for _, l := range [][]string{written, removed} {
+		for _, id := range l {
+			h.Write([]byte(id))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	return tenant + "//reconcile/" + hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// reconcileLoop reconciles every tenant at start, every ReconcileEvery and
+// when woken, until ctx is cancelled. A failed pass is logged and retried at
+// the next one; a pass that stopped at its bound is followed by another.
+func (w *Worker) reconcileLoop(ctx context.Context) error {
+	tick := time.NewTicker(w.cfg.ReconcileEvery)
+	defer tick.Stop()
+	for {
+		w.ReconcileAll(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-w.wake:
+		}
+	}
+}
+
+// ReconcileAll reconciles every tenant with a graph until no pass stops at
+// its bound, logging failures; it returns the reports written and removed.
+func (w *Worker) ReconcileAll(ctx context.Context) Reconciled {
+	var total Reconciled
+	tenants, err := w.st.GraphTenants(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("reconciling reports: listing tenants", "error", err)
+		}
+		return total
+	}
+	for _, t := range tenants {
+		// Bounded passes follow each other until each drifted report had
+		// its turn.
+		limit := 0
+		for turns := 0; ctx.Err() == nil; turns += w.cfg.ReconcileBatch {
+			r, err := w.Reconcile(ctx, t)
+			if turns == 0 {
+				limit = r.Drifted
+			}
+			total.Written += r.Written
+			total.Removed += r.Removed
+			if err != nil {
+				if !errors.Is(err, context.Canceled) {
+					w.log.Warn("reconciling reports failed, retrying at the next pass", "tenant", t, "error", err)
+				}
+				break
+			}
+			if !r.More || turns+w.cfg.ReconcileBatch >= limit {
+				break
+			}
+		}
+	}
+	return total
+}
+
+// wakeReconcile asks the reconcile loop for a pass.
+func (w *Worker) wakeReconcile() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}

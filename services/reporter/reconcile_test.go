@@ -1,0 +1,257 @@
+package reporter_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
+	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
+	"github.com/kgstream/kgstream/services/reporter"
+)
+
+// reconcileEnv is a store holding n incidents, each in the registry at
+// version 1 and in the graph with its failure mode, and one community per
+// incident (ids and hashes as clustering makes them), stored as run 1 and
+// never announced.
+type reconcileEnv struct {
+	bus   *stream.Bus
+	st    *embedded.Store
+	comms []store.Community
+}
+
+func newReconcileEnv(t *testing.T, n int) *reconcileEnv {
+	t.Helper()
+	e := &reconcileEnv{bus: streamtest.NewBus(t, streamtest.Options{})}
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{NoSync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	e.st = st
+	for i := range n {
+		doc := fmt.Sprintf("pm-%02d", i)
+		e.announce(t, doc, 1)
+		apply(t, st, doc, 1, fmt.Sprintf("mode%02d", i))
+		e.comms = append(e.comms, community(fmt.Sprintf("failure_mode:mode%02d", i), "incident:"+doc))
+	}
+	require.NoError(t, st.ReplaceCommunities(t.Context(), "acme", 1, e.comms))
+	return e
+}
+
+func (e *reconcileEnv) announce(t *testing.T, doc string, version int64) {
+	t.Helper()
+	_, err := e.st.Announce(t.Context(), "acme", store.Announcement{DocID: doc, Version: version})
+	require.NoError(t, err)
+}
+
+// community is a level-0 community of members with its id and member hash
+// as clustering computes them, and the sources of its members.
+func community(members ...string) store.Community {
+	h := store.MemberHash(members)
+	c := store.Community{ID: "c0-" + h[:12], Level: 0, Members: members, MemberHash: h}
+	for _, m := range members {
+		if doc, ok := strings.CutPrefix(m, "incident:"); ok {
+			c.Sources = append(c.Sources, provenance.SourceRef{DocID: doc, Version: 1})
+		}
+	}
+	return c
+}
+
+// start runs a reporter until the test ends (or stop is called).
+func (e *reconcileEnv) start(t *testing.T, cfg reporter.Config) (*reporter.Worker, *prometheus.Registry, func()) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	w, err := reporter.New(cfg, e.bus, e.st, nil, reg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			require.NoError(t, <-done)
+		}
+	}
+	t.Cleanup(stop)
+	return w, reg, stop
+}
+
+// reports returns the stored reports by id.
+func (e *reconcileEnv) reports(t *testing.T) map[string]store.Report {
+	t.Helper()
+	rs, err := e.st.Reports(t.Context(), "acme")
+	require.NoError(t, err)
+	out := map[string]store.Report{}
+	for _, r := range rs {
+		out[r.ID] = r
+	}
+	return out
+}
+
+// waitReports polls until every community has its report with its member
+// hash, and no other report is stored.
+func (e *reconcileEnv) waitReports(t *testing.T, comms []store.Community) map[string]store.Report {
+	t.Helper()
+	var rs map[string]store.Report
+	streamtest.Eventually(t, 20*time.Second, func() error {
+		rs = e.reports(t)
+		for _, c := range comms {
+			r, ok := rs[reporter.ReportID(c.ID)]
+			if !ok {
+				return fmt.Errorf("%s has no report (%d stored)", c.ID, len(rs))
+			}
+			if r.MemberHash != c.MemberHash {
+				return fmt.Errorf("report of %s has member hash %s, want %s", c.ID, r.MemberHash, c.MemberHash)
+			}
+		}
+		if len(rs) != len(comms) {
+			return fmt.Errorf("%d reports, want %d", len(rs), len(comms))
+		}
+		return nil
+	})
+	return rs
+}
+
+// TestUnannouncedCommunitiesGetReports: communities stored without any
+// announcement get their reports when the reporter starts, and those
+// stored later without one at its next periodic pass.
+func TestUnannouncedCommunitiesGetReports(t *testing.T) {
+	e := newReconcileEnv(t, 3)
+	_, reg, _ := e.start(t, reporter.Config{ReconcileEvery: 50 * time.Millisecond})
+	e.waitReports(t, e.comms)
+	require.EqualValues(t, 3, counter(t, reg, "kgstream_reports_reconciled_total", "missing"))
+
+	// Run 2 merges the first two incidents, again without announcing it:
+	// the merged community gets its report, the two it replaces lose theirs.
+	merged := community("failure_mode:mode00", "failure_mode:mode01", "incident:pm-00", "incident:pm-01")
+	next := []store.Community{merged, e.comms[2]}
+	require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 2, next))
+	rs := e.waitReports(t, next)
+	require.Equal(t, []provenance.SourceRef{{DocID: "pm-00", Version: 1}, {DocID: "pm-01", Version: 1}}, rs[reporter.ReportID(merged.ID)].Sources)
+	require.EqualValues(t, 2, counter(t, reg, "kgstream_reports_reconciled_total", "removed"))
+}
+
+// TestDeletedReportsComeBack deletes every stored report while the reporter
+// is stopped: the next one writes all of them again at start, the same
+// reports, reading only what is missing.
+func TestDeletedReportsComeBack(t *testing.T) {
+	e := newReconcileEnv(t, 4)
+	_, _, stop := e.start(t, reporter.Config{})
+	_, err := e.bus.Publish(t.Context(), events.KindCommunitiesChanged, "acme", events.RunMsgID("acme", 1, "communities"),
+		&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1, Changed: changes(e.comms)})
+	require.NoError(t, err)
+	before := e.waitReports(t, e.comms)
+	stop()
+
+	for id := range before {
+		require.NoError(t, e.st.DeleteReport(t.Context(), "acme", id))
+	}
+	require.Empty(t, e.reports(t))
+
+	// ReconcileEvery is an hour: only the pass at start can bring them back.
+	_, reg, _ := e.start(t, reporter.Config{ReconcileEvery: time.Hour})
+	after := e.waitReports(t, e.comms)
+	for id, r := range before {
+		a := after[id]
+		a.UpdatedAt = r.UpdatedAt
+		require.Equal(t, r, a, "report %s comes back as it was", id)
+	}
+	require.EqualValues(t, 4, counter(t, reg, "kgstream_reports_reconciled_total", "missing"))
+	require.EqualValues(t, 4, counter(t, reg, "kgstream_reports_written_total", "missing"))
+}
+
+func changes(cs []store.Community) []events.CommunityChange {
+	out := make([]events.CommunityChange, len(cs))
+	for i, c := range cs {
+		out[i] = events.CommunityChange{ID: c.ID, Level: c.Level, MemberHash: c.MemberHash}
+	}
+	return out
+}
+
+// TestReconcileFindsLostRefreshes: reports whose sources changed without
+// an announcement are rewritten by a pass. One cites a version the
+// registry no longer has; another's community rests on a document the
+// report does not cite (a new document about a member, whose refresh was
+// lost). A report that is current is left alone.
+func TestReconcileFindsLostRefreshes(t *testing.T) {
+	e := newReconcileEnv(t, 3)
+	w, reg := e.worker(t, reporter.Config{})
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, reporter.Reconciled{Written: 3, Drifted: 3}, r)
+	first := e.reports(t)
+
+	// pm-00 moves to version 2; pm-new states something of mode01.
+	e.announce(t, "pm-00", 2)
+	apply(t, e.st, "pm-00", 2, "mode00")
+	e.announce(t, "pm-new", 1)
+	_, err = e.st.Apply(t.Context(), "acme", "pm-new", 1, store.Contributions{
+		TextUnits: []events.TextUnit{{ID: "n-u", Text: "t"}},
+		Entities:  []store.EntityContribution{{ID: "failure_mode:mode01", Type: "failure_mode", Name: "mode01", NameRank: 2, Description: "seen again", TextUnits: []string{"n-u"}}},
+	})
+	require.NoError(t, err)
+	// The clusterer's run 2 has the same member sets; pm-new is among the
+	// sources of the second community. Nobody announces it.
+	next := append([]store.Community(nil), e.comms...)
+	next[0].Sources = []provenance.SourceRef{{DocID: "pm-00", Version: 2}}
+	next[1].Sources = []provenance.SourceRef{{DocID: "pm-01", Version: 1}, {DocID: "pm-new", Version: 1}}
+	require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 2, next))
+
+	r, err = w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, reporter.Reconciled{Written: 2, Drifted: 2}, r)
+	now := e.reports(t)
+	require.Equal(t, []provenance.SourceRef{{DocID: "pm-00", Version: 2}}, now[reporter.ReportID(next[0].ID)].Sources)
+	require.Equal(t, []provenance.SourceRef{{DocID: "pm-01", Version: 1}, {DocID: "pm-new", Version: 1}}, now[reporter.ReportID(next[1].ID)].Sources)
+	id2 := reporter.ReportID(next[2].ID)
+	require.Equal(t, first[id2], now[id2], "a current report is not touched")
+	require.EqualValues(t, 2, counter(t, reg, "kgstream_reports_reconciled_total", "sources_changed"))
+
+	// Converged: another pass finds nothing.
+	r, err = w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, reporter.Reconciled{}, r)
+}
+
+// TestReconcileIsBounded: a pass writes at most ReconcileBatch reports;
+// passes that follow each other pick up where the last stopped, and
+// ReconcileAll runs them until every report is written.
+func TestReconcileIsBounded(t *testing.T) {
+	e := newReconcileEnv(t, 5)
+	w, _ := e.worker(t, reporter.Config{ReconcileBatch: 2})
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, reporter.Reconciled{Written: 2, Drifted: 5, More: true}, r)
+	require.Len(t, e.reports(t), 2)
+	r, err = w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, reporter.Reconciled{Written: 2, Drifted: 3, More: true}, r)
+	require.Len(t, e.reports(t), 4)
+
+	for id := range e.reports(t) {
+		require.NoError(t, e.st.DeleteReport(t.Context(), "acme", id))
+	}
+	total := w.ReconcileAll(t.Context())
+	require.Equal(t, 5, total.Written)
+	e.waitReports(t, e.comms)
+}
+
+// worker returns a reporter that is not running (tests call Reconcile).
+func (e *reconcileEnv) worker(t *testing.T, cfg reporter.Config) (*reporter.Worker, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	w, err := reporter.New(cfg, e.bus, e.st, nil, reg)
+	require.NoError(t, err)
+	return w, reg
+}
