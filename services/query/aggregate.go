@@ -2,7 +2,6 @@ package query
 
 import (
 	"cmp"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -64,46 +63,65 @@ func (s *Service) aggregate(v *view, _ http.ResponseWriter, r *http.Request) (an
 	}
 	hop := hops[0]
 
-	es, err := s.st.EntitiesByType(v.ctx, v.tenant, typ)
-	if err != nil {
-		return nil, fmt.Errorf("listing %s entities: %w", typ, err)
-	}
-	subjects, err := v.admitAll(es)
+	groups, err := v.aggregateGroups(typ, hop)
 	if err != nil {
 		return nil, err
 	}
+	return aggregateResponse{Groups: groups}, nil
+}
+
+// aggregateGroups groups the visible entities of typ by the far ends of
+// their visible hop edges: exact counts of distinct members per target,
+// members sorted, groups by count. It reads the hop's relation through
+// the store's relation index (only the edges of that relation whose
+// subject end has type typ), admits every edge's supports in one registry
+// lookup, and loads only the entities at the two ends, so its cost is that
+// of the relation, not of the tenant. /v1/aggregate and the theme counts
+// of global answers both count with it, so the two always agree.
+func (v *view) aggregateGroups(typ string, hop Hop) ([]groupJSON, error) {
+	srcType := ""
+	if hop.Dir == store.Out {
+		srcType = typ
+	}
+	all, err := v.edgesByRelation(hop.Relation, srcType)
+	if err != nil {
+		return nil, err
+	}
+	// ends gives an edge's subject (the entity of typ) and far end.
+	ends := func(e store.Edge) (subj, far string) {
+		if hop.Dir == store.In {
+			return e.Target, e.Source
+		}
+		return e.Source, e.Target
+	}
+	edges := all[:0:0]
+	for _, e := range all {
+		if subj, _ := ends(e); hasType(subj, typ) {
+			edges = append(edges, e)
+		}
+	}
+	if err := v.prefetchEdges(edges); err != nil {
+		return nil, err
+	}
 	type link struct {
-		member entityJSON
-		target string
-		cites  []citation
+		member, target string
+		cites          []citation
 	}
 	var links []link
-	var targets []string
-	for _, m := range subjects {
-		edges, err := v.edges(m.out.ID, hop.Dir)
+	ids := make([]string, 0, 2*len(edges))
+	for _, e := range edges {
+		c, err := v.citations(e)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range edges {
-			if e.Relation != hop.Relation {
-				continue
-			}
-			c, err := v.citations(e)
-			if err != nil {
-				return nil, err
-			}
-			if len(c) == 0 {
-				continue
-			}
-			t := e.Target
-			if hop.Dir == store.In {
-				t = e.Source
-			}
-			links = append(links, link{member: m.out, target: t, cites: c})
-			targets = append(targets, t)
+		if len(c) == 0 {
+			continue
 		}
+		subj, far := ends(e)
+		links = append(links, link{member: subj, target: far, cites: c})
+		ids = append(ids, subj, far)
 	}
-	if err := v.entities(targets); err != nil {
+	if err := v.loadEntities(ids); err != nil {
 		return nil, err
 	}
 
@@ -111,36 +129,59 @@ func (s *Service) aggregate(v *view, _ http.ResponseWriter, r *http.Request) (an
 		target  entityJSON
 		members map[string]*memberJSON
 	}
-	groups := make(map[string]*group)
+	byTarget := make(map[string]*group)
 	for _, l := range links {
-		t := v.entityCache[l.target]
-		if !t.ok {
+		m, t := v.entityCache[l.member], v.entityCache[l.target]
+		if !m.ok || m.out.Type != typ || !t.ok {
 			continue
 		}
-		g := groups[l.target]
+		g := byTarget[l.target]
 		if g == nil {
 			g = &group{target: t.out, members: make(map[string]*memberJSON)}
-			groups[l.target] = g
+			byTarget[l.target] = g
 		}
-		// A member with two edges to one target (e.g. a self-loop seen from
-		// both ends) counts once, with both edges' citations.
-		if m := g.members[l.member.ID]; m != nil {
-			m.Citations = append(m.Citations, l.cites...)
+		// A member with two edges to one target counts once, with both
+		// edges' citations.
+		if mj := g.members[l.member]; mj != nil {
+			mj.Citations = append(mj.Citations, l.cites...)
 		} else {
-			g.members[l.member.ID] = &memberJSON{entityJSON: l.member, Citations: l.cites}
+			g.members[l.member] = &memberJSON{entityJSON: m.out, Citations: l.cites}
 		}
 	}
-	resp := aggregateResponse{Groups: make([]groupJSON, 0, len(groups))}
-	for _, g := range groups {
+	groups := make([]groupJSON, 0, len(byTarget))
+	for _, g := range byTarget {
 		gj := groupJSON{Target: g.target, Count: len(g.members), Members: make([]memberJSON, 0, len(g.members))}
 		for _, m := range g.members {
 			gj.Members = append(gj.Members, *m)
 		}
 		slices.SortFunc(gj.Members, func(a, b memberJSON) int { return compareEntity(a.entityJSON, b.entityJSON) })
-		resp.Groups = append(resp.Groups, gj)
+		groups = append(groups, gj)
 	}
-	slices.SortFunc(resp.Groups, func(a, b groupJSON) int {
+	slices.SortFunc(groups, func(a, b groupJSON) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), compareEntity(a.Target, b.Target))
 	})
-	return resp, nil
+	return groups, nil
+}
+
+// hasType reports whether the canonical id "type:key" has type typ.
+func hasType(id, typ string) bool {
+	t, _, ok := cutID(id)
+	return ok && t == typ
+}
+
+// groupsByTargets returns the groups of aggregateGroups(subjType, rel out)
+// whose target has type targetType: the same edges, admission and
+// grouping, so the counts are the same as /v1/aggregate's.
+func (v *view) groupsByTargets(subjType, rel, targetType string) ([]groupJSON, error) {
+	groups, err := v.aggregateGroups(subjType, Hop{Relation: rel, Dir: store.Out})
+	if err != nil {
+		return nil, err
+	}
+	out := groups[:0]
+	for _, g := range groups {
+		if g.Target.Type == targetType {
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }

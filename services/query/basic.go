@@ -13,15 +13,13 @@ import (
 	"github.com/kgstream/kgstream/pkg/vector"
 )
 
-// BasicStats says how a basic answer was built: how many hits the vector
-// index returned (already pre-filtered by its copy of the ACLs), how many
-// of those the source registry then refused (the index lags a revocation
-// or deletion until the reporter applies it), and how many passages were
-// used.
+// BasicStats says how a basic answer was built: how many passages it
+// used. It counts admitted material only: hits the registry refused are
+// counted in the kgstream_query_readmission_drops_total metric, never in a
+// response, since their number would tell a caller about documents they
+// may not read.
 type BasicStats struct {
-	Candidates int `json:"candidates"`
-	Dropped    int `json:"dropped"`
-	Used       int `json:"used"`
+	Used int `json:"used"`
 }
 
 // errNoVectors answers basic mode when no vector index is configured.
@@ -35,23 +33,24 @@ func errNoVectors() error {
 // again against the registry (Direct on each source document) before it
 // may enter a context: the index is a pre-filter, the registry decides.
 // Hits come back as context items in score order; dropped counts the hits
-// the registry refused.
-func (s *Service) searchTextUnits(v *view, question string, k int, timings map[string]float64) (items []ContextItem, candidates, dropped int, err error) {
+// the registry refused (for the metric only).
+func (s *Service) searchTextUnits(v *view, question string, k int, timings map[string]float64) (items []ContextItem, dropped int, err error) {
+	defer func() { s.readmissionDrops.Add(float64(dropped)) }()
 	began := time.Now()
 	vecs, err := s.cfg.Embedder.Embed(v.ctx, []string{question})
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("embedding the question: %w", err)
+		return nil, 0, fmt.Errorf("embedding the question: %w", err)
 	}
 	timings["embed_ms"] = ms(time.Since(began))
 	if len(vecs) != 1 || vector.ValidateVector(vecs[0]) != nil {
 		// A vector the index cannot compare (all zero, from an endpoint's
 		// embedder): no passage is close.
-		return nil, 0, 0, nil
+		return nil, 0, nil
 	}
 	began = time.Now()
 	hits, err := s.cfg.Vectors.Search(v.ctx, v.tenant, vector.KindTextUnit, vecs[0], k, vector.FilterFor(v.adm.Caller()))
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("searching text units: %w", err)
+		return nil, 0, fmt.Errorf("searching text units: %w", err)
 	}
 	timings["search_ms"] = ms(time.Since(began))
 	var ids []string
@@ -59,7 +58,7 @@ func (s *Service) searchTextUnits(v *view, question string, k int, timings map[s
 		ids = append(ids, h.DocIDs()...)
 	}
 	if err := v.adm.Prefetch(ids); err != nil {
-		return nil, 0, 0, err
+		return nil, 0, err
 	}
 	applied := map[string]int64{} // doc -> applied version, per request
 	current := func(ref citation) (bool, error) {
@@ -83,7 +82,7 @@ func (s *Service) searchTextUnits(v *view, question string, k int, timings map[s
 	for _, h := range hits {
 		ok, err := v.directAll(h.Item)
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, 0, err
 		}
 		// The index may lag an edit: a passage of a superseded version
 		// (perhaps the paragraph the edit removed) is not served.
@@ -92,7 +91,7 @@ func (s *Service) searchTextUnits(v *view, question string, k int, timings map[s
 				break
 			}
 			if ok, err = current(ref); err != nil {
-				return nil, 0, 0, err
+				return nil, 0, err
 			}
 		}
 		if !ok {
@@ -107,7 +106,7 @@ func (s *Service) searchTextUnits(v *view, question string, k int, timings map[s
 		items = append(items, ContextItem{Kind: KindTextUnit, ID: id, Text: h.Text, Citations: refs,
 			Tokens: ApproxTokens(h.Text), Score: h.Score})
 	}
-	return items, len(hits), dropped, nil
+	return items, dropped, nil
 }
 
 // directAll admits a vector item as a direct contribution: every source
@@ -125,28 +124,42 @@ func (v *view) directAll(it vector.Item) (bool, error) {
 	return true, nil
 }
 
-// basic answers a question from the text units closest to it: vector
-// search (pre-filtered by the index's ACL copy), re-admission of every hit,
-// then the admitted passages in score order while they fit the budget. The
-// answer is extractive: the passages themselves, each with its citation.
+// basic answers a question from the passages closest to it: vector search
+// (pre-filtered by the index's ACL copy) with re-admission of every hit,
+// merged with a word search over the passages the caller may read (the
+// question's IDF-weighted words, documents it names first), then the best
+// passages while they fit the budget. The answer is extractive: the
+// sentences of those passages that answer the question, each with its
+// citation, and the documents by title and id.
 func (s *Service) basic(v *view, req QueryRequest, budget int) (QueryResponse, error) {
 	if s.cfg.Vectors == nil {
 		return QueryResponse{}, errNoVectors()
 	}
 	began := time.Now()
 	resp := QueryResponse{Mode: ModeBasic, Entities: []entityJSON{}, Context: []ContextItem{}, Citations: []citation{},
-		BudgetTokens: budget, Timings: map[string]float64{}}
-	items, candidates, dropped, err := s.searchTextUnits(v, req.Question, s.cfg.BasicCandidates, resp.Timings)
+		BudgetTokens: budget, Timings: map[string]float64{}, AnswerBy: "offline"}
+	near, _, err := s.searchTextUnits(v, req.Question, s.cfg.BasicCandidates, resp.Timings)
 	if err != nil {
 		return QueryResponse{}, err
 	}
-	stats := &BasicStats{Candidates: candidates, Dropped: dropped}
+	docs, err := v.readableDocs()
+	if err != nil {
+		return QueryResponse{}, err
+	}
+	rank := newUnitRanking(req.Question, docs)
+	priors := map[string]float64{}
+	for i, it := range near {
+		priors[it.ID] = max(priors[it.ID], 1/(1+0.25*float64(i)))
+	}
+	top := rank.rank(docs, priors, 2*s.cfg.BasicTopK)
+	stats := &BasicStats{}
 	resp.Basic = stats
 	left := budget
-	for _, it := range items {
+	for _, u := range top {
 		if len(resp.Context) == s.cfg.BasicTopK {
 			break
 		}
+		it := unitItem(u)
 		if it.Tokens > left {
 			continue
 		}
@@ -164,31 +177,32 @@ func (s *Service) basic(v *view, req QueryRequest, budget int) (QueryResponse, e
 			}
 		}
 	}
-	resp.Answer = basicAnswer(resp.Context)
 	resp.Timings["retrieval_ms"] = ms(time.Since(began))
+	titles := map[string]string{}
+	for _, d := range docs {
+		titles[d.id] = d.title
+	}
+	resp.Answer = basicAnswer(req.Question, rank, resp.Context, titles)
 	return resp, nil
 }
 
-// maxPassageRunes bounds a passage quoted in a basic answer; the context
-// item keeps the whole text unit.
-const maxPassageRunes = 400
-
-// basicAnswer lists the passages, closest first, each quoted with its
-// citation: "1. <passage> [INC-101 v1 #u3]".
-func basicAnswer(items []ContextItem) string {
+// basicAnswer quotes the sentences of the passages that answer the
+// question, each with its citation ("... [INC-101 v1 #u3]"), then names
+// the documents.
+func basicAnswer(question string, rank unitRanking, items []ContextItem, titles map[string]string) string {
 	if len(items) == 0 {
 		return "No passage you can read is close to the question."
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "The %d passages closest to the question:", len(items))
-	for i, it := range items {
-		text := strings.Join(strings.Fields(it.Text), " ")
-		if r := []rune(text); len(r) > maxPassageRunes {
-			text = string(r[:maxPassageRunes]) + "…"
-		}
-		fmt.Fprintf(&b, "\n%d. %s %s", i+1, text, unitTag(it.Citations))
+	for _, ss := range selectSentences(question, rank, nil, items, maxAnswerSentences) {
+		fmt.Fprintf(&b, "%s %s\n", quote(ss.text), unitTag(items[ss.item].Citations))
 	}
-	return b.String()
+	var cites []citation
+	for _, it := range items {
+		cites = append(cites, it.Citations...)
+	}
+	b.WriteString(sourcesLine(cites, titles, 5))
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // unitTag renders citations with their text units: "[INC-101 v1 #u3]".

@@ -7,6 +7,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/embed"
 	"github.com/kgstream/kgstream/pkg/llm"
 	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/vector"
 )
 
@@ -18,10 +19,6 @@ const HardMaxHops = 6
 // Config configures a Service. Zero fields take the defaults of
 // DefaultConfig (see WithDefaults); Validate rejects what is out of range.
 type Config struct {
-	// GlobalFallbackDropRatio: when more than this share of the reports a
-	// global question considered had to be dropped (not admitted for the
-	// caller), the answer falls back to local search (default 0.5).
-	GlobalFallbackDropRatio float64
 	// Aliases, when set, resolves TYPE:NAME references through the same
 	// reviewed alias table the resolver uses.
 	Aliases *resolve.AliasWatcher
@@ -80,31 +77,56 @@ type Config struct {
 	// adds to the graph's own when Vectors is set; negative disables it.
 	LocalVectorUnits int
 
+	// LocalShares are the shares of a local answer's token budget for each
+	// section of its context (entities, relationships, text units, reports);
+	// what a section does not use goes to text units first. Zero: defaults.
+	LocalShares LocalShares
+	// DriftFollowUps is how many follow-up questions a DRIFT answer asks.
+	DriftFollowUps int
+
 	// LLM, when set, drives the map and reduce steps of global answers; a
 	// failed or malformed LLM answer falls back to the offline map/reduce,
 	// counted and flagged in the response.
 	LLM *llm.Client
+	// Events, when set, is the bus whose kg.graph.changed,
+	// kg.communities.changed and kg.reports.changed events Run follows to
+	// keep per-tenant caches of whole-tenant reads (reports, communities,
+	// relation edges, entity names). Without it every request reads the
+	// stores.
+	Events *stream.Bus
 }
+
+// LocalShares divides a local context's token budget between its sections.
+// The shares must each be 0..1 and sum to at most 1.
+type LocalShares struct {
+	Entities      float64
+	Relationships float64
+	TextUnits     float64
+	Reports       float64
+}
+
+func (l LocalShares) sum() float64 { return l.Entities + l.Relationships + l.TextUnits + l.Reports }
 
 // DefaultConfig returns the configuration used for zero fields.
 func DefaultConfig() Config {
 	return Config{
-		GlobalFallbackDropRatio: 0.5,
-		MaxHops:                 4,
-		MaxPathRows:             500,
-		MaxFrontier:             20000,
-		DefaultListLimit:        50,
-		MaxListLimit:            1000,
-		MaxEntityEdges:          200,
-		DefaultBudgetTokens:     4000,
-		MaxBudgetTokens:         64000,
-		MaxQuestionBytes:        4096,
-		MaxBodyBytes:            64 << 10,
-		MaxSeedEntities:         20,
-		MaxAnswerFacts:          12,
-		BasicTopK:               8,
-		BasicCandidates:         40,
-		LocalVectorUnits:        4,
+		MaxHops:             4,
+		MaxPathRows:         500,
+		MaxFrontier:         20000,
+		DefaultListLimit:    50,
+		MaxListLimit:        1000,
+		MaxEntityEdges:      200,
+		DefaultBudgetTokens: 4000,
+		MaxBudgetTokens:     64000,
+		MaxQuestionBytes:    4096,
+		MaxBodyBytes:        64 << 10,
+		MaxSeedEntities:     20,
+		MaxAnswerFacts:      12,
+		BasicTopK:           8,
+		BasicCandidates:     40,
+		LocalVectorUnits:    4,
+		LocalShares:         LocalShares{Entities: 0.1, Relationships: 0.2, TextUnits: 0.55, Reports: 0.15},
+		DriftFollowUps:      3,
 	}
 }
 
@@ -115,9 +137,6 @@ func (c Config) WithDefaults() Config {
 		if *v == 0 {
 			*v = def
 		}
-	}
-	if c.GlobalFallbackDropRatio == 0 {
-		c.GlobalFallbackDropRatio = d.GlobalFallbackDropRatio
 	}
 	setInt(&c.MaxHops, d.MaxHops)
 	setInt(&c.MaxPathRows, d.MaxPathRows)
@@ -133,6 +152,10 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.BasicTopK, d.BasicTopK)
 	setInt(&c.BasicCandidates, max(d.BasicCandidates, c.BasicTopK))
 	setInt(&c.LocalVectorUnits, d.LocalVectorUnits)
+	setInt(&c.DriftFollowUps, d.DriftFollowUps)
+	if c.LocalShares == (LocalShares{}) {
+		c.LocalShares = d.LocalShares
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = d.MaxBodyBytes
 	}
@@ -172,6 +195,13 @@ func (c Config) Validate() error {
 	positive("BasicTopK", c.BasicTopK)
 	if c.BasicCandidates < c.BasicTopK || c.BasicCandidates > vector.MaxK {
 		errs = append(errs, fmt.Errorf("BasicCandidates must be BasicTopK (%d) to %d, got %d", c.BasicTopK, vector.MaxK, c.BasicCandidates))
+	}
+	sh := c.LocalShares
+	if min(sh.Entities, sh.Relationships, sh.TextUnits, sh.Reports) < 0 || sh.sum() > 1.0001 {
+		errs = append(errs, fmt.Errorf("LocalShares must each be 0..1 and sum to at most 1, got %+v", sh))
+	}
+	if c.DriftFollowUps < 1 || c.DriftFollowUps > 8 {
+		errs = append(errs, fmt.Errorf("DriftFollowUps must be 1..8, got %d", c.DriftFollowUps))
 	}
 	if (c.Vectors == nil) != (c.Embedder == nil) {
 		errs = append(errs, errors.New("vector search needs both Vectors and Embedder, or neither"))

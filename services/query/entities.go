@@ -145,7 +145,7 @@ func (s *Service) entity(v *view, _ http.ResponseWriter, r *http.Request) (any, 
 			d.In = list
 		}
 	}
-	cs, err := v.admittedCommunities()
+	cs, err := v.admittedCommunitiesOf([]string{id})
 	if err != nil {
 		return nil, err
 	}
@@ -185,11 +185,18 @@ func (s *Service) neighborEdges(v *view, id string, dir store.Direction, max int
 		cands = append(cands, cand{edgeJSON{Source: e.Source, Relation: e.Relation, Target: e.Target, Citations: c}, other})
 		others = append(others, other)
 	}
-	if err := v.entities(others); err != nil {
-		return nil, false, err
-	}
+	// The neighbours are loaded a chunk at a time, only as many as the
+	// first max+1 visible ones need: a hub's thousands of neighbours are
+	// not read to show a few.
 	out := []neighborEdge{}
-	for _, c := range cands {
+	loaded := 0
+	for i, c := range cands {
+		if i == loaded {
+			loaded = min(len(others), i+2*(max+1-len(out)))
+			if err := v.entities(others[i:loaded]); err != nil {
+				return nil, false, err
+			}
+		}
 		n := v.entityCache[c.other]
 		if !n.ok {
 			continue

@@ -63,6 +63,13 @@ func (f *failingStores) Sources(ctx context.Context, tenant string, ids []string
 	return f.Stores.Sources(ctx, tenant, ids)
 }
 
+func (f *failingStores) ListSources(ctx context.Context, tenant string) ([]provenance.SourceState, error) {
+	if f.fail.Load() {
+		return nil, errors.New("registry down")
+	}
+	return f.Stores.ListSources(ctx, tenant)
+}
+
 type fixture struct {
 	t   *testing.T
 	st  *failingStores

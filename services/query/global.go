@@ -11,20 +11,16 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
-// GlobalStats says how a global answer was built: how many reports the
-// selection considered, how many were dropped because the caller may not
-// read everything they were built from (dropped BEFORE the map step, so
-// nothing of them reaches the answer), and whether the answer fell back to
-// local search because too many were dropped.
+// GlobalStats says how a global answer was built. It counts admitted
+// material only: reports the caller may not read are dropped before the
+// map step and are neither shown nor counted.
 type GlobalStats struct {
-	Selection         string   `json:"selection"` // "level" or "dynamic"
-	Level             *int     `json:"level,omitempty"`
-	ReportsConsidered int      `json:"reports_considered"`
-	ReportsDropped    int      `json:"reports_dropped"`
-	ReportsUsed       int      `json:"reports_used"`
-	Batches           int      `json:"batches"`
-	ThemeTypes        []string `json:"theme_types"`
-	FellBack          bool     `json:"fell_back_to_local,omitempty"`
+	Selection   string   `json:"selection"` // "level" or "dynamic"
+	Level       *int     `json:"level,omitempty"`
+	ReportsUsed int      `json:"reports_used"`
+	Batches     int      `json:"batches"`
+	ThemeTypes  []string `json:"theme_types"`
+	FellBack    bool     `json:"fell_back_to_local,omitempty"`
 	// MapReduce is "offline" or "llm:<model>": what mapped and reduced.
 	MapReduce string `json:"map_reduce,omitempty"`
 	// LLMFallback is set when the LLM map/reduce failed (a failed call, a
@@ -33,6 +29,34 @@ type GlobalStats struct {
 	// Points are the rated points of the LLM map step that fed the reduce,
 	// highest score first, each citing reports of the map input only.
 	Points []GlobalPoint `json:"points,omitempty"`
+	// Themes are the exact counts the answer states, as /v1/aggregate
+	// counts them (subject type, relation, target).
+	Themes []GlobalTheme `json:"themes"`
+	// Coverage says how many subjects have a theme at all.
+	Coverage *Coverage `json:"coverage,omitempty"`
+}
+
+// GlobalTheme is one theme of a global answer with its exact count: the
+// group of GET /v1/aggregate?type=SubjectType&rel=Relation for Target.
+type GlobalTheme struct {
+	Target      entityJSON `json:"target"`
+	SubjectType string     `json:"subject_type"`
+	Relation    string     `json:"relation"`
+	Count       int        `json:"count"`
+	Members     []string   `json:"members"`
+	// Reports are the admitted reports whose findings speak of the theme.
+	Reports []string `json:"reports,omitempty"`
+
+	memberCites []citation // one per member document version
+}
+
+// Coverage: of Subjects visible entities of SubjectType, Covered have at
+// least one theme of ThemeType.
+type Coverage struct {
+	SubjectType string `json:"subject_type"`
+	ThemeType   string `json:"theme_type"`
+	Subjects    int    `json:"subjects"`
+	Covered     int    `json:"covered"`
 }
 
 // themeCues maps question words to the entity types whose members are the
@@ -69,13 +93,6 @@ func isTheme(types map[string]bool, typ string) bool {
 	return types[typ]
 }
 
-// themePoint is what the map step extracts from one report: a theme entity
-// and the documents (with versions) that support it there.
-type themePoint struct {
-	theme string
-	docs  map[string]int64
-}
-
 // global answers a global question by map-reduce over admitted community
 // reports: admission first, then selection (a level, or dynamic selection
 // from the roots down), then a map over token-bounded batches of reports
@@ -85,25 +102,12 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 	began := time.Now()
 	resp := QueryResponse{Mode: ModeGlobal, Entities: []entityJSON{}, Context: []ContextItem{}, Citations: []citation{},
 		BudgetTokens: budget, Timings: map[string]float64{}}
-	cs, err := v.s.st.Communities(v.ctx, v.tenant)
+	d, err := v.derived()
 	if err != nil {
-		return resp, fmt.Errorf("reading communities: %w", err)
+		return resp, err
 	}
-	all, err := v.s.st.Reports(v.ctx, v.tenant)
-	if err != nil {
-		return resp, fmt.Errorf("reading reports: %w", err)
-	}
-	reports := map[string]store.Report{} // by community
-	var ids []string
-	for _, r := range all {
-		if prev, ok := reports[r.Community]; !ok || r.UpdatedAt.After(prev.UpdatedAt) {
-			reports[r.Community] = r
-		}
-		for _, ref := range r.Sources {
-			ids = append(ids, ref.DocID)
-		}
-	}
-	if err := v.adm.Prefetch(ids); err != nil {
+	cs, reports := d.communities, d.byCommunity // by community
+	if err := v.adm.Prefetch(d.reportDocs); err != nil {
 		return resp, err
 	}
 	admitted := map[string]bool{}
@@ -142,15 +146,8 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 	}
 	var selected []store.Report
 	consider := func(c store.Community) bool {
-		if _, ok := reports[c.ID]; !ok {
-			return false
-		}
-		stats.ReportsConsidered++
-		if !admitted[c.ID] {
-			stats.ReportsDropped++
-			return false
-		}
-		return true
+		_, ok := reports[c.ID]
+		return ok && admitted[c.ID]
 	}
 	if req.Level != nil {
 		stats.Selection, stats.Level = "level", req.Level
@@ -199,15 +196,21 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 		return cmp.Or(cmp.Compare(b.Rating, a.Rating), cmp.Compare(a.ID, b.ID))
 	})
 	stats.ReportsUsed = len(selected)
-	if stats.ReportsConsidered > 0 && float64(stats.ReportsDropped) > s.cfg.GlobalFallbackDropRatio*float64(stats.ReportsConsidered) {
+	themeList, cov, err := v.exactThemes(themes, selected, reports, admitted)
+	if err != nil {
+		return resp, err
+	}
+	stats.Themes, stats.Coverage = themeList, cov
+	if len(selected) == 0 && len(themeList) == 0 {
+		// Nothing corpus-wide the caller may read answers: local search
+		// over what they may read instead.
 		local, err := s.local(v, req, budget)
 		if err != nil {
 			return resp, err
 		}
 		stats.FellBack = true
 		local.Global = stats
-		local.Answer = fmt.Sprintf("Most community reports (%d of %d) are built on documents you may not read, so this answer comes from local search instead.\n%s",
-			stats.ReportsDropped, stats.ReportsConsidered, local.Answer)
+		local.Answer = "No community report you may read answers this question, so this answer comes from local search instead.\n" + local.Answer
 		return local, nil
 	}
 
@@ -225,12 +228,17 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 		resp.UsedTokens += it.Tokens
 	}
 	stats.MapReduce = "offline"
+	counts := s.themeLines(themeList, cov, &resp)
 	if s.cfg.LLM != nil && len(selected) > 0 {
 		llmBegan := time.Now()
 		err := s.llmMapReduce(v, req.Question, batches, budget, &resp)
 		resp.Timings["llm_ms"] = ms(time.Since(llmBegan))
 		if err == nil {
 			stats.MapReduce = "llm:" + s.cfg.LLM.Model()
+			if counts != "" {
+				resp.Answer += "\nExact counts: " + counts
+				resp.Citations = dedupe(append(resp.Citations, themeCitations(&resp)...))
+			}
 			resp.Timings["retrieval_ms"] = ms(time.Since(began))
 			return resp, nil
 		}
@@ -241,95 +249,183 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 		s.log.Warn("LLM map/reduce failed, answering with the offline one", "tenant", v.tenant, "error", err)
 		stats.LLMFallback = true
 		stats.Points = nil
-		resp.Citations = []citation{}
 	}
-	var points []themePoint
-	for _, batch := range batches {
-		for _, r := range batch {
-			points = append(points, mapReport(r, themes)...)
-		}
-	}
-	// Reduce: merge points by theme, rank by distinct supporting documents.
-	merged := map[string]map[string]int64{}
-	for _, p := range points {
-		if merged[p.theme] == nil {
-			merged[p.theme] = map[string]int64{}
-		}
-		for d, ver := range p.docs {
-			merged[p.theme][d] = ver
-		}
-	}
-	type ranked struct {
-		e    entityJSON
-		docs []citation
-	}
-	var rs []ranked
-	for id, docs := range merged {
-		ve, err := v.entity(id)
-		if err != nil {
-			return resp, err
-		}
-		if !ve.ok {
-			continue
-		}
-		r := ranked{e: ve.out}
-		for d, ver := range docs {
-			r.docs = append(r.docs, citation{DocID: d, Version: ver})
-		}
-		slices.SortFunc(r.docs, func(a, b citation) int { return cmp.Compare(a.DocID, b.DocID) })
-		rs = append(rs, r)
-	}
-	slices.SortFunc(rs, func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(len(b.docs), len(a.docs)), cmp.Compare(a.e.Name, b.e.Name))
-	})
-	if len(rs) == 0 {
-		resp.Answer = "No admitted community report answers this question."
+	resp.Citations = themeCitations(&resp)
+	if counts == "" {
+		resp.Answer = "No theme of this question is linked to anything you can read."
 		resp.Timings["retrieval_ms"] = ms(time.Since(began))
 		return resp, nil
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Recurring themes across %d community reports, by the number of documents that support them:\n", len(selected))
-	seen := map[citation]bool{}
-	for i, r := range rs {
-		if i == s.cfg.MaxAnswerFacts {
-			break
-		}
-		names := make([]string, len(r.docs))
-		for j, d := range r.docs {
-			names[j] = d.DocID
-			if !seen[d] {
-				seen[d] = true
-				resp.Citations = append(resp.Citations, d)
-			}
-		}
-		noun := "documents"
-		if len(r.docs) == 1 {
-			noun = "document"
-		}
-		fmt.Fprintf(&b, "%d. %s (%s): %d %s [%s]\n", i+1, r.e.Name, r.e.Type, len(r.docs), noun, strings.Join(names, ", "))
-		resp.Entities = append(resp.Entities, r.e)
-	}
-	resp.Answer = strings.TrimRight(b.String(), "\n")
+	resp.Answer = fmt.Sprintf("Recurring themes, by the exact number of documents linked to each (evidence: %d community reports):\n", len(selected)) + counts
 	resp.Timings["retrieval_ms"] = ms(time.Since(began))
 	return resp, nil
 }
 
-// mapReport extracts the theme points of one report: for each finding, the
-// theme-typed targets of its edges, supported by the documents the finding
-// cites. Document-type entities (the incidents themselves) are evidence.
-func mapReport(r store.Report, themes map[string]bool) []themePoint {
-	var out []themePoint
-	for _, f := range r.Findings {
-		docs := map[string]int64{}
-		for _, c := range f.Citations {
-			docs[c.DocID] = c.Version
+// defaultThemeRelations are the relations counted for a theme type when no
+// admitted report's findings name one.
+var defaultThemeRelations = map[string]string{"failure_mode": "failure"}
+
+// exactThemes counts the themes of a global question exactly, with
+// /v1/aggregate's code: the theme types' relations are read from the
+// admitted reports' findings (document-type subject, theme-type target),
+// each (subject type, relation) is aggregated over the whole visible
+// graph, and each theme keeps its largest group. The reports whose
+// findings name a theme are its evidence. Themes are ranked by count.
+func (v *view) exactThemes(themes map[string]bool, selected []store.Report, reports map[string]store.Report, admitted map[string]bool) ([]GlobalTheme, *Coverage, error) {
+	type pair struct{ subj, rel, target string }
+	pairs := map[pair]bool{}
+	evidence := map[string][]string{} // theme id -> report ids
+	for cid, r := range reports {
+		if !admitted[cid] {
+			continue
 		}
-		for _, e := range f.Edges {
-			if !isTheme(themes, edgeTargetType(e)) {
+		for _, f := range r.Findings {
+			for _, e := range f.Edges {
+				src, rel, dst := splitEdgeID(e)
+				st, _ := resolve.SplitID(src)
+				dt, _ := resolve.SplitID(dst)
+				if !documentTypes[st] || !isTheme(themes, dt) {
+					continue
+				}
+				pairs[pair{st, rel, dt}] = true
+				if !slices.Contains(evidence[dst], r.ID) {
+					evidence[dst] = append(evidence[dst], r.ID)
+				}
+			}
+		}
+	}
+	for t := range themes {
+		if rel, ok := defaultThemeRelations[t]; ok {
+			pairs[pair{"incident", rel, t}] = true
+		}
+	}
+	inSelected := map[string]bool{}
+	for _, r := range selected {
+		inSelected[r.ID] = true
+	}
+	best := map[string]GlobalTheme{}
+	var cov *Coverage
+	covered := map[string]bool{}
+	keys := make([]pair, 0, len(pairs))
+	for p := range pairs {
+		keys = append(keys, p)
+	}
+	slices.SortFunc(keys, func(a, b pair) int {
+		return cmp.Or(cmp.Compare(a.subj, b.subj), cmp.Compare(a.rel, b.rel), cmp.Compare(a.target, b.target))
+	})
+	for _, p := range keys {
+		groups, err := v.groupsByTargets(p.subj, p.rel, p.target)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, g := range groups {
+			if !isTheme(themes, g.Target.Type) {
 				continue
 			}
-			_, _, target := splitEdgeID(e)
-			out = append(out, themePoint{theme: target, docs: docs})
+			if prev, ok := best[g.Target.ID]; ok && prev.Count >= g.Count {
+				continue
+			}
+			th := GlobalTheme{Target: g.Target, SubjectType: p.subj, Relation: p.rel, Count: g.Count}
+			for _, m := range g.Members {
+				th.Members = append(th.Members, m.Name)
+				for _, c := range m.Citations {
+					if c := (citation{DocID: c.DocID, Version: c.Version}); !slices.Contains(th.memberCites, c) {
+						th.memberCites = append(th.memberCites, c)
+					}
+				}
+				if p.subj == "incident" && g.Target.Type == "failure_mode" {
+					covered[m.ID] = true
+				}
+			}
+			// Evidence: the selected reports first, at most maxThemeReports.
+			for _, sel := range []bool{true, false} {
+				for _, rid := range evidence[g.Target.ID] {
+					if inSelected[rid] == sel && len(th.Reports) < maxThemeReports {
+						th.Reports = append(th.Reports, rid)
+					}
+				}
+			}
+			best[g.Target.ID] = th
+		}
+		if p.subj == "incident" && p.target == "failure_mode" && cov == nil {
+			visible, err := v.entitiesOfType("incident")
+			if err != nil {
+				return nil, nil, err
+			}
+			cov = &Coverage{SubjectType: "incident", ThemeType: "failure_mode", Subjects: len(visible)}
+		}
+	}
+	if cov != nil {
+		cov.Covered = len(covered)
+	}
+	out := make([]GlobalTheme, 0, len(best))
+	for _, t := range best {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b GlobalTheme) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Target.Name, b.Target.Name), cmp.Compare(a.Target.ID, b.Target.ID))
+	})
+	return out, cov, nil
+}
+
+// maxThemeMembers bounds the members a theme line names, maxThemeReports
+// the reports it names as evidence; the count and the citations stay exact.
+const (
+	maxThemeMembers = 10
+	maxThemeReports = 3
+)
+
+// themeLines renders the themes ("1. expired certificate (failure_mode): 3
+// documents [INC-101, INC-112, INC-121]"), at most MaxAnswerFacts, then the
+// coverage line, and adds the themes' entities to the response.
+func (s *Service) themeLines(themes []GlobalTheme, cov *Coverage, resp *QueryResponse) string {
+	var b strings.Builder
+	for i, t := range themes {
+		if i == s.cfg.MaxAnswerFacts {
+			fmt.Fprintf(&b, "(%d more themes.)\n", len(themes)-i)
+			break
+		}
+		names := t.Members
+		more := ""
+		if len(names) > maxThemeMembers {
+			names, more = names[:maxThemeMembers], fmt.Sprintf(" and %d more", len(t.Members)-maxThemeMembers)
+		}
+		noun := "documents"
+		if t.Count == 1 {
+			noun = "document"
+		}
+		ev := ""
+		if len(t.Reports) > 0 {
+			ev = "; reports " + strings.Join(t.Reports, ", ")
+		}
+		fmt.Fprintf(&b, "%d. %s (%s): %d %s [%s%s] (%s %s%s)\n", i+1, t.Target.Name, t.Target.Type, t.Count, noun,
+			strings.Join(names, ", "), more, t.SubjectType, t.Relation, ev)
+		resp.Entities = append(resp.Entities, t.Target)
+	}
+	if cov != nil {
+		noun := strings.ReplaceAll(cov.SubjectType, "_", " ") + "s"
+		fmt.Fprintf(&b, "Coverage: %d of %d %s have a detected cause; %d have none.\n", cov.Covered, cov.Subjects, noun, cov.Subjects-cov.Covered)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// themeCitations are the citations of the themes' members (one per member
+// document version), after those the response already has.
+func themeCitations(resp *QueryResponse) []citation {
+	out := slices.Clone(resp.Citations)
+	seen := map[citation]bool{}
+	for _, c := range out {
+		seen[c] = true
+	}
+	if resp.Global == nil {
+		return out
+	}
+	for _, t := range resp.Global.Themes {
+		for _, m := range t.memberCites {
+			if !seen[m] {
+				seen[m] = true
+				out = append(out, m)
+			}
 		}
 	}
 	return out

@@ -227,13 +227,14 @@ func TestNoLeaks(t *testing.T) {
 	toks = append(toks, auth.Token{Token: "tok6", Tenant: "other", Principal: "p0", Groups: groups})
 	a, err := auth.New(toks, nil)
 	require.NoError(t, err)
-	svcObj, err := query.New(query.Config{Vectors: vix, Embedder: emb}, st, a, nil, prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	svcObj, err := query.New(query.Config{Vectors: vix, Embedder: emb}, st, a, nil, reg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(svcObj.Handler())
 	t.Cleanup(srv.Close)
 
 	// check walks a JSON response and verifies every reference in it.
-	var checked, refs, derived, basicQueries, basicPassages, basicDropped int
+	var checked, refs, derived, basicQueries, basicPassages, driftQueries, driftBranches int
 	var check func(c provenance.Caller, what string, v any)
 	check = func(c provenance.Caller, what string, v any) {
 		switch x := v.(type) {
@@ -306,7 +307,16 @@ func TestNoLeaks(t *testing.T) {
 			basicQueries++
 			b := o["basic"].(map[string]any)
 			basicPassages += int(b["used"].(float64))
-			basicDropped += int(b["dropped"].(float64))
+			require.Equal(t, []string{"used"}, keys(b), "basic stats count admitted material only")
+		}
+		if o, ok := out.(map[string]any); ok && o["global"] != nil {
+			g := o["global"].(map[string]any)
+			require.NotContains(t, g, "reports_considered")
+			require.NotContains(t, g, "reports_dropped")
+		}
+		if o, ok := out.(map[string]any); ok && o["mode"] == "drift" {
+			driftQueries++
+			driftBranches += len(o["drift"].(map[string]any)["follow_ups"].([]any))
 		}
 	}
 	for q := 0; q < queries; q++ {
@@ -334,7 +344,7 @@ func TestNoLeaks(t *testing.T) {
 			}
 		}
 		ci := rng.IntN(len(callers))
-		switch rng.IntN(10) {
+		switch rng.IntN(13) {
 		case 0:
 			do(ci, "GET", fmt.Sprintf("/v1/paths?start=%s&rels=~affected,failure", url.QueryEscape(svc(rng.IntN(services)))), nil)
 		case 1:
@@ -357,15 +367,43 @@ func TestNoLeaks(t *testing.T) {
 		case 9:
 			do(ci, "POST", "/v1/query", map[string]any{"mode": "basic",
 				"question": fmt.Sprintf("svc%d affected by fm%d", rng.IntN(services), rng.IntN(failures))})
+		case 10:
+			do(ci, "POST", "/v1/query", map[string]any{"mode": "drift",
+				"question": fmt.Sprintf("why was svc%d affected by fm%d", rng.IntN(services), rng.IntN(failures))})
+		case 11:
+			do(ci, "POST", "/v1/query", map[string]any{"mode": "auto",
+				"question": fmt.Sprintf("How many incidents per failure mode involve svc%d?", rng.IntN(services))})
+		case 12:
+			do(ci, "POST", "/v1/query", map[string]any{"mode": "auto",
+				"question": fmt.Sprintf("what went wrong with INC-%d and svc%d", rng.IntN(docs), rng.IntN(services))})
 		}
 	}
 	t.Logf("%d queries checked, %d document references and %d reports or communities shown verified", checked, refs, derived)
-	t.Logf("%d basic queries: %d passages shown, %d hits the index admitted but the registry refused", basicQueries, basicPassages, basicDropped)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	basicDropped := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "kgstream_query_readmission_drops_total" {
+			basicDropped = mf.Metric[0].Counter.GetValue()
+		}
+	}
+	t.Logf("%d basic queries: %d passages shown, %.0f hits the index admitted but the registry refused", basicQueries, basicPassages, basicDropped)
+	t.Logf("%d DRIFT queries, %d follow-up branches checked", driftQueries, driftBranches)
 	require.Equal(t, queries, checked)
 	require.Greater(t, refs, queries, "the responses must actually cite documents")
 	require.Greater(t, derived, queries/10, "reports and communities must actually be shown, or their rule is not exercised")
 	require.Greater(t, basicPassages, basicQueries, "basic answers must actually show passages")
-	require.Greater(t, basicDropped, 0, "the index's stale ACLs must actually be caught by re-admission")
+	require.Greater(t, basicDropped, 0.0, "the index's stale ACLs must actually be caught by re-admission")
+	require.Greater(t, driftBranches, driftQueries, "DRIFT trees must actually have follow-ups, or their admission is not exercised")
+}
+
+func keys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func truncateText(s string) string {

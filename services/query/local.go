@@ -2,9 +2,9 @@ package query
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -50,7 +50,8 @@ type ContextItem struct {
 	Text      string     `json:"text"`
 	Citations []citation `json:"citations"`
 	Tokens    int        `json:"tokens"`
-	// Score is the cosine similarity of an item found by vector search.
+	// Score is a text unit's relevance to the question: its ranking score
+	// (word share, named document, closeness by vector search).
 	Score float32 `json:"score,omitempty"`
 }
 
@@ -67,8 +68,15 @@ type QueryResponse struct {
 	Timings      map[string]float64 `json:"timings"`
 	// Global is set for global answers.
 	Global *GlobalStats `json:"global,omitempty"`
-	// RoutedTo is the mode an auto question was answered in.
+	// RoutedTo is the mode an auto question was answered in, and Route why.
 	RoutedTo string `json:"routed_to,omitempty"`
+	Route    string `json:"route,omitempty"`
+	// Mapping says how local search mapped the question to each entity.
+	Mapping []MappedEntity `json:"mapping,omitempty"`
+	// AnswerBy is "offline" (extractive) or "llm:<model>".
+	AnswerBy string `json:"answer_by,omitempty"`
+	// Drift is set for DRIFT answers: the primer and the follow-up tree.
+	Drift *DriftTree `json:"drift,omitempty"`
 	// Basic is set for basic answers.
 	Basic *BasicStats `json:"basic,omitempty"`
 }
@@ -91,11 +99,9 @@ func (s *Service) query(v *view, w http.ResponseWriter, r *http.Request) (any, e
 		return nil, err
 	}
 	var resp QueryResponse
-	mode, routed := req.Mode, ""
+	mode, routed, why := req.Mode, "", ""
 	if mode == ModeAuto {
-		if mode, err = s.route(v, req.Question); err != nil {
-			return nil, err
-		}
+		mode, why = route(req.Question)
 		routed = mode
 	}
 	switch mode {
@@ -105,41 +111,84 @@ func (s *Service) query(v *view, w http.ResponseWriter, r *http.Request) (any, e
 		resp, err = s.global(v, req, budget)
 	case ModeBasic:
 		resp, err = s.basic(v, req, budget)
+	case ModeDrift:
+		resp, err = s.drift(v, req, budget)
+	case ModeAggregate:
+		resp, err = s.countAnswer(v, req, budget)
 	default:
-		return nil, httpapi.Errorf(http.StatusNotImplemented, "not_implemented", "mode %q is not implemented yet; use basic, local or global", req.Mode)
+		return nil, httpapi.Errorf(http.StatusNotImplemented, "not_implemented", "mode %q is not implemented", req.Mode)
 	}
 	if err != nil {
 		return nil, err
 	}
-	resp.RoutedTo = routed
+	resp.RoutedTo, resp.Route = routed, why
 	resp.Timings["total_ms"] = ms(time.Since(began))
 	return resp, nil
 }
 
+// ModeAggregate is what auto routes counting questions to: exact counts
+// over the graph, as GET /v1/aggregate computes them.
+const ModeAggregate = "aggregate"
+
 // globalCues are question shapes about the whole corpus rather than about
 // named things: they route to global search.
-var globalCues = []string{"recurring", "most common", "top ", "overall", "trend", "themes", "across all",
+var globalCues = []string{"recurring", "top ", "overall", "trend", "themes", "across all",
 	"in general", "what are our", "which kinds", "patterns"}
 
-// route picks a mode for an auto question by its shape: corpus-wide
-// questions go to global; questions naming entities the caller can see go
-// to local; anything else goes to basic when a vector index is configured,
-// else local (which then says nothing matched).
-func (s *Service) route(v *view, question string) (string, error) {
+// countRE finds counting questions: they route to exact aggregates.
+var countRE = regexp.MustCompile(`(?i)\b(how many|number of|count of|counts? (of|per|by)|most common|most frequent|per (failure|incident|type|team|service|component|region|cause|mode|month|year)|grouped by|broken down by|by (failure|type|team|service|component|region|cause|mode|month|year))`)
+
+// route picks a mode for an auto question by its shape and says why:
+// counting questions go to exact aggregates, corpus-wide questions to
+// global, everything else to local (which maps any question to entities
+// and passages).
+func route(question string) (mode, why string) {
+	if m := countRE.FindString(question); m != "" {
+		return ModeAggregate, fmt.Sprintf("counting question (%q): exact counts over the graph, as GET /v1/aggregate returns them", strings.ToLower(m))
+	}
 	q := " " + strings.ToLower(question) + " "
 	for _, c := range globalCues {
 		if strings.Contains(q, c) {
-			return ModeGlobal, nil
+			return ModeGlobal, fmt.Sprintf("corpus-wide question (%q): map-reduce over community reports", strings.TrimSpace(c))
 		}
 	}
-	seeds, err := s.matchEntities(v, question)
+	return ModeLocal, "question about specific things: local search over the entities and passages it maps to"
+}
+
+// countAnswer answers a counting question with exact counts: the themes
+// the question names (failure modes, teams, services, ...), counted over
+// every visible document as /v1/aggregate counts them, with members and
+// the coverage line.
+func (s *Service) countAnswer(v *view, req QueryRequest, budget int) (QueryResponse, error) {
+	began := time.Now()
+	resp := QueryResponse{Mode: ModeAggregate, Entities: []entityJSON{}, Context: []ContextItem{}, Citations: []citation{},
+		BudgetTokens: budget, Timings: map[string]float64{}, AnswerBy: "offline"}
+	themes := themeTypes(req.Question)
+	if len(themes) == 0 {
+		themes = map[string]bool{"failure_mode": true}
+	}
+	reports, err := v.admittedReports()
 	if err != nil {
-		return "", err
+		return QueryResponse{}, err
 	}
-	if len(seeds) == 0 && s.cfg.Vectors != nil && s.cfg.Embedder != nil {
-		return ModeBasic, nil
+	admitted := map[string]bool{}
+	for cid := range reports {
+		admitted[cid] = true
 	}
-	return ModeLocal, nil
+	list, cov, err := v.exactThemes(themes, nil, reports, admitted)
+	if err != nil {
+		return QueryResponse{}, err
+	}
+	resp.Global = &GlobalStats{Selection: "aggregate", ThemeTypes: sortedKeys(themes), Themes: list, Coverage: cov}
+	lines := s.themeLines(list, cov, &resp)
+	resp.Citations = themeCitations(&resp)
+	if lines == "" {
+		resp.Answer = "Nothing you can read is linked to a " + strings.Join(sortedKeys(themes), " or ") + "."
+	} else {
+		resp.Answer = "Exact counts over the documents you can read:\n" + lines
+	}
+	resp.Timings["retrieval_ms"] = ms(time.Since(began))
+	return resp, nil
 }
 
 // validateQuery checks req and returns the token budget to use.
@@ -205,17 +254,24 @@ func questionWords(q string) []string {
 // normalisation key with entity keys and display names. Matched words are
 // consumed so "Cert Manager" does not also seed an entity named "manager".
 func (s *Service) matchEntities(v *view, question string) ([]visibleEntity, error) {
-	all, err := v.allEntities()
+	ix, err := v.nameIndex()
 	if err != nil {
 		return nil, err
 	}
-	index := make(map[string][]visibleEntity)
-	for _, ve := range all {
-		_, k, _ := cutID(ve.out.ID)
-		index[k] = append(index[k], ve)
-		if nk := resolve.Key(ve.out.Name); nk != k {
-			index[nk] = append(index[nk], ve)
+	// named returns the visible entities whose id key or display name
+	// has key, sorted by id: the index gives candidates, admission decides.
+	named := func(key string) ([]visibleEntity, error) {
+		cands, err := v.admitIDs(ix, ix.keys[key])
+		if err != nil {
+			return nil, err
 		}
+		out := cands[:0]
+		for _, ve := range cands {
+			if _, k, _ := cutID(ve.out.ID); k == key || s.names.key(ve.out.Name) == key {
+				out = append(out, ve)
+			}
+		}
+		return out, nil
 	}
 	words := questionWords(question)
 	seen := make(map[string]bool)
@@ -227,10 +283,17 @@ func (s *Service) matchEntities(v *view, question string) ([]visibleEntity, erro
 				continue
 			}
 			key := resolve.Key(strings.Join(words[i:i+n], " "))
-			if len([]rune(key)) < 2 || len(index[key]) == 0 {
+			if len([]rune(key)) < 2 || len(ix.keys[key]) == 0 {
 				continue
 			}
-			for _, ve := range index[key] {
+			hits, err := named(key)
+			if err != nil {
+				return nil, err
+			}
+			if len(hits) == 0 {
+				continue
+			}
+			for _, ve := range hits {
 				if !seen[ve.out.ID] && len(seeds) < s.cfg.MaxSeedEntities {
 					seen[ve.out.ID] = true
 					seeds = append(seeds, ve)
@@ -244,24 +307,48 @@ func (s *Service) matchEntities(v *view, question string) ([]visibleEntity, erro
 	return seeds, nil
 }
 
-// local answers a question from the graph around the entities it names.
-// Candidates come in tiers, most specific first: the matched entities, their
-// relationships, the text units supporting those, the reports of their
-// communities, the neighbours, then the neighbours' relationships. Items are
-// taken tier by tier while they fit the token budget; an item too large for
-// what is left is skipped so smaller ones after it can still fit.
+// local answers a question as GraphRAG's local search does. The question
+// is mapped to entities (names, close names and aliases, the entities of
+// the passages that best answer it; see mapQuestion); the context mixes
+// entities, their relationships, text units ranked by relevance to the
+// question and the reports of the entities' communities, each section
+// within its share of the token budget (Config.LocalShares), what a
+// section leaves going to text units first. The answer quotes the
+// sentences of those passages that answer the question, with citations.
 func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, error) {
 	began := time.Now()
 	resp := QueryResponse{
 		Mode: ModeLocal, Entities: []entityJSON{}, Context: []ContextItem{}, Citations: []citation{},
 		BudgetTokens: budget, Timings: map[string]float64{},
 	}
-	seeds, err := s.matchEntities(v, req.Question)
+	docs, err := v.readableDocs()
 	if err != nil {
 		return QueryResponse{}, err
 	}
-	if len(seeds) == 0 {
-		resp.Answer = "Nothing in the question matches an entity in the index that you can read."
+	rank := newUnitRanking(req.Question, docs)
+	priors := map[string]float64{}
+	if s.cfg.Vectors != nil && s.cfg.LocalVectorUnits > 0 {
+		// The passages closest to the question lift their units in the
+		// ranking: they catch what the question's words miss.
+		near, _, err := s.searchTextUnits(v, req.Question, 2*s.cfg.LocalVectorUnits, resp.Timings)
+		if err != nil {
+			return QueryResponse{}, err
+		}
+		for i, it := range near {
+			priors[it.ID] = max(priors[it.ID], 1/(1+0.5*float64(i)))
+		}
+	}
+	top := rank.rank(docs, priors, maxRankedUnits)
+	resp.Timings["rank_units_ms"] = ms(time.Since(began))
+	mapBegan := time.Now()
+	seeds, how, err := s.mapQuestion(v, req.Question, top)
+	if err != nil {
+		return QueryResponse{}, err
+	}
+	resp.Timings["map_entities_ms"] = ms(time.Since(mapBegan))
+	resp.Mapping = how
+	if len(seeds) == 0 && len(top) == 0 {
+		resp.Answer = "Nothing in the question matches an entity or a passage in the index that you can read."
 		resp.Timings["retrieval_ms"] = ms(time.Since(began))
 		return resp, nil
 	}
@@ -298,7 +385,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 					}
 					usedEdges[eid] = true
 					src, tgt := v.entityCache[e.Source].out, v.entityCache[e.Target].out
-					text := fmt.Sprintf("%s %s %s", src.Name, strings.ReplaceAll(e.Relation, "_", " "), tgt.Name)
+					text := relationText(src.Name, e.Relation, tgt.Name)
 					it := ContextItem{Kind: KindRelationship, ID: eid, Text: text, Citations: e.Citations, Tokens: ApproxTokens(text)}
 					if ring2 {
 						ring2Items = append(ring2Items, it)
@@ -319,46 +406,54 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		}
 		return nil
 	}
-	ids := make([]string, len(seeds))
+	// Relationships of the first seeds only: the mapping may list more,
+	// but each seed's edges are a store read.
+	ids := make([]string, 0, len(seeds))
 	for i, sd := range seeds {
-		ids[i] = sd.out.ID
-		// The seeds' own mentions are evidence too, weighted below the
-		// relationships that connect them.
-		for _, f := range sd.raw.Sources {
-			if ok, err := v.adm.Direct(f.DocID); err != nil {
-				return QueryResponse{}, err
-			} else if ok {
-				for _, tu := range f.TextUnits {
-					c := citation{DocID: f.DocID, Version: f.Version, TextUnit: tu}
-					if _, dup := unitRefs[c]; !dup {
-						unitRefs[c] = 0
-					}
-				}
-			}
+		if i == maxExpandedSeeds {
+			break
 		}
+		ids = append(ids, sd.out.ID)
 	}
 	if err := relationships(ids, false); err != nil {
 		return QueryResponse{}, err
 	}
-	if unitItems, err = s.textUnitItems(v, unitRefs); err != nil {
-		return QueryResponse{}, err
+	// Stated relationships before co-occurrences and bare mentions, and
+	// those the question's words touch first.
+	slices.SortStableFunc(relItems, func(a, b ContextItem) int {
+		return cmp.Compare(relationRank(a, rank), relationRank(b, rank))
+	})
+	// Text units: the ranked passages, then the units the seeds'
+	// relationships cite, by their relevance to the question.
+	have := map[string]bool{}
+	for _, u := range top {
+		unitItems = append(unitItems, unitItem(u))
+		have[u.docID+"#"+u.unit] = true
 	}
-	if s.cfg.Vectors != nil && s.cfg.LocalVectorUnits > 0 {
-		// The passages closest to the question, after the graph's own:
-		// they catch what extraction missed. Admitted like basic mode's.
-		near, _, _, err := s.searchTextUnits(v, req.Question, s.cfg.LocalVectorUnits, resp.Timings)
+	var extra []rankedUnit
+	for c := range unitRefs {
+		if have[c.DocID+"#"+c.TextUnit] {
+			continue
+		}
+		text, ok, err := v.unitText(c)
 		if err != nil {
 			return QueryResponse{}, err
 		}
-		have := make(map[string]bool, len(unitItems))
-		for _, it := range unitItems {
-			have[it.ID] = true
+		if !ok {
+			continue
 		}
-		for _, it := range near {
-			if !have[it.ID] {
-				unitItems = append(unitItems, it)
-			}
+		has := map[string]bool{}
+		for _, w := range wordsOf(text) {
+			has[w] = true
 		}
+		extra = append(extra, rankedUnit{lexUnit: lexUnit{docID: c.DocID, version: c.Version, unit: c.TextUnit, text: text},
+			score: rank.share(func(w string) bool { return has[w] })})
+	}
+	slices.SortFunc(extra, func(a, b rankedUnit) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))
+	})
+	for _, u := range extra {
+		unitItems = append(unitItems, unitItem(u))
 	}
 	if reportItems, err = s.reportItems(v, seedIDs, req.Level); err != nil {
 		return QueryResponse{}, err
@@ -370,33 +465,123 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		}
 		neighborItems = append(neighborItems, it)
 	}
-	if err := relationships(neighbors, true); err != nil {
+	// The second ring comes from the closest neighbours only: a hub seed
+	// would otherwise pull in the whole graph.
+	if err := relationships(neighbors[:min(len(neighbors), maxRing2Neighbors)], true); err != nil {
 		return QueryResponse{}, err
 	}
 	resp.Timings["retrieval_ms"] = ms(time.Since(began))
 
-	left := budget
-	for _, tier := range [][]ContextItem{seedItems, relItems, unitItems, reportItems, neighborItems, ring2Items} {
-		for _, it := range tier {
-			if it.Tokens > left {
+	resp.Context, resp.UsedTokens = s.fillBudget(budget, [4][]ContextItem{
+		append(seedItems, neighborItems...), append(relItems, ring2Items...), unitItems, reportItems})
+	// The passages the answer quotes are cited first, then the rest of
+	// the context.
+	seenCite := make(map[citation]bool)
+	for _, passages := range []bool{true, false} {
+		for _, it := range resp.Context {
+			if (it.Kind == KindTextUnit) != passages {
 				continue
 			}
-			left -= it.Tokens
-			resp.Context = append(resp.Context, it)
-		}
-	}
-	resp.UsedTokens = budget - left
-	seenCite := make(map[citation]bool)
-	for _, it := range resp.Context {
-		for _, c := range it.Citations {
-			if !seenCite[c] {
-				seenCite[c] = true
-				resp.Citations = append(resp.Citations, c)
+			for _, c := range it.Citations {
+				if !seenCite[c] {
+					seenCite[c] = true
+					resp.Citations = append(resp.Citations, c)
+				}
 			}
 		}
 	}
-	resp.Answer = s.extractiveAnswer(resp.Entities, resp.Context)
+	answerBegan := time.Now()
+	titles := map[string]string{}
+	for _, d := range docs {
+		titles[d.id] = d.title
+	}
+	if s.cfg.LLM != nil {
+		if err := s.llmAnswer(v, req.Question, &resp, titles); err == nil {
+			resp.Timings["answer_ms"] = ms(time.Since(answerBegan))
+			return resp, nil
+		} else if v.ctx.Err() != nil {
+			return QueryResponse{}, err
+		} else {
+			s.llmFallbacks.Inc()
+			s.log.Warn("LLM answer failed, answering extractively", "tenant", v.tenant, "error", err)
+			resp.AnswerBy = "offline (LLM answer unusable)"
+		}
+	}
+	resp.Answer = s.extractiveAnswer(req.Question, rank, resp.Entities, resp.Context, titles)
+	if resp.AnswerBy == "" {
+		resp.AnswerBy = "offline"
+	}
+	resp.Timings["answer_ms"] = ms(time.Since(answerBegan))
 	return resp, nil
+}
+
+// maxRankedUnits is how many ranked passages local search considers;
+// maxRing2Neighbors how many neighbours lend their own relationships.
+// maxExpandedSeeds how many seeds lend their relationships.
+const (
+	maxRankedUnits    = 12
+	maxRing2Neighbors = 5
+	maxExpandedSeeds  = 10
+)
+
+// relationRank orders relationships: stated ones before co-occurrences and
+// mentions; among equals, those sharing more of the question's words.
+func relationRank(it ContextItem, r unitRanking) float64 {
+	_, rel, _ := splitEdgeID(it.ID)
+	base := 0.0
+	switch rel {
+	case "mentions", "co_occurs":
+		base = 10
+	}
+	has := map[string]bool{}
+	for _, w := range wordsOf(it.Text) {
+		has[w] = true
+	}
+	return base - r.share(func(w string) bool { return has[w] })
+}
+
+// fillBudget takes the items of the four sections (entities,
+// relationships, text units, reports), in order, each within its share of
+// the budget; what the shares leave goes to text units first, then
+// relationships, entities and reports. An item too large for what is left
+// is skipped so smaller ones after it can still fit. The context lists the
+// sections in that order.
+func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextItem, int) {
+	sh := s.cfg.LocalShares
+	shares := [4]float64{sh.Entities, sh.Relationships, sh.TextUnits, sh.Reports}
+	taken := [4][]ContextItem{}
+	used := [4]map[int]bool{{}, {}, {}, {}}
+	left := budget
+	take := func(sec int, limit int) {
+		for i, it := range sections[sec] {
+			if used[sec][i] || it.Tokens > limit || it.Tokens > left {
+				continue
+			}
+			used[sec][i] = true
+			limit -= it.Tokens
+			left -= it.Tokens
+			taken[sec] = append(taken[sec], it)
+		}
+	}
+	for sec := range sections {
+		take(sec, int(shares[sec]*float64(budget)))
+	}
+	for _, sec := range []int{2, 1, 0, 3} {
+		take(sec, left)
+	}
+	var out []ContextItem
+	for sec := range taken {
+		// Keep each section in its rank order.
+		order := map[string]int{}
+		for i, it := range sections[sec] {
+			order[it.Kind+"|"+it.ID] = i
+		}
+		slices.SortStableFunc(taken[sec], func(a, b ContextItem) int {
+			return cmp.Compare(order[a.Kind+"|"+a.ID], order[b.Kind+"|"+b.ID])
+		})
+		out = append(out, taken[sec]...)
+	}
+	return out, budget - left
 }
 
 // entityItem describes a visible entity from its readable fragments only.
@@ -426,60 +611,23 @@ func entityItem(v *view, ve visibleEntity) (ContextItem, error) {
 	return ContextItem{Kind: KindEntity, ID: ve.out.ID, Text: text, Citations: cites, Tokens: ApproxTokens(text)}, nil
 }
 
-// textUnitItems loads the cited text units, most cited first. Only units of
-// readable documents reach here (citations are admitted), and a unit is only
-// shown if the document's applied version is the cited one.
-func (s *Service) textUnitItems(v *view, refs map[citation]int) ([]ContextItem, error) {
-	keys := make([]citation, 0, len(refs))
-	for c := range refs {
-		keys = append(keys, c)
-	}
-	slices.SortFunc(keys, func(a, b citation) int {
-		return cmp.Or(cmp.Compare(refs[b], refs[a]), cmp.Compare(a.DocID, b.DocID), cmp.Compare(a.TextUnit, b.TextUnit))
-	})
-	records := make(map[string]*store.SourceRecord)
-	var out []ContextItem
-	for _, c := range keys {
-		ok, err := v.adm.Direct(c.DocID)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		rec, loaded := records[c.DocID]
-		if !loaded {
-			r, err := s.st.Source(v.ctx, v.tenant, c.DocID)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-			case err != nil:
-				return nil, fmt.Errorf("reading source %q: %w", c.DocID, err)
-			default:
-				rec = &r
-			}
-			records[c.DocID] = rec
-		}
-		if rec == nil || rec.Deleted || rec.Version != c.Version {
-			continue
-		}
-		for _, tu := range rec.TextUnits {
-			if tu.ID == c.TextUnit {
-				out = append(out, ContextItem{Kind: KindTextUnit, ID: c.DocID + "#" + tu.ID, Text: tu.Text, Citations: []citation{c}, Tokens: ApproxTokens(tu.Text)})
-				break
-			}
-		}
-	}
-	return out, nil
-}
-
 // reportItems returns the admitted reports of admitted communities holding a
-// seed, those covering more seeds first, then by rating.
+// seed, those covering more seeds first, then by rating. It reads only the
+// communities of the seeds (the member index) and their reports.
 func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]ContextItem, error) {
-	cs, err := v.admittedCommunities()
+	ids := make([]string, 0, len(seeds))
+	for id := range seeds {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	cs, err := v.admittedCommunitiesOf(ids)
 	if err != nil {
 		return nil, err
 	}
-	reports, err := v.admittedReports()
+	if level != nil {
+		cs = slices.DeleteFunc(cs, func(c store.Community) bool { return c.Level != *level })
+	}
+	reports, err := v.admittedReportsOf(cs)
 	if err != nil {
 		return nil, err
 	}
@@ -489,9 +637,6 @@ func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]Con
 	}
 	var rs []ranked
 	for _, c := range cs {
-		if level != nil && c.Level != *level {
-			continue
-		}
 		n := 0
 		for _, m := range c.Members {
 			if seeds[m] {
@@ -517,41 +662,68 @@ func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]Con
 	return out, nil
 }
 
-// extractiveAnswer lists the facts of the context as sentences with their
-// sources, e.g. "INC-101 involved cert-manager [INC-101 v1]." No text is
-// generated that the context does not hold.
-func (s *Service) extractiveAnswer(seeds []entityJSON, items []ContextItem) string {
+// extractiveAnswer answers from the context without generating text: the
+// sentences of its passages that answer the question, each with its
+// citation, then the relationships of the mapped entities read as words,
+// then the documents by title and id. E.g. "The signing certificate
+// expired at midnight [INC-101 v1 #u1]" / "INC-101 failed because of
+// expired certificate [INC-101 v1]".
+func (s *Service) extractiveAnswer(question string, rank unitRanking, seeds []entityJSON, items []ContextItem, titles map[string]string) string {
 	var b strings.Builder
-	names := make([]string, len(seeds))
-	for i, e := range seeds {
-		names[i] = fmt.Sprintf("%s (%s)", e.Name, e.Type)
+	names := make([]string, 0, len(seeds))
+	for _, e := range seeds {
+		if !documentTypes[e.Type] {
+			names = append(names, e.Name)
+		}
 	}
-	fmt.Fprintf(&b, "The question matches %s.", strings.Join(names, ", "))
+	for _, ss := range selectSentences(question, rank, names, items, maxAnswerSentences) {
+		fmt.Fprintf(&b, "%s %s\n", quote(ss.text), unitTag(items[ss.item].Citations))
+	}
+	if len(seeds) > 0 {
+		shown := make([]string, 0, len(seeds))
+		for i, e := range seeds {
+			if i == 6 {
+				shown = append(shown, fmt.Sprintf("and %d more", len(seeds)-6))
+				break
+			}
+			shown = append(shown, fmt.Sprintf("%s (%s)", e.Name, strings.ReplaceAll(e.Type, "_", " ")))
+		}
+		fmt.Fprintf(&b, "The question maps to %s.\n", strings.Join(shown, ", "))
+	}
 	facts, more := 0, 0
 	for _, it := range items {
 		if it.Kind != KindRelationship {
 			continue
 		}
-		if facts >= s.cfg.MaxAnswerFacts {
+		if facts >= s.cfg.MaxAnswerFacts/2 {
 			more++
 			continue
 		}
 		facts++
-		fmt.Fprintf(&b, "\n%s %s.", it.Text, citeTag(it.Citations))
-	}
-	if facts == 0 {
-		b.WriteString("\nNo relationship of these entities is visible to you.")
+		fmt.Fprintf(&b, "%s %s.\n", it.Text, citeTag(it.Citations))
 	}
 	if more > 0 {
-		fmt.Fprintf(&b, "\n(%d more facts in the context.)", more)
+		fmt.Fprintf(&b, "(%d more facts in the context.)\n", more)
 	}
 	for _, it := range items {
 		if it.Kind == KindReport {
-			fmt.Fprintf(&b, "\nCommunity report %s %s.", it.Text, citeTag(it.Citations))
+			fmt.Fprintf(&b, "Community report %s %s.\n", truncate(it.Text, 300), citeTag(it.Citations))
 			break
 		}
 	}
-	return b.String()
+	var cites []citation
+	for _, it := range items {
+		if it.Kind == KindTextUnit {
+			cites = append(cites, it.Citations...)
+		}
+	}
+	if line := sourcesLine(cites, titles, 5); line != "" {
+		b.WriteString(line)
+	}
+	if b.Len() == 0 {
+		return "No passage or relationship you can read answers this question."
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // citeTag renders citations by document version: "[INC-101 v1; INC-112 v2]".

@@ -142,12 +142,16 @@ func (v *view) resolveStart(param, ref string) (visibleEntity, error) {
 // byKey returns the visible entities, of any type, whose normalisation key
 // is key, sorted by id.
 func (v *view) byKey(key string) ([]entityJSON, error) {
-	all, err := v.allEntities()
+	ix, err := v.nameIndex()
+	if err != nil {
+		return nil, err
+	}
+	cands, err := v.admitIDs(ix, ix.keys[key])
 	if err != nil {
 		return nil, err
 	}
 	var out []entityJSON
-	for _, ve := range all {
+	for _, ve := range cands {
 		_, k, _ := cutID(ve.out.ID)
 		if k == key || resolve.Key(ve.out.Name) == key {
 			out = append(out, ve.out)

@@ -101,6 +101,9 @@ type queryResp struct {
 	Budget    int                    `json:"budget_tokens"`
 	Used      int                    `json:"used_tokens"`
 	Timings   map[string]float64     `json:"timings"`
+	Mapping   []query.MappedEntity   `json:"mapping"`
+	RoutedTo  string                 `json:"routed_to"`
+	Route     string                 `json:"route"`
 }
 
 type communitiesResp struct {
@@ -440,7 +443,8 @@ func TestLocalQuery(t *testing.T) {
 	var q queryResp
 	require.Equal(t, http.StatusOK, f.do(http.MethodPost, "/v1/query", tokAlice, body, &q))
 	require.Equal(t, "local", q.Mode)
-	require.Equal(t, []entity{{ID: "component:certmanager", Type: "component", Name: q.Entities[0].Name}}, q.Entities)
+	require.Equal(t, entity{ID: "component:certmanager", Type: "component", Name: q.Entities[0].Name}, q.Entities[0])
+	require.Equal(t, query.MappedEntity{ID: "component:certmanager", How: query.MappedName}, q.Mapping[0], "the name the question gives comes first")
 	for _, want := range []string{"INC-101 involved", "INC-112 involved", "INC-121 involved", "[INC-101 v1]"} {
 		require.Contains(t, q.Answer, want)
 	}
@@ -531,7 +535,6 @@ func TestErrors(t *testing.T) {
 		{"query malformed", "POST", "/v1/query", tokAlice, "{", 400, "malformed_json"},
 		{"query too large", "POST", "/v1/query", tokAlice, `{"mode":"local","question":"` + strings.Repeat("a", 70<<10) + `"}`, 413, "body_too_large"},
 		{"query basic", "POST", "/v1/query", tokAlice, map[string]any{"mode": "basic", "question": "x"}, 501, "not_implemented"},
-		{"query drift", "POST", "/v1/query", tokAlice, map[string]any{"mode": "drift", "question": "x"}, 501, "not_implemented"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,10 +34,17 @@ type Service struct {
 	log      *slog.Logger
 	excluded map[string]bool // entity ids never stepped onto by paths
 	exTypes  map[string]bool // entity types never stepped onto by paths
+	units    unitCache       // tokenized text units of applied versions
+	names    nameWordCache   // name words and keys of entity names
+	cache    caches          // per-tenant reads, dropped by events (Config.Events)
 
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	llmFallbacks prometheus.Counter
+	// readmissionDrops counts vector hits the registry refused (the index
+	// lagging a revocation or deletion): a figure for operators, never
+	// shown in a response.
+	readmissionDrops prometheus.Counter
 }
 
 // New returns a Service. cfg's zero fields take defaults; st and a are
@@ -75,7 +82,11 @@ func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg pro
 		}, []string{"route"}),
 		llmFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kgstream_query_llm_fallbacks_total",
-			Help: "Global answers whose LLM map/reduce failed (call, shape or citations) and that the offline map/reduce answered instead.",
+			Help: "Answers whose LLM step failed (call, shape or citations) and that the offline path answered instead.",
+		}),
+		readmissionDrops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kgstream_query_readmission_drops_total",
+			Help: "Vector search hits the source registry refused on re-admission (the index lagging a revocation, deletion or edit).",
 		}),
 	}
 	for _, id := range cfg.ExcludedPathEntities {
@@ -85,7 +96,7 @@ func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg pro
 		s.exTypes[t] = true
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{s.requests, s.duration, s.llmFallbacks} {
+		for _, c := range []prometheus.Collector{s.requests, s.duration, s.llmFallbacks, s.readmissionDrops} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering query metrics: %w", err)
 			}
@@ -94,12 +105,16 @@ func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg pro
 	return s, nil
 }
 
-// Run blocks until ctx is done. The service holds no background work yet;
-// Run exists so the service composes like every other worker (cache
-// invalidation on kg.reports.changed will live here).
+// Run blocks until ctx is done. With Config.Events set it follows
+// kg.graph.changed, kg.communities.changed and kg.reports.changed and
+// keeps per-tenant caches of whole-tenant reads meanwhile; without it
+// nothing is cached.
 func (s *Service) Run(ctx context.Context) error {
-	<-ctx.Done()
-	return nil
+	if s.cfg.Events == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return s.follow(ctx, s.cfg.Events)
 }
 
 // Route patterns, also the "route" label of the metrics.
@@ -125,6 +140,7 @@ func (s *Service) Handler() http.Handler {
 	s.handle(mux, routeCommunities, s.communities)
 	s.handle(mux, routeReport, s.report)
 	s.handle(mux, routeQuery, s.query)
+	s.handleUIRoutes(mux)
 	return mux
 }
 

@@ -60,6 +60,15 @@ type view struct {
 	edgeCache   map[edgeKey][]store.Edge
 	all         []store.Entity
 	allLoaded   bool
+	names       *nameIndex    // the tenant's name index, once per request
+	docs        []readableDoc // readableDocs, loaded once
+	docsLoaded  bool
+	// listed holds the registry states ListSources gave this request;
+	// listedAll says they are every document of the tenant (an id absent
+	// is unknown to the registry).
+	listed    map[string]provenance.SourceState
+	listedAll bool
+	docIndex  map[string]*lexDoc // readable docs by id
 }
 
 // canonicalID is the id a TYPE:NAME reference names: resolved through the
@@ -85,21 +94,39 @@ type visibleEntity struct {
 
 func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
 	tenant := caller.Tenant
-	lookup := func(ids []string) (map[string]provenance.SourceState, error) {
-		m, err := s.st.Sources(ctx, tenant, ids)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errAdmissionUnavailable, err)
-		}
-		return m, nil
-	}
-	return &view{
+	v := &view{
 		ctx:         ctx,
 		s:           s,
 		tenant:      tenant,
-		adm:         provenance.NewAdmitter(caller, lookup),
 		entityCache: make(map[string]visibleEntity),
 		edgeCache:   make(map[edgeKey][]store.Edge),
 	}
+	lookup := func(ids []string) (map[string]provenance.SourceState, error) {
+		// States the request already listed (readableDocs) are this
+		// request's registry snapshot: served from it, not read again.
+		var missing []string
+		out := make(map[string]provenance.SourceState, len(ids))
+		for _, id := range ids {
+			if st, ok := v.listed[id]; ok {
+				out[id] = st
+			} else if v.listed == nil || !v.listedAll {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 {
+			return out, nil
+		}
+		m, err := s.st.Sources(ctx, tenant, missing)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errAdmissionUnavailable, err)
+		}
+		for id, st := range m {
+			out[id] = st
+		}
+		return out, nil
+	}
+	v.adm = provenance.NewAdmitter(caller, lookup)
+	return v
 }
 
 // prefetchEntities asks the registry once for every source of es.
@@ -336,10 +363,16 @@ func (v *view) descriptions(e store.Entity) ([]description, error) {
 // admittedCommunities returns the communities this caller may see: those
 // whose every source is readable at the version they were computed from.
 func (v *view) admittedCommunities() ([]store.Community, error) {
-	cs, err := v.s.st.Communities(v.ctx, v.tenant)
+	d, err := v.derived()
 	if err != nil {
-		return nil, fmt.Errorf("reading communities: %w", err)
+		return nil, err
 	}
+	return v.admitCommunities(d.communities)
+}
+
+// admitCommunities keeps the communities of cs whose every source is
+// readable at its version, with one registry lookup for all of them.
+func (v *view) admitCommunities(cs []store.Community) ([]store.Community, error) {
 	var ids []string
 	for _, c := range cs {
 		for _, r := range c.Sources {
@@ -362,13 +395,57 @@ func (v *view) admittedCommunities() ([]store.Community, error) {
 	return out, nil
 }
 
-// admittedReports returns the admitted reports by community id. When a
-// community has several, the most recently updated admitted one wins.
-func (v *view) admittedReports() (map[string]store.Report, error) {
-	rs, err := v.s.st.Reports(v.ctx, v.tenant)
+// admittedCommunitiesOf returns the admitted communities holding any of
+// entityIDs, read through the member index.
+func (v *view) admittedCommunitiesOf(entityIDs []string) ([]store.Community, error) {
+	if len(entityIDs) == 0 {
+		return nil, nil
+	}
+	cs, err := v.s.st.CommunitiesOf(v.ctx, v.tenant, entityIDs)
+	if err != nil {
+		return nil, fmt.Errorf("reading communities of entities: %w", err)
+	}
+	return v.admitCommunities(cs)
+}
+
+// reportIDOf is the id of a community's report, as the reporter names it.
+func reportIDOf(communityID string) string { return "r-" + communityID }
+
+// admittedReportsOf returns the admitted reports of cs by community id,
+// reading those reports only.
+func (v *view) admittedReportsOf(cs []store.Community) (map[string]store.Report, error) {
+	if len(cs) == 0 {
+		return map[string]store.Report{}, nil
+	}
+	ids := make([]string, 0, len(cs))
+	for _, c := range cs {
+		ids = append(ids, reportIDOf(c.ID))
+	}
+	got, err := v.s.st.ReportsByID(v.ctx, v.tenant, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading reports: %w", err)
 	}
+	rs := make([]store.Report, 0, len(got))
+	for _, r := range got {
+		rs = append(rs, r)
+	}
+	return v.admitReports(rs)
+}
+
+// admittedReports returns the admitted reports by community id. When a
+// community has several, the most recently updated admitted one wins.
+func (v *view) admittedReports() (map[string]store.Report, error) {
+	d, err := v.derived()
+	if err != nil {
+		return nil, err
+	}
+	return v.admitReports(d.reports)
+}
+
+// admitReports keeps the admitted reports of rs by community id (one
+// registry lookup for all); when a community has several, the most
+// recently updated admitted one wins.
+func (v *view) admitReports(rs []store.Report) (map[string]store.Report, error) {
 	var ids []string
 	for _, r := range rs {
 		for _, ref := range r.Sources {

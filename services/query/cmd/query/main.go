@@ -15,10 +15,12 @@ import (
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/daemon"
 	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/openapi"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/services/query"
+	"github.com/kgstream/kgstream/services/query/webui"
 )
 
 func main() {
@@ -30,7 +32,7 @@ func main() {
 	aliasesFile := fs.String("aliases", os.Getenv("KG_ALIASES_FILE"), "alias table (YAML), reloaded when it changes")
 	var vf daemon.VectorFlags
 	vf.Register(fs)
-	_ = fs.Parse(os.Args[1:])
+	daemon.MustParse(fs, os.Args[1:])
 	err := daemon.Run(f, true, func(ctx context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
 		var toks []auth.Token
 		if *tokens != "" {
@@ -59,8 +61,9 @@ func main() {
 			return nil, nil, err
 		}
 		qcfg.Vectors, qcfg.Embedder = ix, emb
+		qcfg.Events = env.Bus
 		if base := os.Getenv("KG_LLM_BASE_URL"); base != "" {
-			if qcfg.LLM, err = llm.New(llm.Config{BaseURL: base, Model: os.Getenv("KG_LLM_MODEL"), APIKey: os.Getenv("KG_LLM_API_KEY")}); err != nil {
+			if qcfg.LLM, err = newLLM(); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -74,6 +77,11 @@ func main() {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /v1/status", stc.Handler(a))
+		mux.Handle("GET "+openapi.Path, openapi.Handler())
+		mux.Handle("/v1/status/", stc.DeadLetterHandler(a))
+		if err := webui.Mount(mux); err != nil {
+			return nil, nil, err
+		}
 		mux.Handle("/", q.Handler())
 		return func(ctx context.Context) error {
 			if ix != nil {
@@ -87,4 +95,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "query:", err)
 		os.Exit(1)
 	}
+}
+
+// newLLM is the LLM client KG_LLM_* configures (endpoint, model, key,
+// concurrency cap and tokens per minute).
+func newLLM() (*llm.Client, error) {
+	cfg, err := llm.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return llm.New(cfg)
 }

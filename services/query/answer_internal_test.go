@@ -1,0 +1,67 @@
+package query
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDigitsMustAgreeInCloseSpellings(t *testing.T) {
+	require.True(t, closeSpelling("manager", "manger"))
+	require.True(t, closeSpelling("kubernetes", "kubernets"))
+	require.False(t, closeSpelling("labvirt1008", "labvirt1009"), "digits differ")
+	require.False(t, closeSpelling("labvirt1008", "labvirt100"), "digits differ")
+	require.False(t, closeSpelling("cert", "cart"), "too short to be a variant")
+	require.Zero(t, nameMatch("labvirt1009", wordsOf("What happened to labvirt1008?")))
+	require.Positive(t, nameMatch("expired certificate", wordsOf("which certificates expired?")))
+	require.Zero(t, nameMatch("in-service", wordsOf("What caused the KIAM service disruption?")), "every word of a name counts")
+	require.Positive(t, nameMatch("in-service", wordsOf("Which node was taken in service?")))
+}
+
+func TestSplitPassageSections(t *testing.T) {
+	text := "# Outage\n\n## Summary\n\nThe proxy was restarted. Traffic\nrecovered after ten minutes.\n\n" +
+		"## Root cause\n\n- The certificate expired because the rotation job was disabled.\n" +
+		"| 10:00 | Alert fired |\n|---|---|\n"
+	ss := splitPassage(text)
+	var got []string
+	for _, s := range ss {
+		got = append(got, s.heading+": "+s.text)
+	}
+	require.Equal(t, []string{
+		"Summary: The proxy was restarted.",
+		"Summary: Traffic recovered after ten minutes.",
+		"Root cause: The certificate expired because the rotation job was disabled.",
+		"Root cause: 10:00 — Alert fired",
+	}, got)
+}
+
+func TestSelectSentencesPrefersStatedCause(t *testing.T) {
+	passage := "## Summary\n\nThe KIAM outage on Hellman lasted two hours and pods could not reach AWS.\n\n" +
+		"## Root cause\n\nThe KIAM server certificate expired, causing the service to crash-loop.\n\n" +
+		"## Action items\n\nDocument how KIAM certificates are renewed on Hellman.\n"
+	doc := readableDoc{id: "PM-1", doc: newLexDocFromText("PM-1", passage)}
+	q := "What caused the KIAM outage on Hellman?"
+	rank := newUnitRanking(q, []readableDoc{doc})
+	items := []ContextItem{{Kind: KindTextUnit, ID: "PM-1#u0", Text: passage, Citations: []citation{{DocID: "PM-1", Version: 1, TextUnit: "u0"}}}}
+	got := selectSentences(q, rank, []string{"KIAM server"}, items, 1)
+	require.Len(t, got, 1)
+	require.True(t, strings.HasPrefix(got[0].text, "The KIAM server certificate expired"), got[0].text)
+	// Without "why", the sentence most about the question wins.
+	got = selectSentences("How long did the KIAM outage on Hellman last?", newUnitRanking("How long did the KIAM outage on Hellman last?", []readableDoc{doc}), nil, items, 1)
+	require.True(t, strings.HasPrefix(got[0].text, "The KIAM outage on Hellman lasted"), got[0].text)
+}
+
+func TestRankUnitsPrefersNamedDocuments(t *testing.T) {
+	a := readableDoc{id: "PM-7 - Kafka metrics missing", title: "Kafka metrics missing", doc: newLexDocFromText("PM-7 - Kafka metrics missing", "The exporter endpoint was too slow to load.")}
+	a.doc.titleWords = map[string]bool{}
+	for _, w := range contentWords("Kafka metrics missing PM-7 - Kafka metrics missing") {
+		a.doc.titleWords[w] = true
+	}
+	b := readableDoc{id: "PM-8", doc: newLexDocFromText("PM-8", "Kafka brokers were restarted; metrics were fine.")}
+	q := "Why were Kafka metrics missing?"
+	r := newUnitRanking(q, []readableDoc{a, b})
+	got := r.rank([]readableDoc{a, b}, nil, 5)
+	require.NotEmpty(t, got)
+	require.Equal(t, "PM-7 - Kafka metrics missing", got[0].docID, "the document the question names comes first")
+}

@@ -1,0 +1,260 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream"
+)
+
+// cacheMaxAge bounds how long a cached tenant read is served even when no
+// event invalidated it, so a lost event cannot keep stale data forever.
+const cacheMaxAge = time.Minute
+
+// tenantCache keeps one value per tenant of what a request would otherwise
+// read of the whole tenant, unadmitted: admission stays per request. A
+// value is dropped when an event of its kinds names the tenant; nothing is
+// cached while the invalidating consumer is not running (live false).
+// Each tenant has a generation bumped by every invalidation: a value read
+// while an event arrived is not kept, so a put never stores what an event
+// already made stale.
+type tenantCache[T any] struct {
+	mu   sync.Mutex
+	live bool
+	gen  map[string]uint64
+	vals map[string]cached[T]
+}
+
+type cached[T any] struct {
+	v    T
+	gen  uint64
+	when time.Time
+}
+
+// get returns the tenant's value, or load's result (kept when the cache is
+// live and no invalidation happened meanwhile).
+func (c *tenantCache[T]) get(tenant string, load func() (T, error)) (T, error) {
+	c.mu.Lock()
+	if e, ok := c.vals[tenant]; ok && c.live && e.gen == c.gen[tenant] && time.Since(e.when) < cacheMaxAge {
+		c.mu.Unlock()
+		return e.v, nil
+	}
+	live, gen := c.live, c.gen[tenant]
+	c.mu.Unlock()
+	v, err := load()
+	if err != nil || !live {
+		return v, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.live && c.gen[tenant] == gen {
+		if c.vals == nil {
+			c.vals = map[string]cached[T]{}
+		}
+		c.vals[tenant] = cached[T]{v: v, gen: gen, when: time.Now()}
+	}
+	return v, nil
+}
+
+// isLive reports whether values are kept (the invalidating consumer runs).
+func (c *tenantCache[T]) isLive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live
+}
+
+// invalidate drops the tenant's value ("" drops every tenant's).
+func (c *tenantCache[T]) invalidate(tenant string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen == nil {
+		c.gen = map[string]uint64{}
+	}
+	if tenant == "" {
+		for t := range c.vals {
+			c.gen[t]++
+		}
+		c.vals = nil
+		return
+	}
+	c.gen[tenant]++
+	delete(c.vals, tenant)
+}
+
+// setLive turns caching on or off; turning it off drops every value.
+func (c *tenantCache[T]) setLive(live bool) {
+	c.mu.Lock()
+	c.live = live
+	c.mu.Unlock()
+	if !live {
+		c.invalidate("")
+	}
+}
+
+// caches are the per-tenant caches of a Service and the event kinds that
+// invalidate each.
+type caches struct {
+	// derived holds every community and every report of a tenant;
+	// kg.communities.changed and kg.reports.changed drop it.
+	derived tenantCache[*derivedSet]
+	// graph holds graph reads (the relation reads of aggregates, the name
+	// index of local search); kg.graph.changed drops it.
+	graph tenantCache[*graphSet]
+}
+
+func (c *caches) setLive(live bool) {
+	c.derived.setLive(live)
+	c.graph.setLive(live)
+}
+
+func (c *caches) invalidate(kind events.Kind, tenant string) {
+	switch kind {
+	case events.KindCommunitiesChanged, events.KindReportsChanged:
+		c.derived.invalidate(tenant)
+	case events.KindGraphChanged:
+		c.graph.invalidate(tenant)
+	}
+}
+
+// derivedSet is a tenant's communities and reports as stored.
+type derivedSet struct {
+	communities []store.Community
+	reports     []store.Report
+	// byCommunity is each community's most recently updated report,
+	// reportDocs every document a report cites (for one prefetch).
+	byCommunity map[string]store.Report
+	reportDocs  []string
+}
+
+// graphSet is what requests have read of a tenant's graph; its maps fill
+// as requests need them.
+type graphSet struct {
+	mu        sync.Mutex
+	relations map[relKey][]store.Edge
+	names     *nameIndex
+}
+
+type relKey struct{ relation, sourceType string }
+
+// follow runs until ctx is done: an ordered consumer of the invalidating
+// events, from now on, drives the caches, which are live while it runs.
+// A consumer error drops every cached value (an event may have been
+// missed).
+func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
+	subs := bus.Subjects()
+	// One ordered consumer per kind: servers before NATS 2.10 refuse a
+	// consumer with several filter subjects.
+	var ccs []jetstream.ConsumeContext
+	defer func() {
+		for _, cc := range ccs {
+			cc.Stop()
+		}
+	}()
+	for _, kind := range []events.Kind{events.KindGraphChanged, events.KindCommunitiesChanged, events.KindReportsChanged} {
+		cons, err := bus.JetStream().OrderedConsumer(ctx, bus.StreamName(), jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{subs.All(kind)},
+			DeliverPolicy:  jetstream.DeliverNewPolicy,
+		})
+		if err != nil {
+			return fmt.Errorf("following cache invalidations: %w", err)
+		}
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			kind, tenant, err := subs.Parse(m.Subject())
+			if err != nil {
+				s.cache.setLive(false)
+				s.cache.setLive(true)
+				return
+			}
+			s.cache.invalidate(kind, tenant)
+		}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, context.Canceled) {
+				s.log.Warn("cache invalidation consumer", "error", err)
+			}
+			s.cache.setLive(false)
+			s.cache.setLive(true)
+		}))
+		if err != nil {
+			return fmt.Errorf("following cache invalidations: %w", err)
+		}
+		ccs = append(ccs, cc)
+	}
+	s.cache.setLive(true)
+	<-ctx.Done()
+	s.cache.setLive(false)
+	return nil
+}
+
+// newDerivedSet indexes a tenant's communities and reports.
+func newDerivedSet(cs []store.Community, rs []store.Report) *derivedSet {
+	d := &derivedSet{communities: cs, reports: rs, byCommunity: make(map[string]store.Report, len(rs))}
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if prev, ok := d.byCommunity[r.Community]; !ok || r.UpdatedAt.After(prev.UpdatedAt) {
+			d.byCommunity[r.Community] = r
+		}
+		for _, ref := range r.Sources {
+			if !seen[ref.DocID] {
+				seen[ref.DocID] = true
+				d.reportDocs = append(d.reportDocs, ref.DocID)
+			}
+		}
+	}
+	return d
+}
+
+// derived returns the tenant's communities and reports (cached while
+// events keep the cache live).
+func (v *view) derived() (*derivedSet, error) {
+	return v.s.cache.derived.get(v.tenant, func() (*derivedSet, error) {
+		cs, err := v.s.st.Communities(v.ctx, v.tenant)
+		if err != nil {
+			return nil, fmt.Errorf("reading communities: %w", err)
+		}
+		rs, err := v.s.st.Reports(v.ctx, v.tenant)
+		if err != nil {
+			return nil, fmt.Errorf("reading reports: %w", err)
+		}
+		return newDerivedSet(cs, rs), nil
+	})
+}
+
+// edgesByRelation returns the edges of relation (of sourceType sources
+// when not ""), unadmitted, cached per tenant while events keep the cache
+// live. Callers must not modify the result.
+func (v *view) edgesByRelation(relation, sourceType string) ([]store.Edge, error) {
+	g, err := v.graphSet()
+	if err != nil {
+		return nil, err
+	}
+	k := relKey{relation, sourceType}
+	g.mu.Lock()
+	es, ok := g.relations[k]
+	g.mu.Unlock()
+	if ok {
+		return es, nil
+	}
+	es, err = v.s.st.EdgesByRelation(v.ctx, v.tenant, relation, sourceType)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s edges: %w", relation, err)
+	}
+	g.mu.Lock()
+	if g.relations == nil {
+		g.relations = map[relKey][]store.Edge{}
+	}
+	g.relations[k] = es
+	g.mu.Unlock()
+	return es, nil
+}
+
+// graphSet returns the tenant's graph reads (a new empty set when the
+// cache is not live or was dropped).
+func (v *view) graphSet() (*graphSet, error) {
+	return v.s.cache.graph.get(v.tenant, func() (*graphSet, error) { return &graphSet{}, nil })
+}

@@ -1,0 +1,380 @@
+package query
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// DriftTree is how a DRIFT answer was built: the primer (community reports
+// closest to the question) and one local search per follow-up question.
+// Every step reads through the same request view, so the same admission
+// holds everywhere in the tree.
+type DriftTree struct {
+	Primer    DriftPrimer   `json:"primer"`
+	FollowUps []DriftBranch `json:"follow_ups"`
+	// FollowUpsBy is "offline" (from the primer's entities and themes) or
+	// "llm:<model>".
+	FollowUpsBy string `json:"follow_ups_by"`
+}
+
+// DriftPrimer is the report primer of a DRIFT answer.
+type DriftPrimer struct {
+	Reports   []string   `json:"reports"`
+	Answer    string     `json:"answer"`
+	Citations []citation `json:"citations"`
+}
+
+// DriftBranch is one follow-up question and its local answer.
+type DriftBranch struct {
+	Question  string       `json:"question"`
+	From      string       `json:"from"` // what the follow-up was built from
+	Answer    string       `json:"answer"`
+	Entities  []entityJSON `json:"entities"`
+	Citations []citation   `json:"citations"`
+}
+
+// Primer and follow-up bounds.
+const (
+	driftPrimerReports = 3
+	driftPrimerDocs    = 5
+)
+
+// FollowUpSchema is the structured-output schema of LLM follow-ups.
+var FollowUpSchema = json.RawMessage(`{
+ "type":"object","additionalProperties":false,"required":["follow_ups"],
+ "properties":{"follow_ups":{"type":"array","items":{"type":"string"}}}}`)
+
+const followUpSystemPrompt = `You plan the investigation of an on-call engineer's question over an incident knowledge
+graph. From the question and the community reports given, write short follow-up questions, each about one
+concrete system, failure or incident the reports name, whose answers together answer the question.`
+
+// drift answers as GraphRAG's DRIFT search does: a primer from the
+// community reports closest to the question, follow-up questions built
+// from the primer's entities and themes (or by the LLM), a local search
+// for the question itself and for each follow-up, and one merged answer:
+// the sentences of all branches' passages that best answer the original
+// question, each cited.
+func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, error) {
+	began := time.Now()
+	resp := QueryResponse{Mode: ModeDrift, Entities: []entityJSON{}, Context: []ContextItem{}, Citations: []citation{},
+		BudgetTokens: budget, Timings: map[string]float64{}, AnswerBy: "offline"}
+	tree := &DriftTree{FollowUps: []DriftBranch{}, FollowUpsBy: "offline"}
+	resp.Drift = tree
+
+	reports, err := v.admittedReports()
+	if err != nil {
+		return QueryResponse{}, err
+	}
+	primer := primerReports(req.Question, reports, req.Level)
+	tree.Primer = primerOf(primer)
+	resp.Timings["primer_ms"] = ms(time.Since(began))
+
+	docs, err := v.readableDocs()
+	if err != nil {
+		return QueryResponse{}, err
+	}
+	titles := map[string]string{}
+	for _, d := range docs {
+		titles[d.id] = d.title
+	}
+	var units []ContextItem
+	haveUnit := map[string]bool{}
+	seenEntity := map[string]bool{}
+	branchBudget := max(budget/2, 1)
+	search := func(q string) (QueryResponse, error) {
+		lr, err := s.local(v, QueryRequest{Mode: ModeLocal, Question: q, Level: req.Level}, branchBudget)
+		if err != nil {
+			return lr, err
+		}
+		for _, e := range lr.Entities {
+			if !seenEntity[e.ID] {
+				seenEntity[e.ID] = true
+				resp.Entities = append(resp.Entities, e)
+			}
+		}
+		for _, it := range lr.Context {
+			if it.Kind == KindTextUnit && !haveUnit[it.ID] {
+				haveUnit[it.ID] = true
+				units = append(units, it)
+			}
+		}
+		return lr, nil
+	}
+	// The question itself is searched first; the follow-ups widen it.
+	root, err := search(req.Question)
+	if err != nil {
+		return QueryResponse{}, err
+	}
+	name := func(id string) (string, bool, error) {
+		ve, err := v.entity(id)
+		return ve.out.Name, ve.ok, err
+	}
+	followUps, err := offlineFollowUps(req.Question, primer, root.Entities, s.cfg.DriftFollowUps, name)
+	if err != nil {
+		return QueryResponse{}, err
+	}
+	if s.cfg.LLM != nil && len(primer) > 0 {
+		if qs, err := s.llmFollowUps(v, req.Question, primer); err == nil && len(qs) > 0 {
+			followUps, tree.FollowUpsBy = qs, "llm:"+s.cfg.LLM.Model()
+		} else if v.ctx.Err() != nil {
+			return QueryResponse{}, v.ctx.Err()
+		} else {
+			s.llmFallbacks.Inc()
+		}
+	}
+	for _, fu := range followUps {
+		lr, err := search(fu.question)
+		if err != nil {
+			return QueryResponse{}, err
+		}
+		tree.FollowUps = append(tree.FollowUps, DriftBranch{Question: fu.question, From: fu.from, Answer: lr.Answer,
+			Entities: lr.Entities, Citations: lr.Citations})
+	}
+	resp.Timings["follow_ups_ms"] = ms(time.Since(began)) - resp.Timings["primer_ms"]
+
+	// Merge: the passages of every branch, ranked against the original
+	// question, within the budget.
+	rank := newUnitRanking(req.Question, docs)
+	slices.SortStableFunc(units, func(a, b ContextItem) int {
+		return cmp.Compare(unitShare(rank, b), unitShare(rank, a))
+	})
+	left := budget
+	for _, it := range units {
+		if it.Tokens <= left {
+			left -= it.Tokens
+			resp.Context = append(resp.Context, it)
+		}
+	}
+	resp.UsedTokens = budget - left
+	var b strings.Builder
+	var cites []citation
+	for _, ss := range selectSentences(req.Question, rank, nil, resp.Context, maxAnswerSentences) {
+		c := resp.Context[ss.item].Citations
+		fmt.Fprintf(&b, "%s %s\n", quote(ss.text), unitTag(c))
+		cites = append(cites, c...)
+	}
+	if tree.Primer.Answer != "" {
+		fmt.Fprintf(&b, "Primer: %s\n", tree.Primer.Answer)
+	}
+	for _, br := range tree.FollowUps {
+		fmt.Fprintf(&b, "Follow-up: %s (%d citations)\n", br.Question, len(dedupeDocs(br.Citations)))
+	}
+	for _, it := range resp.Context {
+		cites = append(cites, it.Citations...)
+	}
+	cites = append(cites, tree.Primer.Citations...)
+	for _, br := range tree.FollowUps {
+		cites = append(cites, br.Citations...)
+	}
+	resp.Citations = dedupe(cites)
+	if line := sourcesLine(resp.Citations, titles, driftPrimerDocs); line != "" {
+		b.WriteString(line)
+	}
+	resp.Answer = strings.TrimRight(b.String(), "\n")
+	if resp.Answer == "" {
+		resp.Answer = "Nothing you can read answers this question."
+	}
+	resp.Timings["retrieval_ms"] = ms(time.Since(began))
+	return resp, nil
+}
+
+func unitShare(r unitRanking, it ContextItem) float64 {
+	has := map[string]bool{}
+	for _, w := range wordsOf(it.Text) {
+		has[w] = true
+	}
+	return r.share(func(w string) bool { return has[w] }) + float64(it.Score)/10
+}
+
+func dedupeDocs(cs []citation) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range cs {
+		out[c.DocID] = true
+	}
+	return out
+}
+
+// primerReports are the admitted reports closest to the question by the
+// IDF-weighted share of its words in their title, summary and findings,
+// ties by rating.
+func primerReports(question string, reports map[string]store.Report, level *int) []store.Report {
+	words := contentWords(question)
+	df := map[string]int{}
+	texts := map[string]map[string]bool{}
+	for id, r := range reports {
+		has := map[string]bool{}
+		text := r.Title + " " + r.Summary
+		for _, f := range r.Findings {
+			text += " " + f.Summary
+		}
+		for _, w := range wordsOf(text) {
+			has[w] = true
+		}
+		texts[id] = has
+		for _, w := range words {
+			if has[w] {
+				df[w]++
+			}
+		}
+	}
+	type scored struct {
+		r     store.Report
+		score float64
+	}
+	var rs []scored
+	for id, r := range reports {
+		if level != nil && r.Level != *level {
+			continue
+		}
+		sc := 0.0
+		for _, w := range words {
+			if texts[id][w] {
+				sc += 1 / float64(df[w])
+			}
+		}
+		if sc > 0 {
+			rs = append(rs, scored{r, sc})
+		}
+	}
+	slices.SortFunc(rs, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(b.r.Rating, a.r.Rating), cmp.Compare(a.r.ID, b.r.ID))
+	})
+	var out []store.Report
+	for i, r := range rs {
+		if i == driftPrimerReports {
+			break
+		}
+		out = append(out, r.r)
+	}
+	return out
+}
+
+// primerOf summarises the primer reports: title and summary of each, the
+// first documents it rests on named.
+func primerOf(rs []store.Report) DriftPrimer {
+	p := DriftPrimer{Reports: []string{}, Citations: []citation{}}
+	var parts []string
+	for _, r := range rs {
+		p.Reports = append(p.Reports, r.ID)
+		p.Citations = append(p.Citations, r.Sources...)
+		docs := make([]string, 0, driftPrimerDocs)
+		for _, ref := range r.Sources {
+			if len(docs) == driftPrimerDocs {
+				break
+			}
+			if !slices.Contains(docs, ref.DocID) {
+				docs = append(docs, ref.DocID)
+			}
+		}
+		more := ""
+		if n := len(dedupeDocs(r.Sources)); n > len(docs) {
+			more = fmt.Sprintf(" and %d more", n-len(docs))
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s [%s%s]", r.Title, truncate(r.Summary, 240), strings.Join(docs, ", "), more))
+	}
+	p.Citations = dedupe(p.Citations)
+	p.Answer = strings.Join(parts, " | ")
+	return p
+}
+
+type followUp struct {
+	question string
+	from     string
+}
+
+// offlineFollowUps builds follow-up questions from the primer's entities
+// and themes: the theme targets of its findings first (failure modes,
+// components), those most findings name first, then the entities the
+// question itself mapped to, each asked in the context of the original
+// question.
+func offlineFollowUps(question string, primer []store.Report, mapped []entityJSON, n int,
+	name func(id string) (string, bool, error)) ([]followUp, error) {
+	count := map[string]int{}
+	for _, r := range primer {
+		for _, f := range r.Findings {
+			for _, e := range f.Edges {
+				_, _, dst := splitEdgeID(e)
+				if t, _ := resolve.SplitID(dst); t != "" && !documentTypes[t] {
+					count[dst]++
+				}
+			}
+			for _, id := range f.Entities {
+				if t, _ := resolve.SplitID(id); t != "" && !documentTypes[t] {
+					count[id]++
+				}
+			}
+		}
+	}
+	ids := make([]string, 0, len(count))
+	for id := range count {
+		ids = append(ids, id)
+	}
+	theme := func(id string) int {
+		if t, _ := resolve.SplitID(id); t == "failure_mode" {
+			return 0
+		}
+		return 1
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		return cmp.Or(cmp.Compare(theme(a), theme(b)), cmp.Compare(count[b], count[a]), cmp.Compare(a, b))
+	})
+	for _, e := range mapped {
+		if _, dup := count[e.ID]; !dup && !documentTypes[e.Type] {
+			count[e.ID] = 0
+			ids = append(ids, e.ID)
+		}
+	}
+	var out []followUp
+	for _, id := range ids {
+		if len(out) == n {
+			break
+		}
+		t, _ := resolve.SplitID(id)
+		n, ok, err := name(id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		out = append(out, followUp{
+			question: fmt.Sprintf("%s, regarding %s (%s)?", strings.TrimRight(question, "?"), n, strings.ReplaceAll(t, "_", " ")),
+			from:     id,
+		})
+	}
+	return out, nil
+}
+
+// llmFollowUps asks the LLM for follow-up questions from the primer
+// reports (admitted, so nothing else reaches the model).
+func (s *Service) llmFollowUps(v *view, question string, primer []store.Report) ([]followUp, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Question: %s\n\nReports:\n", question)
+	for _, r := range primer {
+		fmt.Fprintf(&b, "\n[%s] %s\n%s\n", r.ID, r.Title, r.Summary)
+		for _, f := range r.Findings {
+			fmt.Fprintf(&b, "- %s\n", f.Summary)
+		}
+	}
+	fmt.Fprintf(&b, "\nWrite at most %d follow-up questions.", s.cfg.DriftFollowUps)
+	var out struct {
+		FollowUps []string `json:"follow_ups"`
+	}
+	if err := s.complete(v, followUpSystemPrompt, b.String(), "drift_follow_ups", FollowUpSchema, &out); err != nil {
+		return nil, err
+	}
+	var qs []followUp
+	for _, q := range out.FollowUps {
+		if q = strings.TrimSpace(q); q != "" && len(q) <= s.cfg.MaxQuestionBytes && len(qs) < s.cfg.DriftFollowUps {
+			qs = append(qs, followUp{question: q, from: "llm"})
+		}
+	}
+	return qs, nil
+}

@@ -1,0 +1,395 @@
+package query
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// isContentStopword reports words that never carry a question's meaning on
+// their own: framing words ("what went wrong", "why did") and function
+// words. They take no part in word matching between questions and passages.
+func isContentStopword(w string) bool {
+	switch w {
+	case "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "before",
+		"being", "but", "by", "can", "cause", "caused", "causes", "causing", "could", "did", "do", "does", "doing",
+		"during", "for", "from", "get", "go", "goe", "got", "had", "happen", "happened", "has", "have", "how",
+		"i", "if", "in", "into", "is", "it", "its", "made", "make", "many", "more", "most", "much", "not", "of",
+		"on", "one", "or", "our", "out", "over", "reason", "root", "so", "some", "start", "started", "than",
+		"that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "up", "us",
+		"was", "we", "went", "were", "what", "when", "where", "which", "while", "who", "why", "will", "with",
+		"wrong", "would", "you", "your":
+		return true
+	}
+	return false
+}
+
+// stem folds the common English inflections so "nodes" meets "node" and
+// "expired" meets "expire". It is applied the same way to questions and
+// passages, so it only needs to be consistent, not linguistically right.
+func stem(w string) string {
+	switch {
+	case len(w) > 5 && strings.HasSuffix(w, "ies"):
+		return w[:len(w)-3] + "y"
+	case len(w) > 6 && strings.HasSuffix(w, "ing"):
+		return w[:len(w)-3]
+	case len(w) > 5 && strings.HasSuffix(w, "ed"):
+		return w[:len(w)-2]
+	case len(w) > 4 && strings.HasSuffix(w, "es") && !strings.HasSuffix(w, "ses"):
+		return w[:len(w)-1]
+	case len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss"):
+		return w[:len(w)-1]
+	}
+	return w
+}
+
+// wordsOf splits text into lower-case stemmed words (letters and digits;
+// any other rune separates), keeping stopwords.
+func wordsOf(text string) []string {
+	var out []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}) {
+		out = append(out, stem(w))
+	}
+	return out
+}
+
+// contentWords are the distinct words of text that carry meaning.
+func contentWords(text string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, w := range wordsOf(text) {
+		if isContentStopword(w) || seen[w] || (len(w) < 2 && !isDigits(w)) {
+			continue
+		}
+		seen[w] = true
+		out = append(out, w)
+	}
+	return out
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if !unicode.IsDigit(r) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// lexUnit is one text unit of an applied document version, tokenized.
+type lexUnit struct {
+	docID   string
+	version int64
+	unit    string
+	text    string
+	words   map[string]bool
+}
+
+// lexDoc is what the unit cache keeps of one applied document version.
+// Its content never changes (versions are immutable), so the cache needs
+// no invalidation beyond dropping versions that are no longer current.
+type lexDoc struct {
+	version    int64
+	title      string
+	titleWords map[string]bool
+	units      []lexUnit
+}
+
+// unitCache holds the tokenized text units of applied document versions,
+// per tenant. It holds content only: who may read it is decided per
+// request through the caller's Admitter, and a version is served only
+// while it is both the registry's latest and the applied one.
+type unitCache struct {
+	mu      sync.Mutex
+	tenants map[string]map[string]*lexDoc
+}
+
+func (c *unitCache) get(tenant, doc string) *lexDoc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tenants[tenant][doc]
+}
+
+func (c *unitCache) put(tenant, doc string, d *lexDoc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tenants == nil {
+		c.tenants = map[string]map[string]*lexDoc{}
+	}
+	if c.tenants[tenant] == nil {
+		c.tenants[tenant] = map[string]*lexDoc{}
+	}
+	if d == nil {
+		delete(c.tenants[tenant], doc)
+		return
+	}
+	c.tenants[tenant][doc] = d
+}
+
+// readableDoc is a document the caller may read now, at its current version.
+type readableDoc struct {
+	id    string
+	title string
+	doc   *lexDoc
+}
+
+// readableDocs returns every document of the tenant the caller may read
+// whose applied version is the registry's latest, with its tokenized text
+// units, loaded once per request. A document whose edit is announced but
+// not applied yet is left out: its applied text is superseded.
+func (v *view) readableDocs() ([]readableDoc, error) {
+	if v.docsLoaded {
+		return v.docs, nil
+	}
+	states, err := v.s.st.ListSources(v.ctx, v.tenant)
+	if err != nil {
+		return nil, fmt.Errorf("%w: listing sources: %w", errAdmissionUnavailable, err)
+	}
+	ids := make([]string, 0, len(states))
+	v.listed = make(map[string]provenance.SourceState, len(states))
+	for _, st := range states {
+		v.listed[st.DocID] = st
+		if !st.Deleted {
+			ids = append(ids, st.DocID)
+		}
+	}
+	v.listedAll = true
+	if err := v.adm.Prefetch(ids); err != nil {
+		return nil, err
+	}
+	var out []readableDoc
+	for _, st := range states {
+		if st.Deleted {
+			v.s.units.put(v.tenant, st.DocID, nil)
+			continue
+		}
+		ok, err := v.adm.Direct(st.DocID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		d := v.s.units.get(v.tenant, st.DocID)
+		if d == nil || d.version != st.Version {
+			rec, err := v.s.st.Source(v.ctx, v.tenant, st.DocID)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("reading source %q: %w", st.DocID, err)
+			}
+			if rec.Deleted || rec.Version != st.Version {
+				continue // not applied yet at the registry's version
+			}
+			d = newLexDoc(rec, st.Title)
+			v.s.units.put(v.tenant, st.DocID, d)
+		}
+		title := d.title
+		if title == "" {
+			title = st.Title
+		}
+		out = append(out, readableDoc{id: st.DocID, title: title, doc: d})
+	}
+	v.docs, v.docsLoaded = out, true
+	return out, nil
+}
+
+// unitText returns the text of a cited text unit when its document is
+// readable and applied at the cited version (from readableDocs' cache).
+func (v *view) unitText(c citation) (string, bool, error) {
+	docs, err := v.readableDocs()
+	if err != nil {
+		return "", false, err
+	}
+	if v.docIndex == nil {
+		v.docIndex = make(map[string]*lexDoc, len(docs))
+		for _, d := range docs {
+			v.docIndex[d.id] = d.doc
+		}
+	}
+	d := v.docIndex[c.DocID]
+	if d == nil || d.version != c.Version {
+		return "", false, nil
+	}
+	for _, u := range d.units {
+		if u.unit == c.TextUnit {
+			return u.text, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+func newLexDoc(rec store.SourceRecord, title string) *lexDoc {
+	if rec.Title != "" {
+		title = rec.Title
+	}
+	d := &lexDoc{version: rec.Version, title: title, titleWords: map[string]bool{}}
+	for _, w := range contentWords(title + " " + rec.DocID) {
+		d.titleWords[w] = true
+	}
+	for _, tu := range rec.TextUnits {
+		u := lexUnit{docID: rec.DocID, version: rec.Version, unit: tu.ID, text: tu.Text, words: map[string]bool{}}
+		for _, w := range wordsOf(tu.Text) {
+			u.words[w] = true
+		}
+		d.units = append(d.units, u)
+	}
+	return d
+}
+
+// rankedUnit is a text unit with its relevance to a question.
+type rankedUnit struct {
+	lexUnit
+	title string
+	score float64
+	// titleShare is how much of the question the document's title and id
+	// hold: a document the question names.
+	titleShare float64
+}
+
+// unitRanking scores text units against a question by the IDF-weighted
+// share of the question's content words each holds, plus how well the
+// document's title matches (documents the question names come first) and
+// any prior (closest passages, units the graph cites).
+type unitRanking struct {
+	words    []string
+	unitIDF  map[string]float64
+	titleIDF map[string]float64
+	unitSum  float64
+	titleSum float64
+}
+
+// newUnitRanking computes word weights over the documents the caller may
+// read: only admitted text counts, so hidden documents do not shape the
+// ranking either.
+func newUnitRanking(question string, docs []readableDoc) unitRanking {
+	r := unitRanking{words: contentWords(question), unitIDF: map[string]float64{}, titleIDF: map[string]float64{}}
+	units := 0
+	udf, tdf := map[string]int{}, map[string]int{}
+	for _, d := range docs {
+		for _, w := range r.words {
+			if d.doc.titleWords[w] {
+				tdf[w]++
+			}
+		}
+		for _, u := range d.doc.units {
+			units++
+			for _, w := range r.words {
+				if u.words[w] {
+					udf[w]++
+				}
+			}
+		}
+	}
+	for _, w := range r.words {
+		if n := udf[w]; n > 0 {
+			r.unitIDF[w] = math.Log(1 + float64(units)/float64(n))
+			r.unitSum += r.unitIDF[w]
+		}
+		if n := tdf[w]; n > 0 {
+			r.titleIDF[w] = math.Log(1 + float64(len(docs))/float64(n))
+			r.titleSum += r.titleIDF[w]
+		}
+	}
+	return r
+}
+
+// share is the IDF-weighted share of the question's words that has holds.
+func (r unitRanking) share(has func(string) bool) float64 {
+	if r.unitSum == 0 {
+		return 0
+	}
+	got := 0.0
+	for _, w := range r.words {
+		if has(w) {
+			got += r.unitIDF[w]
+		}
+	}
+	return got / r.unitSum
+}
+
+func (r unitRanking) titleShare(d *lexDoc) float64 {
+	if r.titleSum == 0 {
+		return 0
+	}
+	got := 0.0
+	for w, idf := range r.titleIDF {
+		if d.titleWords[w] {
+			got += idf
+		}
+	}
+	return got / r.titleSum
+}
+
+// Weights of the unit ranking: a named document's units first, then the
+// word share of each unit; priors (vector hits, graph citations) break
+// near ties.
+const (
+	titleWeight = 1.2
+	priorWeight = 0.3
+	// minUnitShare is the least word share that makes a unit relevant by
+	// words alone.
+	minUnitShare = 0.2
+	// maxUnitsPerDoc keeps one long document from filling the context.
+	maxUnitsPerDoc = 3
+)
+
+// rank scores every unit of docs, adds priors (by "doc#unit"), and returns
+// the relevant ones, best first, at most maxUnitsPerDoc per document and
+// limit in all.
+func (r unitRanking) rank(docs []readableDoc, priors map[string]float64, limit int) []rankedUnit {
+	var out []rankedUnit
+	for _, d := range docs {
+		ts := r.titleShare(d.doc)
+		for _, u := range d.doc.units {
+			s := r.share(func(w string) bool { return u.words[w] })
+			p := priors[u.docID+"#"+u.unit]
+			if s < minUnitShare && p == 0 && ts < 0.5 {
+				continue
+			}
+			out = append(out, rankedUnit{lexUnit: u, title: d.title, titleShare: ts,
+				score: s + titleWeight*ts*ts + priorWeight*p})
+		}
+	}
+	slices.SortFunc(out, func(a, b rankedUnit) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))
+	})
+	perDoc := map[string]int{}
+	kept := out[:0]
+	for _, u := range out {
+		if len(kept) == limit {
+			break
+		}
+		if perDoc[u.docID] == maxUnitsPerDoc {
+			continue
+		}
+		perDoc[u.docID]++
+		kept = append(kept, u)
+	}
+	return kept
+}
+
+// unitItem is the context item of a ranked unit.
+func unitItem(u rankedUnit) ContextItem {
+	c := citation{DocID: u.docID, Version: u.version, TextUnit: u.unit}
+	return ContextItem{Kind: KindTextUnit, ID: u.docID + "#" + u.unit, Text: u.text, Citations: []citation{c},
+		Tokens: ApproxTokens(u.text), Score: float32(u.score)}
+}
+
+// newLexDocFromText tokenizes one text as a document of one unit "u0" at
+// version 1 (tests and tools).
+func newLexDocFromText(id, text string) *lexDoc {
+	return newLexDoc(store.SourceRecord{DocID: id, Version: 1, TextUnits: []events.TextUnit{{ID: "u0", Text: text}}}, "")
+}
