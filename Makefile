@@ -4,7 +4,7 @@ MODULES   := github.com/kgstream/kgstream/...
 DATA      ?= ./data
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: run build test test-short lint bench tidy clean
+.PHONY: run build test test-short lint bench tidy clean ui
 
 ## run: the embedded all-in-one (NATS JetStream, stores, every worker) with the demo corpus
 run:
@@ -23,8 +23,9 @@ SEQUENTIAL := github.com/kgstream/kgstream/pkg/leiden
 
 ## test: every module, with the race detector, against real NATS JetStream and Redis
 test:
-	$(GO) test -race -count=1 -timeout 25m $$($(GO) list $(MODULES) | grep -v -x -F '$(SEQUENTIAL)')
+	$(GO) test -race -count=1 -timeout 45m $$($(GO) list $(MODULES) | grep -v -x -F '$(SEQUENTIAL)')
 	$(GO) test -count=1 -timeout 10m $(SEQUENTIAL)
+	cd deploy/k8s && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
 
 ## test-short: the same without the race detector
 test-short:
@@ -40,6 +41,7 @@ lint:
 BENCH = $(GO) test -run '^$$' -timeout 60m
 bench:
 	$(BENCH) -bench 'Ingest|IndexLag' -benchtime 1x ./cmd/kgstream/app/
+	KG_SCALE_DOCS=$${KG_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkScale -benchtime 1x ./cmd/kgstream/app/
 	$(BENCH) -bench . -benchtime 1x -benchmem ./pkg/leiden/
 	$(BENCH) -bench BenchmarkOfflineExtraction -benchtime 5x ./services/extractor/
 	$(BENCH) -bench 'Global|Basic' -benchtime 1x ./services/query/
@@ -47,9 +49,13 @@ bench:
 	cd pkg && $(BENCH) -bench Search -benchtime 1000x ./vector/embedded/ ./vector/weaviate/
 	cd pkg && $(BENCH) -bench BenchmarkApply -benchtime 300x ./store/embedded/ ./store/redis/
 
+## ui: rebuild the web UI bundle (services/query/webui/dist, committed) from web/
+ui:
+	cd web && npm ci --no-audit --no-fund && npm run build
+
 ## tidy: go mod tidy in every module
 tidy:
-	for m in pkg services/gateway services/extractor services/resolver services/clusterer services/reporter services/query cmd/kgstream; do \
+	for m in pkg services/gateway services/extractor services/resolver services/clusterer services/reporter services/query cmd/kgstream deploy/k8s; do \
 		(cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; done
 
 clean:

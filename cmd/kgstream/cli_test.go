@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ import (
 )
 
 func TestCLIAgainstAllInOne(t *testing.T) {
-	a, err := app.Start(context.Background(), app.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0",
+	a, err := app.Start(context.Background(), app.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0",
 		Quiet: 50 * time.Millisecond, MaxDelay: time.Second,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -70,7 +72,55 @@ func TestCLIAgainstAllInOne(t *testing.T) {
 			t.Fatalf("%v: %v", args, err)
 		}
 	}
-	for _, args := range [][]string{{}, {"bogus"}, {"query"}, {"query", "paths", "x"}, {"catalog"}} {
+	// Tables by default, JSON with --json (a global flag, also before the command).
+	out, _, err := runOut(ctx, "query", "entities", "cert", "--server", a.URL())
+	if err != nil || !regexp.MustCompile(`(?m)^ID\s+TYPE\s+NAME$`).MatchString(out) || !strings.Contains(out, "component:certmanager") {
+		t.Fatalf("entities table: %v\n%s", err, out)
+	}
+	out, _, err = runOut(ctx, "--json", "--server", a.URL(), "query", "entities", "cert")
+	var list struct {
+		Entities []struct{ ID string } `json:"entities"`
+		Total    int                   `json:"total"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || list.Total == 0 {
+		t.Fatalf("entities --json: %v\n%s", err, out)
+	}
+	out, _, err = runOut(ctx, "query", "relations", "--server", a.URL(), "--json")
+	var rels struct {
+		Relations []struct {
+			Relation      string `json:"relation"`
+			Relationships int    `json:"relationships"`
+		} `json:"relations"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &rels) != nil {
+		t.Fatalf("relations --json: %v\n%s", err, out)
+	}
+	inUse := map[string]int{}
+	for _, r := range rels.Relations {
+		inUse[r.Relation] = r.Relationships
+	}
+	if inUse["owned_by"] == 0 || inUse["mentions"] == 0 {
+		t.Fatalf("relations in use: %v", inUse)
+	}
+	out, _, err = runOut(ctx, "query", "relations", "--server", a.URL())
+	if err != nil || !regexp.MustCompile(`(?m)^owned_by\s+\d+$`).MatchString(out) {
+		t.Fatalf("relations table: %v\n%s", err, out)
+	}
+	// A path query naming a relation the graph does not have fails, naming it.
+	_, _, err = runOut(ctx, "query", "paths", "service:checkout-api", "~mentions,owend_by", "--server", a.URL())
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "unknown relation owend_by") || !strings.Contains(err.Error(), "owned_by") {
+		t.Fatalf("unknown relation: %v", err)
+	}
+	out, _, err = runOut(ctx, "query", "paths", "service:checkout-api", "~mentions", "--server", a.URL())
+	if err != nil || !regexp.MustCompile(`(?m)^TERMINAL\s+TYPE\s+PATHS$`).MatchString(out) || !strings.Contains(out, "INC-") {
+		t.Fatalf("paths table: %v\n%s", err, out)
+	}
+	out, _, err = runOut(ctx, "query", "local", "what happened to search-api?", "--server", a.URL())
+	if err != nil || !regexp.MustCompile(`(?m)^  \[1\] INC-\d+@v1$`).MatchString(out) {
+		t.Fatalf("answer with citations: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{}, {"bogus"}, {"query"}, {"query", "paths", "x"}, {"catalog"}, {"catalog", "export"},
+		{"ingest"}, {"query", "report"}, {"status", "extra"}, {"version", "--no-such-flag"}, {"version", "--log-format", "xml"}} {
 		err := run(ctx, args)
 		if !errors.As(err, &ee) || ee.code != 2 {
 			t.Fatalf("%v: want a usage error, got %v", args, err)
@@ -89,7 +139,7 @@ func TestLeidenCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb strings.Builder
-	if err := cmdLeiden(t.Context(), nil, in, &out, &errb); err != nil {
+	if err := runIO(t.Context(), []string{"leiden"}, in, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
 	if strings.TrimSpace(out.String()) != strings.TrimSpace(string(want)) {
@@ -98,8 +148,54 @@ func TestLeidenCommand(t *testing.T) {
 	if !strings.Contains(errb.String(), "modularity") || !strings.Contains(errb.String(), "time") {
 		t.Fatalf("stderr lacks modularity and time: %q", errb.String())
 	}
-	err = cmdLeiden(t.Context(), nil, strings.NewReader("a\tb\tnot-a-number\n"), &out, &errb)
+	err = runIO(t.Context(), []string{"leiden"}, strings.NewReader("a\tb\tnot-a-number\n"), &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("bad input: %v", err)
+	}
+}
+
+// TestCommandLine: help per command exits 0, flags go anywhere, version and
+// completion work, bad logging flags are usage errors.
+func TestCommandLine(t *testing.T) {
+	ctx := t.Context()
+	for _, args := range [][]string{{"ingest", "--help"}, {"help", "query"}, {"query", "paths", "-h"}, {"up", "--help"}, {"mcp", "--help"}, {"--help"}} {
+		out, _, err := runOut(ctx, args...)
+		if err != nil || !strings.Contains(out, "Usage:") {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	out, _, _ := runOut(ctx, "ingest", "--help")
+	for _, flag := range []string{"--id-prefix", "--include", "--exclude", "--all", "--dry-run", "--delete-missing", "--server", "--token", "--json", "--log-format", "--log-level"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("ingest --help lacks %s", flag)
+		}
+	}
+	out, _, err := runOut(ctx, "version")
+	if err != nil || !strings.HasPrefix(out, "kgstream ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("version: %v %q", err, out)
+	}
+	out, _, err = runOut(ctx, "--json", "version")
+	var bi buildInfo
+	if err != nil || json.Unmarshal([]byte(out), &bi) != nil || bi.Version == "" || !strings.HasPrefix(bi.GoVersion, "go1.") {
+		t.Fatalf("version --json: %v %q", err, out)
+	}
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		out, _, err := runOut(ctx, "completion", sh)
+		if err != nil || !strings.Contains(out, "kgstream") || len(out) < 500 {
+			t.Fatalf("completion %s: %v (%d bytes)", sh, err, len(out))
+		}
+	}
+	// A global flag before the command and a command's flag after its
+	// arguments both parse.
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.md": "# A\n"})
+	out, _, err = runOut(ctx, "--server", "http://127.0.0.1:1", "ingest", dir, "--dry-run", "--id-prefix", "x/")
+	if err != nil || !strings.Contains(out, "would send x/a ") {
+		t.Fatalf("flags anywhere: %v\n%s", err, out)
+	}
+	// The server down is one clear message for a query too.
+	_, _, err = runOut(ctx, "query", "communities", "--server", "http://127.0.0.1:1")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "cannot reach the kgstream server at http://127.0.0.1:1") {
+		t.Fatalf("query with the server down: %v", err)
 	}
 }

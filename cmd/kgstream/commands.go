@@ -1,354 +1,399 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kgstream/kgstream/cmd/kgstream/app"
 	"github.com/kgstream/kgstream/pkg/llm"
 )
 
-// multiFlag collects a repeated flag.
-type multiFlag []string
+// envAnnotation names the environment variable a flag's default comes
+// from; a config file does not override a flag whose variable is set.
+const envAnnotation = "kgstream_env"
 
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-// parseInterleaved parses flags that may come before or after positionals.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, &exitError{code: 2, msg: err.Error()}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
+// envString defines a string flag whose default is env (when set) or def.
+func envString(fs *pflag.FlagSet, p *string, name, env, def, usage string) {
+	fs.StringVar(p, name, envOr(env, def), usage+" (env "+env+")")
+	_ = fs.SetAnnotation(name, envAnnotation, []string{env})
 }
 
-func clientFlags(fs *flag.FlagSet) (server, token *string) {
-	server = fs.String("server", envOr("KG_SERVER", "http://127.0.0.1:8080"), "kgstream server URL")
-	token = fs.String("token", os.Getenv("KG_TOKEN"), "bearer token")
-	return
-}
-
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return d
-}
-
-func cmdUp(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+func upCmd(g *globals) *cobra.Command {
 	cfg := app.Config{}
-	fs.StringVar(&cfg.DataDir, "data", "./data", "data directory (embedded NATS and stores)")
-	fs.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address")
-	fs.StringVar(&cfg.TokensFile, "tokens", os.Getenv("KG_TOKENS_FILE"), "tokens file (JSON array of {token,tenant,principal,groups})")
-	fs.StringVar(&cfg.NATSURL, "nats", "", "external NATS URL (default: embedded server)")
-	fs.StringVar(&cfg.RedisURL, "redis", "", "Redis URL for the stores (default: embedded stores)")
-	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", "kg", "Redis key prefix")
-	fs.StringVar(&cfg.WeaviateURL, "weaviate", os.Getenv("KG_WEAVIATE_URL"), "Weaviate REST URL of the vector index (default: embedded index under --data)")
-	fs.StringVar(&cfg.WeaviateGRPC, "weaviate-grpc", os.Getenv("KG_WEAVIATE_GRPC"), "Weaviate gRPC host:port for batch writes (default: REST)")
-	fs.StringVar(&cfg.WeaviateCollection, "weaviate-collection", os.Getenv("KG_WEAVIATE_COLLECTION"), "Weaviate collection prefix (default Kgstream)")
-	fs.StringVar(&cfg.Stream, "stream", "KG", "JetStream stream name")
-	fs.StringVar(&cfg.SubjectPrefix, "subject-prefix", "kg", "subject prefix")
-	fs.BoolVar(&cfg.Demo, "demo", false, "ingest the bundled demo corpus")
-	var exTypes, exEntities multiFlag
-	fs.Var(&exTypes, "exclude-path-type", "entity type path queries never expand through (repeatable)")
-	fs.Var(&exEntities, "exclude-path-entity", "entity id (TYPE:KEY) path queries never expand through (repeatable)")
-	fs.StringVar(&cfg.WebhooksFile, "webhooks", os.Getenv("KG_WEBHOOKS_FILE"), "webhook receivers (YAML or JSON: providers, secrets, tenant, ACL)")
-	fs.StringVar(&cfg.AliasesFile, "aliases", os.Getenv("KG_ALIASES_FILE"), "alias table (YAML), reloaded when it changes")
+	var configFile string
+	c := &cobra.Command{
+		Use:   "up",
+		Short: "Run the all-in-one server (embedded NATS and stores unless told otherwise)",
+		Long: "Run the all-in-one server. Every flag can also be set in a YAML config file (--config),\n" +
+			"keyed by the flag's name (http: 127.0.0.1:8080, exclude-path-type: [team]); an unknown key\n" +
+			"is an error. A flag on the command line wins over its environment variable, which wins\n" +
+			"over the config file.",
+		Args: nArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configFile != "" {
+				if err := applyConfigFile(cmd.Flags(), configFile); err != nil {
+					return err
+				}
+			}
+			log, err := g.logger()
+			if err != nil {
+				return usageError("%v", err)
+			}
+			cfg.Log = log
+			cfg.WeaviateAPIKey = os.Getenv("KG_WEAVIATE_API_KEY")
+			// The LLM's endpoint and model may come from flags (or the
+			// config file); its key and limits come from the environment.
+			baseURL, model := cfg.LLM.BaseURL, cfg.LLM.Model
+			if cfg.LLM, err = llm.ConfigFromEnv(func(k string) string {
+				switch k {
+				case "KG_LLM_BASE_URL":
+					return baseURL
+				case "KG_LLM_MODEL":
+					return model
+				}
+				return os.Getenv(k)
+			}); err != nil {
+				return usageError("%v", err)
+			}
+			return app.Run(cmd.Context(), cfg)
+		},
+	}
+	fs := c.Flags()
+	envString(fs, &configFile, "config", "KG_CONFIG", "", "YAML config file holding any of these flags")
+	envString(fs, &cfg.DataDir, "data", "KG_DATA_DIR", "./data", "data directory (embedded NATS and stores)")
+	envString(fs, &cfg.HTTPAddr, "http", "KG_HTTP_ADDR", "127.0.0.1:8080", "HTTP listen address")
+	envString(fs, &cfg.OpsAddr, "ops", "KG_OPS_ADDR", app.DefaultOpsAddr, "ops listen address (/metrics, /healthz, /readyz)")
+	envString(fs, &cfg.TokensFile, "tokens", "KG_TOKENS_FILE", "", "tokens file (JSON array of {token,tenant,principal,groups,admin,writer})")
+	envString(fs, &cfg.NATSURL, "nats", "KG_NATS_URL", "", "external NATS URL (default: embedded server)")
+	envString(fs, &cfg.RedisURL, "redis", "KG_REDIS_URL", "", "Redis URL for the stores (default: embedded stores)")
+	envString(fs, &cfg.RedisPrefix, "redis-prefix", "KG_REDIS_PREFIX", "kg", "Redis key prefix")
+	envString(fs, &cfg.WeaviateURL, "weaviate", "KG_WEAVIATE_URL", "", "Weaviate REST URL of the vector index (default: embedded index under --data)")
+	envString(fs, &cfg.WeaviateGRPC, "weaviate-grpc", "KG_WEAVIATE_GRPC", "", "Weaviate gRPC host:port for batch writes (default: REST)")
+	envString(fs, &cfg.WeaviateCollection, "weaviate-collection", "KG_WEAVIATE_COLLECTION", "", "Weaviate collection prefix (default Kgstream)")
+	envString(fs, &cfg.Stream, "stream", "KG_STREAM", "KG", "JetStream stream name")
+	envString(fs, &cfg.SubjectPrefix, "subject-prefix", "KG_SUBJECT_PREFIX", "kg", "subject prefix")
+	envString(fs, &cfg.WebhooksFile, "webhooks", "KG_WEBHOOKS_FILE", "", "webhook receivers (YAML or JSON: providers, secrets, tenant, ACL)")
+	envString(fs, &cfg.AliasesFile, "aliases", "KG_ALIASES_FILE", "", "alias table (YAML), reloaded when it changes")
+	envString(fs, &cfg.LLM.BaseURL, "llm-base-url", "KG_LLM_BASE_URL", "", "OpenAI-compatible LLM endpoint (extraction, reports, global answers; offline without)")
+	envString(fs, &cfg.LLM.Model, "llm-model", "KG_LLM_MODEL", "", "LLM model name")
+	fs.BoolVar(&cfg.Demo, "demo", false, "ingest the bundled demo corpus (with --tokens, as the file's first writer or admin token)")
+	fs.StringArrayVar(&cfg.ExcludedPathTypes, "exclude-path-type", nil, "entity type path queries never expand through (repeatable)")
+	fs.StringArrayVar(&cfg.ExcludedPathEntities, "exclude-path-entity", nil, "entity id (TYPE:KEY) path queries never expand through (repeatable)")
 	fs.DurationVar(&cfg.Quiet, "cluster-quiet", 2*time.Second, "quiet period before re-clustering")
 	fs.DurationVar(&cfg.MaxDelay, "cluster-max-delay", 30*time.Second, "maximum delay of a re-clustering")
-	if _, err := parseInterleaved(fs, args); err != nil {
-		return err
-	}
-	cfg.ExcludedPathTypes, cfg.ExcludedPathEntities = exTypes, exEntities
-	cfg.WeaviateAPIKey = os.Getenv("KG_WEAVIATE_API_KEY")
-	cfg.LLM = llm.Config{BaseURL: os.Getenv("KG_LLM_BASE_URL"), Model: os.Getenv("KG_LLM_MODEL"), APIKey: os.Getenv("KG_LLM_API_KEY")}
-	return app.Run(ctx, cfg)
+	fs.DurationVar(&cfg.AuditEvery, "audit-every", time.Minute, "period of the orphan audit")
+	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 0, "deliveries per stage before dead-lettering (0: the default)")
+	return c
 }
 
-// readDocuments turns paths into documents: text files one each, .jsonl one
-// per line, directories recursively.
-func readDocuments(paths []string) ([]app.Document, error) {
-	var docs []app.Document
-	for _, p := range paths {
-		err := filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+func catalogCmd(g *globals) *cobra.Command {
+	var id string
+	imp := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Import a Backstage catalog (catalog-info.yaml) as one document",
+		Args:  nArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
 			if err != nil {
-				return err
+				return fmt.Errorf("reading catalog: %w", err)
 			}
-			if d.IsDir() {
-				return nil
+			if id == "" {
+				id = "catalog:" + filepath.Base(args[0])
 			}
-			data, err := os.ReadFile(path)
+			a, err := g.client().PostCatalog(cmd.Context(), id, data)
 			if err != nil {
-				return err
+				return serverError(g, err)
 			}
-			if strings.HasSuffix(path, ".jsonl") {
-				sc := bufio.NewScanner(strings.NewReader(string(data)))
-				sc.Buffer(make([]byte, 1<<20), 64<<20)
-				for line := 1; sc.Scan(); line++ {
-					if strings.TrimSpace(sc.Text()) == "" {
-						continue
-					}
-					var doc app.Document
-					dec := json.NewDecoder(strings.NewReader(sc.Text()))
-					dec.DisallowUnknownFields()
-					if err := dec.Decode(&doc); err != nil {
-						return fmt.Errorf("%s:%d: %w", path, line, err)
-					}
-					docs = append(docs, doc)
-				}
-				return sc.Err()
+			if g.json {
+				return writeJSON(g.stdout, a)
 			}
-			docs = append(docs, app.DocumentFromFile(path, data))
+			fmt.Fprintf(g.stdout, "catalog %s accepted as version %d\n", a.ID, a.Version)
 			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", p, err)
-		}
+		},
 	}
-	return docs, nil
+	imp.Flags().StringVar(&id, "id", "", "document id of the catalog (default: catalog:<file name>)")
+	return group("catalog", "Catalog commands", imp)
 }
 
-func cmdIngest(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
-	server, token := clientFlags(fs)
-	tenant := fs.String("tenant", "", "tenant (default: the token's)")
-	docType := fs.String("doc-type", "", "document type for the offline extractor (incident, page, runbook)")
-	source := fs.String("source", "", "source system name")
-	var groups multiFlag
-	fs.Var(&groups, "acl-group", "restrict the documents to this group (repeatable); default public")
-	paths, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+// serverError makes a transport failure one clear sentence naming the
+// server; API errors pass through.
+func serverError(g *globals, err error) error {
+	if isUnreachable(err) {
+		return &exitError{code: 1, msg: fmt.Sprintf("cannot reach the kgstream server at %s (set --server or KG_SERVER): %v", g.server, err)}
 	}
-	if len(paths) == 0 {
-		return &exitError{code: 2, msg: "usage: kgstream ingest PATH... [--server URL] [--token T]"}
-	}
-	docs, err := readDocuments(paths)
-	if err != nil {
-		return err
-	}
-	c := app.NewClient(*server, *token)
-	var bar *progressbar.ProgressBar
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		bar = progressbar.NewOptions(len(docs), progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetDescription("ingesting"), progressbar.OptionShowCount())
-	}
-	var failed []string
-	for _, d := range docs {
-		if *tenant != "" {
-			d.Tenant = *tenant
-		}
-		if d.DocType == "" {
-			d.DocType = *docType
-		}
-		if d.Source == "" {
-			d.Source = *source
-		}
-		if len(groups) > 0 && d.ACL == nil {
-			d.ACL = map[string]any{"groups": []string(groups)}
-		}
-		if _, err := c.PostDocument(ctx, d); err != nil {
-			failed = append(failed, d.ID)
-			fmt.Fprintf(os.Stderr, "rejected %s: %v\n", d.ID, err)
-		}
-		if bar != nil {
-			_ = bar.Add(1)
-		}
-	}
-	if bar != nil {
-		_ = bar.Finish()
-		fmt.Fprintln(os.Stderr)
-	}
-	fmt.Printf("%d accepted, %d rejected\n", len(docs)-len(failed), len(failed))
-	if len(failed) > 0 {
-		return &exitError{code: 1, msg: "rejected: " + strings.Join(failed, ", ")}
-	}
-	return nil
+	return err
 }
 
-func cmdCatalogImport(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("catalog import", flag.ContinueOnError)
-	server, token := clientFlags(fs)
-	id := fs.String("id", "", "document id of the catalog (default: catalog:<file name>)")
-	paths, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+func queryCmd(g *globals) *cobra.Command {
+	get := func(ctx context.Context, p string, out any) error {
+		return serverError(g, g.client().Do(ctx, http.MethodGet, p, "", nil, out))
 	}
-	if len(paths) != 1 {
-		return &exitError{code: 2, msg: "usage: kgstream catalog import FILE [--server URL] [--token T]"}
+	paths := &cobra.Command{
+		Use:   "paths START REL[,REL...]",
+		Short: "Follow relations from an entity (TYPE:NAME); ~REL follows a relation backwards",
+		Args:  nArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out map[string]any
+			if err := get(cmd.Context(), "/v1/paths?start="+url.QueryEscape(args[0])+"&rels="+url.QueryEscape(args[1]), &out); err != nil {
+				return err
+			}
+			if len(asList(out["terminals"])) == 0 {
+				// An empty answer may be a typo: name the relations the
+				// graph does not use.
+				if err := checkRelations(cmd.Context(), g, args[1]); err != nil {
+					return err
+				}
+			}
+			return printResult(g, "paths", out)
+		},
 	}
-	data, err := os.ReadFile(paths[0])
-	if err != nil {
-		return fmt.Errorf("reading catalog: %w", err)
+	aggregate := &cobra.Command{
+		Use:   "aggregate TYPE REL",
+		Short: "Group entities of TYPE by the target of REL",
+		Args:  nArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out map[string]any
+			if err := get(cmd.Context(), "/v1/aggregate?type="+url.QueryEscape(args[0])+"&rel="+url.QueryEscape(args[1]), &out); err != nil {
+				return err
+			}
+			return printResult(g, "aggregate", out)
+		},
 	}
-	if *id == "" {
-		*id = "catalog:" + filepath.Base(paths[0])
+	var etype string
+	var limit, offset int
+	entities := &cobra.Command{
+		Use:   "entities [Q]",
+		Short: "List or search entities (Q matches a name or key substring)",
+		Args:  nArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := ""
+			if len(args) == 1 {
+				q = args[0]
+			}
+			p := "/v1/entities?q=" + url.QueryEscape(q) + "&type=" + url.QueryEscape(etype)
+			if limit > 0 {
+				p += fmt.Sprintf("&limit=%d", limit)
+			}
+			if offset > 0 {
+				p += fmt.Sprintf("&offset=%d", offset)
+			}
+			var out map[string]any
+			if err := get(cmd.Context(), p, &out); err != nil {
+				return err
+			}
+			return printResult(g, "entities", out)
+		},
 	}
-	a, err := app.NewClient(*server, *token).PostCatalog(ctx, *id, data)
-	if err != nil {
-		return err
+	entities.Flags().StringVar(&etype, "type", "", "only entities of this type")
+	entities.Flags().IntVar(&limit, "limit", 0, "page size (default: the server's)")
+	entities.Flags().IntVar(&offset, "offset", 0, "entities to skip")
+	entity := &cobra.Command{
+		Use:   "entity TYPE:NAME",
+		Short: "Show one entity: its citations, descriptions and relationships",
+		Args:  nArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			typ, name, ok := strings.Cut(args[0], ":")
+			if !ok || typ == "" || name == "" {
+				return usageError("entity %q is not TYPE:NAME", args[0])
+			}
+			var out map[string]any
+			if err := get(cmd.Context(), "/v1/entities/"+url.PathEscape(typ)+"/"+url.PathEscape(name), &out); err != nil {
+				return err
+			}
+			return printResult(g, "entity", out)
+		},
 	}
-	fmt.Printf("catalog %s accepted as version %d\n", a.ID, a.Version)
-	return nil
+	report := &cobra.Command{
+		Use:   "report ID",
+		Short: "Show a community report",
+		Args:  nArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out map[string]any
+			if err := get(cmd.Context(), "/v1/reports/"+url.PathEscape(args[0]), &out); err != nil {
+				return err
+			}
+			return printResult(g, "report", out)
+		},
+	}
+	communities := &cobra.Command{
+		Use:   "communities",
+		Short: "List the communities and their reports",
+		Args:  nArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out map[string]any
+			if err := get(cmd.Context(), "/v1/communities", &out); err != nil {
+				return err
+			}
+			return printResult(g, "communities", out)
+		},
+	}
+	relations := &cobra.Command{
+		Use:   "relations",
+		Short: "List the relation types in use, with how many relationships each has",
+		Long: "List the relation types in use among the entities the caller can see, read from the\n" +
+			"entities API (every visible entity's relationships).",
+		Args: nArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			counts, err := relationsInUse(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				type rel struct {
+					Relation      string `json:"relation"`
+					Relationships int    `json:"relationships"`
+				}
+				out := struct {
+					Relations []rel `json:"relations"`
+				}{Relations: []rel{}}
+				for _, r := range sortedKeys(counts) {
+					out.Relations = append(out.Relations, rel{r, counts[r]})
+				}
+				return writeJSON(g.stdout, out)
+			}
+			tw := table(g)
+			fmt.Fprintln(tw, "RELATION\tRELATIONSHIPS")
+			for _, r := range sortedKeys(counts) {
+				fmt.Fprintf(tw, "%s\t%d\n", r, counts[r])
+			}
+			return tw.Flush()
+		},
+	}
+	c := group("query", "Query the graph: paths, aggregate, entities, relations, reports, or ask in a mode",
+		paths, aggregate, entities, entity, relations, report, communities)
+	var level, budget int
+	for _, mode := range []string{"basic", "local", "global", "drift", "auto"} {
+		mc := &cobra.Command{
+			Use:   mode + " QUESTION...",
+			Short: "Ask a question in " + mode + " mode; the answer cites documents",
+			Args:  nArgs(1, -1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				req := map[string]any{"mode": mode, "question": strings.Join(args, " ")}
+				if level >= 0 {
+					req["level"] = level
+				}
+				if budget > 0 {
+					req["budget_tokens"] = budget
+				}
+				body, _ := json.Marshal(req)
+				var out map[string]any
+				if err := serverError(g, g.client().Do(cmd.Context(), http.MethodPost, "/v1/query", "application/json", body, &out)); err != nil {
+					return err
+				}
+				return printResult(g, mode, out)
+			},
+		}
+		mc.Flags().IntVar(&level, "level", -1, "community level (global mode)")
+		mc.Flags().IntVar(&budget, "budget-tokens", 0, "context budget in tokens (default: the server's)")
+		c.AddCommand(mc)
+	}
+	return c
 }
 
-func cmdQuery(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("query", flag.ContinueOnError)
-	server, token := clientFlags(fs)
-	asJSON := fs.Bool("json", false, "print the raw JSON response")
-	level := fs.Int("level", -1, "community level (global mode)")
-	pos, err := parseInterleaved(fs, args)
+// relationsInUse counts the relationships of each relation type among the
+// entities the caller sees, from GET /v1/entities and each entity's
+// outgoing edges (every edge is some entity's outgoing edge).
+func relationsInUse(ctx context.Context, g *globals) (map[string]int, error) {
+	c := g.client()
+	counts := map[string]int{}
+	const page = 1000
+	for offset := 0; ; offset += page {
+		var list struct {
+			Entities []struct{ ID, Type, Name string } `json:"entities"`
+			Total    int                               `json:"total"`
+		}
+		if err := serverError(g, c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/entities?limit=%d&offset=%d", page, offset), "", nil, &list)); err != nil {
+			return nil, fmt.Errorf("listing entities: %w", err)
+		}
+		for _, e := range list.Entities {
+			typ, key, _ := strings.Cut(e.ID, ":")
+			var d struct {
+				Out []struct {
+					Relation string `json:"relation"`
+				} `json:"out"`
+			}
+			if err := c.Do(ctx, http.MethodGet, "/v1/entities/"+url.PathEscape(typ)+"/"+url.PathEscape(key), "", nil, &d); err != nil {
+				return nil, fmt.Errorf("reading entity %s: %w", e.ID, err)
+			}
+			for _, o := range d.Out {
+				counts[o.Relation]++
+			}
+		}
+		if len(list.Entities) == 0 || offset+len(list.Entities) >= list.Total {
+			return counts, nil
+		}
+	}
+}
+
+// checkRelations fails when rels (REL[,REL...], ~ for backwards) names a
+// relation no visible relationship has.
+func checkRelations(ctx context.Context, g *globals, rels string) error {
+	inUse, err := relationsInUse(ctx, g)
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return &exitError{code: 2, msg: "usage: kgstream query MODE ARGS..."}
-	}
-	c := app.NewClient(*server, *token)
-	var out map[string]any
-	need := func(n int, u string) error {
-		if len(pos) < n+1 {
-			return &exitError{code: 2, msg: "usage: kgstream query " + u}
+	var unknown []string
+	for _, r := range strings.Split(rels, ",") {
+		r = strings.TrimPrefix(strings.TrimSpace(r), "~")
+		if _, ok := inUse[r]; !ok && r != "" {
+			unknown = append(unknown, r)
 		}
+	}
+	if len(unknown) == 0 {
 		return nil
 	}
-	switch mode := pos[0]; mode {
-	case "paths":
-		if err := need(2, "paths TYPE:NAME REL[,REL...]"); err != nil {
-			return err
-		}
-		err = c.Do(ctx, http.MethodGet, "/v1/paths?start="+url.QueryEscape(pos[1])+"&rels="+url.QueryEscape(pos[2]), "", nil, &out)
-	case "aggregate":
-		if err := need(2, "aggregate TYPE REL"); err != nil {
-			return err
-		}
-		err = c.Do(ctx, http.MethodGet, "/v1/aggregate?type="+url.QueryEscape(pos[1])+"&rel="+url.QueryEscape(pos[2]), "", nil, &out)
-	case "entities":
-		q := ""
-		if len(pos) > 1 {
-			q = pos[1]
-		}
-		err = c.Do(ctx, http.MethodGet, "/v1/entities?q="+url.QueryEscape(q), "", nil, &out)
-	case "report":
-		if err := need(1, "report ID"); err != nil {
-			return err
-		}
-		err = c.Do(ctx, http.MethodGet, "/v1/reports/"+url.PathEscape(pos[1]), "", nil, &out)
-	case "communities":
-		err = c.Do(ctx, http.MethodGet, "/v1/communities", "", nil, &out)
-	case "basic", "local", "global", "drift", "auto":
-		if err := need(1, mode+" QUESTION"); err != nil {
-			return err
-		}
-		req := map[string]any{"mode": mode, "question": strings.Join(pos[1:], " ")}
-		if *level >= 0 {
-			req["level"] = *level
-		}
-		body, _ := json.Marshal(req)
-		err = c.Do(ctx, http.MethodPost, "/v1/query", "application/json", body, &out)
-	default:
-		return &exitError{code: 2, msg: fmt.Sprintf("unknown query mode %q", mode)}
-	}
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	printAnswer(os.Stdout, pos[0], out)
-	return nil
+	return &exitError{code: 1, msg: fmt.Sprintf("unknown relation %s; relations in use: %s (kgstream query relations)",
+		strings.Join(unknown, ", "), strings.Join(sortedKeys(inUse), ", "))}
 }
 
-func printAnswer(w io.Writer, mode string, out map[string]any) {
-	switch mode {
-	case "paths":
-		for _, t := range asList(out["terminals"]) {
-			m := asMap(t)
-			fmt.Fprintf(w, "%s (%s)  paths=%v\n", m["name"], m["type"], m["paths"])
-		}
-		for _, r := range asList(out["rows"]) {
-			var parts []string
-			for _, e := range asList(asMap(r)["edges"]) {
-				em := asMap(e)
-				parts = append(parts, fmt.Sprintf("%s -%s-> %s %s", em["source"], em["relation"], em["target"], cites(em["citations"])))
-			}
-			fmt.Fprintln(w, "  "+strings.Join(parts, "  "))
-		}
-	case "aggregate":
-		for _, g := range asList(out["groups"]) {
-			m := asMap(g)
-			var names []string
-			for _, mem := range asList(m["members"]) {
-				names = append(names, fmt.Sprint(asMap(mem)["name"]))
-			}
-			fmt.Fprintf(w, "%s  %v  [%s]\n", asMap(m["target"])["name"], m["count"], strings.Join(names, ", "))
-		}
-	default:
-		if a, ok := out["answer"]; ok {
-			fmt.Fprintln(w, a)
-			fmt.Fprintln(w, "citations:", cites(out["citations"]))
-			return
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
 	}
+	sort.Strings(ks)
+	return ks
 }
 
-func cites(v any) string {
-	var parts []string
-	for _, c := range asList(v) {
-		m := asMap(c)
-		parts = append(parts, fmt.Sprintf("%v@v%v", m["doc_id"], m["version"]))
+func table(g *globals) *tabwriter.Writer {
+	return tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+}
+
+func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func statusCmd(g *globals) *cobra.Command {
+	var audit bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show the index's figures: documents, entities, orphans, pending, lag, LLM cost",
+		Args:  nArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStatus(cmd.Context(), g, audit)
+		},
 	}
-	return "[" + strings.Join(parts, " ") + "]"
+	c.Flags().BoolVar(&audit, "audit", false, "recount orphans from the store; exit 1 if any")
+	return c
 }
 
-func asList(v any) []any {
-	l, _ := v.([]any)
-	return l
-}
-
-func asMap(v any) map[string]any {
-	m, _ := v.(map[string]any)
-	return m
-}
-
-func cmdStatus(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	server, token := clientFlags(fs)
-	audit := fs.Bool("audit", false, "recount orphans from the store; exit 1 if any")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseInterleaved(fs, args); err != nil {
-		return err
-	}
+func runStatus(ctx context.Context, g *globals, audit bool) error {
 	p := "/v1/status"
-	if *audit {
+	if audit {
 		p += "?audit=1"
 	}
 	var st struct {
@@ -374,34 +419,33 @@ func cmdStatus(ctx context.Context, args []string) error {
 		} `json:"llm"`
 	}
 	var raw json.RawMessage
-	if err := app.NewClient(*server, *token).Do(ctx, http.MethodGet, p, "", nil, &raw); err != nil {
-		return err
+	if err := g.client().Do(ctx, http.MethodGet, p, "", nil, &raw); err != nil {
+		return serverError(g, err)
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return err
+		return fmt.Errorf("decoding status: %w", err)
 	}
-	if *asJSON {
-		fmt.Println(string(raw))
+	w := g.stdout
+	if g.json {
+		fmt.Fprintln(w, string(raw))
 	} else {
-		fmt.Printf("tenant %s\ndocuments %d (applied %d)\nentities %d\nedges %d\norphan edges %d\ndead letters %d\n",
+		fmt.Fprintf(w, "tenant %s\ndocuments %d (applied %d)\nentities %d\nedges %d\norphan edges %d\ndead letters %d\n",
 			st.Tenant, st.Documents, st.Applied, st.Entities, st.Edges, st.OrphanEdges, st.DeadLetters)
 		for _, s := range app.Stages {
-			fmt.Printf("pending %-10s %d\n", s, st.Pending[s])
+			fmt.Fprintf(w, "pending %-10s %d\n", s, st.Pending[s])
 		}
-		fmt.Printf("index lag p50 %.3fs p99 %.3fs\n", st.IndexLag.P50, st.IndexLag.P99)
+		fmt.Fprintf(w, "index lag p50 %.3fs p99 %.3fs\n", st.IndexLag.P50, st.IndexLag.P99)
 		if l := st.LLM; l != nil {
-			fmt.Printf("llm %d documents, %.1f calls/doc, %.0f prompt + %.0f completion tokens, cost %.4f (%.6f per document)\n",
+			fmt.Fprintf(w, "llm %d documents, %.1f calls/doc, %.0f prompt + %.0f completion tokens, cost %.4f (%.6f per document)\n",
 				l.Documents, l.CallsPerDocument, l.PromptTokens, l.CompletionTokens, l.Cost, l.CostPerDocument)
 		}
 		for _, pr := range st.Problems {
-			fmt.Println("problem:", pr)
+			fmt.Fprintln(w, "problem:", pr)
 		}
 	}
-	if *audit && (st.OrphanEdges > 0 || st.OrphanEntities > 0 || st.IndexMismatches > 0) {
+	if audit && (st.OrphanEdges > 0 || st.OrphanEntities > 0 || st.IndexMismatches > 0) {
 		return &exitError{code: 1, msg: fmt.Sprintf("audit found %d orphan edges, %d orphan entities, %d index mismatches",
 			st.OrphanEdges, st.OrphanEntities, st.IndexMismatches)}
 	}
 	return nil
 }
-
-var _ = errors.New

@@ -3,58 +3,66 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/kgstream/kgstream/cmd/kgstream/app"
 	"github.com/kgstream/kgstream/pkg/resolve"
 )
 
-// cmdEntities runs `kgstream entities unmerge|reresolve`.
-func cmdEntities(ctx context.Context, args []string) error {
-	if len(args) == 0 || (args[0] != "unmerge" && args[0] != "reresolve") {
-		return &exitError{code: 2, msg: "usage: kgstream entities unmerge TYPE:NAME --mention SPELLING [--as NAME] --aliases FILE | entities reresolve TYPE:NAME"}
+func entitiesCmd(g *globals) *cobra.Command {
+	var mention, as, aliases string
+	unmerge := &cobra.Command{
+		Use:   "unmerge TYPE:NAME --mention SPELLING [--as NAME] --aliases FILE",
+		Short: "Split a wrongly merged spelling off an entity (adds a split rule to the alias table, then re-resolves)",
+		Args:  nArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReresolve(cmd.Context(), g, args[0], &resolve.SplitEntry{Mention: mention, As: as}, aliases)
+		},
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("entities "+sub, flag.ContinueOnError)
-	server, token := clientFlags(fs)
-	mention := fs.String("mention", "", "unmerge: the spelling to split off")
-	as := fs.String("as", "", "unmerge: the name of the entity it becomes (default: the mention itself, kept apart by a suffix)")
-	aliases := fs.String("aliases", os.Getenv("KG_ALIASES_FILE"), "unmerge: the alias table the server watches (the split rule is added there)")
-	pos, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		return err
+	unmerge.Flags().StringVar(&mention, "mention", "", "the spelling to split off")
+	unmerge.Flags().StringVar(&as, "as", "", "the name of the entity it becomes (default: the mention itself, kept apart by a suffix)")
+	unmerge.Flags().StringVar(&aliases, "aliases", os.Getenv("KG_ALIASES_FILE"), "the alias table the server watches (the split rule is added there)")
+	reresolve := &cobra.Command{
+		Use:   "reresolve TYPE:NAME",
+		Short: "Re-resolve the stored extractions that mention an entity (after an alias change)",
+		Args:  nArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReresolve(cmd.Context(), g, args[0], nil, "")
+		},
 	}
-	if len(pos) != 1 {
-		return &exitError{code: 2, msg: "usage: kgstream entities " + sub + " TYPE:NAME ..."}
-	}
-	ref := pos[0]
+	return group("entities", "Entity maintenance: unmerge, reresolve", unmerge, reresolve)
+}
+
+// runReresolve adds split (when not nil) to the alias file, then asks the
+// server to re-resolve the sources of ref.
+func runReresolve(ctx context.Context, g *globals, ref string, split *resolve.SplitEntry, aliases string) error {
 	id, err := resolve.ParseRef(ref)
 	if err != nil {
-		return &exitError{code: 2, msg: err.Error()}
+		return usageError("%v", err)
 	}
-	if sub == "unmerge" {
-		if *mention == "" || *aliases == "" {
-			return &exitError{code: 2, msg: "unmerge needs --mention and --aliases (the reviewed alias table the server loads)"}
+	w := g.stdout
+	if split != nil {
+		if split.Mention == "" || aliases == "" {
+			return usageError("unmerge needs --mention and --aliases (the reviewed alias table the server loads)")
 		}
 		typ, _ := resolve.SplitID(id)
-		name := *as
+		name := split.As
 		if name == "" {
-			name = *mention + " (split)"
+			name = split.Mention + " (split)"
 		}
 		if resolve.Key(name) == strings.SplitN(id, ":", 2)[1] {
-			return &exitError{code: 2, msg: fmt.Sprintf("--as %q keys to %s itself; choose a name that differs in letters or digits", name, id)}
+			return usageError("--as %q keys to %s itself; choose a name that differs in letters or digits", name, id)
 		}
-		if err := addSplit(*aliases, resolve.SplitEntry{Type: typ, Mention: *mention, As: name}); err != nil {
+		if err := addSplit(aliases, resolve.SplitEntry{Type: typ, Mention: split.Mention, As: name}); err != nil {
 			return err
 		}
-		fmt.Printf("added to %s: mentions spelt %q of type %s resolve to %s:%s\n", *aliases, *mention, typ, typ, resolve.Key(name))
+		fmt.Fprintf(w, "added to %s: mentions spelt %q of type %s resolve to %s:%s\n", aliases, split.Mention, typ, typ, resolve.Key(name))
 	}
 	body, _ := json.Marshal(map[string]string{"entity": ref})
 	var out struct {
@@ -62,12 +70,15 @@ func cmdEntities(ctx context.Context, args []string) error {
 		Sources []string `json:"sources"`
 		Skipped []string `json:"skipped"`
 	}
-	if err := app.NewClient(*server, *token).Do(ctx, http.MethodPost, "/v1/entities/reresolve", "application/json", body, &out); err != nil {
-		return err
+	if err := g.client().Do(ctx, http.MethodPost, "/v1/entities/reresolve", "application/json", body, &out); err != nil {
+		return serverError(g, err)
 	}
-	fmt.Printf("%s: %d sources re-published for resolution %v\n", out.Entity, len(out.Sources), out.Sources)
+	if g.json {
+		return writeJSON(w, out)
+	}
+	fmt.Fprintf(w, "%s: %d sources re-published for resolution %v\n", out.Entity, len(out.Sources), out.Sources)
 	if len(out.Skipped) > 0 {
-		fmt.Printf("skipped (no stored extraction; re-ingest them): %v\n", out.Skipped)
+		fmt.Fprintf(w, "skipped (no stored extraction; re-ingest them): %v\n", out.Skipped)
 	}
 	return nil
 }

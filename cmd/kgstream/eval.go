@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kgstream/kgstream/pkg/catalog"
 	"github.com/kgstream/kgstream/pkg/events"
@@ -19,16 +20,41 @@ import (
 	"github.com/kgstream/kgstream/services/extractor"
 )
 
-const evalUsage = "usage: kgstream eval extraction --gold FILE [--docs DIR] [--catalog FILE] [--doc-type T] " +
-	"[--patterns FILE] [--taxonomy FILE] [--noun-phrases] [--all-relations] [--verbose] [--json]"
+// evalOptions are the flags of `kgstream eval extraction`.
+type evalOptions struct {
+	gold, docs, catalog, docType, patterns, taxonomy string
+	labels, corpora                                  string
+	nounPhrases, allRelations, verbose, json         bool
+}
 
-// cmdEval runs `kgstream eval extraction`: the offline extractor over a
-// directory of documents, scored against gold triples.
-func cmdEval(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "extraction" {
-		return &exitError{code: 2, msg: evalUsage}
+// evalCmd is the `kgstream eval` group: offline scoring commands.
+func evalCmd(g *globals) *cobra.Command {
+	var o evalOptions
+	ex := &cobra.Command{
+		Use:   "extraction (--gold FILE | --labels FILE --corpora DIR)",
+		Short: "Score the offline extractor against gold triples, or whole corpora against labelled causes and systems",
+		Args:  nArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (o.gold == "") == (o.labels == "") || (o.labels != "") != (o.corpora != "") {
+				return usageError("eval extraction needs --gold FILE, or --labels FILE with --corpora DIR; see kgstream eval extraction --help")
+			}
+			o.json = g.json
+			return evalExtraction(cmd.Context(), o, g.stdout)
+		},
 	}
-	return evalExtraction(ctx, args[1:], os.Stdout)
+	f := ex.Flags()
+	f.StringVar(&o.gold, "gold", "", "gold triples: JSON object doc id -> [{source, source_type, relation, target, target_type}]")
+	f.StringVar(&o.docs, "docs", "", "directory of the documents, one file per doc id (<id>.txt or <id>.md; default: docs/ beside the gold file)")
+	f.StringVar(&o.catalog, "catalog", "", "Backstage catalog YAML whose entities the extractor knows (default: catalog-info.yaml beside the gold file, if any)")
+	f.StringVar(&o.docType, "doc-type", "incident", "document type of every document")
+	f.StringVar(&o.patterns, "patterns", "", "relation patterns YAML (default: the built-in patterns)")
+	f.StringVar(&o.taxonomy, "taxonomy", "", "failure-mode taxonomy YAML (default: the built-in taxonomy)")
+	f.BoolVar(&o.nounPhrases, "noun-phrases", false, "add noun-phrase co-occurrence (also for incidents)")
+	f.BoolVar(&o.allRelations, "all-relations", false, "score every extracted relation, not only those the gold set uses")
+	f.BoolVar(&o.verbose, "verbose", false, "list missed and spurious triples")
+	f.StringVar(&o.labels, "labels", "", "labelled corpus documents (cause and systems per document): score whole corpora instead of gold triples")
+	f.StringVar(&o.corpora, "corpora", "", "directory holding the labelled corpora (with --labels)")
+	return group("eval", "Evaluation commands: extraction against gold triples, answers against a question set", ex, evalAnswersCmd(g))
 }
 
 type evalRow struct {
@@ -53,52 +79,39 @@ func row(rel string, s extractor.Score) evalRow {
 	return evalRow{Relation: rel, TP: s.TP, FP: s.FP, FN: s.FN, Precision: s.Precision(), Recall: s.Recall(), F1: s.F1()}
 }
 
-func evalExtraction(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("eval extraction", flag.ContinueOnError)
-	goldPath := fs.String("gold", "", "gold triples: JSON object doc id -> [{source, source_type, relation, target, target_type}]")
-	docsDir := fs.String("docs", "", "directory of the documents, one file per doc id (<id>.txt or <id>.md; default: docs/ beside the gold file)")
-	catalogPath := fs.String("catalog", "", "Backstage catalog YAML whose entities the extractor knows (default: catalog-info.yaml beside the gold file, if any)")
-	docType := fs.String("doc-type", "incident", "document type of every document")
-	patternsPath := fs.String("patterns", "", "relation patterns YAML (default: the built-in patterns)")
-	taxonomyPath := fs.String("taxonomy", "", "failure-mode taxonomy YAML (default: the built-in taxonomy)")
-	nounPhrases := fs.Bool("noun-phrases", false, "add noun-phrase co-occurrence (also for incidents)")
-	allRelations := fs.Bool("all-relations", false, "score every extracted relation, not only those the gold set uses")
-	verbose := fs.Bool("verbose", false, "list missed and spurious triples")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2, msg: err.Error()}
+func evalExtraction(ctx context.Context, o evalOptions, w io.Writer) error {
+	if o.labels != "" {
+		return extractor.EvalCorporaCommand(ctx, extractor.CorpusEvalOptions{Labels: o.labels, Dir: o.corpora,
+			DocType: o.docType, Verbose: o.verbose, JSON: o.json}, w)
 	}
-	if *goldPath == "" || fs.NArg() > 0 {
-		return &exitError{code: 2, msg: evalUsage}
-	}
-	gold, err := extractor.LoadGold(*goldPath)
+	gold, err := extractor.LoadGold(o.gold)
 	if err != nil {
 		return err
 	}
-	base := filepath.Dir(*goldPath)
-	if *docsDir == "" {
-		*docsDir = filepath.Join(base, "docs")
+	base := filepath.Dir(o.gold)
+	if o.docs == "" {
+		o.docs = filepath.Join(base, "docs")
 	}
-	cfg := extractor.OfflineConfig{NounPhrases: extractor.NounPhraseConfig{Enabled: *nounPhrases, IncludeIncidents: true}}
-	if *catalogPath == "" {
+	cfg := extractor.OfflineConfig{NounPhrases: extractor.NounPhraseConfig{Enabled: o.nounPhrases, IncludeIncidents: true}}
+	if o.catalog == "" {
 		if _, err := os.Stat(filepath.Join(base, "catalog-info.yaml")); err == nil {
-			*catalogPath = filepath.Join(base, "catalog-info.yaml")
+			o.catalog = filepath.Join(base, "catalog-info.yaml")
 		}
 	}
-	if *catalogPath != "" {
-		g, err := catalogGazetteer(*catalogPath)
+	if o.catalog != "" {
+		g, err := catalogGazetteer(o.catalog)
 		if err != nil {
 			return err
 		}
 		cfg.Gazetteer = g
 	}
-	if *patternsPath != "" {
-		if cfg.Patterns, err = extractor.LoadPatterns(*patternsPath); err != nil {
+	if o.patterns != "" {
+		if cfg.Patterns, err = extractor.LoadPatterns(o.patterns); err != nil {
 			return err
 		}
 	}
-	if *taxonomyPath != "" {
-		if cfg.Taxonomy, err = taxonomy.Load(*taxonomyPath); err != nil {
+	if o.taxonomy != "" {
+		if cfg.Taxonomy, err = taxonomy.Load(o.taxonomy); err != nil {
 			return err
 		}
 	}
@@ -122,11 +135,11 @@ func evalExtraction(ctx context.Context, args []string, w io.Writer) error {
 	sort.Strings(ids)
 	got := map[string][]events.RawRelationship{}
 	for _, id := range ids {
-		text, err := readDoc(*docsDir, id)
+		text, err := readDoc(o.docs, id)
 		if err != nil {
 			return err
 		}
-		doc := &events.DocChanged{Header: events.Header{Tenant: "eval"}, DocID: id, Version: 1, DocType: *docType, Text: text}
+		doc := &events.DocChanged{Header: events.Header{Tenant: "eval"}, DocID: id, Version: 1, DocType: o.docType, Text: text}
 		_, rels, err := x.Extract(ctx, doc, chunker.Chunk(id, 1, text))
 		if err != nil {
 			return fmt.Errorf("extracting %s: %w", id, err)
@@ -135,7 +148,7 @@ func evalExtraction(ctx context.Context, args []string, w io.Writer) error {
 	}
 
 	rels := gold.Relations()
-	if *allRelations {
+	if o.allRelations {
 		set := map[string]bool{}
 		for _, r := range rels {
 			set[r] = true
@@ -157,15 +170,15 @@ func evalExtraction(ctx context.Context, args []string, w io.Writer) error {
 		rep.Rows = append(rep.Rows, row(r, extractor.ScoreTriples(gold, got, []string{r})))
 	}
 	rep.Rows = append(rep.Rows, row("all", all))
-	if *verbose {
+	if o.verbose {
 		rep.Missed, rep.Spurious = all.Missed, all.Spurious
 	}
-	if *asJSON {
+	if o.json {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(w, "offline extraction vs %s: %d documents, relations %s\n", *goldPath, len(ids), strings.Join(rels, ", "))
+	fmt.Fprintf(w, "offline extraction vs %s: %d documents, relations %s\n", o.gold, len(ids), strings.Join(rels, ", "))
 	fmt.Fprintf(w, "%-14s %5s %5s %5s %9s %7s %6s\n", "relation", "tp", "fp", "fn", "precision", "recall", "f1")
 	for _, r := range rep.Rows {
 		fmt.Fprintf(w, "%-14s %5d %5d %5d %9.3f %7.3f %6.3f\n", r.Relation, r.TP, r.FP, r.FN, r.Precision, r.Recall, r.F1)

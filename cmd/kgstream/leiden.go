@@ -2,38 +2,57 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kgstream/kgstream/pkg/leiden"
 )
 
-// cmdLeiden clusters source<TAB>target<TAB>weight lines from stdin and
-// writes the fixture format on stdout, modularity and time on stderr.
-func cmdLeiden(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("leiden", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// leidenOptions are the flags of `kgstream leiden`.
+type leidenOptions struct {
+	flat     bool
+	maxSize  int
+	seed     uint64
+	res, rnd float64
+	iters    int
+}
+
+func leidenCmd(g *globals) *cobra.Command {
 	def := leiden.DefaultOptions()
-	flat := fs.Bool("flat", false, "one flat leiden run (node<TAB>cluster)")
-	maxSize := fs.Int("max-cluster-size", 10, "hierarchical: split clusters larger than this")
-	seed := fs.Uint64("seed", def.Seed, "random seed")
-	res := fs.Float64("resolution", def.Resolution, "resolution")
-	rnd := fs.Float64("randomness", def.Randomness, "randomness")
-	iters := fs.Int("iterations", def.Iterations, "iterations")
-	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2, msg: err.Error()}
+	var o leidenOptions
+	c := &cobra.Command{
+		Use:   "leiden < EDGES",
+		Short: "Cluster source<TAB>target<TAB>weight lines from stdin (hierarchical Leiden)",
+		Long: "Cluster source<TAB>target<TAB>weight lines from stdin and write the fixture format on stdout\n" +
+			"(level, node, cluster, parent; node<TAB>cluster with --flat), modularity and time on stderr.",
+		Args: nArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLeiden(cmd.Context(), o, g.stdin, g.stdout, g.stderr)
+		},
 	}
-	if fs.NArg() > 0 {
-		return &exitError{code: 2, msg: "leiden reads edges on stdin and takes no arguments"}
-	}
+	f := c.Flags()
+	f.BoolVar(&o.flat, "flat", false, "one flat leiden run (node<TAB>cluster)")
+	f.IntVar(&o.maxSize, "max-cluster-size", 10, "hierarchical: split clusters larger than this")
+	f.Uint64Var(&o.seed, "seed", def.Seed, "random seed")
+	f.Float64Var(&o.res, "resolution", def.Resolution, "resolution")
+	f.Float64Var(&o.rnd, "randomness", def.Randomness, "randomness")
+	f.IntVar(&o.iters, "iterations", def.Iterations, "iterations")
+	return c
+}
+
+// runLeiden clusters the edges of stdin and writes the fixture format on
+// stdout, modularity and time on stderr.
+func runLeiden(_ context.Context, o leidenOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	def := leiden.DefaultOptions()
 	edges, err := leiden.ReadEdges(stdin)
 	if err != nil {
 		return fmt.Errorf("reading edges: %w", err)
 	}
 	opts := def
-	opts.Seed, opts.Resolution, opts.Randomness, opts.Iterations = *seed, *res, *rnd, *iters
+	opts.Seed, opts.Resolution, opts.Randomness, opts.Iterations = o.seed, o.res, o.rnd, o.iters
 	start := time.Now()
 	net, err := leiden.NewNetwork(edges)
 	if err != nil {
@@ -41,7 +60,7 @@ func cmdLeiden(_ context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	var clusters []int
 	var q float64
-	if *flat {
+	if o.flat {
 		clusters, q, err = leiden.Leiden(net, opts)
 		if err != nil {
 			return err
@@ -53,7 +72,7 @@ func cmdLeiden(_ context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(stderr, "modularity %.17g\ntime %s\n", q, took)
 		return nil
 	}
-	rows, err := leiden.Hierarchical(net, opts, *maxSize)
+	rows, err := leiden.Hierarchical(net, opts, o.maxSize)
 	if err != nil {
 		return err
 	}

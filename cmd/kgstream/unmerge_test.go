@@ -36,7 +36,7 @@ func TestUnmergeWithoutReextracting(t *testing.T) {
 	if err := os.WriteFile(aliases, []byte("# reviewed by the SRE team\naliases: []\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.Start(context.Background(), app.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", TokensFile: tokens,
+	a, err := app.Start(context.Background(), app.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", TokensFile: tokens,
 		AliasesFile: aliases, Quiet: 50 * time.Millisecond, MaxDelay: time.Second,
 		LLM: llm.Config{BaseURL: replay.URL(), Model: "replay", APIKey: "k", Timeout: 10 * time.Second},
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})

@@ -1,8 +1,9 @@
 // Package app composes the all-in-one kgstream process: an embedded NATS
 // JetStream server (or the one at --nats), the embedded stores (or Redis),
 // the embedded vector index (or Weaviate), every worker, and the gateway
-// and query APIs on one address. The distributed binaries under
-// services/*/cmd run the same workers.
+// and query APIs on one address; /metrics is served on a separate ops
+// address only. The distributed binaries under services/*/cmd run the same
+// workers.
 package app
 
 import (
@@ -10,12 +11,15 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/kgstream/kgstream/pkg/buildinfo"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +30,9 @@ import (
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/daemon"
 	kgembed "github.com/kgstream/kgstream/pkg/embed"
+	"github.com/kgstream/kgstream/pkg/httpretry"
 	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/openapi"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/serve"
 	"github.com/kgstream/kgstream/pkg/status"
@@ -38,6 +44,7 @@ import (
 	extractcache "github.com/kgstream/kgstream/services/extractor/redis"
 	"github.com/kgstream/kgstream/services/gateway"
 	"github.com/kgstream/kgstream/services/query"
+	"github.com/kgstream/kgstream/services/query/webui"
 	"github.com/kgstream/kgstream/services/reporter"
 	"github.com/kgstream/kgstream/services/resolver"
 )
@@ -53,8 +60,13 @@ func DemoFS() fs.FS {
 
 // Config configures the all-in-one.
 type Config struct {
-	DataDir    string
-	HTTPAddr   string
+	DataDir  string
+	HTTPAddr string
+	// OpsAddr serves /metrics, /healthz and /readyz (default
+	// 127.0.0.1:9090, or a free loopback port when HTTPAddr asks for a free
+	// port with ":0"); the API address serves no /metrics, whose labels
+	// name tenants.
+	OpsAddr    string
 	TokensFile string
 	// NATSURL selects an external NATS server instead of the embedded one.
 	NATSURL string
@@ -104,6 +116,12 @@ func (c *Config) setDefaults() {
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = "127.0.0.1:8080"
 	}
+	if c.OpsAddr == "" {
+		c.OpsAddr = DefaultOpsAddr
+		if strings.HasSuffix(c.HTTPAddr, ":0") {
+			c.OpsAddr = "127.0.0.1:0"
+		}
+	}
 	if c.RedisPrefix == "" {
 		c.RedisPrefix = "kg"
 	}
@@ -115,13 +133,18 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// DefaultOpsAddr is where the all-in-one serves /metrics by default.
+const DefaultOpsAddr = "127.0.0.1:9090"
+
 // Stages are the consumers of the pipeline, in order.
 var Stages = []string{"extractor", "resolver", "clusterer", "reporter"}
 
 // App is a running all-in-one.
 type App struct {
-	cfg      Config
-	Addr     string
+	cfg  Config
+	Addr string
+	// OpsAddr is the bound ops address (/metrics, /healthz, /readyz).
+	OpsAddr  string
 	Registry *prometheus.Registry
 	Stores   store.Stores
 	Vectors  vector.Index
@@ -137,6 +160,9 @@ type App struct {
 // Start starts everything and returns once the HTTP API is listening.
 func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	cfg.setDefaults()
+	if cfg.TokensFile == "" && !loopback(cfg.HTTPAddr) {
+		return nil, fmt.Errorf("without --tokens kgstream is a single-user development mode and serves loopback addresses only, not %q; give --tokens FILE to serve other hosts", cfg.HTTPAddr)
+	}
 	a := &App{cfg: cfg, Registry: prometheus.NewRegistry(), ready: &serve.Readiness{}, errc: make(chan error, 16)}
 	defer func() {
 		if err != nil {
@@ -145,6 +171,16 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	}()
 	log := cfg.Log
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := buildinfo.Register(a.Registry, "kgstream"); err != nil {
+		return nil, err
+	}
+	// One limiter per endpoint, shared by every client of it in this process.
+	httpMetrics := httpretry.NewMetrics(a.Registry)
+	if cfg.LLM.BaseURL != "" && cfg.LLM.Limiter == nil {
+		if cfg.LLM.Limiter, err = llm.NewLimiter(cfg.LLM, httpMetrics); err != nil {
+			return nil, err
+		}
+	}
 
 	scfg := stream.Config{URL: cfg.NATSURL, Stream: cfg.Stream}
 	scfg.Subjects.Prefix = cfg.SubjectPrefix
@@ -186,7 +222,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.close = append(a.close, func() { _ = vix.Close() })
 	emb := cfg.Embedder
 	if emb == nil {
-		if emb, err = kgembed.FromEnv(os.Getenv); err != nil {
+		if emb, err = kgembed.FromEnvMetrics(os.Getenv, httpMetrics); err != nil {
 			return nil, fmt.Errorf("configuring the embedder: %w", err)
 		}
 	}
@@ -202,8 +238,9 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, fmt.Errorf("loading tokens: %w", err)
 		}
 	} else {
-		anon := auth.AnonymousCaller
-		authn, _ = auth.New(nil, &anon)
+		dev := auth.DevCaller
+		authn, _ = auth.New(nil, &dev)
+		log.Warn("no --tokens: development mode; requests without a token run as an admin of tenant default", "http", cfg.HTTPAddr)
 	}
 
 	aliases, err := resolve.NewAliasWatcher(cfg.AliasesFile, log)
@@ -234,7 +271,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cw, err := clusterer.New(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{})},
+	cw, err := clusterer.New(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: 100, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{})},
 		bus, st, log.With("stage", "clusterer"), a.Registry)
 	if err != nil {
 		return nil, err
@@ -265,6 +302,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	qcfg.Aliases = aliases
 	qcfg.ExcludedPathTypes, qcfg.ExcludedPathEntities = cfg.ExcludedPathTypes, cfg.ExcludedPathEntities
 	qcfg.Vectors, qcfg.Embedder, qcfg.LLM = vix, emb, llmClient
+	qcfg.Events = bus
 	qs, err := query.New(qcfg, st, authn, log.With("component", "query"), a.Registry)
 	if err != nil {
 		return nil, err
@@ -283,16 +321,29 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	api.Handle("POST /v1/entities/reresolve", gwh)
 	api.Handle("POST /webhooks/{provider}", gwh)
 	api.Handle("GET /v1/status", stc.Handler(authn))
+	api.Handle("GET "+openapi.Path, openapi.Handler())
+	api.Handle("/v1/status/", stc.DeadLetterHandler(authn))
+	if err := webui.Mount(api); err != nil {
+		return nil, err
+	}
 	api.Handle("/", qs.Handler())
 	l, err := serve.Listen(cfg.HTTPAddr)
 	if err != nil {
 		return nil, err
 	}
 	a.Addr = l.Addr().String()
+	ol, err := serve.Listen(cfg.OpsAddr)
+	if err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("opening the ops listener: %w", err)
+	}
+	a.OpsAddr = ol.Addr().String()
 
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.close = append(a.close, func() { cancel(); a.wg.Wait() })
-	a.goRun("http", func() error { return serve.Serve(wctx, l, serve.Mux(api, a.Registry, a.ready), log) })
+	a.goRun("http", func() error { return serve.Serve(wctx, l, serve.Mux(api, nil, a.ready), log) })
+	a.goRun("ops", func() error { return serve.Serve(wctx, ol, serve.Mux(nil, a.Registry, a.ready), log) })
+	a.goRun("gateway outbox", func() error { return gw.Run(wctx) })
 	a.goRun("extractor", func() error { return ew.Run(wctx) })
 	a.goRun("resolver", func() error { return rw.Run(wctx) })
 	a.goRun("clusterer", func() error { return cw.Run(wctx) })
@@ -301,7 +352,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.goRun("audit", func() error { return a.auditLoop(wctx) })
 	a.goRun("aliases", func() error { return aliases.Run(wctx, 5*time.Second) })
 	a.ready.Set(true)
-	log.Info("kgstream is up", "addr", a.Addr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
+	log.Info("kgstream is up", "addr", a.Addr, "ops", a.OpsAddr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
 		"stores", orDefault(cfg.RedisURL, "embedded"), "vectors", orDefault(cfg.WeaviateURL, "embedded"),
 		"embedder", emb.Name(), "extractor", ext.Name())
 	return a, nil
@@ -325,7 +376,13 @@ func NewExtractor(cfg llm.Config, cache extractor.Cache, st store.GraphStore, lo
 		}
 		return extractor.NewLLM(extractor.LLMConfig{Cache: cache, Prices: pricesFromEnv(cfg.Model)}, client, log, reg)
 	}
-	return extractor.NewOffline(extractor.OfflineConfig{Gazetteer: extractor.NewStoreGazetteer(st, 0)})
+	// KG_GAZETTEER lists operators' gazetteer files (comma-separated),
+	// looked for besides the bundled one.
+	extra, err := extractor.LoadGazetteers(os.Getenv("KG_GAZETTEER"))
+	if err != nil {
+		return nil, fmt.Errorf("loading the gazetteer: %w", err)
+	}
+	return extractor.NewOffline(extractor.OfflineConfig{Gazetteer: extractor.NewCatalogGazetteer(st, 0), Extra: extra})
 }
 
 // pricesFromEnv reads KG_LLM_PRICE_PROMPT and KG_LLM_PRICE_COMPLETION
@@ -378,8 +435,24 @@ func (a *App) auditLoop(ctx context.Context) error {
 // Err delivers the first component failure.
 func (a *App) Err() <-chan error { return a.errc }
 
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // URL is the base URL of the HTTP API.
 func (a *App) URL() string { return "http://" + a.Addr }
+
+// OpsURL is the base URL of the ops listener (/metrics, /healthz, /readyz).
+func (a *App) OpsURL() string { return "http://" + a.OpsAddr }
 
 // Close drains and stops everything: unready first, then the workers and
 // the HTTP server finish what they hold, then connections and stores close.
@@ -404,7 +477,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer a.Close()
 	if cfg.Demo {
-		if err := IngestDemo(ctx, a.URL(), ""); err != nil {
+		token, err := demoToken(cfg.TokensFile)
+		if err != nil {
+			return err
+		}
+		if err := IngestDemo(ctx, a.URL(), token); err != nil {
 			return fmt.Errorf("ingesting the demo corpus: %w", err)
 		}
 		a.cfg.Log.Info("demo corpus ingested; try: curl -s '" + a.URL() + "/v1/paths?start=service:token-issuer&rels=~mentions'")
@@ -415,4 +492,28 @@ func Run(ctx context.Context, cfg Config) error {
 	case err := <-a.errc:
 		return err
 	}
+}
+
+// demoToken picks the token the demo ingest sends: none without a tokens
+// file (anonymous callers may write), else the file's first writer token,
+// else its first admin token. The demo is written as that token's tenant.
+func demoToken(tokensFile string) (string, error) {
+	if tokensFile == "" {
+		return "", nil
+	}
+	toks, err := auth.LoadFile(tokensFile)
+	if err != nil {
+		return "", err
+	}
+	for _, want := range []func(auth.Token) bool{
+		func(t auth.Token) bool { return t.Writer },
+		func(t auth.Token) bool { return t.Admin },
+	} {
+		for _, t := range toks {
+			if want(t) {
+				return t.Token, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("ingesting the demo corpus: %s has no writer or admin token to write it with", tokensFile)
 }

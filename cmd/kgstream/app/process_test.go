@@ -178,7 +178,7 @@ func TestCrashRecovery(t *testing.T) {
 	addr := freeAddr(t)
 	up := func() *proc {
 		p := startProc(t, "kgstream", filepath.Join(bin, "kgstream"), nil,
-			"up", "--data", data, "--http", addr, "--cluster-quiet", "200ms", "--cluster-max-delay", "2s")
+			"up", "--data", data, "--http", addr, "--ops", freeAddr(t), "--cluster-quiet", "200ms", "--cluster-max-delay", "2s")
 		waitReady(t, addr, p)
 		return p
 	}

@@ -48,7 +48,7 @@ func TestWebhookToGraph(t *testing.T) {
 	var list struct {
 		Entities []entity `json:"entities"`
 	}
-	require.NoError(t, c.Do(t.Context(), http.MethodGet, "/v1/entities?type=issue", "", nil, &list))
+	require.NoError(t, c.Do(t.Context(), http.MethodGet, "/v1/entities?type=ticket", "", nil, &list))
 	require.Len(t, list.Entities, 1)
 	require.Contains(t, list.Entities[0].Name, "Codertocat")
 }
