@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,13 @@ func TestManifestArgsAreFlagsOfTheirBinaries(t *testing.T) {
 	}
 	build := exec.Command("go", args...)
 	build.Dir = filepath.Join("..", "..")
+	// This module is tested with GOWORK=off; the services build in the
+	// repository's workspace.
+	work, err := filepath.Abs(filepath.Join(build.Dir, "go.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	build.Env = append(os.Environ(), "GOWORK="+work)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the services: %v\n%s", err, out)
 	}
