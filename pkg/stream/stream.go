@@ -61,8 +61,10 @@ type Config struct {
 	DrainTimeout time.Duration
 }
 
-// DefaultDrainTimeout is the drain timeout of a stage that sets none.
-const DefaultDrainTimeout = 30 * time.Second
+// DefaultDrainTimeout is the drain timeout of a stage that sets none: short
+// enough that a stopping process also closes its connections within the
+// usual 30s a supervisor (Kubernetes' grace period) waits before killing.
+const DefaultDrainTimeout = 20 * time.Second
 
 func (c *Config) setDefaults() {
 	if c.Stream == "" {
