@@ -18,6 +18,7 @@ import (
 
 	"github.com/kgstream/kgstream/cmd/kgstream/app"
 	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/stream"
 )
 
 // envAnnotation names the environment variable a flag's default comes
@@ -95,6 +96,7 @@ func upCmd(g *globals) *cobra.Command {
 	fs.DurationVar(&cfg.MaxDelay, "cluster-max-delay", 30*time.Second, "maximum delay of a re-clustering")
 	fs.DurationVar(&cfg.AuditEvery, "audit-every", time.Minute, "period of the orphan audit")
 	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 0, "deliveries per stage before dead-lettering (0: the default)")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", stream.DefaultDrainTimeout, "on shutdown, how long handlers in flight may finish before they are cancelled and their events redelivered")
 	return c
 }
 

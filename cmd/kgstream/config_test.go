@@ -27,6 +27,7 @@ data: /from/file
 stream: FROMFILE
 exclude-path-type: [team, person]
 cluster-quiet: 3s
+drain-timeout: 45s
 demo: true
 log-level: warn
 `})
@@ -50,6 +51,7 @@ log-level: warn
 		"stream":            "FROMFILE",       // file (its variable is empty)
 		"exclude-path-type": "[team,person]",
 		"cluster-quiet":     "3s",
+		"drain-timeout":     "45s",
 		"demo":              "true",
 		"cluster-max-delay": "30s",  // default
 		"log-level":         "warn", // a global flag, also settable
@@ -64,6 +66,7 @@ log-level: warn
 		"config: other.yaml\n":        `unknown key "config"`,
 		"http: [a, b]\n":              "http takes one value, not a list",
 		"cluster-quiet: soon\n":       "line 1: cluster-quiet",
+		"drain-timeout: later\n":      "line 1: drain-timeout",
 		"- http\n":                    "the top level must be a mapping",
 		"stream: A\nstream: B\n":      `key "stream" given twice`,
 		"exclude-path-type: {a: b}\n": "want a value or a list",

@@ -9,18 +9,20 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kgstream/kgstream/pkg/buildinfo"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	goredis "github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/kgstream/kgstream/pkg/buildinfo"
 	"github.com/kgstream/kgstream/pkg/serve"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
@@ -44,6 +46,13 @@ type Flags struct {
 	LogLevel  string
 	// Config is the YAML config file Parse applies (--config, KG_CONFIG).
 	Config string
+	// DrainTimeout is how long a stopping stage lets its handlers in flight
+	// finish before cancelling them (--drain-timeout, KG_DRAIN_TIMEOUT);
+	// what they did not finish is redelivered.
+	DrainTimeout time.Duration
+
+	// envErr is a malformed environment default, reported by Run.
+	envErr error
 }
 
 // Register adds the common flags to fs with defaults from the environment.
@@ -58,6 +67,22 @@ func (f *Flags) Register(fs *flag.FlagSet, defaultHTTP string) {
 	fs.StringVar(&f.LogFormat, "log-format", envOr("KG_LOG_FORMAT", LogFormatJSON), "log format: json or text")
 	fs.StringVar(&f.LogLevel, "log-level", envOr("KG_LOG_LEVEL", "info"), "log level: debug, info, warn or error")
 	fs.StringVar(&f.Config, "config", envOr("KG_CONFIG", ""), "YAML config file holding any of these flags by name (flags and KG_* variables win over it)")
+	drain, err := envDuration("KG_DRAIN_TIMEOUT", stream.DefaultDrainTimeout)
+	f.envErr = errors.Join(f.envErr, err)
+	fs.DurationVar(&f.DrainTimeout, "drain-timeout", drain, "on shutdown, how long handlers in flight may finish before they are cancelled and their events redelivered")
+}
+
+// envDuration is the duration in the environment variable k, d when unset.
+func envDuration(k string, d time.Duration) (time.Duration, error) {
+	v := os.Getenv(k)
+	if v == "" {
+		return d, nil
+	}
+	got, err := time.ParseDuration(v)
+	if err != nil {
+		return d, fmt.Errorf("%s: %w", k, err)
+	}
+	return got, nil
 }
 
 // Logger returns the service's logger on stderr, as --log-format and
@@ -123,10 +148,20 @@ type Env struct {
 type Body func(ctx context.Context, env *Env) (run func(context.Context) error, api http.Handler, err error)
 
 // Run connects, builds the service with body, serves HTTP and runs it until
-// SIGINT/SIGTERM. needStores says whether the service reads the stores.
+// SIGINT/SIGTERM. needStores says whether the service reads the stores. The
+// HTTP server and the body's run function are one group: the first to
+// return stops the other, and an error of either (a stage that failed) is
+// Run's, which the service's main turns into a non-zero exit.
 func Run(f Flags, needStores bool, body Body) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return run(ctx, f, needStores, body)
+}
+
+func run(ctx context.Context, f Flags, needStores bool, body Body) error {
+	if f.envErr != nil {
+		return f.envErr
+	}
 	log, err := f.Logger()
 	if err != nil {
 		return err
@@ -136,7 +171,7 @@ func Run(f Flags, needStores bool, body Body) error {
 	if err := buildinfo.Register(reg, f.Name); err != nil {
 		return err
 	}
-	scfg := stream.Config{URL: f.NATSURL, Stream: f.Stream}
+	scfg := stream.Config{URL: f.NATSURL, Stream: f.Stream, DrainTimeout: f.DrainTimeout}
 	scfg.Subjects.Prefix = f.SubjectPrefix
 	bus, err := stream.Connect(ctx, scfg, log, stream.NewMetrics(reg))
 	if err != nil {
@@ -152,7 +187,7 @@ func Run(f Flags, needStores bool, body Body) error {
 		defer st.Close()
 		env.Stores = st
 	}
-	run, api, err := body(ctx, env)
+	runBody, api, err := body(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -160,21 +195,31 @@ func Run(f Flags, needStores bool, body Body) error {
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 2)
-	go func() { errc <- serve.Serve(ctx, l, serve.Mux(api, reg, env.Ready), log) }()
-	go func() { errc <- run(ctx) }()
+	g, gctx := errgroup.WithContext(ctx)
+	gctx, cancel := context.WithCancel(gctx)
+	defer cancel()
+	g.Go(func() error {
+		defer cancel()
+		return serve.Serve(gctx, l, serve.Mux(api, reg, env.Ready), log)
+	})
+	g.Go(func() error {
+		defer cancel()
+		return runBody(gctx)
+	})
 	env.Ready.Set(true)
-	log.Info("service started", "http", l.Addr().String(), "nats", f.NATSURL)
-	err = <-errc
-	stop()
+	log.Info("service started", "http", l.Addr().String(), "nats", f.NATSURL, "drain_timeout", f.DrainTimeout)
+	<-gctx.Done()
 	env.Ready.Set(false)
-	if err2 := <-errc; err == nil {
-		err = err2
-	}
+	err = g.Wait()
 	if errors.Is(err, context.Canceled) {
-		return nil
+		err = nil
 	}
-	return err
+	if err != nil {
+		log.Error("service stopped", "error", err)
+		return err
+	}
+	log.Info("service stopped")
+	return nil
 }
 
 // Block waits for ctx; for services whose work is all in their HTTP API.

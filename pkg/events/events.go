@@ -103,6 +103,9 @@ type Header struct {
 	Tenant string `json:"tenant"`
 }
 
+// EventTenant returns the tenant the event belongs to.
+func (h Header) EventTenant() string { return h.Tenant }
+
 func (h Header) validate() error {
 	if h.Schema != SchemaVersion {
 		return fmt.Errorf("%w: %d (this build reads %d)", ErrUnknownSchema, h.Schema, SchemaVersion)

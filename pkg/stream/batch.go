@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,8 +41,9 @@ var errNoPubAck = errors.New("no acknowledgement from the server in time")
 // DefaultBatchWait), so a busy stream fills batches and a quiet one adds
 // little latency. A redelivered message is handled alone, so one message
 // that fails (or makes h panic) cannot keep failing the others with it. A
-// panic in h naks the whole batch for redelivery. It returns after the
-// batch in flight is finished.
+// panic in h naks the whole batch for redelivery. Its kinds run as one
+// group and it drains as Run does: the batch in flight gets the drain
+// timeout to finish, and what it did not finish is naked.
 func (b *Bus) RunBatch(ctx context.Context, cc ConsumerConfig, h BatchHandler) error {
 	if cc.Batch == 0 {
 		cc.Batch = DefaultBatchSize
@@ -51,8 +51,8 @@ func (b *Bus) RunBatch(ctx context.Context, cc ConsumerConfig, h BatchHandler) e
 	if cc.BatchWait == 0 {
 		cc.BatchWait = DefaultBatchWait
 	}
-	return b.run(ctx, cc, func(ctx context.Context, cc ConsumerConfig, c jetstream.Consumer) error {
-		return b.consumeBatches(ctx, cc, c, h)
+	return b.run(ctx, cc, func(ctx context.Context, s *stage, c jetstream.Consumer) error {
+		return b.consumeBatches(ctx, s, c, h)
 	})
 }
 
@@ -62,17 +62,20 @@ type pending struct {
 	md  *jetstream.MsgMetadata
 }
 
-func (b *Bus) consumeBatches(ctx context.Context, cc ConsumerConfig, cons jetstream.Consumer, h BatchHandler) error {
+func (b *Bus) consumeBatches(ctx context.Context, s *stage, cons jetstream.Consumer, h BatchHandler) error {
+	w := &watch{cons: cons}
 	for {
-		mb, ok := b.fetch(ctx, cc, cons)
-		if !ok {
+		mb, err := b.fetch(ctx, s, w)
+		if mb == nil {
+			return err
+		}
+		more := b.drainFetch(ctx, s, mb, h)
+		w.done()
+		if !more {
 			return nil
 		}
-		if !b.drainFetch(ctx, cc, mb, h) {
-			return nil
-		}
-		if err := mb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
-			b.log.Warn("fetching messages", "stage", cc.Stage, "error", err)
+		if err := b.failed(ctx, s, w, mb.Error()); err != nil {
+			return err
 		}
 	}
 }
@@ -80,30 +83,33 @@ func (b *Bus) consumeBatches(ctx context.Context, cc ConsumerConfig, cons jetstr
 // drainFetch handles the messages of one pull request in batches until it
 // is exhausted (true) or ctx is cancelled (false; what is still buffered
 // is naked so another consumer gets it without waiting for AckWait).
-func (b *Bus) drainFetch(ctx context.Context, cc ConsumerConfig, mb jetstream.MessageBatch, h BatchHandler) bool {
+func (b *Bus) drainFetch(ctx context.Context, s *stage, mb jetstream.MessageBatch, h BatchHandler) bool {
 	ch := mb.Messages()
 	for {
+		if ctx.Err() != nil {
+			nakBuffered(ch)
+			return false
+		}
 		var first jetstream.Msg
 		select {
 		case <-ctx.Done():
-			nakBuffered(ch)
-			return false
+			continue
 		case msg, ok := <-ch:
 			if !ok {
 				return true
 			}
 			first = msg
 		}
-		group := make([]jetstream.Msg, 1, cc.Batch)
+		group := make([]jetstream.Msg, 1, s.Batch)
 		group[0] = first
 		if md, err := first.Metadata(); err == nil && md.NumDelivered > 1 {
 			// A redelivery is handled alone anyway: no reason to wait.
-			b.handleGroup(ctx, cc, h, group)
+			b.handleGroup(ctx, s, h, group)
 			continue
 		}
-		timer := time.NewTimer(cc.BatchWait)
+		timer := time.NewTimer(s.BatchWait)
 	collect:
-		for len(group) < cc.Batch {
+		for len(group) < s.Batch {
 			select {
 			case msg, ok := <-ch:
 				if !ok {
@@ -115,18 +121,28 @@ func (b *Bus) drainFetch(ctx context.Context, cc ConsumerConfig, mb jetstream.Me
 			}
 		}
 		timer.Stop()
-		b.handleGroup(ctx, cc, h, group)
+		b.handleGroup(ctx, s, h, group)
 	}
 }
 
 // handleGroup splits a fetched group into batches: first-time deliveries
-// together, each redelivery alone, stream order kept.
-func (b *Bus) handleGroup(ctx context.Context, cc ConsumerConfig, h BatchHandler, group []jetstream.Msg) {
+// together, each redelivery alone, stream order kept. Once ctx is
+// cancelled, the batches not yet started are naked.
+func (b *Bus) handleGroup(ctx context.Context, s *stage, h BatchHandler, group []jetstream.Msg) {
 	var fresh []pending
 	seen := map[uint64]int{}
+	handle := func(ps []pending) {
+		if ctx.Err() != nil {
+			for _, p := range ps {
+				_ = p.msg.Nak()
+			}
+			return
+		}
+		b.handleBatch(s, h, ps)
+	}
 	flush := func() {
 		if len(fresh) > 0 {
-			b.handleBatch(ctx, cc, h, fresh)
+			handle(fresh)
 			fresh = nil
 			clear(seen)
 		}
@@ -134,7 +150,7 @@ func (b *Bus) handleGroup(ctx context.Context, cc ConsumerConfig, h BatchHandler
 	for _, msg := range group {
 		md, err := msg.Metadata()
 		if err != nil {
-			b.log.Error("reading message metadata", "stage", cc.Stage, "error", err)
+			b.log.Error("reading message metadata", "stage", s.Stage, "error", err)
 			_ = msg.Nak()
 			continue
 		}
@@ -147,7 +163,7 @@ func (b *Bus) handleGroup(ctx context.Context, cc ConsumerConfig, h BatchHandler
 		}
 		if md.NumDelivered > 1 {
 			flush()
-			b.handleBatch(ctx, cc, h, []pending{{msg, md}})
+			handle([]pending{{msg, md}})
 			continue
 		}
 		seen[md.Sequence.Stream] = len(fresh)
@@ -158,27 +174,14 @@ func (b *Bus) handleGroup(ctx context.Context, cc ConsumerConfig, h BatchHandler
 
 // handleBatch prepares the messages, calls h once for those it could
 // prepare, and settles every message with its own result.
-func (b *Bus) handleBatch(ctx context.Context, cc ConsumerConfig, h BatchHandler, ps []pending) {
+func (b *Bus) handleBatch(s *stage, h BatchHandler, ps []pending) {
 	start := time.Now()
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(cc.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				for _, p := range ps {
-					_ = p.msg.InProgress()
-				}
-			}
-		}
-	}()
+	hctx, cancel := context.WithCancel(s.work)
+	msgs := make([]jetstream.Msg, len(ps))
+	for i, p := range ps {
+		msgs[i] = p.msg
+	}
+	stop := keepInProgress(s.AckWait, msgs...)
 
 	ms := make([]*Message, len(ps))
 	errs := make([]error, len(ps))
@@ -209,34 +212,39 @@ func (b *Bus) handleBatch(ctx context.Context, cc ConsumerConfig, h BatchHandler
 		at = append(at, i)
 	}
 	if len(call) > 0 {
-		b.metrics.BatchSize.WithLabelValues(cc.Stage).Observe(float64(len(call)))
-		res, panicked := safeBatchCall(hctx, h, call)
-		switch {
-		case panicked != nil:
-			b.log.Error("batch handler panicked, redelivering the batch", "stage", cc.Stage,
-				"messages", len(call), "panic", fmt.Sprint(panicked.value), "stack", panicked.stack)
-			for _, i := range at {
-				errs[i] = fmt.Errorf("batch handler panicked: %v", panicked.value)
-			}
-		case len(res) != len(call):
-			b.log.Error("batch handler returned the wrong number of results, redelivering the batch",
-				"stage", cc.Stage, "messages", len(call), "results", len(res))
-			for _, i := range at {
-				errs[i] = fmt.Errorf("batch handler returned %d results for %d messages", len(res), len(call))
-			}
-		default:
-			for j, i := range at {
-				errs[i] = res[j]
-			}
-		}
+		b.callBatch(hctx, s, h, call, at, errs)
 	}
-	close(done)
-	wg.Wait()
+	stop()
 	cancel()
 	per := time.Since(start).Seconds() / float64(len(ps))
 	for i, p := range ps {
-		b.metrics.Duration.WithLabelValues(cc.Stage).Observe(per)
-		b.settle(ctx, cc, p.msg, ms[i], errs[i])
+		b.metrics.Duration.WithLabelValues(s.Stage).Observe(per)
+		b.settle(s, p.msg, ms[i], errs[i])
+	}
+}
+
+// callBatch calls h with the prepared messages call and puts its results
+// into errs at the indexes at.
+func (b *Bus) callBatch(ctx context.Context, s *stage, h BatchHandler, call []*Message, at []int, errs []error) {
+	b.metrics.BatchSize.WithLabelValues(s.Stage).Observe(float64(len(call)))
+	res, panicked := safeBatchCall(ctx, h, call)
+	switch {
+	case panicked != nil:
+		b.log.Error("batch handler panicked, redelivering the batch", "stage", s.Stage,
+			"messages", len(call), "panic", fmt.Sprint(panicked.value), "stack", panicked.stack)
+		for _, i := range at {
+			errs[i] = fmt.Errorf("batch handler panicked: %v", panicked.value)
+		}
+	case len(res) != len(call):
+		b.log.Error("batch handler returned the wrong number of results, redelivering the batch",
+			"stage", s.Stage, "messages", len(call), "results", len(res))
+		for _, i := range at {
+			errs[i] = fmt.Errorf("batch handler returned %d results for %d messages", len(res), len(call))
+		}
+	default:
+		for j, i := range at {
+			errs[i] = res[j]
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kgstream/kgstream/pkg/events"
 )
@@ -54,7 +55,16 @@ type Config struct {
 	// reference (HeaderPayload) instead; the bus reads it back before any
 	// handler runs.
 	InlineMax int
+	// DrainTimeout is how long a stopping stage lets the handlers in flight
+	// finish before it cancels their context (default DefaultDrainTimeout);
+	// a ConsumerConfig may set its own.
+	DrainTimeout time.Duration
 }
+
+// DefaultDrainTimeout is the drain timeout of a stage that sets none: short
+// enough that a stopping process also closes its connections within the
+// usual 30s a supervisor (Kubernetes' grace period) waits before killing.
+const DefaultDrainTimeout = 20 * time.Second
 
 func (c *Config) setDefaults() {
 	if c.Stream == "" {
@@ -69,12 +79,18 @@ func (c *Config) setDefaults() {
 	if c.MaxAge == 0 {
 		c.MaxAge = 7 * 24 * time.Hour
 	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
 }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if c.URL == "" && c.Conn == nil {
 		return errors.New("stream: either URL or Conn is required")
+	}
+	if c.DrainTimeout < 0 {
+		return errors.New("stream: DrainTimeout must be >= 0")
 	}
 	return nil
 }
@@ -96,7 +112,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_events_total",
-			Help: "Events handled, by stage and outcome (ok, stale, retry, dead_letter).",
+			Help: "Events handled, by stage and outcome (ok, stale, retry, dead_letter, interrupted: cut short by the drain timeout and redelivered).",
 		}, []string{"stage", "outcome"}),
 		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_dead_letters_total",
@@ -352,6 +368,9 @@ type ConsumerConfig struct {
 	// BatchWait, with RunBatch, is how long to wait for more messages after
 	// the first one of a batch arrived (default DefaultBatchWait).
 	BatchWait time.Duration
+	// DrainTimeout, when set, overrides the bus's Config.DrainTimeout for
+	// this stage.
+	DrainTimeout time.Duration
 }
 
 func (c *ConsumerConfig) setDefaults() {
@@ -385,6 +404,9 @@ func (c ConsumerConfig) Validate() error {
 	}
 	if c.Batch < 1 || c.BatchWait < 0 {
 		return errors.New("stream: Batch must be >= 1 and BatchWait >= 0")
+	}
+	if c.DrainTimeout < 0 {
+		return errors.New("stream: DrainTimeout must be >= 0")
 	}
 	return nil
 }
@@ -469,19 +491,36 @@ type DeadLetter struct {
 	RawData  string          `json:"raw_data,omitempty"` // when Data is not JSON
 }
 
-// Run consumes a stage's events with h until ctx is cancelled. It returns
-// after the messages in flight are finished (orderly drain). Each kind is
-// consumed by its own durable, concurrently.
+// Run consumes a stage's events with h until ctx is cancelled. Each kind
+// is consumed by its own durable, concurrently, as one group: the first
+// consumer to fail (its durable deleted, say) stops the others and Run
+// returns its error. On cancellation it stops fetching, naks what is
+// buffered and lets the handlers in flight finish for the drain timeout,
+// then cancels their context; a message whose handler did not finish is
+// naked for the next process. h runs behind Recover.
 func (b *Bus) Run(ctx context.Context, cc ConsumerConfig, h Handler) error {
-	return b.run(ctx, cc, func(ctx context.Context, cc ConsumerConfig, c jetstream.Consumer) error {
-		return b.consume(ctx, cc, c, h)
+	h = Chain(h, Recover)
+	return b.run(ctx, cc, func(ctx context.Context, s *stage, c jetstream.Consumer) error {
+		return b.consume(ctx, s, c, h)
 	})
 }
 
-// run creates a stage's consumers and runs consume on each, concurrently,
+// stage is one run of a stage: its configuration and the context its
+// handlers run in, which outlives the run's context by the drain timeout.
+type stage struct {
+	ConsumerConfig
+	// work is the handlers' context: cancelled with cause ErrDrainTimeout
+	// once the drain timeout has passed after the run's context ended.
+	work context.Context
+}
+
+// run creates a stage's consumers and runs consume on each, as a group,
 // until all return.
-func (b *Bus) run(ctx context.Context, cc ConsumerConfig, consume func(context.Context, ConsumerConfig, jetstream.Consumer) error) error {
+func (b *Bus) run(ctx context.Context, cc ConsumerConfig, consume func(context.Context, *stage, jetstream.Consumer) error) error {
 	cc.setDefaults()
+	if cc.DrainTimeout == 0 {
+		cc.DrainTimeout = b.cfg.DrainTimeout
+	}
 	if err := cc.Validate(); err != nil {
 		return err
 	}
@@ -496,40 +535,151 @@ func (b *Bus) run(ctx context.Context, cc ConsumerConfig, consume func(context.C
 		}
 		conss[i] = c
 	}
-	errc := make(chan error, len(conss))
+	g, gctx := errgroup.WithContext(ctx)
+	work, release := drainContext(gctx, cc.DrainTimeout)
+	defer release()
+	s := &stage{ConsumerConfig: cc, work: work}
+	b.log.Info("stage started", "stage", cc.Stage, "kinds", cc.Kinds, "drain_timeout", cc.DrainTimeout)
 	for _, c := range conss {
-		go func() { errc <- consume(ctx, cc, c) }()
+		g.Go(func() error { return consume(gctx, s, c) })
 	}
-	var first error
-	for range conss {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-		}
+	err := g.Wait()
+	if err != nil {
+		b.log.Error("stage stopped", "stage", cc.Stage, "reason", "failed", "error", err)
+	} else {
+		b.log.Info("stage stopped", "stage", cc.Stage, "reason", stopReason(ctx, work))
 	}
-	return first
+	return err
 }
 
-// fetch pulls up to cc.Batch messages, retrying a failed pull after a
-// pause so a persistent failure (a deleted consumer) is not a hot loop;
-// false once ctx ends. Fetch buffers what one pull request delivers in a
-// channel twice that size, so it never drops a message as a slow
-// consumer, however long the handling takes.
-func (b *Bus) fetch(ctx context.Context, cc ConsumerConfig, cons jetstream.Consumer) (jetstream.MessageBatch, bool) {
-	for ctx.Err() == nil {
-		mb, err := cons.Fetch(cc.Batch, jetstream.FetchMaxWait(batchFetchWait))
-		if err == nil {
-			return mb, true
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		b.log.Warn("fetching messages", "stage", cc.Stage, "error", err)
+// ErrDrainTimeout is the cause of a handler's cancelled context when its
+// stage stopped and the drain timeout passed before it finished.
+var ErrDrainTimeout = errors.New("drain timeout passed")
+
+// drainContext returns the handlers' context of a run: not cancelled with
+// ctx, but d after it. release cancels it at once.
+func drainContext(ctx context.Context, d time.Duration) (work context.Context, release func()) {
+	work, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	go func() {
 		select {
+		case <-work.Done():
+			return
 		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-work.Done():
+		case <-t.C:
+			cancel(ErrDrainTimeout)
+		}
+	}()
+	return work, func() { cancel(nil) }
+}
+
+func stopReason(ctx, work context.Context) string {
+	if errors.Is(context.Cause(work), ErrDrainTimeout) {
+		return "cancelled; drain timeout passed, unfinished messages naked"
+	}
+	if ctx.Err() != nil {
+		return "cancelled"
+	}
+	return "consumers returned"
+}
+
+// interrupted reports whether err came from a handler the drain timeout
+// cut short: its message is redelivered, never dead-lettered.
+func (s *stage) interrupted(err error) bool {
+	return err != nil && errors.Is(context.Cause(s.work), ErrDrainTimeout)
+}
+
+// ErrConsumerGone means a stage's durable consumer no longer exists on the
+// server (an operator deleted it): the stage cannot go on.
+var ErrConsumerGone = errors.New("consumer no longer exists")
+
+// maxGone is how many consecutive fetches must find a consumer gone
+// before its stage fails: one answer could be a passing glitch.
+const maxGone = 3
+
+// fetchPause is the wait after a failed fetch, so a persistent failure is
+// not a hot loop.
+const fetchPause = 250 * time.Millisecond
+
+// watch follows the fetch failures of one consumer.
+type watch struct {
+	cons jetstream.Consumer
+	gone int
+	// cancel ends the pull request of the last batch fetched.
+	cancel context.CancelFunc
+}
+
+// done ends the last batch's pull request.
+func (w *watch) done() {
+	if w.cancel != nil {
+		w.cancel()
+		w.cancel = nil
+	}
+}
+
+// failed records the outcome of one fetch: nil (or no messages) resets the
+// count; another error pauses, and if the consumer is gone counts towards
+// maxGone, at which the stage's error is returned.
+func (b *Bus) failed(ctx context.Context, s *stage, w *watch, err error) error {
+	if err == nil || errors.Is(err, jetstream.ErrNoMessages) || ctx.Err() != nil {
+		w.gone = 0
+		return nil
+	}
+	name := w.cons.CachedInfo().Name
+	if b.consumerGone(ctx, w.cons, err) {
+		w.gone++
+		if w.gone >= maxGone {
+			return fmt.Errorf("consuming %s: %w: %w", name, ErrConsumerGone, err)
+		}
+		b.log.Warn("consumer not found", "stage", s.Stage, "consumer", name, "times", w.gone, "error", err)
+	} else {
+		w.gone = 0
+		b.log.Warn("fetching messages", "stage", s.Stage, "consumer", name, "error", err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(fetchPause):
+	}
+	return nil
+}
+
+// consumerGone tells whether a fetch failed because the consumer is gone.
+// A pull on a deleted consumer reports "consumer deleted" once, then "no
+// responders": the server is asked which.
+func (b *Bus) consumerGone(ctx context.Context, cons jetstream.Consumer, err error) bool {
+	if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return true
+	}
+	_, ierr := cons.Info(ctx)
+	return errors.Is(ierr, jetstream.ErrConsumerNotFound)
+}
+
+// fetch pulls up to Batch messages; nil once ctx ends, an error once the
+// consumer is gone. Fetch buffers what one pull request delivers in a
+// channel twice that size, so it never drops a message as a slow
+// consumer, however long the handling takes. The pull request ends with
+// ctx: a stopped stage leaves no request open on the server, which would
+// take messages (a naked one) to an inbox nobody reads until AckWait.
+func (b *Bus) fetch(ctx context.Context, s *stage, w *watch) (jetstream.MessageBatch, error) {
+	for ctx.Err() == nil {
+		// The server expires the request a little before the context
+		// (FetchContext keeps a margin), so a quiet fetch ends normally.
+		fctx, cancel := context.WithTimeout(ctx, batchFetchWait)
+		mb, err := w.cons.Fetch(s.Batch, jetstream.FetchContext(fctx))
+		if err == nil {
+			w.cancel = cancel
+			return mb, nil
+		}
+		cancel()
+		if err := b.failed(ctx, s, w, err); err != nil {
+			return nil, err
 		}
 	}
-	return nil, false
+	return nil, nil
 }
 
 // consume handles a consumer's messages one at a time. It pulls with
@@ -538,28 +688,33 @@ func (b *Bus) fetch(ctx context.Context, cc ConsumerConfig, cons jetstream.Consu
 // and its idle heartbeats share it, so a full buffer under a backlog made
 // the client drop messages as a slow consumer; a dropped message waited
 // AckWait for its redelivery.
-func (b *Bus) consume(ctx context.Context, cc ConsumerConfig, cons jetstream.Consumer, h Handler) error {
+func (b *Bus) consume(ctx context.Context, s *stage, cons jetstream.Consumer, h Handler) error {
+	w := &watch{cons: cons}
 	for {
-		mb, ok := b.fetch(ctx, cc, cons)
-		if !ok {
-			return nil
+		mb, err := b.fetch(ctx, s, w)
+		if mb == nil {
+			return err
 		}
 		ch := mb.Messages()
 	fetch:
 		for {
-			select {
-			case <-ctx.Done():
+			if ctx.Err() != nil {
+				w.done()
 				nakBuffered(ch)
 				return nil
+			}
+			select {
+			case <-ctx.Done():
 			case msg, ok := <-ch:
 				if !ok {
 					break fetch
 				}
-				b.handle(ctx, cc, h, msg)
+				b.handle(s, h, msg)
 			}
 		}
-		if err := mb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
-			b.log.Warn("fetching messages", "stage", cc.Stage, "error", err)
+		w.done()
+		if err := b.failed(ctx, s, w, mb.Error()); err != nil {
+			return err
 		}
 	}
 }
@@ -580,10 +735,34 @@ func nakBuffered(ch <-chan jetstream.Msg) {
 	}
 }
 
-func (b *Bus) handle(ctx context.Context, cc ConsumerConfig, h Handler, msg jetstream.Msg) {
+// keepInProgress tells the server every AckWait/3 that msgs are still
+// being handled, until the returned stop is called.
+func keepInProgress(ackWait time.Duration, msgs ...jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, m := range msgs {
+					_ = m.InProgress()
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (b *Bus) handle(s *stage, h Handler, msg jetstream.Msg) {
 	md, err := msg.Metadata()
 	if err != nil {
-		b.log.Error("reading message metadata", "stage", cc.Stage, "error", err)
+		b.log.Error("reading message metadata", "stage", s.Stage, "error", err)
 		_ = msg.Nak()
 		return
 	}
@@ -594,20 +773,8 @@ func (b *Bus) handle(ctx context.Context, cc ConsumerConfig, h Handler, msg jets
 
 	start := time.Now()
 	// Keep the message in progress while a slow handler (an LLM call) runs.
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(cc.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
+	hctx, cancel := context.WithCancel(s.work)
+	stop := keepInProgress(s.AckWait, msg)
 	switch {
 	case perr != nil:
 		err = Permanent(perr)
@@ -617,47 +784,44 @@ func (b *Bus) handle(ctx context.Context, cc ConsumerConfig, h Handler, msg jets
 		if data, err = b.resolvePayload(hctx, m.Header, m.Data); err == nil {
 			full := *m
 			full.Data = data
-			err = safeCall(hctx, h, &full)
+			err = h(hctx, &full)
 		} else if errors.Is(err, ErrPayloadGone) {
 			err = Permanent(err)
 		}
 	}
-	close(done)
+	stop()
 	cancel()
-	b.metrics.Duration.WithLabelValues(cc.Stage).Observe(time.Since(start).Seconds())
-	b.settle(ctx, cc, msg, m, err)
+	b.metrics.Duration.WithLabelValues(s.Stage).Observe(time.Since(start).Seconds())
+	b.settle(s, msg, m, err)
 }
 
 // settle acks, naks with backoff or dead-letters one delivered message by
 // its handler's result.
-func (b *Bus) settle(ctx context.Context, cc ConsumerConfig, msg jetstream.Msg, m *Message, err error) {
+func (b *Bus) settle(s *stage, msg jetstream.Msg, m *Message, err error) {
+	ctx := s.work
 	switch {
+	case s.interrupted(err):
+		b.log.Warn("handler interrupted by the drain timeout, redelivering", "stage", s.Stage, "subject", m.Subject,
+			"delivery", m.Deliveries, "error", err)
+		b.metrics.Events.WithLabelValues(s.Stage, "interrupted").Inc()
+		_ = msg.Nak()
 	case err == nil:
-		b.ack(cc, msg, "ok")
+		b.ack(s.ConsumerConfig, msg, "ok")
 	case errors.Is(err, ErrStale):
-		b.log.Info("stale event acknowledged", "stage", cc.Stage, "subject", m.Subject, "reason", err.Error())
-		b.ack(cc, msg, "stale")
-	case IsPermanent(err) || int(m.Deliveries) >= cc.MaxDeliver:
-		b.deadLetter(ctx, cc, msg, m, err)
+		b.log.Info("stale event acknowledged", "stage", s.Stage, "subject", m.Subject, "reason", err.Error())
+		b.ack(s.ConsumerConfig, msg, "stale")
+	case IsPermanent(err) || int(m.Deliveries) >= s.MaxDeliver:
+		b.deadLetter(ctx, s.ConsumerConfig, msg, m, err)
 	default:
 		i := int(m.Deliveries) - 1
-		if i >= len(cc.Backoff) {
-			i = len(cc.Backoff) - 1
+		if i >= len(s.Backoff) {
+			i = len(s.Backoff) - 1
 		}
-		b.log.Warn("handling event failed, will retry", "stage", cc.Stage, "subject", m.Subject,
+		b.log.Warn("handling event failed, will retry", "stage", s.Stage, "subject", m.Subject,
 			"delivery", m.Deliveries, "error", err)
-		b.metrics.Events.WithLabelValues(cc.Stage, "retry").Inc()
-		_ = msg.NakWithDelay(cc.Backoff[i])
+		b.metrics.Events.WithLabelValues(s.Stage, "retry").Inc()
+		_ = msg.NakWithDelay(s.Backoff[i])
 	}
-}
-
-func safeCall(ctx context.Context, h Handler, m *Message) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = Permanent(fmt.Errorf("handler panicked: %v", r))
-		}
-	}()
-	return h(ctx, m)
 }
 
 func (b *Bus) ack(cc ConsumerConfig, msg jetstream.Msg, outcome string) {

@@ -183,7 +183,9 @@ type Worker struct {
 	mu    sync.Mutex
 	dirty map[string]*pending
 	kick  chan struct{}
-	now   func() time.Time
+	// handle is Handle: graph changes decoded and tenant-checked.
+	handle stream.Handler
+	now    func() time.Time
 
 	// commMu serialises every write of a tenant's communities (re-clustering
 	// and provisional assignment) and guards computed and owed.
@@ -251,6 +253,7 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 			Help: "New entities given their strongest neighbour's communities between re-clusterings, by outcome (assigned, waiting: no clustered neighbour).",
 		}, []string{"outcome"}),
 	}
+	w.handle = stream.Typed(w.handleGraph)
 	if reg != nil {
 		for _, c := range []prometheus.Collector{w.duration, w.changed, w.total, w.lastChanged, w.coverage, w.provisional} {
 			if err := reg.Register(c); err != nil {
@@ -312,12 +315,12 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Handle records a graph change; the re-clustering happens after the quiet
-// period, the provisional assignment of new entities at the next tick.
-func (w *Worker) Handle(_ context.Context, m *stream.Message) error {
-	var ev events.GraphChanged
-	if err := events.Decode(m.Data, &ev); err != nil {
-		return err
-	}
+// period, the provisional assignment of new entities at the next tick. A
+// malformed event, or one whose tenant is not its subject's, is refused
+// as permanent.
+func (w *Worker) Handle(ctx context.Context, m *stream.Message) error { return w.handle(ctx, m) }
+
+func (w *Worker) handleGraph(_ context.Context, _ *stream.Message, ev *events.GraphChanged) error {
 	w.markDirty(ev.Tenant, ev.ReceivedAt, ev.Touched)
 	return nil
 }

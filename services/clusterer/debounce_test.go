@@ -76,12 +76,19 @@ func TestDebounceMaxDelay(t *testing.T) {
 	waitAnnouncements(t, e.bus, 2)
 }
 
-// TestHandleRejectsMalformed: a malformed graph.changed is a permanent
-// error (dead-lettered at once), a valid one is accepted.
+// TestHandleRejectsMalformed: a malformed graph.changed, or one whose
+// tenant is not its subject's, is a permanent error (dead-lettered at
+// once), a valid one is accepted.
 func TestHandleRejectsMalformed(t *testing.T) {
 	e := newEnv(t, clusterer.Config{})
 	err := e.w.Handle(t.Context(), &stream.Message{Kind: events.KindGraphChanged, Tenant: tenant, Data: []byte(`{"schema":1`)})
 	require.ErrorIs(t, err, events.ErrInvalidEvent)
 	require.True(t, stream.IsPermanent(err))
 	require.NoError(t, e.w.Handle(t.Context(), graphChangedMsg(t, "INC-101", 1, "incident:inc101")))
+	// An event of this tenant on another tenant's subject is refused too.
+	other := graphChangedMsg(t, "INC-102", 1, "incident:inc102")
+	other.Tenant = "globex"
+	err = e.w.Handle(t.Context(), other)
+	require.ErrorIs(t, err, stream.ErrTenantMismatch)
+	require.True(t, stream.IsPermanent(err))
 }

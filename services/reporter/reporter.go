@@ -124,8 +124,10 @@ type Worker struct {
 	// reconciliation; wake asks the reconcile loop for a pass.
 	// cursor holds, per tenant, where the last bounded pass stopped
 	// (guarded by rmu).
-	rmu        sync.Mutex
-	wake       chan struct{}
+	rmu  sync.Mutex
+	wake chan struct{}
+	// handle is Handle: the kinds routed to their typed handlers.
+	handle     stream.Handler
 	cursor     map[string]store.Community
 	reconciled *prometheus.CounterVec
 
@@ -177,6 +179,7 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 			Help: "Texts embedded for the vector index.",
 		}),
 	}
+	w.handle = w.handlers()
 	if reg != nil {
 		cs := []prometheus.Collector{w.written, w.restamped, w.took, w.fallback, w.reconciled}
 		if cfg.Vectors != nil {
@@ -230,29 +233,30 @@ func ReportID(communityID string) string { return "r-" + communityID }
 
 // Handle processes one event: a clustering run's community changes, or,
 // with a vector index, a graph or ACL change of one document.
-func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
-	switch m.Kind {
-	case events.KindGraphChanged, events.KindDocACL:
-		if !w.vectorsOn() {
-			return nil // not ours to index: nothing configured
-		}
-		if m.Kind == events.KindGraphChanged {
-			return w.handleGraph(ctx, m)
-		}
-		return w.handleACL(ctx, m)
+// Each is decoded and its tenant checked against its subject's (a
+// mismatch, a malformed event or another kind is refused as permanent).
+func (w *Worker) Handle(ctx context.Context, m *stream.Message) error { return w.handle(ctx, m) }
+
+// handlers routes the reporter's event kinds to their typed handlers.
+func (w *Worker) handlers() stream.Handler {
+	graph, acl := stream.Typed(w.handleGraph), stream.Typed(w.handleACL)
+	if !w.vectorsOn() {
+		// Not ours to index: nothing configured.
+		graph = func(context.Context, *stream.Message) error { return nil }
+		acl = graph
 	}
-	return w.handleCommunities(ctx, m)
+	return stream.Mux(map[events.Kind]stream.Handler{
+		events.KindCommunitiesChanged: stream.Typed(w.handleCommunities),
+		events.KindGraphChanged:       graph,
+		events.KindDocACL:             acl,
+	})
 }
 
 // handleCommunities rewrites the reports of one clustering run's changed
 // communities. A community whose report has the same member hash and input
 // hash as now (see inputHash) keeps its report: only the citations move to
 // the current versions (restamped, no writer call).
-func (w *Worker) handleCommunities(ctx context.Context, m *stream.Message) error {
-	var ev events.CommunitiesChanged
-	if err := events.Decode(m.Data, &ev); err != nil {
-		return err
-	}
+func (w *Worker) handleCommunities(ctx context.Context, _ *stream.Message, ev *events.CommunitiesChanged) error {
 	w.rmu.Lock()
 	defer w.rmu.Unlock()
 	// Whatever this event leaves out (an announcement lost before it), the

@@ -236,3 +236,33 @@ func TestUnchangedInputIsRestamped(t *testing.T) {
 	require.EqualValues(t, 2, counter(t, reg, "kgstream_reports_restamped_total", ""))
 	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 3}, {DocID: "b", Version: 2}}, r.Sources)
 }
+
+// TestHandleRefusesOtherTenantsEvent: a communities event whose tenant is
+// not its subject's is refused as permanent and writes nothing, as is an
+// event of a kind the reporter does not consume.
+func TestHandleRefusesOtherTenantsEvent(t *testing.T) {
+	w, st, _, _ := setup(t)
+	apply(t, st, "a", 1, "diskfull")
+	require.NoError(t, st.ReplaceCommunities(t.Context(), "acme", 1, []store.Community{
+		{ID: "c0-x", Level: 0, Members: []string{"failure_mode:diskfull", "incident:a"}, MemberHash: "x",
+			Sources: []provenance.SourceRef{{DocID: "a", Version: 1}}}}))
+	m := message(t, &events.CommunitiesChanged{Run: 1, Changed: []events.CommunityChange{{ID: "c0-x", Level: 0, MemberHash: "x"}}})
+	m.Subject, m.Tenant = "kg.communities.changed.globex", "globex"
+	err := w.Handle(t.Context(), m)
+	require.ErrorIs(t, err, stream.ErrTenantMismatch)
+	require.True(t, stream.IsPermanent(err))
+	_, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-x"))
+	require.ErrorIs(t, err, store.ErrNotFound, "a refused event wrote a report")
+
+	m = message(t, &events.CommunitiesChanged{Run: 1})
+	m.Kind = events.KindReportsChanged
+	err = w.Handle(t.Context(), m)
+	require.ErrorIs(t, err, stream.ErrUnknownKind)
+	require.True(t, stream.IsPermanent(err))
+
+	// The same event on its own tenant's subject is handled.
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 1,
+		Changed: []events.CommunityChange{{ID: "c0-x", Level: 0, MemberHash: "x"}}})))
+	_, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-x"))
+	require.NoError(t, err)
+}

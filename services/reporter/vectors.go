@@ -40,11 +40,7 @@ func (w *Worker) vectorsOn() bool { return w.cfg.Vectors != nil }
 
 // handleGraph re-indexes one document after the resolver applied (or
 // deleted) it.
-func (w *Worker) handleGraph(ctx context.Context, m *stream.Message) error {
-	var ev events.GraphChanged
-	if err := events.Decode(m.Data, &ev); err != nil {
-		return err
-	}
+func (w *Worker) handleGraph(ctx context.Context, _ *stream.Message, ev *events.GraphChanged) error {
 	w.vmu.Lock()
 	defer w.vmu.Unlock()
 	tenant, doc := ev.Tenant, ev.DocID
@@ -138,11 +134,7 @@ func (w *Worker) handleGraph(ctx context.Context, m *stream.Message) error {
 // the event says: events may arrive out of order) into its vector items.
 // The query side re-admits every hit, so this only keeps the pre-filter
 // close to the registry.
-func (w *Worker) handleACL(ctx context.Context, m *stream.Message) error {
-	var ev events.DocACL
-	if err := events.Decode(m.Data, &ev); err != nil {
-		return err
-	}
+func (w *Worker) handleACL(ctx context.Context, _ *stream.Message, ev *events.DocACL) error {
 	w.vmu.Lock()
 	defer w.vmu.Unlock()
 	acls, err := w.acls(ctx, ev.Tenant, []string{ev.DocID})

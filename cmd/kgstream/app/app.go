@@ -106,7 +106,11 @@ type Config struct {
 	MaxDeliver int
 	// Backoff between redeliveries.
 	Backoff []time.Duration
-	Log     *slog.Logger
+	// DrainTimeout is how long stopping stages let their handlers in flight
+	// finish before cancelling them (default stream.DefaultDrainTimeout);
+	// what they did not finish is redelivered on the next start.
+	DrainTimeout time.Duration
+	Log          *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -154,6 +158,8 @@ type App struct {
 	ready *serve.Readiness
 	wg    sync.WaitGroup
 	errc  chan error
+	// stop cancels every component: the first to fail calls it.
+	stop  context.CancelFunc
 	close []func()
 }
 
@@ -182,7 +188,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}
 
-	scfg := stream.Config{URL: cfg.NATSURL, Stream: cfg.Stream}
+	scfg := stream.Config{URL: cfg.NATSURL, Stream: cfg.Stream, DrainTimeout: cfg.DrainTimeout}
 	scfg.Subjects.Prefix = cfg.SubjectPrefix
 	if cfg.NATSURL == "" {
 		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "nats"), 0o755); err != nil {
@@ -340,6 +346,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.OpsAddr = ol.Addr().String()
 
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stop = cancel
 	a.close = append(a.close, func() { cancel(); a.wg.Wait() })
 	a.goRun("http", func() error { return serve.Serve(wctx, l, serve.Mux(api, nil, a.ready), log) })
 	a.goRun("ops", func() error { return serve.Serve(wctx, ol, serve.Mux(nil, a.Registry, a.ready), log) })
@@ -404,13 +411,19 @@ func orDefault(s, d string) string {
 	return s
 }
 
+// goRun runs one component of the group: the first to fail stops the
+// others (they drain as on shutdown) and its error reaches Wait.
 func (a *App) goRun(name string, f func() error) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		if err := f(); err != nil && !errors.Is(err, context.Canceled) {
 			a.cfg.Log.Error("component stopped", "component", name, "error", err)
-			a.errc <- fmt.Errorf("%s: %w", name, err)
+			select {
+			case a.errc <- fmt.Errorf("%s: %w", name, err):
+			default: // the channel holds one per component; never block
+			}
+			a.stop()
 		}
 	}()
 }
@@ -432,8 +445,20 @@ func (a *App) auditLoop(ctx context.Context) error {
 	}
 }
 
-// Err delivers the first component failure.
+// Err delivers the component failures, the first first.
 func (a *App) Err() <-chan error { return a.errc }
+
+// Wait blocks until ctx ends (nil) or a component fails: the others have
+// then been told to stop, and the failure is returned. Close still has to
+// be called.
+func (a *App) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-a.errc:
+		return err
+	}
+}
 
 // loopback reports whether addr (host:port) listens on loopback only.
 func loopback(addr string) bool {
@@ -469,7 +494,8 @@ func (a *App) shutdown() {
 }
 
 // Run starts the all-in-one, ingests the demo when asked, and blocks until
-// ctx is cancelled or a component fails.
+// ctx is cancelled (nil) or a component fails (its error, after every
+// component has stopped).
 func Run(ctx context.Context, cfg Config) error {
 	a, err := Start(ctx, cfg)
 	if err != nil {
@@ -486,12 +512,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		a.cfg.Log.Info("demo corpus ingested; try: curl -s '" + a.URL() + "/v1/paths?start=service:token-issuer&rels=~mentions'")
 	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-a.errc:
-		return err
-	}
+	return a.Wait(ctx)
 }
 
 // demoToken picks the token the demo ingest sends: none without a tokens
