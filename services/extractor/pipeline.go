@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kgstream/kgstream/pkg/doctype"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
@@ -170,13 +171,13 @@ func (x *Offline) Stages() []string {
 }
 
 // DocEntity is the entity standing for a document: named by its id, typed
-// by its doc type (checked against DefaultDocTypes: a synonym gives its
+// by its doc type (checked against doctype.Default: a synonym gives its
 // type; a missing or unknown one is inferred from the text, so a free-form
 // value never makes a new entity type), described by its title.
 func DocEntity(doc *events.DocChanged) events.RawEntity {
-	d, err := DefaultDocTypes().Resolve(doc.DocType, doc.Title, doc.Text)
+	d, err := doctype.Default().Resolve(doc.DocType, doc.Title, doc.Text)
 	if err != nil {
-		d.Type = InferDocType(doc.Title, doc.Text)
+		d.Type = doctype.Infer(doc.Title, doc.Text)
 	}
 	return events.RawEntity{Name: doc.DocID, Type: d.Type, Description: doc.Title}
 }

@@ -318,7 +318,7 @@ func TestUnchangedDocumentIsANoOp(t *testing.T) {
 	// Any part of the content or the ACL changed is a new version.
 	version, msgs := 1, uint64(1)
 	for _, c := range [][2]string{{`"Restart the primary."`, `"Restart the replica."`}, {`"Redis"`, `"Redis 7"`},
-		{`"runbook"`, `"howto"`}, {`"wiki"`, `"git"`}, {`"groups":["sre"]`, `"groups":["sre","dba"]`}} {
+		{`"runbook"`, `"page"`}, {`"wiki"`, `"git"`}, {`"groups":["sre"]`, `"groups":["sre","dba"]`}} {
 		doc = strings.Replace(doc, c[0], c[1], 1)
 		status, out = f.do(t, "POST", "/v1/documents", "w", doc)
 		require.Equal(t, 202, status, "%s: %v", c[1], out)

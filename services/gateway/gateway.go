@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/catalog"
+	"github.com/kgstream/kgstream/pkg/doctype"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/httpapi"
 	"github.com/kgstream/kgstream/pkg/provenance"
@@ -49,6 +49,10 @@ type Config struct {
 	// Webhooks configures the receivers of POST /webhooks/{provider} (see
 	// LoadWebhooks); without providers the route answers 404.
 	Webhooks WebhooksConfig
+	// DocTypes are the document types the document API accepts (default
+	// doctype.Default()): a synonym is taken as its type, a missing one is
+	// inferred from the text, any other value is refused with 400.
+	DocTypes doctype.Set
 }
 
 func (c *Config) setDefaults() {
@@ -63,6 +67,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.OutboxEvery == 0 {
 		c.OutboxEvery = 10 * time.Second
+	}
+	if len(c.DocTypes.Types) == 0 {
+		c.DocTypes = doctype.Default()
 	}
 	if c.Webhooks.DeliveryTTL == 0 {
 		c.Webhooks.DeliveryTTL = Duration(DefaultDeliveryTTL)
@@ -349,6 +356,10 @@ type Accepted struct {
 	// Unchanged (with status 200) says the document was already current
 	// with this content and ACL: nothing was written or published.
 	Unchanged bool `json:"unchanged,omitempty"`
+	// DocType is the type the document was taken as (a synonym resolved,
+	// a missing one inferred: DocTypeInferred).
+	DocType         string `json:"doc_type,omitempty"`
+	DocTypeInferred bool   `json:"doc_type_inferred,omitempty"`
 }
 
 // contentHash is the hex SHA-256 of what an event's content is: text,
@@ -371,12 +382,7 @@ func contentHash(ev *events.DocChanged) string {
 // would repeat what the registry already holds and the bus acknowledged.
 func unchanged(cur *provenance.SourceState, version int64, ev *events.DocChanged, hash string) bool {
 	return cur != nil && !cur.Deleted && hash != "" && cur.ContentHash == hash &&
-		(version == 0 || version == cur.Version) && sameACL(cur.ACL, ev.ACL)
-}
-
-func sameACL(a, b provenance.ACL) bool {
-	a, b = a.Normalize(), b.Normalize()
-	return a.Public == b.Public && slices.Equal(a.Groups, b.Groups) && slices.Equal(a.Principals, b.Principals)
+		(version == 0 || version == cur.Version) && cur.ACL.Equal(ev.ACL)
 }
 
 func (g *Gateway) tenantFor(c provenance.Caller, requested string) (string, error) {
@@ -419,7 +425,11 @@ func (g *Gateway) postDocument(r *http.Request, c provenance.Caller) (int, any, 
 		}
 		acl = req.ACL.Normalize()
 	}
-	ev := &events.DocChanged{DocID: req.ID, Source: req.Source, DocType: req.DocType, Title: req.Title,
+	dt, err := g.cfg.DocTypes.Resolve(req.DocType, req.Title, req.Text)
+	if err != nil {
+		return 0, nil, httpapi.Errorf(http.StatusBadRequest, "unknown_doc_type", "doc_type: %v", err)
+	}
+	ev := &events.DocChanged{DocID: req.ID, Source: req.Source, DocType: dt.Type, Title: req.Title,
 		Text: req.Text, ACL: acl}
 	if req.UpdatedAt != "" {
 		t, err := time.Parse(time.RFC3339, req.UpdatedAt)
@@ -436,7 +446,12 @@ func (g *Gateway) postDocument(r *http.Request, c provenance.Caller) (int, any, 
 		return 0, nil, err
 	}
 	ev.ACL = withWriters(ev.ACL, cur, c)
-	return g.announce(r.Context(), tenant, req.Version, req.UpdatedAt, ev)
+	status, out, err := g.announce(r.Context(), tenant, req.Version, req.UpdatedAt, ev)
+	if acc, ok := out.(Accepted); ok {
+		acc.DocTypeInferred = dt.Inferred
+		out = acc
+	}
+	return status, out, err
 }
 
 // announce records ev in the registry, then publishes it. The event is
@@ -458,7 +473,7 @@ func (g *Gateway) announce(ctx context.Context, tenant string, version int64, up
 		return 0, nil, err
 	}
 	if unchanged(cur, version, ev, hash) {
-		return http.StatusOK, Accepted{ID: ev.DocID, Version: cur.Version, Unchanged: true,
+		return http.StatusOK, Accepted{ID: ev.DocID, Version: cur.Version, Unchanged: true, DocType: ev.DocType,
 			EventID: events.MsgID(tenant, ev.DocID, cur.Version, "changed")}, nil
 	}
 	st, err := g.registry.Announce(ctx, tenant, store.Announcement{DocID: ev.DocID, Version: version,
@@ -485,7 +500,7 @@ func (g *Gateway) announce(ctx context.Context, tenant string, version int64, up
 		}
 	}
 	g.log.Info("document accepted", "tenant", tenant, "doc", ev.DocID, "version", st.Version, "duplicate", dup)
-	return http.StatusAccepted, Accepted{ID: ev.DocID, Version: st.Version, EventID: id, Duplicate: dup}, nil
+	return http.StatusAccepted, Accepted{ID: ev.DocID, Version: st.Version, EventID: id, Duplicate: dup, DocType: ev.DocType}, nil
 }
 
 // aclMoved reports whether an announcement that took the registry from cur

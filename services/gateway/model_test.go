@@ -6,7 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -94,6 +96,9 @@ func withModelWriters(acl provenance.ACL, d *modelDoc, c modelCaller) provenance
 
 func TestRandomWritesMatchTheModel(t *testing.T) {
 	seed := rand.Uint64()
+	if s, err := strconv.ParseUint(os.Getenv("KG_MODEL_SEED"), 10, 64); err == nil {
+		seed = s
+	}
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	f := setupPeople(t)

@@ -166,3 +166,21 @@ func TestProviderNamespacesBelongToTheirReceivers(t *testing.T) {
 	require.Equal(t, 202, status, out)
 	require.Equal(t, []string{"security"}, f.source(t, "acme", id).ACL.Groups)
 }
+
+// A resend that changes only the writers is a new version with the new
+// writers, not an unchanged document.
+func TestChangingOnlyTheWritersIsANewVersion(t *testing.T) {
+	f := setupPeople(t)
+	doc := `{"id":"rb","text":"same text","acl":{"public":true,"writers":{"groups":["sre"]}}}`
+	status, out := f.do(t, "POST", "/v1/documents", "w", doc)
+	require.Equal(t, 202, status, out)
+	status, out = f.do(t, "POST", "/v1/documents", "u", strings.Replace(doc, `"sre"`, `"payments"`, 1))
+	require.Equal(t, 202, status, out)
+	require.EqualValues(t, 2, out["version"])
+	st, err := f.reg.Sources(t.Context(), "acme", []string{"rb"})
+	require.NoError(t, err)
+	require.Equal(t, provenance.Writers{Groups: []string{"payments"}}, st["rb"].ACL.Writers)
+	status, out = f.do(t, "POST", "/v1/documents", "p", strings.Replace(doc, `"sre"`, `"payments"`, 1))
+	require.Equal(t, 200, status, out)
+	require.Equal(t, true, out["unchanged"])
+}

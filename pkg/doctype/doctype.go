@@ -1,4 +1,9 @@
-package extractor
+// Package doctype is the set of document types kgstream knows: the entity
+// type a document becomes, the spellings that mean one, and the inference
+// of a missing type from the text. The gateway checks a document's
+// doc_type with it before accepting the document; the extractor types
+// the document's entity with it.
+package doctype
 
 import (
 	"errors"
@@ -11,22 +16,22 @@ import (
 	"github.com/kgstream/kgstream/pkg/resolve"
 )
 
-// ErrUnknownDocType marks a doc_type that is neither a configured type nor
+// ErrUnknown marks a doc_type that is neither a configured type nor
 // a synonym of one: a free-form value must not create a new entity type.
-var ErrUnknownDocType = errors.New("unknown doc_type")
+var ErrUnknown = errors.New("unknown doc_type")
 
-// DocTypes is the configured set of document types: the entity type a
+// Set is the configured set of document types: the entity type a
 // document becomes, and the spellings that mean one of them.
-type DocTypes struct {
+type Set struct {
 	// Types are the accepted types (resolve.Type spelling).
 	Types []string
 	// Synonyms map other spellings to a type ("postmortem" -> "incident").
 	Synonyms map[string]string
 }
 
-// DefaultDocTypes are the document types kgstream knows.
-func DefaultDocTypes() DocTypes {
-	return DocTypes{
+// Default are the document types kgstream knows.
+func Default() Set {
+	return Set{
 		Types: []string{"incident", "page", "runbook", "ticket", "change", "catalog", "document"},
 		Synonyms: map[string]string{
 			"postmortem": "incident", "post_mortem": "incident", "incident_report": "incident", "outage": "incident",
@@ -37,8 +42,8 @@ func DefaultDocTypes() DocTypes {
 	}
 }
 
-// DocTypeDecision is the type a document is given and how.
-type DocTypeDecision struct {
+// Decision is the type a document is given and how.
+type Decision struct {
 	Type string `json:"doc_type"`
 	// Inferred is set when the document came without a doc_type and its
 	// type was read from its text.
@@ -47,21 +52,21 @@ type DocTypeDecision struct {
 
 // Resolve checks a document's doc_type against the configured types: a
 // type or a synonym gives its type; an empty one is inferred from the
-// title and text (InferDocType); anything else is ErrUnknownDocType. The
+// title and text (Infer); anything else is ErrUnknown. The
 // gateway calls it before accepting a document, so the 202 can say which
 // type was taken and a free-form value is refused.
-func (d DocTypes) Resolve(docType, title, text string) (DocTypeDecision, error) {
+func (d Set) Resolve(docType, title, text string) (Decision, error) {
 	t := resolve.Type(docType)
 	if t == "" {
-		return DocTypeDecision{Type: InferDocType(title, text), Inferred: true}, nil
+		return Decision{Type: Infer(title, text), Inferred: true}, nil
 	}
 	if slices.Contains(d.Types, t) {
-		return DocTypeDecision{Type: t}, nil
+		return Decision{Type: t}, nil
 	}
 	if s, ok := d.Synonyms[t]; ok {
-		return DocTypeDecision{Type: s}, nil
+		return Decision{Type: s}, nil
 	}
-	return DocTypeDecision{}, fmt.Errorf("%w %q: use one of %s", ErrUnknownDocType, docType, strings.Join(d.Types, ", "))
+	return Decision{}, fmt.Errorf("%w %q: use one of %s", ErrUnknown, docType, strings.Join(d.Types, ", "))
 }
 
 // postmortemParts are the parts a postmortem has, each found by its
@@ -76,11 +81,11 @@ var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 	}
 })
 
-// InferDocType reads a document's type from its text: a postmortem names
+// Infer reads a document's type from its text: a postmortem names
 // an impact, a cause, a timeline and a resolution; a text with outage
 // words and two of those four parts (or three of the four) is an
 // incident, anything else a document.
-func InferDocType(title, text string) string {
+func Infer(title, text string) string {
 	s := title + "\n" + text
 	parts := postmortemParts()
 	n := 0
