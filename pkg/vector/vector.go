@@ -28,6 +28,10 @@
 // query side therefore re-checks every hit with provenance.Admitter
 // (Direct for text units, Derived for reports and merged descriptions)
 // before anything enters an answer's context.
+//
+// An audit (AuditACLs, over ScanSources; package status runs it) counts
+// the items whose ACL copy the registry no longer agrees with, and those
+// built from documents the registry deleted or never recorded.
 package vector
 
 import (
