@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -383,14 +384,45 @@ func statusCmd(g *globals) *cobra.Command {
 	var audit bool
 	c := &cobra.Command{
 		Use:   "status",
-		Short: "Show the index's figures: documents, entities, orphans, pending, lag, LLM cost",
+		Short: "Show the index's figures: documents, entities, orphans, vector ACL mismatches, pending, lag, LLM cost (pipeline figures for admins)",
 		Args:  nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runStatus(cmd.Context(), g, audit)
 		},
 	}
-	c.Flags().BoolVar(&audit, "audit", false, "recount orphans from the store; exit 1 if any")
+	c.Flags().BoolVar(&audit, "audit", false, "audit now (orphans, index mismatches, vector ACL copies against the registry); exit 1 if anything is found or the audit is not for this token")
 	return c
+}
+
+// statusReport is the part of GET /v1/status the CLI prints. The audit
+// and pipeline figures are nil when the server left them out: audit
+// figures for a caller who may not read every document of the tenant,
+// pipeline figures for anyone but an admin.
+type statusReport struct {
+	Tenant          string                     `json:"tenant"`
+	Scope           string                     `json:"scope"`
+	Documents       int                        `json:"documents"`
+	Applied         int                        `json:"applied"`
+	Entities        int                        `json:"entities"`
+	Edges           int                        `json:"edges"`
+	Audited         bool                       `json:"audited"`
+	OrphanEdges     *int                       `json:"orphan_edges"`
+	OrphanEntities  int                        `json:"orphan_entities"`
+	IndexMismatches int                        `json:"index_mismatches"`
+	ACLMismatches   int                        `json:"acl_mismatches"`
+	VectorOrphans   int                        `json:"vector_orphans"`
+	DeadLetters     *uint64                    `json:"dead_letters"`
+	Pending         map[string]uint64          `json:"pending"`
+	IndexLag        struct{ P50, P99 float64 } `json:"index_lag_seconds"`
+	Problems        []string                   `json:"problems"`
+	LLM             *struct {
+		Documents        uint64  `json:"documents"`
+		PromptTokens     float64 `json:"prompt_tokens"`
+		CompletionTokens float64 `json:"completion_tokens"`
+		Cost             float64 `json:"cost"`
+		CallsPerDocument float64 `json:"calls_per_document"`
+		CostPerDocument  float64 `json:"cost_per_document"`
+	} `json:"llm"`
 }
 
 func runStatus(ctx context.Context, g *globals, audit bool) error {
@@ -398,28 +430,7 @@ func runStatus(ctx context.Context, g *globals, audit bool) error {
 	if audit {
 		p += "?audit=1"
 	}
-	var st struct {
-		Tenant          string                     `json:"tenant"`
-		Documents       int                        `json:"documents"`
-		Applied         int                        `json:"applied"`
-		Entities        int                        `json:"entities"`
-		Edges           int                        `json:"edges"`
-		OrphanEdges     int                        `json:"orphan_edges"`
-		OrphanEntities  int                        `json:"orphan_entities"`
-		IndexMismatches int                        `json:"index_mismatches"`
-		DeadLetters     uint64                     `json:"dead_letters"`
-		Pending         map[string]uint64          `json:"pending"`
-		IndexLag        struct{ P50, P99 float64 } `json:"index_lag_seconds"`
-		Problems        []string                   `json:"problems"`
-		LLM             *struct {
-			Documents        uint64  `json:"documents"`
-			PromptTokens     float64 `json:"prompt_tokens"`
-			CompletionTokens float64 `json:"completion_tokens"`
-			Cost             float64 `json:"cost"`
-			CallsPerDocument float64 `json:"calls_per_document"`
-			CostPerDocument  float64 `json:"cost_per_document"`
-		} `json:"llm"`
-	}
+	var st statusReport
 	var raw json.RawMessage
 	if err := g.client().Do(ctx, http.MethodGet, p, "", nil, &raw); err != nil {
 		return serverError(g, err)
@@ -427,27 +438,55 @@ func runStatus(ctx context.Context, g *globals, audit bool) error {
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("decoding status: %w", err)
 	}
-	w := g.stdout
 	if g.json {
-		fmt.Fprintln(w, string(raw))
+		fmt.Fprintln(g.stdout, string(raw))
 	} else {
-		fmt.Fprintf(w, "tenant %s\ndocuments %d (applied %d)\nentities %d\nedges %d\norphan edges %d\ndead letters %d\n",
-			st.Tenant, st.Documents, st.Applied, st.Entities, st.Edges, st.OrphanEdges, st.DeadLetters)
+		printStatus(g.stdout, st)
+	}
+	if !audit {
+		return nil
+	}
+	if !st.Audited {
+		return &exitError{code: 1, msg: "the audit did not run: it is for admins and for tokens that may read every document of the tenant"}
+	}
+	orphans := 0
+	if st.OrphanEdges != nil {
+		orphans = *st.OrphanEdges
+	}
+	if orphans > 0 || st.OrphanEntities > 0 || st.IndexMismatches > 0 || st.ACLMismatches > 0 || st.VectorOrphans > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("audit found %d orphan edges, %d orphan entities, %d index mismatches, %d vector ACL mismatches, %d vector orphans",
+			orphans, st.OrphanEntities, st.IndexMismatches, st.ACLMismatches, st.VectorOrphans)}
+	}
+	return nil
+}
+
+// printStatus writes the human form of a status report.
+func printStatus(w io.Writer, st statusReport) {
+	fmt.Fprintf(w, "tenant %s\ndocuments %d (applied %d)\nentities %d\nedges %d\n", st.Tenant, st.Documents, st.Applied, st.Entities, st.Edges)
+	if st.Scope == "readable" {
+		fmt.Fprintln(w, "(counts of the documents this token may read)")
+	}
+	if st.OrphanEdges != nil {
+		fmt.Fprintf(w, "orphan edges %d\n", *st.OrphanEdges)
+	}
+	if st.Audited {
+		fmt.Fprintf(w, "orphan entities %d\nindex mismatches %d\nvector acl mismatches %d\nvector orphans %d\n",
+			st.OrphanEntities, st.IndexMismatches, st.ACLMismatches, st.VectorOrphans)
+	}
+	if st.DeadLetters == nil {
+		fmt.Fprintln(w, "pipeline figures (pending, dead letters, lag, LLM usage): admins only")
+	} else {
+		fmt.Fprintf(w, "dead letters %d\n", *st.DeadLetters)
 		for _, s := range app.Stages {
 			fmt.Fprintf(w, "pending %-10s %d\n", s, st.Pending[s])
 		}
 		fmt.Fprintf(w, "index lag p50 %.3fs p99 %.3fs\n", st.IndexLag.P50, st.IndexLag.P99)
-		if l := st.LLM; l != nil {
-			fmt.Fprintf(w, "llm %d documents, %.1f calls/doc, %.0f prompt + %.0f completion tokens, cost %.4f (%.6f per document)\n",
-				l.Documents, l.CallsPerDocument, l.PromptTokens, l.CompletionTokens, l.Cost, l.CostPerDocument)
-		}
-		for _, pr := range st.Problems {
-			fmt.Fprintln(w, "problem:", pr)
-		}
 	}
-	if audit && (st.OrphanEdges > 0 || st.OrphanEntities > 0 || st.IndexMismatches > 0) {
-		return &exitError{code: 1, msg: fmt.Sprintf("audit found %d orphan edges, %d orphan entities, %d index mismatches",
-			st.OrphanEdges, st.OrphanEntities, st.IndexMismatches)}
+	if l := st.LLM; l != nil {
+		fmt.Fprintf(w, "llm %d documents, %.1f calls/doc, %.0f prompt + %.0f completion tokens, cost %.4f (%.6f per document)\n",
+			l.Documents, l.CallsPerDocument, l.PromptTokens, l.CompletionTokens, l.Cost, l.CostPerDocument)
 	}
-	return nil
+	for _, pr := range st.Problems {
+		fmt.Fprintln(w, "problem:", pr)
+	}
 }

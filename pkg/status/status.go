@@ -1,6 +1,7 @@
 // Package status gathers what ops watch: documents, entities, edges,
-// pending events per stage, dead letters, orphan edges and index lag. It
-// backs `GET /v1/status` and `kgstream status`.
+// pending events per stage, dead letters, orphan edges, the vector index's
+// ACL copies against the registry, and index lag. It backs
+// `GET /v1/status` and `kgstream status`.
 package status
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/vector"
 )
 
 // Stores is what status reads.
@@ -44,32 +46,62 @@ const (
 )
 
 // Report is the status of one tenant (the JSON of `kgstream status --json`).
+//
+// What a caller sees depends on who it is: the document, entity and edge
+// counts always (of the tenant, or of what the caller may read, see
+// Scope); the tenant's audit figures only when Scope is ScopeTenant; the
+// process's pipeline figures (pending events, dead letters, outbox, lag,
+// LLM spend), which count every tenant's and every document's activity,
+// only for admins. Figures a caller may not see are omitted from the JSON
+// (their embedded struct is nil).
 type Report struct {
 	Tenant string `json:"tenant"`
 	// Scope says what Documents, Applied, Entities and Edges count
 	// (ScopeTenant or ScopeReadable).
-	Scope           string            `json:"scope,omitempty"`
-	Documents       int               `json:"documents"`
-	Applied         int               `json:"applied"`
-	Entities        int               `json:"entities"`
-	Edges           int               `json:"edges"`
-	OrphanEdges     int               `json:"orphan_edges"`
-	OrphanEntities  int               `json:"orphan_entities"`
-	IndexMismatches int               `json:"index_mismatches"`
-	Audited         bool              `json:"audited"`
-	StaleReports    int               `json:"stale_reports"`
-	DeadLetters     uint64            `json:"dead_letters"`
-	Pending         map[string]uint64 `json:"pending"`
+	Scope     string `json:"scope,omitempty"`
+	Documents int    `json:"documents"`
+	Applied   int    `json:"applied"`
+	Entities  int    `json:"entities"`
+	Edges     int    `json:"edges"`
+	// Audited is set when this report ran the audit (?audit=1 with the
+	// tenant scope).
+	Audited bool `json:"audited"`
+	// Admin says whether the caller is an admin, who alone gets the
+	// pipeline figures.
+	Admin bool `json:"admin"`
+	*AuditFigures
+	*PipelineFigures
+	// Build is the build of the process that answered.
+	Build buildinfo.Info `json:"build"`
+}
+
+// AuditFigures are a tenant's consistency counts: zero unless the report
+// ran the audit (Report.Audited).
+type AuditFigures struct {
+	OrphanEdges     int `json:"orphan_edges"`
+	OrphanEntities  int `json:"orphan_entities"`
+	IndexMismatches int `json:"index_mismatches"`
+	StaleReports    int `json:"stale_reports"`
+	// ACLMismatches counts vector items holding, for a live document,
+	// another ACL than the registry's; VectorOrphans counts vector items
+	// built from a document the registry has deleted or never recorded.
+	// Both stay zero in a process without a vector index.
+	ACLMismatches int      `json:"acl_mismatches"`
+	VectorOrphans int      `json:"vector_orphans"`
+	Problems      []string `json:"problems,omitempty"`
+}
+
+// PipelineFigures are the process's figures across tenants, for admins.
+type PipelineFigures struct {
+	DeadLetters uint64            `json:"dead_letters"`
+	Pending     map[string]uint64 `json:"pending"`
 	// OutboxPending counts the events the registry holds that JetStream
 	// has not acknowledged yet (the gateway republishes them).
-	OutboxPending int      `json:"outbox_pending"`
-	IndexLag      Lag      `json:"index_lag_seconds"`
-	Problems      []string `json:"problems,omitempty"`
+	OutboxPending int `json:"outbox_pending"`
+	IndexLag      Lag `json:"index_lag_seconds"`
 	// LLM is the extraction spend this process saw (absent when it runs no
 	// LLM extractor).
 	LLM *LLMUsage `json:"llm,omitempty"`
-	// Build is the build of the process that answered.
-	Build buildinfo.Info `json:"build"`
 }
 
 // LLMUsage sums the LLM extractor's metrics over models.
@@ -83,15 +115,25 @@ type LLMUsage struct {
 	CostPerDocument  float64 `json:"cost_per_document"`
 }
 
-// Collector computes reports and keeps kgstream_orphan_edges current.
+// Collector computes reports and keeps the audit gauges current.
 type Collector struct {
 	st       Stores
 	bus      *stream.Bus
+	vectors  vector.Index
 	stages   []string
 	log      *slog.Logger
 	orphans  *prometheus.GaugeVec
 	stale    *prometheus.GaugeVec
+	aclDiffs *prometheus.GaugeVec
+	vorphans *prometheus.GaugeVec
 	gatherer prometheus.Gatherer
+}
+
+// WithVectors lets the audit compare the vector index's ACL copies with
+// the registry (acl_mismatches, vector_orphans).
+func (c *Collector) WithVectors(ix vector.Index) *Collector {
+	c.vectors = ix
+	return c
 }
 
 // WithGatherer lets Collect report the LLM spend from this process's
@@ -154,18 +196,20 @@ func NewCollector(st Stores, bus *stream.Bus, stages []string, log *slog.Logger,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"tenant"})
+	}
 	c := &Collector{st: st, bus: bus, stages: stages, log: log,
-		orphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kgstream_orphan_edges",
-			Help: "Edges without a live supporting source, from the last audit (must be 0).",
-		}, []string{"tenant"}),
-		stale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kgstream_stale_reports",
-			Help: "Reports built from a source version that is no longer current (or deleted): admitted to no one until rewritten.",
-		}, []string{"tenant"}),
+		orphans: gauge("kgstream_orphan_edges", "Edges without a live supporting source, from the last audit (must be 0)."),
+		stale: gauge("kgstream_stale_reports",
+			"Reports built from a source version that is no longer current (or deleted): admitted to no one until rewritten."),
+		aclDiffs: gauge("kgstream_vector_acl_mismatches",
+			"Vector items whose ACL copy of a live document differs from the registry's, from the last audit (must be 0 once events are applied)."),
+		vorphans: gauge("kgstream_vector_orphans",
+			"Vector items built from a document the registry has deleted or does not know, from the last audit."),
 	}
 	if reg != nil {
-		for _, m := range []prometheus.Collector{c.orphans, c.stale} {
+		for _, m := range []prometheus.Collector{c.orphans, c.stale, c.aclDiffs, c.vorphans} {
 			if err := reg.Register(m); err != nil {
 				return nil, fmt.Errorf("registering status metrics: %w", err)
 			}
@@ -174,29 +218,65 @@ func NewCollector(st Stores, bus *stream.Bus, stages []string, log *slog.Logger,
 	return c, nil
 }
 
-// Audit scans every tenant and updates the orphan gauge.
+// Audit scans every tenant and updates the audit gauges.
 func (c *Collector) Audit(ctx context.Context) error {
 	tenants, err := c.st.GraphTenants(ctx)
 	if err != nil {
 		return fmt.Errorf("listing tenants: %w", err)
 	}
 	for _, t := range tenants {
-		a, err := c.st.Audit(ctx, t)
+		srcs, err := c.st.ListSources(ctx, t)
+		if err != nil {
+			return fmt.Errorf("listing the sources of %s: %w", t, err)
+		}
+		a, err := c.audit(ctx, t, srcs)
 		if err != nil {
 			return fmt.Errorf("auditing %s: %w", t, err)
 		}
-		c.orphans.WithLabelValues(t).Set(float64(a.OrphanEdges))
-		n, err := c.staleReports(ctx, t)
-		if err != nil {
-			return fmt.Errorf("counting stale reports of %s: %w", t, err)
-		}
-		c.stale.WithLabelValues(t).Set(float64(n))
-		if a.OrphanEdges > 0 || a.OrphanEntities > 0 || a.IndexMismatches > 0 {
+		if a.OrphanEdges > 0 || a.OrphanEntities > 0 || a.IndexMismatches > 0 || a.ACLMismatches > 0 || a.VectorOrphans > 0 {
 			c.log.Error("audit found inconsistencies", "tenant", t, "orphan_edges", a.OrphanEdges,
-				"orphan_entities", a.OrphanEntities, "index_mismatches", a.IndexMismatches, "problems", a.Problems)
+				"orphan_entities", a.OrphanEntities, "index_mismatches", a.IndexMismatches,
+				"acl_mismatches", a.ACLMismatches, "vector_orphans", a.VectorOrphans, "problems", a.Problems)
 		}
 	}
 	return nil
+}
+
+// audit runs every check of one tenant (srcs: its registry, deletions
+// included) and sets the gauges.
+func (c *Collector) audit(ctx context.Context, tenant string, srcs []provenance.SourceState) (AuditFigures, error) {
+	a, err := c.st.Audit(ctx, tenant)
+	if err != nil {
+		return AuditFigures{}, err
+	}
+	f := AuditFigures{OrphanEdges: a.OrphanEdges, OrphanEntities: a.OrphanEntities, IndexMismatches: a.IndexMismatches, Problems: a.Problems}
+	c.orphans.WithLabelValues(tenant).Set(float64(a.OrphanEdges))
+	if f.StaleReports, err = c.staleReports(ctx, tenant); err != nil {
+		return f, fmt.Errorf("counting stale reports: %w", err)
+	}
+	c.stale.WithLabelValues(tenant).Set(float64(f.StaleReports))
+	if c.vectors == nil {
+		return f, nil
+	}
+	live := make(map[string]provenance.ACL, len(srcs))
+	for _, s := range srcs {
+		if !s.Deleted {
+			live[s.DocID] = s.ACL
+		}
+	}
+	va, err := vector.AuditACLs(ctx, c.vectors, tenant, live)
+	if err != nil {
+		return f, err
+	}
+	f.ACLMismatches, f.VectorOrphans = va.ACLMismatches, va.Orphans
+	for _, p := range va.Problems {
+		if len(f.Problems) < store.MaxAuditProblems {
+			f.Problems = append(f.Problems, "vector "+p)
+		}
+	}
+	c.aclDiffs.WithLabelValues(tenant).Set(float64(va.ACLMismatches))
+	c.vorphans.WithLabelValues(tenant).Set(float64(va.Orphans))
+	return f, nil
 }
 
 // staleReports counts reports whose recorded sources are deleted or at
@@ -229,14 +309,26 @@ func (c *Collector) staleReports(ctx context.Context, tenant string) (int, error
 	return n, nil
 }
 
-// Collect builds the report of one tenant; audit recounts orphans from the
-// store (otherwise the counts come from the cheap stats).
+// Collect builds the whole report of one tenant, as an admin sees it;
+// audit runs the audit now (otherwise the audit figures are zero and the
+// counts come from the cheap stats).
 func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Report, error) {
-	r := Report{Tenant: tenant, Pending: map[string]uint64{}, Build: buildinfo.Read()}
 	srcs, err := c.st.ListSources(ctx, tenant)
 	if err != nil {
-		return r, fmt.Errorf("listing sources: %w", err)
+		return Report{Tenant: tenant}, fmt.Errorf("listing sources: %w", err)
 	}
+	r, err := c.tenantReport(ctx, tenant, srcs, audit)
+	if err != nil {
+		return r, err
+	}
+	r.Admin = true
+	r.PipelineFigures, err = c.pipeline(ctx)
+	return r, err
+}
+
+// tenantReport counts the whole tenant and, when audit is set, audits it.
+func (c *Collector) tenantReport(ctx context.Context, tenant string, srcs []provenance.SourceState, audit bool) (Report, error) {
+	r := Report{Tenant: tenant, Scope: ScopeTenant, AuditFigures: &AuditFigures{}, Build: buildinfo.Read()}
 	for _, s := range srcs {
 		if !s.Deleted {
 			r.Documents++
@@ -248,61 +340,58 @@ func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Rep
 	}
 	r.Applied, r.Entities, r.Edges = st.Sources, st.Entities, st.Edges
 	if audit {
-		a, err := c.st.Audit(ctx, tenant)
+		a, err := c.audit(ctx, tenant, srcs)
 		if err != nil {
 			return r, fmt.Errorf("auditing: %w", err)
 		}
-		r.Audited = true
-		r.OrphanEdges, r.OrphanEntities, r.IndexMismatches, r.Problems = a.OrphanEdges, a.OrphanEntities, a.IndexMismatches, a.Problems
-		c.orphans.WithLabelValues(tenant).Set(float64(a.OrphanEdges))
-		if r.StaleReports, err = c.staleReports(ctx, tenant); err != nil {
-			return r, fmt.Errorf("counting stale reports: %w", err)
-		}
-		c.stale.WithLabelValues(tenant).Set(float64(r.StaleReports))
-	}
-	r.LLM = c.llmUsage()
-	if c.bus != nil {
-		for _, s := range c.stages {
-			n, err := c.bus.Pending(ctx, s)
-			if err != nil {
-				c.log.Warn("reading pending count", "stage", s, "error", err)
-				continue
-			}
-			r.Pending[s] = n
-		}
-		dl, err := c.bus.DeadLetters(ctx)
-		if err != nil {
-			return r, err
-		}
-		r.DeadLetters = dl
-		if r.OutboxPending, err = c.bus.OutboxPending(ctx); err != nil {
-			c.log.Warn("reading the outbox", "error", err)
-		}
-		if p50, p99, ok := c.bus.LagQuantiles("graph"); ok {
-			r.IndexLag = Lag{P50: p50, P99: p99}
-		}
+		r.Audited, r.AuditFigures = true, &a
 	}
 	return r, nil
 }
 
-// CollectFor builds the report of the caller's tenant as the caller may
-// see it. An admin, or a caller every document of the tenant admits, gets
-// the tenant's counts; anyone else gets counts of what they may read only
-// (documents, and the entities and edges those support), and no audit
-// problem lines, which name documents. Pending events, dead letters, lag
-// and LLM spend are the process's pipeline figures either way.
-func (c *Collector) CollectFor(ctx context.Context, caller provenance.Caller, audit bool) (Report, error) {
-	r, err := c.Collect(ctx, caller.Tenant, audit)
-	if err != nil {
-		return r, err
+// pipeline reads the process's figures: pending events per stage, dead
+// letters, the outbox, index lag and LLM spend.
+func (c *Collector) pipeline(ctx context.Context) (*PipelineFigures, error) {
+	p := &PipelineFigures{Pending: map[string]uint64{}, LLM: c.llmUsage()}
+	if c.bus == nil {
+		return p, nil
 	}
-	r.Scope = ScopeTenant
+	for _, s := range c.stages {
+		n, err := c.bus.Pending(ctx, s)
+		if err != nil {
+			c.log.Warn("reading pending count", "stage", s, "error", err)
+			continue
+		}
+		p.Pending[s] = n
+	}
+	dl, err := c.bus.DeadLetters(ctx)
+	if err != nil {
+		return p, err
+	}
+	p.DeadLetters = dl
+	if p.OutboxPending, err = c.bus.OutboxPending(ctx); err != nil {
+		c.log.Warn("reading the outbox", "error", err)
+	}
+	if p50, p99, ok := c.bus.LagQuantiles("graph"); ok {
+		p.IndexLag = Lag{P50: p50, P99: p99}
+	}
+	return p, nil
+}
+
+// CollectFor builds the report of the caller's tenant as the caller may
+// see it. An admin gets everything (Collect). A caller every document of
+// the tenant admits gets the tenant's counts and audit figures. Anyone
+// else gets counts of what they may read only (documents, and the entities
+// and edges those support) and no audit figures, which count and name
+// documents they may not read. No one but an admin gets the pipeline
+// figures: they count every tenant's and every document's activity.
+func (c *Collector) CollectFor(ctx context.Context, caller provenance.Caller, audit bool) (Report, error) {
 	if caller.Admin {
-		return r, nil
+		return c.Collect(ctx, caller.Tenant, audit)
 	}
 	srcs, err := c.st.ListSources(ctx, caller.Tenant)
 	if err != nil {
-		return r, fmt.Errorf("listing sources: %w", err)
+		return Report{Tenant: caller.Tenant}, fmt.Errorf("listing sources: %w", err)
 	}
 	var readable []string
 	hidden := false
@@ -317,13 +406,18 @@ func (c *Collector) CollectFor(ctx context.Context, caller provenance.Caller, au
 		}
 	}
 	if !hidden {
-		return r, nil
+		return c.tenantReport(ctx, caller.Tenant, srcs, audit)
 	}
-	r.Scope, r.Problems = ScopeReadable, nil
-	r.Documents, r.Applied = len(readable), 0
+	return c.readableReport(ctx, caller.Tenant, readable)
+}
+
+// readableReport counts the readable documents of tenant and the entities
+// and edges they support.
+func (c *Collector) readableReport(ctx context.Context, tenant string, readable []string) (Report, error) {
+	r := Report{Tenant: tenant, Scope: ScopeReadable, Documents: len(readable), Build: buildinfo.Read()}
 	entities, edges := map[string]struct{}{}, map[string]struct{}{}
 	for _, id := range readable {
-		rec, err := c.st.Source(ctx, caller.Tenant, id)
+		rec, err := c.st.Source(ctx, tenant, id)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -345,8 +439,8 @@ func (c *Collector) CollectFor(ctx context.Context, caller provenance.Caller, au
 	return r, nil
 }
 
-// Handler serves GET /v1/status[?audit=1] for the caller's tenant, counting
-// what the caller may read (see CollectFor).
+// Handler serves GET /v1/status[?audit=1] for the caller's tenant, with
+// the figures the caller may see (see CollectFor).
 func (c *Collector) Handler(a *auth.Authenticator) http.Handler {
 	return httpapi.Authenticated(a, c.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		caller, _ := auth.CallerFrom(r.Context())

@@ -28,6 +28,10 @@
 // query side therefore re-checks every hit with provenance.Admitter
 // (Direct for text units, Derived for reports and merged descriptions)
 // before anything enters an answer's context.
+//
+// An audit (AuditACLs, over ScanSources; package status runs it) counts
+// the items whose ACL copy the registry no longer agrees with, and those
+// built from documents the registry deleted or never recorded.
 package vector
 
 import (
@@ -156,6 +160,14 @@ func (f Filter) Admits(acl provenance.ACL) bool {
 	return acl.Admits(provenance.Caller{Principal: f.Principal, Groups: f.Groups})
 }
 
+// ItemSources is what ScanSources reports of one item: which item it is
+// and the sources (document, version, ACL) it holds.
+type ItemSources struct {
+	Kind    Kind     `json:"kind"`
+	ID      string   `json:"id"`
+	Sources []Source `json:"sources"`
+}
+
 // Hit is one search result: the item (without its vector) and its cosine
 // similarity to the query, in [-1, 1], higher is closer.
 type Hit struct {
@@ -190,6 +202,13 @@ type Index interface {
 	// no items. Adapters may approximate (Weaviate's HNSW does beyond its
 	// flat-search cutoff); the embedded adapter is exact.
 	Search(ctx context.Context, tenant string, kind Kind, vector []float32, k int, f Filter) ([]Hit, error)
+	// ScanSources calls fn with the kind, id and stored sources (ACLs as
+	// NormalizeACL leaves them) of every item that has docID among its
+	// sources, or of every item of the tenant when docID is "", in no
+	// particular order; it is how an audit compares the index's ACL copies
+	// with the registry. An unknown tenant has no items. An error of fn
+	// stops the scan and is returned.
+	ScanSources(ctx context.Context, tenant, docID string, fn func(ItemSources) error) error
 	// Close releases the index. Calls after Close fail with ErrClosed.
 	Close() error
 }
@@ -413,4 +432,16 @@ func Normalize(v []float32) []float32 {
 		out[i] = float32(float64(x) * inv)
 	}
 	return out
+}
+
+// ValidateScan checks ScanSources's arguments: a valid tenant, and a valid
+// document id unless docID is "" (every item of the tenant).
+func ValidateScan(tenant, docID string) error {
+	if err := ValidateTenant(tenant); err != nil {
+		return err
+	}
+	if docID == "" {
+		return nil
+	}
+	return ValidateDocID(docID)
 }

@@ -317,7 +317,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Status = stc.WithGatherer(a.Registry)
+	a.Status = stc.WithGatherer(a.Registry).WithVectors(vix)
 
 	api := http.NewServeMux()
 	gwh := gw.Handler()

@@ -31,8 +31,10 @@ func seedDir(t *testing.T) string {
 
 // Tokens used by every scenario: alice ingests (a writer token: the catalog
 // is written by writers) and reads INC-101 through payments, bob through sre
-// (which the revocation drops), eve is another tenant.
+// (which the revocation drops), eve is another tenant; ops is the admin
+// who watches the pipeline figures.
 var scenarioTokens = `[
+ {"token":"ops-token","tenant":"acme","principal":"ops","admin":true},
  {"token":"alice-token","tenant":"acme","principal":"alice","groups":["sre","payments"],"writer":true},
  {"token":"bob-token","tenant":"acme","principal":"bob","groups":["sre"]},
  {"token":"eve-token","tenant":"other","principal":"eve","groups":["sre","payments"]}
@@ -243,7 +245,7 @@ func runSeedScenario(t *testing.T, s scenario, replay *llmtest.Replay) {
 		require.Equal(t, "acme/"+d.ID+"/1/changed", a.EventID)
 	}
 	eventually(t, 90*time.Second, "all 11 sources applied", func() bool {
-		st := status(t, aliceR, false)
+		st := status(t, opsClient(aliceR), false)
 		return st.Applied == 11 && idle(st)
 	})
 
@@ -409,7 +411,7 @@ func runSeedScenario(t *testing.T, s scenario, replay *llmtest.Replay) {
 	require.False(t, hasDisk, "a deleted document is unreadable at once")
 	// ...and the graph loses it once the resolver applied the deletion.
 	eventually(t, 60*time.Second, "INC-130 deletion applied", func() bool {
-		st := status(t, aliceR, false)
+		st := status(t, opsClient(aliceR), false)
 		return st.Applied == 10 && idle(st)
 	})
 	for _, ref := range []string{"component/Atlas", "failure_mode/disk%20full", "incident/INC-130"} {
@@ -510,7 +512,7 @@ func settledReportWith(t *testing.T, c *app.Client, doc string) string {
 	var found string
 	eventually(t, 60*time.Second, "settled community reports", func() bool {
 		time.Sleep(300 * time.Millisecond) // longer than the test's quiet period
-		st := status(t, c, false)
+		st := status(t, opsClient(c), false)
 		cur := reportIDs(t, c)
 		same := fmt.Sprint(cur) == prev
 		prev = fmt.Sprint(cur)
@@ -586,7 +588,7 @@ func TestSeedScenarioEmbedded(t *testing.T) {
 			CostPerDocument  float64 `json:"cost_per_document"`
 		} `json:"llm"`
 	}
-	require.NoError(t, get(t, app.NewClient(a.URL(), "alice-token"), "/v1/status", &st))
+	require.NoError(t, get(t, app.NewClient(a.URL(), "ops-token"), "/v1/status", &st))
 	require.NotNil(t, st.LLM)
 	require.Equal(t, 11, st.LLM.Documents)
 	require.Equal(t, 2.0, st.LLM.CallsPerDocument)

@@ -343,6 +343,53 @@ func (ix *Index) UpdateACL(ctx context.Context, tenant, docID string, acl proven
 	return nil
 }
 
+// ScanSources reports the sources of docID's items (every item of the
+// tenant when docID is ""), ordered by kind and id. fn runs after the read
+// lock is released, on copies, so it may call the index.
+func (ix *Index) ScanSources(ctx context.Context, tenant, docID string, fn func(vector.ItemSources) error) error {
+	items, err := ix.itemSources(ctx, tenant, docID)
+	if err == nil {
+		for _, it := range items {
+			if err = fn(it); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("scanning the items of %q: %w", tenant, err)
+}
+
+func (ix *Index) itemSources(ctx context.Context, tenant, docID string) ([]vector.ItemSources, error) {
+	if err := vector.ValidateScan(tenant, docID); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.closed {
+		return nil, vector.ErrClosed
+	}
+	t := ix.tenants[tenant]
+	if t == nil {
+		return nil, nil
+	}
+	var keys []key
+	if docID != "" {
+		keys = t.docKeys(docID)
+	} else {
+		keys = t.allKeys()
+	}
+	out := make([]vector.ItemSources, len(keys))
+	for i, k := range keys {
+		ki := t.kinds[k.kind]
+		it := cloneItem(ki.entries[ki.pos[k.id]].item)
+		out[i] = vector.ItemSources{Kind: it.Kind, ID: it.ID, Sources: it.Sources}
+	}
+	return out, nil
+}
+
 // write runs fn on the tenant's bucket in one transaction, then apply on
 // memory if it committed, all under the write lock. Unless create is set,
 // a tenant without items is left alone (nothing to delete or update).
@@ -526,13 +573,29 @@ func (t *tenantIndex) docKeys(docID string) []key {
 	for k := range t.byDoc[docID] {
 		keys = append(keys, k)
 	}
+	sortKeys(keys)
+	return keys
+}
+
+// allKeys returns the keys of every item of the tenant, sorted.
+func (t *tenantIndex) allKeys() []key {
+	var keys []key
+	for kind, ki := range t.kinds {
+		for _, e := range ki.entries {
+			keys = append(keys, key{kind, e.item.ID})
+		}
+	}
+	sortKeys(keys)
+	return keys
+}
+
+func sortKeys(keys []key) {
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].kind != keys[j].kind {
 			return keys[i].kind < keys[j].kind
 		}
 		return keys[i].id < keys[j].id
 	})
-	return keys
 }
 
 // put adds or replaces an item whose vector is unit-length.

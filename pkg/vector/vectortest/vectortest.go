@@ -50,6 +50,8 @@ func Run(t *testing.T, newIndex NewIndex) {
 		{"ACLPrincipalsAndGroups", testACLPrincipals},
 		{"DerivedItemNeedsEverySource", testDerived},
 		{"UpdateACLRevokes", testUpdateACL},
+		{"ScanSources", testScanSources},
+		{"AuditACLs", testAuditACLs},
 		{"Delete", testDelete},
 		{"DeleteByDoc", testDeleteByDoc},
 		{"UpsertReplaces", testUpsertReplaces},
@@ -384,6 +386,115 @@ func testUpdateACL(t *testing.T, ix vector.Index) {
 	require.NoError(t, ix.UpdateACL(ctx, tenant, "never-seen", secret))
 }
 
+// scan returns what ScanSources reports, sorted by kind and id.
+func scan(t *testing.T, ix vector.Index, tn, docID string) []vector.ItemSources {
+	t.Helper()
+	var out []vector.ItemSources
+	require.NoError(t, ix.ScanSources(t.Context(), tn, docID, func(it vector.ItemSources) error {
+		out = append(out, it)
+		return nil
+	}), "scanning %q of %q", docID, tn)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+func testScanSources(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	messy := provenance.ACL{Groups: []string{"sre", "eng", "eng"}, Principals: []string{"zed", "amy"},
+		Writers: provenance.Writers{Groups: []string{"w"}}}
+	tidy := provenance.ACL{Groups: []string{"eng", "sre"}, Principals: []string{"amy", "zed"}}
+	upsert(t, ix, tenant,
+		unit("d1-a", angle(1), "d1", messy), unit("d1-b", angle(2), "d1", messy),
+		unit("d2-a", angle(3), "d2", public),
+		report("r12", angle(4), src("d1", messy), src("d2", public)),
+		vector.Item{ID: "e2", Kind: vector.KindEntity, Vector: angle(5), Text: "e2", Sources: []vector.Source{src("d2", public)}},
+	)
+	upsert(t, ix, other, unit("o-a", angle(1), "d1", public))
+	u := func(id, doc string, acl provenance.ACL) vector.ItemSources {
+		s := src(doc, acl)
+		s.TextUnit = id
+		return vector.ItemSources{Kind: vector.KindTextUnit, ID: id, Sources: []vector.Source{s}}
+	}
+	r12 := vector.ItemSources{Kind: vector.KindReport, ID: "r12", Sources: []vector.Source{src("d1", tidy), src("d2", public)}}
+	e2 := vector.ItemSources{Kind: vector.KindEntity, ID: "e2", Sources: []vector.Source{src("d2", public)}}
+
+	// A document's items, sources in the stored (normalised) form.
+	require.Equal(t, []vector.ItemSources{r12, u("d1-a", "d1", tidy), u("d1-b", "d1", tidy)}, scan(t, ix, tenant, "d1"))
+	require.Equal(t, []vector.ItemSources{e2, r12, u("d2-a", "d2", public)}, scan(t, ix, tenant, "d2"))
+	// Every item of the tenant, and only of the tenant.
+	require.Equal(t, []vector.ItemSources{e2, r12, u("d1-a", "d1", tidy), u("d1-b", "d1", tidy), u("d2-a", "d2", public)},
+		scan(t, ix, tenant, ""))
+	require.Equal(t, []vector.ItemSources{u("o-a", "d1", public)}, scan(t, ix, other, ""))
+	require.Empty(t, scan(t, ix, tenant, "never-seen"))
+	require.Empty(t, scan(t, ix, "initech", ""))
+
+	// The copies follow UpdateACL and DeleteByDoc.
+	require.NoError(t, ix.UpdateACL(ctx, tenant, "d1", secret))
+	r12.Sources[0].ACL = secret
+	require.Equal(t, []vector.ItemSources{r12, u("d1-a", "d1", secret), u("d1-b", "d1", secret)}, scan(t, ix, tenant, "d1"))
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "d2"))
+	require.Equal(t, []vector.ItemSources{u("d1-a", "d1", secret), u("d1-b", "d1", secret)}, scan(t, ix, tenant, ""))
+
+	// fn's error stops the scan and comes back.
+	stop := errors.New("stop")
+	calls := 0
+	err := ix.ScanSources(ctx, tenant, "", func(vector.ItemSources) error { calls++; return stop })
+	require.ErrorIs(t, err, stop)
+	require.Equal(t, 1, calls)
+	for name, err := range map[string]error{
+		"bad tenant": ix.ScanSources(ctx, "Bad Tenant", "", func(vector.ItemSources) error { return nil }),
+		"bad doc":    ix.ScanSources(ctx, tenant, " a", func(vector.ItemSources) error { return nil }),
+	} {
+		require.ErrorIs(t, err, vector.ErrInvalid, name)
+	}
+}
+
+// testAuditACLs checks vector.AuditACLs over the adapter: an ACL change
+// the index missed is a mismatch until applied; items of a document the
+// registry no longer has are orphans.
+func testAuditACLs(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant,
+		unit("d1-a", angle(1), "d1", eng), unit("d1-b", angle(2), "d1", eng),
+		unit("d2-a", angle(3), "d2", public),
+		report("r12", angle(4), src("d1", eng), src("d2", public)),
+		unit("gone-a", angle(5), "gone", public),
+	)
+	// The registry lists groups in another order and names writers: the
+	// same readers, so no mismatch.
+	live := map[string]provenance.ACL{
+		"d1": {Groups: []string{"eng", "eng"}, Writers: provenance.Writers{Principals: []string{"w"}}},
+		"d2": public,
+	}
+	a, err := vector.AuditACLs(ctx, ix, tenant, live)
+	require.NoError(t, err)
+	require.Equal(t, 5, a.Items)
+	require.Zero(t, a.ACLMismatches, "%v", a.Problems)
+	require.Equal(t, 1, a.Orphans, "gone-a: its document is unknown to the registry")
+
+	// d1 narrowed to secret in the registry; the index missed the event.
+	live["d1"] = secret
+	a, err = vector.AuditACLs(ctx, ix, tenant, live)
+	require.NoError(t, err)
+	require.Equal(t, 3, a.ACLMismatches, "d1-a, d1-b and r12: %v", a.Problems)
+	require.Len(t, a.Problems, 4)
+	require.NoError(t, ix.UpdateACL(ctx, tenant, "d1", secret))
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "gone"))
+	a, err = vector.AuditACLs(ctx, ix, tenant, live)
+	require.NoError(t, err)
+	require.Equal(t, vector.ACLAudit{Items: 4}, a)
+
+	// An unknown tenant has nothing to audit.
+	a, err = vector.AuditACLs(ctx, ix, "initech", live)
+	require.NoError(t, err)
+	require.Equal(t, vector.ACLAudit{}, a)
+}
+
 func testDelete(t *testing.T, ix vector.Index) {
 	ctx := t.Context()
 	upsert(t, ix, tenant, unit("a", angle(1), "d", public), unit("b", angle(2), "d", public), unit("c", angle(3), "d", public))
@@ -632,6 +743,7 @@ func testClose(t *testing.T, ix vector.Index) {
 	require.ErrorIs(t, ix.Delete(ctx, tenant, []string{"a"}), vector.ErrClosed)
 	require.ErrorIs(t, ix.DeleteByDoc(ctx, tenant, "d"), vector.ErrClosed)
 	require.ErrorIs(t, ix.UpdateACL(ctx, tenant, "d", public), vector.ErrClosed)
+	require.ErrorIs(t, ix.ScanSources(ctx, tenant, "", func(vector.ItemSources) error { return nil }), vector.ErrClosed)
 	if err := ix.Close(); err != nil && !errors.Is(err, vector.ErrClosed) {
 		t.Fatalf("closing twice: %v", err)
 	}

@@ -809,6 +809,76 @@ func (ix *Index) updateACL(ctx context.Context, kind vector.Kind, tenant, docID 
 	}
 }
 
+// ScanSources reports the sources of docID's items (every item of the
+// tenant when docID is ""), a page at a time in item_key order, kind by
+// kind. Objects written meanwhile may or may not be reported.
+func (ix *Index) ScanSources(ctx context.Context, tenant, docID string, fn func(vector.ItemSources) error) error {
+	if ix.closed.Load() {
+		return vector.ErrClosed
+	}
+	if err := vector.ValidateScan(tenant, docID); err != nil {
+		return fmt.Errorf("scanning the items of %q: %w", tenant, err)
+	}
+	for _, kind := range vector.Kinds() {
+		ok, err := ix.hasTenant(ctx, kind, tenant)
+		if err != nil {
+			return fmt.Errorf("scanning the items of %q: %w", tenant, err)
+		}
+		if !ok {
+			continue
+		}
+		if err := ix.scanKind(ctx, kind, tenant, docID, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanKind pages through the kind's objects of tenant (docID's when not
+// ""), keyset-paged on item_key so no offset limit applies.
+func (ix *Index) scanKind(ctx context.Context, kind vector.Kind, tenant, docID string, fn func(vector.ItemSources) error) error {
+	class := ix.classes[kind]
+	after := ""
+	for {
+		var conds []*filters.WhereBuilder
+		if docID != "" {
+			conds = append(conds, docWhere(docID))
+		}
+		if after != "" {
+			conds = append(conds, filters.Where().WithPath([]string{"item_key"}).WithOperator(filters.GreaterThan).WithValueText(after))
+		}
+		get := ix.client.GraphQL().Get().WithClassName(class).WithTenant(tenant).
+			WithSort(graphql.Sort{Path: []string{"item_key"}, Order: graphql.Asc}).WithLimit(ix.pageSize).
+			WithFields(graphql.Field{Name: "item_id"}, graphql.Field{Name: "item_key"}, graphql.Field{Name: "sources"})
+		switch len(conds) {
+		case 1:
+			get = get.WithWhere(conds[0])
+		case 2:
+			get = get.WithWhere(filters.Where().WithOperator(filters.And).WithOperands(conds))
+		}
+		resp, err := get.Do(ctx)
+		objs, err := objects(resp, err, class)
+		if err != nil {
+			return fmt.Errorf("scanning %s of %q: %w", class, tenant, err)
+		}
+		for _, o := range objs {
+			id, _ := o["item_id"].(string)
+			var srcs []vector.Source
+			raw, _ := o["sources"].(string)
+			if err := json.Unmarshal([]byte(raw), &srcs); err != nil {
+				return fmt.Errorf("decoding the sources of %q: %w", id, err)
+			}
+			if err := fn(vector.ItemSources{Kind: kind, ID: id, Sources: srcs}); err != nil {
+				return err
+			}
+			after, _ = o["item_key"].(string)
+		}
+		if len(objs) < ix.pageSize {
+			return nil
+		}
+	}
+}
+
 // --- search ----------------------------------------------------------------
 
 // Search ranks the admitted items of tenant and kind by cosine similarity;

@@ -130,3 +130,33 @@ func TestUpdateACLPages(t *testing.T) {
 	}
 	require.True(t, slices.Contains(ids, "u9"))
 }
+
+// TestScanSourcesPages lists a document's items, and a tenant's, over
+// more than one page.
+func TestScanSourcesPages(t *testing.T) {
+	ix := testIndex(t)
+	ix.pageSize = 3
+	ctx := t.Context()
+	var items []vector.Item
+	for i := range 10 {
+		items = append(items, unit(fmt.Sprintf("u%d", i), []float32{1, float32(i), 0}, "d"))
+	}
+	items = append(items, unit("other", []float32{1, 0, 0}, "e"))
+	require.NoError(t, ix.Upsert(ctx, "acme", items))
+	count := func(docID string) map[string]int {
+		seen := map[string]int{}
+		require.NoError(t, ix.ScanSources(ctx, "acme", docID, func(it vector.ItemSources) error {
+			seen[it.ID]++
+			return nil
+		}))
+		return seen
+	}
+	byDoc := count("d")
+	require.Len(t, byDoc, 10)
+	require.NotContains(t, byDoc, "other")
+	all := count("")
+	require.Len(t, all, 11)
+	for id, n := range all {
+		require.Equal(t, 1, n, "%s reported once", id)
+	}
+}

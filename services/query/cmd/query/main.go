@@ -75,6 +75,9 @@ func main() {
 		if err != nil {
 			return nil, nil, err
 		}
+		if ix != nil {
+			stc.WithVectors(ix)
+		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /v1/status", stc.Handler(a))
 		mux.Handle("GET "+openapi.Path, openapi.Handler())

@@ -1,0 +1,74 @@
+package vector
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+)
+
+// maxAuditProblems caps ACLAudit.Problems: the counts tell how bad it is,
+// the first few examples tell where to look.
+const maxAuditProblems = 20
+
+// ACLAudit compares the ACL copies a tenant's items hold with the
+// registry's current ACLs. Each item counts at most once: as an orphan when
+// any of its documents is deleted or unknown, else as a mismatch when any
+// source's ACL differs from its document's current one.
+type ACLAudit struct {
+	// Items is the number of items scanned.
+	Items int
+	// ACLMismatches counts items holding, for a live document, another
+	// ACL than the registry's (a lost or not yet applied ACL change).
+	ACLMismatches int
+	// Orphans counts items built from a document the registry has deleted
+	// or never recorded.
+	Orphans int
+	// Problems describes the first few findings.
+	Problems []string
+}
+
+func (a *ACLAudit) problem(format string, args ...any) {
+	if len(a.Problems) < maxAuditProblems {
+		a.Problems = append(a.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// AuditACLs scans every item of tenant in ix and compares it with live,
+// the registry's current ACL of each live (announced, not deleted)
+// document of the tenant. ACLs are compared in NormalizeACL's form, the
+// form the index stores.
+func AuditACLs(ctx context.Context, ix Index, tenant string, live map[string]provenance.ACL) (ACLAudit, error) {
+	norm := make(map[string]provenance.ACL, len(live))
+	for doc, acl := range live {
+		norm[doc] = NormalizeACL(acl)
+	}
+	var a ACLAudit
+	err := ix.ScanSources(ctx, tenant, "", func(it ItemSources) error {
+		a.Items++
+		a.check(it, norm)
+		return nil
+	})
+	if err != nil {
+		return a, fmt.Errorf("scanning the vector items of %q: %w", tenant, err)
+	}
+	return a, nil
+}
+
+// check classifies one item (see ACLAudit).
+func (a *ACLAudit) check(it ItemSources, live map[string]provenance.ACL) {
+	for _, s := range it.Sources {
+		if _, ok := live[s.DocID]; !ok {
+			a.Orphans++
+			a.problem("%s %q: built from %q, which the registry has deleted or does not know", it.Kind, it.ID, s.DocID)
+			return
+		}
+	}
+	for _, s := range it.Sources {
+		if want := live[s.DocID]; !NormalizeACL(s.ACL).Equal(want) {
+			a.ACLMismatches++
+			a.problem("%s %q: holds an ACL of %q other than the registry's", it.Kind, it.ID, s.DocID)
+			return
+		}
+	}
+}
