@@ -1,9 +1,10 @@
+//go:build integration
+
 package clusterer_test
 
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,18 +19,6 @@ import (
 // seedConfig clusters as the seed-postmortems fixture was produced:
 // GraphRAG's hierarchical Leiden call with max cluster size 6 and edge
 // weight = number of supporting sources.
-func seedConfig() clusterer.Config {
-	return clusterer.Config{WeightBy: "sources", Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: 6})}
-}
-
-// memberSet is a community's level and member set, the identity Diff keys on.
-func memberSet(c store.Community) string {
-	return fmt.Sprintf("%d:%s", c.Level, strings.Join(c.Members, ","))
-}
-
-// TestSeedMatchesGraphRAG checks that re-clustering the resolved seed graph
-// gives, level by level, the member sets graspologic-native (Microsoft
-// GraphRAG's Leiden) gives on the same graph, and that nothing is dropped.
 func TestSeedMatchesGraphRAG(t *testing.T) {
 	e := newEnv(t, seedConfig())
 	applySeed(t, e.st)
