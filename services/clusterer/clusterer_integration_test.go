@@ -16,9 +16,9 @@ import (
 	"github.com/kgstream/kgstream/services/clusterer"
 )
 
-// seedConfig clusters as the seed-postmortems fixture was produced:
-// GraphRAG's hierarchical Leiden call with max cluster size 6 and edge
-// weight = number of supporting sources.
+// TestSeedMatchesGraphRAG checks that re-clustering the resolved seed graph
+// gives, level by level, the member sets graspologic-native (Microsoft
+// GraphRAG's Leiden) gives on the same graph, and that nothing is dropped.
 func TestSeedMatchesGraphRAG(t *testing.T) {
 	e := newEnv(t, seedConfig())
 	applySeed(t, e.st)

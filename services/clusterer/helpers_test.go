@@ -31,7 +31,7 @@ import (
 	"github.com/kgstream/kgstream/services/clusterer"
 )
 
-// Shared fixtures. Tests fail (never skip) when they are missing.
+// Fixtures of the unit tests. Tests fail (never skip) when they are missing.
 const (
 	// ownDir is this package's corpus of invented postmortems, laid out as
 	// the seed corpus is.

@@ -21,6 +21,7 @@ import (
 	"github.com/kgstream/kgstream/services/clusterer"
 )
 
+// Shared fixtures. Tests fail (never skip) when they are missing.
 const (
 	seedDir     = "../../../shared/corpora/seed-postmortems"
 	fixturesDir = "../../../shared/fixtures/leiden"

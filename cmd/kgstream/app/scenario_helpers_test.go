@@ -18,7 +18,6 @@ import (
 	"github.com/kgstream/kgstream/cmd/kgstream/app"
 )
 
-// seedDir is the seed postmortem corpus beside the checkout.
 // Tokens used by every scenario: alice ingests (a writer token: the catalog
 // is written by writers) and reads INC-101 through payments, bob through sre
 // (which the revocation drops), eve is another tenant.
@@ -35,8 +34,6 @@ func writeTokens(t *testing.T) string {
 	return p
 }
 
-// newReplay starts the OpenAI-compatible replay server on the recording.
-// revisedINC121 is the edit of EXPECTED.md: the failure becomes "bad upgrade".
 type scenario struct {
 	write string // gateway base URL
 	read  string // query base URL
@@ -180,7 +177,6 @@ func idle(s statusResp) bool {
 	return s.Pending["extractor"] == 0 && s.Pending["resolver"] == 0
 }
 
-// runSeedScenario is EXPECTED.md end to end through the HTTP API.
 type global struct {
 	answer string
 	themes []string

@@ -19,6 +19,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/llm/llmtest"
 )
 
+// seedDir is the seed postmortem corpus beside the checkout.
 func seedDir(t *testing.T) string {
 	t.Helper()
 	d, err := filepath.Abs("../../../../shared/corpora/seed-postmortems")
@@ -28,6 +29,7 @@ func seedDir(t *testing.T) string {
 	return d
 }
 
+// newReplay starts the OpenAI-compatible replay server on the recording.
 func newReplay(t *testing.T) *llmtest.Replay {
 	t.Helper()
 	r, err := llmtest.SeedReplay(filepath.Join(seedDir(t), "recorded-llm-extraction.json"))
@@ -36,6 +38,7 @@ func newReplay(t *testing.T) *llmtest.Replay {
 	return r
 }
 
+// revisedINC121 is the edit of EXPECTED.md: the failure becomes "bad upgrade".
 var revisedINC121 = []llmtest.Relationship{
 	{Source: "INC-121", SourceType: "incident", Relation: "affected", Target: "notification-service", TargetType: "service"},
 	{Source: "INC-121", SourceType: "incident", Relation: "involved", Target: "certmanager", TargetType: "component"},
@@ -44,6 +47,7 @@ var revisedINC121 = []llmtest.Relationship{
 
 const certQuestion = "Why did the TLS certificate on the public ingress expire?"
 
+// runSeedScenario is EXPECTED.md end to end through the HTTP API.
 func runSeedScenario(t *testing.T, s scenario, replay *llmtest.Replay) {
 	ctx := t.Context()
 	alice := s.client(s.write, "alice-token")
