@@ -21,13 +21,14 @@ build:
 # nothing there and makes its fixture tests ten times slower.
 SEQUENTIAL := github.com/kgstream/kgstream/pkg/leiden
 
-## test: every module, with the race detector, against real NATS JetStream and Redis
+## test: every module, with the race detector, against real NATS JetStream and Redis,
+## unit and integration tests (-tags integration: those read ../shared beside the checkout)
 test:
-	$(GO) test -race -count=1 -timeout 45m $$($(GO) list $(MODULES) | grep -v -x -F '$(SEQUENTIAL)')
-	$(GO) test -count=1 -timeout 10m $(SEQUENTIAL)
-	cd deploy/k8s && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
+	$(GO) test -tags integration -race -count=1 -timeout 45m $$($(GO) list $(MODULES) | grep -v -x -F '$(SEQUENTIAL)')
+	$(GO) test -tags integration -count=1 -timeout 10m $(SEQUENTIAL)
+	cd deploy/k8s && GOWORK=off $(GO) test -tags integration -count=1 -timeout 10m ./...
 
-## test-short: the same without the race detector
+## test-short: the unit tests only (no integration tag, no ../shared needed), without the race detector
 test-short:
 	$(GO) test -count=1 $(MODULES)
 

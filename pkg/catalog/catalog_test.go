@@ -3,7 +3,6 @@ package catalog_test
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,16 +14,9 @@ import (
 	"github.com/kgstream/kgstream/pkg/resolve"
 )
 
-// shared is the design-time fixture tree next to the work tree. Tests fail
-// (never skip) without it: a silently skipped fixture test proves nothing.
-const shared = "../../../shared"
-
-func readShared(t *testing.T, rel string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(shared, rel))
-	require.NoError(t, err, "fixture %s is required", rel)
-	return data
-}
+// fuzzSeeds are catalog files added to FuzzParse's seed corpus; the
+// integration build adds the shared catalogs.
+var fuzzSeeds = []string{"testdata/catalog-info.yaml"}
 
 func triples(s *events.Structured) []string {
 	out := make([]string, 0, len(s.Relationships))
@@ -46,84 +38,27 @@ func entity(t *testing.T, s *events.Structured, typ, key string) events.RawEntit
 	return events.RawEntity{}
 }
 
-func TestParseSeedCatalog(t *testing.T) {
-	s, skipped, err := catalog.Parse(readShared(t, "corpora/seed-postmortems/catalog-info.yaml"))
+func TestParseOwnCatalog(t *testing.T) {
+	data, err := os.ReadFile("testdata/catalog-info.yaml")
+	require.NoError(t, err)
+	s, skipped, err := catalog.Parse(data)
 	require.NoError(t, err)
 	require.Empty(t, skipped)
 	require.Equal(t, []string{
-		"service:auth-service -owned_by-> team:identity",
-		"service:checkout-api -owned_by-> team:payments",
-		"service:ingest-worker -owned_by-> team:data-platform",
-		"service:mobile-gateway -owned_by-> team:mobile",
-		"service:notification-service -owned_by-> team:messaging",
-		"service:search-api -owned_by-> team:discovery",
+		"resource:ledger-db -owned_by-> team:finance",
+		"resource:ledger-db -part_of-> system:bookkeeping",
+		"service:ledger-api -depends_on-> resource:ledger-db",
+		"service:ledger-api -owned_by-> team:finance",
+		"service:ledger-api -part_of-> system:bookkeeping",
+		"service:mail-relay -owned_by-> team:comms",
+		"service:search-indexer -owned_by-> team:catalogue",
+		"system:bookkeeping -owned_by-> team:finance",
 	}, triples(s))
-	require.Len(t, s.Entities, 12)
-
-	got := entity(t, s, "team", "data-platform")
-	require.Equal(t, events.RawEntity{Name: "Data Platform", Type: "team", Key: "data-platform",
-		Authority: events.AuthorityCatalogTitle}, got)
-	got = entity(t, s, "service", "checkout-api")
-	require.Equal(t, events.RawEntity{Name: "checkout-api", Type: "service", Key: "checkout-api",
-		Authority: events.AuthorityCatalogName}, got)
-}
-
-func TestParseSharedCatalogs(t *testing.T) {
-	var all []byte
-	for _, f := range []string{"components.yaml", "domains-and-groups.yaml", "systems.yaml"} {
-		all = append(all, "\n---\n"...)
-		all = append(all, readShared(t, filepath.Join("catalog", f))...)
-	}
-	s, skipped, err := catalog.Parse(all)
-	require.NoError(t, err)
-	require.Empty(t, skipped)
-
-	rels := triples(s)
-	for _, want := range []string{
-		// owner defaults to Group; team-a is defined with spec.type team.
-		"service:artist-lookup -owned_by-> team:team-a",
-		"service:artist-lookup -part_of-> system:artist-engagement-portal",
-		// website is not a service.
-		"component:www-artist -owned_by-> team:team-a",
-		"service:wayback-search -provides_api-> api:wayback-search",
-		"service:wayback-search -consumes_api-> api:wayback-archive",
-		"service:wayback-archive-ingestion -part_of-> service:wayback-archive",
-		// user: refs keep their kind.
-		"service:shuffle-api -owned_by-> user:guest",
-		"component:playback-sdk -part_of-> system:audio-playback",
-		"api:wayback-search -owned_by-> team:team-a",
-		"system:audio-playback -part_of-> domain:playback",
-		"system:artist-engagement-portal -owned_by-> team:team-a",
-		"domain:artists -part_of-> domain:audio",
-		"domain:playback -owned_by-> user:frank.tiernan",
-		// Groups defined with a type other than team are groups.
-		"domain:audio -owned_by-> group:acme-corp",
-		"group:infrastructure -child_of-> group:acme-corp",
-		"team:team-a -child_of-> group:backstage",
-		"user:janelle.dawe -member_of-> team:team-a",
-		"resource:artists-db -part_of-> system:artist-engagement-portal",
-		"resource:artists-db -owned_by-> team:team-a",
-	} {
-		require.Contains(t, rels, want)
-	}
-	// An undefined Group referenced as owner is a team (documented rule).
-	require.Contains(t, rels, "service:podcast-api -owned_by-> team:team-b")
-	e := entity(t, s, "team", "team-b")
-	require.Equal(t, events.AuthorityCatalogName, e.Authority)
-
-	d := entity(t, s, "domain", "artists")
-	require.Equal(t, "Artists", d.Name)
-	require.Equal(t, "Everything related to artists", d.Description)
-
-	// Every relationship endpoint is an entity.
-	ids := map[string]bool{}
-	for _, e := range s.Entities {
-		ids[e.Type+":"+e.Key] = true
-	}
-	for _, r := range s.Relationships {
-		require.True(t, ids[r.SourceType+":"+r.Source], "source of %v", r)
-		require.True(t, ids[r.TargetType+":"+r.Target], "target of %v", r)
-	}
+	require.Len(t, s.Entities, 8)
+	require.Equal(t, events.RawEntity{Name: "Finance", Type: "team", Key: "finance",
+		Authority: events.AuthorityCatalogTitle}, entity(t, s, "team", "finance"))
+	require.Equal(t, events.RawEntity{Name: "mail-relay", Type: "service", Key: "mail-relay",
+		Authority: events.AuthorityCatalogName}, entity(t, s, "service", "mail-relay"))
 }
 
 func TestParseRefs(t *testing.T) {
@@ -189,10 +124,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("---\n---\nkind: Group\nmetadata: {name: g}\nspec: {parent: 'group:x/y'}\n"))
 	f.Add([]byte("kind: [\n"))
 	f.Add([]byte("a: &x [*x]\n"))
-	for _, p := range []string{"corpora/seed-postmortems/catalog-info.yaml", "catalog/systems.yaml"} {
-		if data, err := os.ReadFile(filepath.Join(shared, p)); err == nil {
-			f.Add(data)
+	for _, p := range fuzzSeeds {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
 		}
+		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, _, err := catalog.Parse(data)

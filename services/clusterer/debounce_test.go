@@ -12,7 +12,7 @@ import (
 	"github.com/kgstream/kgstream/services/clusterer"
 )
 
-// debounceEnv runs the worker on the seed graph with a fake clock. It
+// debounceEnv runs the worker on the own graph with a fake clock. It
 // returns once the consumer exists, i.e. once Run has marked the tenant
 // dirty for its start-up re-clustering at the clock's start.
 func debounceEnv(t *testing.T, quiet, maxDelay time.Duration) (*env, *fakeClock) {
@@ -20,7 +20,7 @@ func debounceEnv(t *testing.T, quiet, maxDelay time.Duration) (*env, *fakeClock)
 	clock := newFakeClock()
 	e := newEnv(t, clusterer.Config{Quiet: quiet, MaxDelay: maxDelay, Tick: 5 * time.Millisecond, Now: clock.Now,
 		Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: 6})})
-	applySeed(t, e.st)
+	applyOwn(t, e.st)
 	e.run(t)
 	e.waitConsumer(t)
 	return e, clock
@@ -31,7 +31,7 @@ func debounceEnv(t *testing.T, quiet, maxDelay time.Duration) (*env, *fakeClock)
 func TestDebounceQuiet(t *testing.T) {
 	e, clock := debounceEnv(t, time.Minute, time.Hour)
 	for i := range 25 {
-		e.publish(t, "INC-101", int64(i+1), store.ApplyResult{})
+		e.publish(t, "PM-1", int64(i+1), store.ApplyResult{})
 		e.waitHandled(t)
 		require.Equal(t, int64(0), lastRun(t, e.st), "event %d: still inside the quiet period", i)
 		clock.Advance(2 * time.Second)
@@ -41,7 +41,7 @@ func TestDebounceQuiet(t *testing.T) {
 
 	// A second burst makes run 2: had the first burst caused more than one
 	// re-clustering, this would be run 3 or later.
-	e.publish(t, "INC-101", 100, store.ApplyResult{})
+	e.publish(t, "PM-1", 100, store.ApplyResult{})
 	e.waitHandled(t)
 	require.Equal(t, int64(1), lastRun(t, e.st))
 	clock.Advance(time.Minute)
@@ -61,7 +61,7 @@ func TestDebounceMaxDelay(t *testing.T) {
 		// The tenant has been dirty since the clock's current time.
 		for waited := time.Duration(0); waited < maxDelay; waited += step {
 			version++
-			e.publish(t, "INC-101", version, store.ApplyResult{})
+			e.publish(t, "PM-1", version, store.ApplyResult{})
 			e.waitHandled(t)
 			require.Equal(t, run-1, lastRun(t, e.st), "%s after the first change: not yet due", waited)
 			clock.Advance(step)
@@ -70,7 +70,7 @@ func TestDebounceMaxDelay(t *testing.T) {
 		// only step ago.
 		waitRun(t, e.st, run)
 		version++
-		e.publish(t, "INC-101", version, store.ApplyResult{})
+		e.publish(t, "PM-1", version, store.ApplyResult{})
 		e.waitHandled(t)
 	}
 	waitAnnouncements(t, e.bus, 2)
@@ -84,9 +84,9 @@ func TestHandleRejectsMalformed(t *testing.T) {
 	err := e.w.Handle(t.Context(), &stream.Message{Kind: events.KindGraphChanged, Tenant: tenant, Data: []byte(`{"schema":1`)})
 	require.ErrorIs(t, err, events.ErrInvalidEvent)
 	require.True(t, stream.IsPermanent(err))
-	require.NoError(t, e.w.Handle(t.Context(), graphChangedMsg(t, "INC-101", 1, "incident:inc101")))
+	require.NoError(t, e.w.Handle(t.Context(), graphChangedMsg(t, "PM-1", 1, "incident:inc101")))
 	// An event of this tenant on another tenant's subject is refused too.
-	other := graphChangedMsg(t, "INC-102", 1, "incident:inc102")
+	other := graphChangedMsg(t, "PM-2", 1, "incident:inc102")
 	other.Tenant = "globex"
 	err = e.w.Handle(t.Context(), other)
 	require.ErrorIs(t, err, stream.ErrTenantMismatch)

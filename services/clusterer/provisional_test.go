@@ -224,20 +224,21 @@ func TestAssignViaRun(t *testing.T) {
 	// Never due unless the clock moves, which it does not.
 	cfg.Quiet, cfg.MaxDelay, cfg.Tick, cfg.Now = time.Hour, 2*time.Hour, 5*time.Millisecond, clock.Now
 	e := newEnv(t, cfg)
-	applySeed(t, e.st)
+	applyOwn(t, e.st)
 	require.NoError(t, e.w.Recluster(t.Context(), tenant))
 	before := communities(t, e.st)
 	e.run(t)
 	e.waitConsumer(t)
 
-	// INC-200 affects checkout-api, a new service.
+	// INC-200 affects ledger-api, a service of the graph, and names a new one.
 	unit := "INC-200#0"
-	inc, svc, billing := resolve.ID("incident", "INC-200"), resolve.ID("service", "checkout-api"), resolve.ID("service", "billing-api")
+	inc, svc, billing := resolve.ID("incident", "INC-200"), resolve.ID("service", "ledger-api"), resolve.ID("service", "billing-api")
+	require.NotNil(t, byMember(before, svc), "ledger-api is in a community before INC-200")
 	res, err := e.st.Apply(t.Context(), tenant, "INC-200", 1, store.Contributions{
-		TextUnits: []events.TextUnit{{ID: unit, Text: "INC-200: billing-api called checkout-api too often."}},
+		TextUnits: []events.TextUnit{{ID: unit, Text: "INC-200: billing-api called ledger-api too often."}},
 		Entities: []store.EntityContribution{
 			{ID: inc, Type: "incident", Name: "INC-200", NameRank: 2, TextUnits: []string{unit}},
-			{ID: svc, Type: "service", Name: "checkout-api", NameRank: 2, TextUnits: []string{unit}},
+			{ID: svc, Type: "service", Name: "ledger-api", NameRank: 2, TextUnits: []string{unit}},
 			{ID: billing, Type: "service", Name: "billing-api", NameRank: 2, TextUnits: []string{unit}},
 		},
 		Edges: []store.EdgeContribution{

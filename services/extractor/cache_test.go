@@ -45,49 +45,49 @@ func histogram(t *testing.T, reg *prometheus.Registry, name string) (uint64, flo
 	return 0, 0
 }
 
-// testCacheReingest is the cache contract end to end: the seed corpus
+// testCacheReingest is the cache contract end to end: the own corpus
 // through the worker, an unchanged re-ingest (new versions, same text)
 // that makes no LLM call, then a prompt-version change that misses for
 // every text unit. The replay server's call log is the proof.
 func testCacheReingest(t *testing.T, cache extractor.Cache) {
 	bus := startBus(t)
-	r := replay(t)
+	r := ownReplay(t)
 	reg := prometheus.NewRegistry()
 	x := cachedLLM(t, r.URL(), cache, "", reg)
 	startWorker(t, bus, x, reg, nil)
 
-	for _, id := range seedIDs {
-		publishDoc(t, bus, seedDoc(t, "acme", id, 1))
+	for _, id := range ownIDs {
+		publishDoc(t, bus, ownDoc(t, "acme", id, 1))
 	}
-	first := waitExtracted(t, bus, "acme", len(seedIDs))
-	require.Len(t, r.Calls(), 2*len(seedIDs), "extraction and gleaning per document")
-	require.Equal(t, float64(len(seedIDs)), metricValue(t, reg, "kgstream_extract_cache_total", map[string]string{"result": "miss"}))
+	first := waitExtracted(t, bus, "acme", len(ownIDs))
+	require.Len(t, r.Calls(), 2*len(ownIDs), "extraction and gleaning per document")
+	require.Equal(t, float64(len(ownIDs)), metricValue(t, reg, "kgstream_extract_cache_total", map[string]string{"result": "miss"}))
 
 	// Cost accounting: llmtest reports 100 prompt and 20 completion tokens
 	// per call; at 1 and 2 per million tokens a call costs 0.00014.
-	require.Equal(t, float64(2*len(seedIDs)), metricValue(t, reg, "kgstream_llm_calls_total", map[string]string{"model": "replay-model"}))
-	require.InDelta(t, 2*float64(len(seedIDs))*0.00014, metricValue(t, reg, "kgstream_llm_cost_total", nil), 1e-12)
+	require.Equal(t, float64(2*len(ownIDs)), metricValue(t, reg, "kgstream_llm_calls_total", map[string]string{"model": "replay-model"}))
+	require.InDelta(t, 2*float64(len(ownIDs))*0.00014, metricValue(t, reg, "kgstream_llm_cost_total", nil), 1e-12)
 	n, calls := histogram(t, reg, "kgstream_llm_calls_per_document")
-	require.Equal(t, uint64(len(seedIDs)), n)
-	require.Equal(t, float64(2*len(seedIDs)), calls)
+	require.Equal(t, uint64(len(ownIDs)), n)
+	require.Equal(t, float64(2*len(ownIDs)), calls)
 	_, cost := histogram(t, reg, "kgstream_llm_cost_per_document")
-	require.InDelta(t, 2*float64(len(seedIDs))*0.00014, cost, 1e-12)
+	require.InDelta(t, 2*float64(len(ownIDs))*0.00014, cost, 1e-12)
 	// The summary `kgstream status` can show.
 	u := x.Usage()
 	require.Equal(t, "replay-model", u.Model)
-	require.Equal(t, len(seedIDs), u.Documents)
+	require.Equal(t, len(ownIDs), u.Documents)
 	require.Equal(t, 2.0, u.CallsPerDocument())
 	require.InDelta(t, 2*0.00014, u.CostPerDocument(), 1e-12)
 
 	r.ResetCalls()
-	for _, id := range seedIDs {
-		publishDoc(t, bus, seedDoc(t, "acme", id, 2))
+	for _, id := range ownIDs {
+		publishDoc(t, bus, ownDoc(t, "acme", id, 2))
 	}
-	all := waitExtracted(t, bus, "acme", 2*len(seedIDs))
+	all := waitExtracted(t, bus, "acme", 2*len(ownIDs))
 	require.Empty(t, r.Calls(), "an unchanged re-ingest makes no LLM call")
-	require.Equal(t, float64(len(seedIDs)), metricValue(t, reg, "kgstream_extract_cache_total", map[string]string{"result": "hit"}))
-	want := recorded(t)
-	for i, ex := range all[len(seedIDs):] {
+	require.Equal(t, float64(len(ownIDs)), metricValue(t, reg, "kgstream_extract_cache_total", map[string]string{"result": "hit"}))
+	want := ownRecorded(t)
+	for i, ex := range all[len(ownIDs):] {
 		require.Equal(t, int64(2), ex.Version)
 		require.Equal(t, want[ex.DocID], triples(ex.Relationships), ex.DocID)
 		require.Equal(t, len(first[i].Entities), len(ex.Entities))
@@ -100,22 +100,22 @@ func testCacheReingest(t *testing.T, cache extractor.Cache) {
 	}
 	// Cache hits cost nothing: the mean cost per document halves.
 	u = x.Usage()
-	require.Equal(t, 2*len(seedIDs), u.Documents)
-	require.Equal(t, len(seedIDs), u.CacheHits)
+	require.Equal(t, 2*len(ownIDs), u.Documents)
+	require.Equal(t, len(ownIDs), u.CacheHits)
 	require.InDelta(t, 0.00014, u.CostPerDocument(), 1e-12)
 
 	// A new prompt version misses for every unit.
 	r.ResetCalls()
 	reg2 := prometheus.NewRegistry()
 	x2 := cachedLLM(t, r.URL(), cache, "extract-v2", reg2)
-	for _, id := range seedIDs {
-		d := seedDoc(t, "acme", id, 3)
+	for _, id := range ownIDs {
+		d := ownDoc(t, "acme", id, 3)
 		_, rels, err := x2.Extract(t.Context(), d, []events.TextUnit{{ID: extractor.TextUnitID(id, 3, 0), Text: d.Text, End: len(d.Text)}})
 		require.NoError(t, err)
 		require.Equal(t, want[id], triples(rels))
 	}
-	require.Len(t, r.Calls(), 2*len(seedIDs), "a prompt-version change misses the cache")
-	require.Equal(t, float64(len(seedIDs)), metricValue(t, reg2, "kgstream_extract_cache_total", map[string]string{"result": "miss"}))
+	require.Len(t, r.Calls(), 2*len(ownIDs), "a prompt-version change misses the cache")
+	require.Equal(t, float64(len(ownIDs)), metricValue(t, reg2, "kgstream_extract_cache_total", map[string]string{"result": "miss"}))
 	require.Zero(t, metricValue(t, reg2, "kgstream_extract_cache_total", map[string]string{"result": "hit"}))
 }
 
@@ -142,7 +142,7 @@ func TestLLMCacheRedis(t *testing.T) {
 
 	n, err := rdb.Keys(t.Context(), prefix+"extract:*").Result()
 	require.NoError(t, err)
-	require.Len(t, n, 2*len(seedIDs), "one entry per unit and prompt version")
+	require.Len(t, n, 2*len(ownIDs), "one entry per unit and prompt version")
 	ttl, err := rdb.TTL(t.Context(), n[0]).Result()
 	require.NoError(t, err)
 	require.Greater(t, ttl, 59*time.Minute)

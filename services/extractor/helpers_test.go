@@ -25,8 +25,13 @@ import (
 	"github.com/kgstream/kgstream/services/extractor"
 )
 
-// seed is the seed corpus. Tests fail (never skip) without it.
-const seed = "../../../shared/corpora/seed-postmortems"
+// own is this package's small corpus of invented postmortems, laid out as
+// the seed corpus is (docs/<id>.txt, catalog-info.yaml and a recorded LLM
+// extraction).
+const own = "testdata/postmortems"
+
+// ownIDs are the documents of own.
+var ownIDs = []string{"PM-1", "PM-2", "PM-3", "PM-4"}
 
 // tokenizer is loaded once per test binary: loading cl100k_base takes a
 // moment and every worker of every test can share it.
@@ -143,11 +148,17 @@ func waitDeadLetters(t *testing.T, bus *stream.Bus, stage string, n int) []strea
 	return out
 }
 
-// seedDoc reads a seed postmortem as a DocChanged.
-func seedDoc(t *testing.T, tenant, id string, version int64) *events.DocChanged {
+// ownDoc reads one of this package's postmortems as a DocChanged.
+func ownDoc(t *testing.T, tenant, id string, version int64) *events.DocChanged {
 	t.Helper()
-	text, err := os.ReadFile(filepath.Join(seed, "docs", id+".txt"))
-	require.NoError(t, err, "seed corpus is required")
+	return docIn(t, own, tenant, id, version)
+}
+
+// docIn reads a postmortem of a corpus directory as a DocChanged.
+func docIn(t *testing.T, dir, tenant, id string, version int64) *events.DocChanged {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(dir, "docs", id+".txt"))
+	require.NoError(t, err, "corpus %s is required", dir)
 	return &events.DocChanged{Header: events.Header{Tenant: tenant}, DocID: id, Version: version,
 		Source: "test", DocType: "incident", Title: "Postmortem " + id, Text: strings.TrimSpace(string(text)),
 		ACL: provenance.PublicACL(), ReceivedAt: time.Date(2025, 1, 9, 12, 0, 0, 0, time.UTC)}
@@ -170,11 +181,17 @@ func triples(rels []events.RawRelationship) []string {
 	return out
 }
 
-// recorded reads the recording's triples per document.
-func recorded(t *testing.T) map[string][]string {
+// ownRecorded reads the triples per document of own's recording.
+func ownRecorded(t *testing.T) map[string][]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(seed, "recorded-llm-extraction.json"))
-	require.NoError(t, err, "seed recording is required")
+	return recordedIn(t, own)
+}
+
+// recordedIn reads the triples per document of a corpus's recording.
+func recordedIn(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "recorded-llm-extraction.json"))
+	require.NoError(t, err, "the recording of %s is required", dir)
 	var rec map[string][]events.RawRelationship
 	require.NoError(t, json.Unmarshal(data, &rec))
 	out := map[string][]string{}

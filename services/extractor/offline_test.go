@@ -2,37 +2,16 @@ package extractor_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kgstream/kgstream/pkg/catalog"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/services/extractor"
 )
-
-// seedGazetteer is the seed catalog's entities plus the components the
-// postmortems name, as the graph would hold them after a catalog import.
-func seedGazetteer(t *testing.T) extractor.StaticGazetteer {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(seed, "catalog-info.yaml"))
-	require.NoError(t, err)
-	st, _, err := catalog.Parse(data)
-	require.NoError(t, err)
-	var g extractor.StaticGazetteer
-	for _, e := range st.Entities {
-		g = append(g, extractor.Entry{ID: resolve.ID(e.Type, e.Key), Type: e.Type, Name: e.Name, Key: resolve.Key(e.Key)})
-	}
-	for _, c := range []string{"cert-manager", "ingress", "orders-db"} {
-		g = append(g, extractor.Entry{ID: resolve.ID("component", c), Type: "component", Name: c, Key: resolve.Key(c)})
-	}
-	return g
-}
 
 func offlineExtract(t *testing.T, g extractor.Gazetteer, text string) ([]events.RawEntity, []events.RawRelationship) {
 	t.Helper()
@@ -55,8 +34,26 @@ func mentioned(rels []events.RawRelationship) []string {
 	return out
 }
 
+// boundaryGazetteer names a few services, a team (by its title) and
+// components, as a graph would after a catalog import.
+func boundaryGazetteer() extractor.StaticGazetteer {
+	var g extractor.StaticGazetteer
+	add := func(typ, key, name string) {
+		g = append(g, extractor.Entry{ID: resolve.ID(typ, key), Type: typ, Name: name, Key: resolve.Key(key)})
+	}
+	for _, s := range []string{"checkout-api", "search-api", "auth-service", "ledger-api"} {
+		add("service", s, s)
+	}
+	add("team", "data-platform", "Data Platform")
+	add("team", "finance", "Finance")
+	for _, c := range []string{"cert-manager", "ingress", "log-rotation"} {
+		add("component", c, c)
+	}
+	return g
+}
+
 func TestOfflineMatchesNormalisedNamesOnWordBoundaries(t *testing.T) {
-	g := seedGazetteer(t)
+	g := boundaryGazetteer()
 	for name, tc := range map[string]struct {
 		text string
 		want []string
@@ -81,48 +78,6 @@ func TestOfflineMatchesNormalisedNamesOnWordBoundaries(t *testing.T) {
 			_, rels := offlineExtract(t, g, tc.text)
 			require.Equal(t, tc.want, mentioned(rels))
 		})
-	}
-}
-
-func TestOfflineExtractsSeedPostmortem(t *testing.T) {
-	bus := startBus(t)
-	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: seedGazetteer(t)})
-	require.NoError(t, err)
-	startWorker(t, bus, x, nil, nil)
-
-	publishDoc(t, bus, seedDoc(t, "acme", "INC-112", 1))
-	publishDoc(t, bus, seedDoc(t, "acme", "INC-101", 1))
-	got := waitExtracted(t, bus, "acme", 2)
-
-	require.Equal(t, []string{
-		"component:certmanager -co_occurs-> service:searchapi",
-		"failure_mode:expired certificate -is_a-> failure_mode:certificate expiry",
-		"incident:INC-112 -affected-> service:searchapi",
-		"incident:INC-112 -failure-> failure_mode:expired certificate",
-		"incident:INC-112 -involved-> component:certmanager",
-		"incident:INC-112 -mentions-> component:certmanager",
-		"incident:INC-112 -mentions-> service:searchapi",
-	}, triples(got[0].Relationships))
-	require.Equal(t, []string{
-		"failure_mode:expired certificate -is_a-> failure_mode:certificate expiry",
-		"incident:INC-101 -affected-> service:authservice",
-		"incident:INC-101 -affected-> service:checkoutapi",
-		"incident:INC-101 -failure-> failure_mode:expired certificate",
-		"incident:INC-101 -involved-> component:certmanager",
-		"incident:INC-101 -involved-> component:ingress",
-		"incident:INC-101 -mentions-> component:certmanager",
-		"incident:INC-101 -mentions-> component:ingress",
-		"incident:INC-101 -mentions-> service:authservice",
-		"incident:INC-101 -mentions-> service:checkoutapi",
-		"service:authservice -co_occurs-> service:checkoutapi",
-	}, triples(got[1].Relationships))
-
-	ex := got[0]
-	unit := ex.TextUnits[0].ID
-	require.Equal(t, events.RawEntity{Name: "INC-112", Type: "incident", Description: "Postmortem INC-112", TextUnit: unit}, ex.Entities[0])
-	require.Contains(t, ex.Entities, events.RawEntity{Name: "Cert Manager", Type: "component", Key: "certmanager", TextUnit: unit})
-	for _, r := range ex.Relationships {
-		require.Equal(t, unit, r.TextUnit)
 	}
 }
 

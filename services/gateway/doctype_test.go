@@ -15,7 +15,7 @@ func TestDocTypeIsCheckedAndReported(t *testing.T) {
 	pm := `Impact: checkout failed for customers. Root cause: an expired certificate. Timeline: 10:02 UTC alerted. Resolution: renewed.`
 	for _, tc := range []struct {
 		id, docType, text, want string
-		inferred             bool
+		inferred                bool
 	}{
 		{"a", `"incident"`, "checkout was slow", "incident", false},
 		{"b", `"Postmortem"`, "checkout was slow", "incident", false},

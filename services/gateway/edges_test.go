@@ -129,7 +129,7 @@ func TestBadBodiesAreRefused(t *testing.T) {
 		})
 	}
 	// A correctly signed webhook that is not JSON is 415.
-	body := payload(t, "github/issues.opened.payload.json")
+	body := ownPayload(t, "github/issues.opened.json")
 	for _, ct := range []string{"application/x-www-form-urlencoded", "text/plain", ""} {
 		req, err := http.NewRequest("POST", f.srv.URL+"/webhooks/github", bytes.NewReader(body))
 		require.NoError(t, err)

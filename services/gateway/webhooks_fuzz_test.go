@@ -13,19 +13,26 @@ import (
 	"github.com/kgstream/kgstream/pkg/provenance"
 )
 
-// seedPayloads adds every real payload of a provider directory to f.
+// payloadDirs hold provider directories of payloads for the fuzz seed
+// corpora: this package's own, and in the integration build the shared
+// real ones. Each must hold payloads for every provider fuzzed.
+var payloadDirs = []string{filepath.Join("testdata", "webhooks")}
+
+// seedPayloads adds every payload of a provider directory to f.
 func seedPayloads(f *testing.F, dir string, add func(body []byte)) {
 	f.Helper()
-	paths, err := filepath.Glob(filepath.Join(sharedDir, "webhooks", dir, "*.json"))
-	if err != nil || len(paths) == 0 {
-		f.Fatalf("the shared %s payloads are required (found %d): %v", dir, len(paths), err)
-	}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
+	for _, root := range payloadDirs {
+		paths, err := filepath.Glob(filepath.Join(root, dir, "*.json"))
+		if err != nil || len(paths) == 0 {
+			f.Fatalf("no %s payloads in %s (found %d): %v", dir, root, len(paths), err)
 		}
-		add(data)
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			add(data)
+		}
 	}
 }
 

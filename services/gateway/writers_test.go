@@ -125,7 +125,7 @@ func TestWritersAreNotReaders(t *testing.T) {
 
 func TestProviderNamespacesBelongToTheirReceivers(t *testing.T) {
 	f := setupWebhooks(t)
-	const id = "github:Codertocat/Hello-World#1"
+	const id = "github:acme-co/ledger#7"
 	// The document API does not write in a configured receiver's namespace,
 	// whoever asks.
 	for _, c := range []struct{ token, id, tenant string }{
@@ -150,7 +150,7 @@ func TestProviderNamespacesBelongToTheirReceivers(t *testing.T) {
 	_, err := f.reg.Announce(t.Context(), "acme", store.Announcement{DocID: id, Version: 1,
 		ACL: provenance.ACL{Principals: []string{"user"}}, Title: "squat"})
 	require.NoError(t, err)
-	status, out = f.github(t, "issues", "d-squat", payload(t, "github/issues.opened.payload.json"))
+	status, out = f.github(t, "issues", "d-squat", ownPayload(t, "github/issues.opened.json"))
 	require.Equal(t, 202, status, out)
 	src := f.source(t, "acme", id)
 	require.Equal(t, provenance.ACL{Groups: []string{"eng"}}, src.ACL, "the squatter kept the ACL")
@@ -162,7 +162,7 @@ func TestProviderNamespacesBelongToTheirReceivers(t *testing.T) {
 	// A document the receiver created keeps an ACL an admin set on it.
 	status, out = f.do(t, "PUT", "/v1/documents/"+url.PathEscape(id)+"/acl", "root", `{"groups":["security"]}`)
 	require.Equal(t, 202, status, out)
-	status, out = f.github(t, "issues", "d-edit", payload(t, "github/issues.edited.payload.json"))
+	status, out = f.github(t, "issues", "d-edit", ownPayload(t, "github/issues.edited.json"))
 	require.Equal(t, 202, status, out)
 	require.Equal(t, []string{"security"}, f.source(t, "acme", id).ACL.Groups)
 }

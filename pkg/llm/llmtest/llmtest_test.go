@@ -10,15 +10,15 @@ import (
 	"github.com/kgstream/kgstream/pkg/llm/llmtest"
 )
 
-const recording = "../../../../shared/corpora/seed-postmortems/recorded-llm-extraction.json"
-
-func TestSeedReplay(t *testing.T) {
-	r, err := llmtest.SeedReplay(recording)
+// TestReplayRecording replays a small recording: the first recorded
+// document id in the prompt picks the answer, gleaning gets nothing more,
+// overrides replace an answer and unknown documents are a 404.
+func TestReplayRecording(t *testing.T) {
+	r, err := llmtest.SeedReplay("testdata/recording.json")
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	c, err := llm.New(llm.Config{BaseURL: r.URL(), Model: "replay"})
 	require.NoError(t, err)
-
 	ask := func(msgs ...llm.Message) llmtest.Extraction {
 		t.Helper()
 		out, err := c.Complete(t.Context(), msgs, nil)
@@ -27,30 +27,39 @@ func TestSeedReplay(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out.Content), &ex))
 		return ex
 	}
-	first := llm.Message{Role: llm.RoleUser, Content: "Document: INC-101 (title)\nText: ..."}
+	first := llm.Message{Role: llm.RoleUser, Content: "Document: PM-1 (ledger)\nText: PM-2 is mentioned later."}
 	ex := ask(first)
-	require.Len(t, ex.Relationships, 5)
-	require.Len(t, ex.Entities, 6)
-	require.Equal(t, llmtest.Entity{Name: "INC-101", Type: "incident", Description: "incident INC-101"}, ex.Entities[0])
-	require.Equal(t, "expired certificate", ex.Relationships[4].Target)
+	require.Equal(t, []llmtest.Entity{
+		{Name: "PM-1", Type: "incident", Description: "incident PM-1"},
+		{Name: "ledger-api", Type: "service", Description: "service ledger-api"},
+		{Name: "log-rotation", Type: "component", Description: "component log-rotation"},
+		{Name: "disk full", Type: "failure_mode", Description: "failure_mode disk full"},
+	}, ex.Entities)
+	require.Len(t, ex.Relationships, 3)
+	// Missing descriptions and strengths are filled in; recorded ones kept.
+	require.Equal(t, llmtest.Relationship{Source: "PM-1", SourceType: "incident", Relation: "affected", Target: "ledger-api",
+		TargetType: "service", Description: "PM-1 affected ledger-api", Strength: 8}, ex.Relationships[0])
+	require.Equal(t, "the ledger volume ran out of space", ex.Relationships[2].Description)
+	require.EqualValues(t, 6, ex.Relationships[2].Strength)
 
-	// Gleaning: a follow-up gets nothing more.
-	ex = ask(first, llm.Message{Role: llm.RoleAssistant, Content: "{}"}, llm.Message{Role: llm.RoleUser, Content: "MANY entities were missed"})
+	ex = ask(first, llm.Message{Role: llm.RoleAssistant, Content: "{}"}, llm.Message{Role: llm.RoleUser, Content: "anything missed?"})
 	require.Empty(t, ex.Entities)
 	require.Empty(t, ex.Relationships)
 
-	// Override a document.
-	r.Override("INC-121", []llmtest.Relationship{{Source: "INC-121", SourceType: "incident", Relation: "failure",
-		Target: "bad upgrade", TargetType: "failure_mode"}})
-	ex = ask(llm.Message{Role: llm.RoleUser, Content: "Document: INC-121"})
+	r.Override("PM-2", []llmtest.Relationship{{Source: "PM-2", SourceType: "incident", Relation: "failure",
+		Target: "queue overflow", TargetType: "failure_mode"}})
+	ex = ask(llm.Message{Role: llm.RoleUser, Content: "Document: PM-2"})
 	require.Len(t, ex.Relationships, 1)
-	require.Equal(t, "bad upgrade", ex.Relationships[0].Target)
+	require.Equal(t, "queue overflow", ex.Relationships[0].Target)
+	require.Equal(t, "queue overflow", r.Relationships("PM-2")[0].Target)
 
-	// Unknown documents and ids embedded in longer tokens are not matched.
-	_, err = c.Complete(t.Context(), []llm.Message{{Role: llm.RoleUser, Content: "Document: INC-1011"}}, nil)
+	_, err = c.Complete(t.Context(), []llm.Message{{Role: llm.RoleUser, Content: "Document: PM-12"}}, nil)
 	require.Error(t, err)
 	require.Len(t, r.Calls(), 4)
 	require.Equal(t, 404, r.Calls()[3].Status)
+
+	_, err = llmtest.SeedReplay("testdata/missing.json")
+	require.ErrorContains(t, err, "reading recording testdata/missing.json")
 }
 
 func TestInjectedSchemaFailures(t *testing.T) {

@@ -1,0 +1,176 @@
+//go:build integration
+
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kgstream/kgstream/cmd/kgstream/app"
+)
+
+// corpus loads the dfds and cloud-incidents postmortems (Markdown) from
+// ../shared beside the checkout.
+func corpus(b *testing.B) []app.Document {
+	b.Helper()
+	var docs []app.Document
+	for _, dir := range []string{"dfds-postmortems", "cloud-incidents"} {
+		files, err := filepath.Glob(filepath.Join("../../../../shared/corpora", dir, "*.md"))
+		if err != nil || len(files) == 0 {
+			b.Fatalf("corpus %s not found beside the checkout: %v", dir, err)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d := app.DocumentFromFile(f, data)
+			d.ID = dir + "-" + strings.NewReplacer(" ", "_", "/", "_").Replace(d.ID)
+			if len(d.ID) > 200 {
+				d.ID = d.ID[:200]
+			}
+			d.DocType = "incident"
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+type benchTarget struct {
+	name string
+	cfg  func(b *testing.B) app.Config
+}
+
+func benchTargets() []benchTarget {
+	return []benchTarget{
+		{"embedded", func(b *testing.B) app.Config { return app.Config{} }},
+		{"redis", func(b *testing.B) app.Config {
+			prefix := fmt.Sprintf("kgbench-%d", time.Now().UnixNano())
+			b.Cleanup(func() { cleanRedis(b, prefix) })
+			return app.Config{RedisURL: redisURL(), RedisPrefix: prefix}
+		}},
+	}
+}
+
+func startBench(b *testing.B, cfg app.Config) *app.App {
+	b.Helper()
+	cfg.DataDir = b.TempDir()
+	cfg.HTTPAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Quiet, cfg.MaxDelay = time.Second, 10*time.Second
+	cfg.Log = quietLog()
+	a, err := app.Start(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(a.Close)
+	return a
+}
+
+func applied(b *testing.B, c *app.Client) int {
+	var st statusResp
+	if err := c.Do(context.Background(), "GET", "/v1/status", "", nil, &st); err != nil {
+		b.Fatal(err)
+	}
+	return st.Applied
+}
+
+// BenchmarkIngest measures documents per second from the gateway's 202 to
+// the graph applied (offline extractor), for the embedded and Redis stores.
+func BenchmarkIngest(b *testing.B) {
+	docs := corpus(b)
+	for _, tg := range benchTargets() {
+		b.Run(tg.name, func(b *testing.B) {
+			a := startBench(b, tg.cfg(b))
+			c := app.NewClient(a.URL(), "")
+			b.ResetTimer()
+			start := time.Now()
+			total := 0
+			for i := 0; i < b.N; i++ {
+				jobs := make(chan app.Document)
+				var wg sync.WaitGroup
+				for w := 0; w < 4; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for d := range jobs {
+							if _, err := c.PostDocument(context.Background(), d); err != nil {
+								b.Error(err)
+							}
+						}
+					}()
+				}
+				for _, d := range docs {
+					d.ID = fmt.Sprintf("%s-r%d", d.ID, i)
+					jobs <- d
+				}
+				close(jobs)
+				wg.Wait()
+				total += len(docs)
+				for applied(b, c) < total {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			el := time.Since(start)
+			b.ReportMetric(float64(total)/el.Seconds(), "docs/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkIndexLag sends documents at a steady rate (KG_LAG_RATE, default
+// 100 per second) for KG_LAG_SECONDS (default 5) and reports the p50 and
+// p99 index lag (gateway receipt to graph applied) the resolver observed,
+// and how long the graph took to catch up after the last POST (drain-s: a
+// bounded backlog keeps it near zero).
+func BenchmarkIndexLag(b *testing.B) {
+	docs := corpus(b)
+	rate, seconds := envInt(b, "KG_LAG_RATE", 100), envInt(b, "KG_LAG_SECONDS", 5)
+	for _, tg := range benchTargets() {
+		b.Run(tg.name, func(b *testing.B) {
+			a := startBench(b, tg.cfg(b))
+			c := app.NewClient(a.URL(), "")
+			b.ResetTimer()
+			n := 0
+			var drain time.Duration
+			for i := 0; i < b.N; i++ {
+				tick := time.NewTicker(time.Second / time.Duration(rate))
+				var wg sync.WaitGroup
+				sem := make(chan struct{}, 16)
+				for j := 0; j < rate*seconds; j++ {
+					<-tick.C
+					d := docs[j%len(docs)]
+					d.ID = fmt.Sprintf("%s-lag%d-%d", d.ID, i, j)
+					sem <- struct{}{}
+					wg.Add(1)
+					go func() {
+						defer func() { <-sem; wg.Done() }()
+						if _, err := c.PostDocument(context.Background(), d); err != nil {
+							b.Error(err)
+						}
+					}()
+				}
+				tick.Stop()
+				wg.Wait()
+				sent := time.Now()
+				n += rate * seconds
+				for applied(b, c) < n {
+					time.Sleep(5 * time.Millisecond)
+				}
+				drain += time.Since(sent)
+			}
+			p50, p99, _ := a.Bus.LagQuantiles("graph")
+			b.ReportMetric(p50*1000, "p50-lag-ms")
+			b.ReportMetric(p99*1000, "p99-lag-ms")
+			b.ReportMetric(drain.Seconds()/float64(b.N), "drain-s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

@@ -1,0 +1,123 @@
+//go:build integration
+
+package extractor_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/services/extractor"
+)
+
+// corpora are the public postmortem corpora beside the seed.
+var corpora = []string{"../../../shared/corpora/dfds-postmortems", "../../../shared/corpora/cloud-incidents",
+	"../../../shared/corpora/wikitech-incidents"}
+
+type corpusDoc struct {
+	id   string
+	text string
+}
+
+// loadCorpus reads every markdown postmortem of dir (templates and
+// READMEs skipped). It fails, never skips, without the corpus.
+func loadCorpus(tb testing.TB, dir string) []corpusDoc {
+	tb.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		tb.Fatalf("corpus %s is required: %v", dir, err)
+	}
+	var out []corpusDoc
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || name == "README.md" || name == "LICENSE" || strings.Contains(name, "template") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, corpusDoc{id: strings.TrimSuffix(strings.TrimSuffix(name, ".md"), ".txt"), text: string(data)})
+	}
+	if len(out) == 0 {
+		tb.Fatalf("corpus %s has no documents", dir)
+	}
+	return out
+}
+
+// BenchmarkOfflineExtraction reports offline extraction throughput
+// (chunking included) in documents per second on each corpus, and the
+// failure modes found.
+func BenchmarkOfflineExtraction(b *testing.B) {
+	tk, err := tokenizer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := extractor.NewChunker(tk, extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tagger, err := extractor.NewTagger()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, dir := range corpora {
+		docs := loadCorpus(b, dir)
+		for _, mode := range []struct {
+			name string
+			cfg  extractor.OfflineConfig
+		}{
+			{"default", extractor.OfflineConfig{}},
+			{"noun-phrases", extractor.OfflineConfig{NounPhrases: extractor.NounPhraseConfig{Enabled: true, IncludeIncidents: true, Tagger: tagger}}},
+		} {
+			b.Run(filepath.Base(dir)+"/"+mode.name, func(b *testing.B) {
+				x, err := extractor.NewOffline(mode.cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				modes := map[string]int{}
+				var rels, units, bytes int
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					for _, d := range docs {
+						doc := &events.DocChanged{Header: events.Header{Tenant: "bench"}, DocID: d.id, Version: 1,
+							DocType: "incident", Text: d.text}
+						us := c.Chunk(d.id, 1, d.text)
+						_, rs, err := x.Extract(b.Context(), doc, us)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if i == 0 {
+							units += len(us)
+							rels += len(rs)
+							bytes += len(d.text)
+							for _, r := range rs {
+								if r.Relation == extractor.RelFailure {
+									modes[r.Target]++
+								}
+							}
+						}
+					}
+				}
+				el := b.Elapsed().Seconds()
+				b.ReportMetric(float64(b.N*len(docs))/el, "docs/s")
+				b.ReportMetric(float64(b.N*bytes)/el/1e6, "MB/s")
+				b.ReportMetric(0, "ns/op")
+				names := make([]string, 0, len(modes))
+				for m := range modes {
+					names = append(names, m)
+				}
+				sort.Slice(names, func(i, j int) bool { return modes[names[i]] > modes[names[j]] })
+				var sb strings.Builder
+				for _, m := range names {
+					fmt.Fprintf(&sb, "%s=%d ", m, modes[m])
+				}
+				b.Logf("%d docs, %d text units, %d relationships; failure modes: %s", len(docs), units, rels, sb.String())
+			})
+		}
+	}
+}

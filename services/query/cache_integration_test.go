@@ -1,0 +1,149 @@
+//go:build integration
+
+package query_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
+	"github.com/kgstream/kgstream/services/query"
+)
+
+// newCachingFixture serves the seed with Config.Events set and Run
+// following the bus.
+func newCachingFixture(t *testing.T) (*fixture, *countingStores, *stream.Bus) {
+	t.Helper()
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	cs := &countingStores{Stores: openStore(t), calls: map[string]int{}}
+	st := &failingStores{Stores: cs}
+	loadSeed(t, st, tenantAcme)
+	loadGlobex(t, st)
+	a, err := newAuth()
+	require.NoError(t, err)
+	svc, err := query.New(query.Config{Events: bus}, st, a, nil, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	cs.reset()
+	return &fixture{t: t, st: st, srv: srv}, cs, bus
+}
+
+func reportTitles(r query.QueryResponse) []string {
+	var out []string
+	for _, it := range r.Context {
+		if it.Kind == query.KindReport {
+			out = append(out, it.Text)
+		}
+	}
+	return out
+}
+
+// TestCachesFollowEvents: with Events set, global answers read the
+// reports and communities once per tenant until kg.reports.changed or
+// kg.communities.changed names the tenant, and aggregates read a
+// relation's edges once (and, once local search built the name index,
+// no entity) until kg.graph.changed does; admission stays per
+// request, so a revocation counts at once, with no event.
+func TestCachesFollowEvents(t *testing.T) {
+	f, cs, bus := newCachingFixture(t)
+	ctx := t.Context()
+	globalQ := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
+
+	// The cache is live once the consumer runs: two questions, one read.
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		cs.reset()
+		ask(t, f, tokAlice, globalQ)
+		ask(t, f, tokAlice, globalQ)
+		if n := cs.reset()["Reports"]; n > 1 {
+			return fmt.Errorf("%d report listings for two questions", n)
+		}
+		return nil
+	})
+	require.NotEmpty(t, reportTitles(ask(t, f, tokAlice, globalQ)))
+	require.Zero(t, cs.reset()["Reports"])
+
+	// A rewritten report shows once kg.reports.changed names the tenant.
+	rep, err := f.st.Report(ctx, tenantAcme, "r-c-0-cert")
+	require.NoError(t, err)
+	rep.Title = "Certificates that expire unnoticed"
+	require.NoError(t, f.st.PutReport(ctx, tenantAcme, rep))
+	_, err = bus.Publish(ctx, events.KindReportsChanged, tenantAcme, "reports-1",
+		&events.ReportsChanged{Header: events.Header{Tenant: tenantAcme}, Reports: []string{rep.ID}})
+	require.NoError(t, err)
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		titles := reportTitles(ask(t, f, tokAlice, globalQ))
+		if !slices.ContainsFunc(titles, func(s string) bool { return len(s) > 0 && s[:len(rep.Title)] == rep.Title }) {
+			return fmt.Errorf("titles %v", titles)
+		}
+		return nil
+	})
+	// kg.communities.changed drops the same cache.
+	cs.reset()
+	ask(t, f, tokAlice, globalQ)
+	require.Zero(t, cs.reset()["Reports"])
+	_, err = bus.Publish(ctx, events.KindCommunitiesChanged, tenantAcme, "communities-1",
+		&events.CommunitiesChanged{Header: events.Header{Tenant: tenantAcme}, Run: 2})
+	require.NoError(t, err)
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		ask(t, f, tokAlice, globalQ)
+		if cs.reset()["Reports"] == 0 {
+			return fmt.Errorf("reports still cached")
+		}
+		return nil
+	})
+
+	// Aggregates: one edge read per relation until kg.graph.changed.
+	agg := func() []string {
+		var a aggResp
+		f.get("/v1/aggregate?type=incident&rel=failure", tokAlice, http.StatusOK, &a)
+		return a.summary()
+	}
+	before := agg()
+	// A local question builds the name index; aggregates then take their
+	// entities from it too.
+	ask(t, f, tokAlice, map[string]any{"mode": "local", "question": "What happened to cert-manager?"})
+	cs.reset()
+	require.Equal(t, before, agg())
+	calls := cs.reset()
+	require.Zero(t, calls["EdgesByRelation"], "%v", calls)
+	require.Zero(t, calls["Entities"], "%v", calls)
+	// A revocation without any event: admission is per request.
+	_, err = f.st.Announce(ctx, tenantAcme, store.Announcement{DocID: "INC-130", Version: 2, ACL: provenance.ACL{Groups: []string{"nobody"}}})
+	require.NoError(t, err)
+	require.Equal(t, slices.DeleteFunc(slices.Clone(before), func(s string) bool { return s == "disk full 1 [INC-130]" }), agg())
+	// A new incident shows once kg.graph.changed names the tenant.
+	announceApply(t, f.st, tenantAcme, "INC-131", 1, incidentACL(), store.Contributions{Title: "INC-131", DocType: "postmortem",
+		Entities: []store.EntityContribution{
+			{ID: "incident:inc131", Type: "incident", Name: "INC-131", NameRank: 2},
+			{ID: "failure_mode:diskfull", Type: "failure_mode", Name: "disk full", NameRank: 2},
+		},
+		Edges: []store.EdgeContribution{{Source: "incident:inc131", Relation: "failure", Target: "failure_mode:diskfull", Weight: 1}}})
+	_, err = bus.Publish(ctx, events.KindGraphChanged, tenantAcme, "graph-1",
+		&events.GraphChanged{Header: events.Header{Tenant: tenantAcme}, DocID: "INC-131", Version: 1})
+	require.NoError(t, err)
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		if got := agg(); !slices.Contains(got, "disk full 1 [INC-131]") {
+			return fmt.Errorf("groups %v", got)
+		}
+		return nil
+	})
+}
