@@ -357,6 +357,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.goRun("query", func() error { return qs.Run(wctx) })
 	a.goRun("audit", func() error { return a.auditLoop(wctx) })
 	a.goRun("aliases", func() error { return aliases.Run(wctx, 5*time.Second) })
+	a.goRun("resolver aliases", func() error { return rw.WatchAliases(wctx, time.Second) })
 	a.ready.Set(true)
 	log.Info("kgstream is up", "addr", a.Addr, "ops", a.OpsAddr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
 		"stores", orDefault(cfg.RedisURL, "embedded"), "vectors", orDefault(cfg.WeaviateURL, "embedded"),
