@@ -171,7 +171,7 @@ func (w *Worker) reresolution(ctx context.Context, tenant, doc string) (*change,
 		return nil, err
 	}
 	return &change{tenant: tenant, docID: doc, version: ev.Version, resolution: ev.Resolution, docType: ev.DocType,
-		received: ev.ReceivedAt, ev: &ev, raw: raw}, nil
+		received: ev.ReceivedAt, ev: &ev, raw: raw, current: true}, nil
 }
 
 func nonNil(s []string) []string {

@@ -173,7 +173,10 @@ type change struct {
 	received   time.Time
 	ev         *events.Extracted // nil for a deletion
 	raw        []byte
-	c          store.Contributions
+	// current marks a re-resolution asked for by the alias table in
+	// force: there is nothing newer to reload.
+	current bool
+	c       store.Contributions
 	// prev lists the entities the document contributed before, then those
 	// it contributes now.
 	prev []string
@@ -314,7 +317,7 @@ func (w *Worker) prepare(ctx context.Context, ch *change) error {
 		return nil
 	}
 	ev := ch.ev
-	if ev.Resolution > 0 {
+	if ev.Resolution > 0 && !ch.current {
 		// A re-resolution must see the alias table that asked for it.
 		if err := w.cfg.Aliases.Refresh(); err != nil {
 			w.log.Error("alias table not reloaded for a re-resolution", "error", err)
