@@ -125,7 +125,8 @@ const catalogRank = 1
 // read from the graph store: only fragments a catalog made (name rank 0
 // or 1) count, so what other documents mention never changes what a
 // document extracts. Cached per tenant for TTL so that a burst of
-// documents costs one scan; a catalog change shows up after at most TTL.
+// documents costs one scan; a catalog change shows up after at most TTL,
+// or at once for the reads that start after Invalidate.
 type CatalogGazetteer struct {
 	gs    store.GraphStore
 	ttl   time.Duration
@@ -134,6 +135,9 @@ type CatalogGazetteer struct {
 
 	mu    sync.Mutex
 	cache map[string]cached
+	// gen counts a tenant's invalidations: a scan that began before one
+	// is not cached.
+	gen map[string]uint64
 }
 
 type cached struct {
@@ -150,13 +154,24 @@ func NewCatalogGazetteer(gs store.GraphStore, ttl time.Duration) *CatalogGazette
 	for _, t := range CatalogTypes() {
 		types[t] = true
 	}
-	return &CatalogGazetteer{gs: gs, ttl: ttl, types: types, now: time.Now, cache: map[string]cached{}}
+	return &CatalogGazetteer{gs: gs, ttl: ttl, types: types, now: time.Now, cache: map[string]cached{},
+		gen: map[string]uint64{}}
+}
+
+// Invalidate drops the tenant's cached entries: every Entries call that
+// starts afterwards reads the graph store.
+func (g *CatalogGazetteer) Invalidate(tenant string) {
+	g.mu.Lock()
+	delete(g.cache, tenant)
+	g.gen[tenant]++
+	g.mu.Unlock()
 }
 
 // Entries implements Gazetteer.
 func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry, error) {
 	g.mu.Lock()
 	c, ok := g.cache[tenant]
+	gen := g.gen[tenant]
 	g.mu.Unlock()
 	if ok && g.now().Sub(c.at) < g.ttl {
 		return c.entries, nil
@@ -185,7 +200,9 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 	// before its catalog import is applied.
 	if len(out) > 0 {
 		g.mu.Lock()
-		g.cache[tenant] = cached{entries: out, at: g.now()}
+		if g.gen[tenant] == gen {
+			g.cache[tenant] = cached{entries: out, at: g.now()}
+		}
 		g.mu.Unlock()
 	}
 	return out, nil

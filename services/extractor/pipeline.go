@@ -161,6 +161,14 @@ func NewOffline(cfg OfflineConfig) (*Offline, error) {
 // Name implements Extractor.
 func (x *Offline) Name() string { return "offline" }
 
+// InvalidateCatalog makes the next extraction of tenant's documents read
+// the catalog afresh (when the gazetteer caches it: CatalogGazetteer).
+func (x *Offline) InvalidateCatalog(tenant string) {
+	if g, ok := x.cfg.Gazetteer.(interface{ Invalidate(string) }); ok {
+		g.Invalidate(tenant)
+	}
+}
+
 // Stages lists the pipeline's stage names in order.
 func (x *Offline) Stages() []string {
 	out := make([]string, len(x.stages))

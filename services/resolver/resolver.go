@@ -173,7 +173,10 @@ type change struct {
 	received   time.Time
 	ev         *events.Extracted // nil for a deletion
 	raw        []byte
-	c          store.Contributions
+	// current marks a re-resolution asked for by the alias table in
+	// force: there is nothing newer to reload.
+	current bool
+	c       store.Contributions
 	// prev lists the entities the document contributed before, then those
 	// it contributes now.
 	prev []string
@@ -237,6 +240,16 @@ func (w *Worker) HandleBatch(ctx context.Context, ms []*stream.Message) []error 
 		newest[k] = ch
 		chs = append(chs, ch)
 	}
+	w.applyChanges(ctx, chs, errs)
+	for _, c := range copies {
+		errs[c[0]] = errs[c[1]]
+	}
+	return errs
+}
+
+// applyChanges prepares and applies chs in order, one run of changes up
+// to each catalog at a time; errs is indexed by change.i.
+func (w *Worker) applyChanges(ctx context.Context, chs []*change, errs []error) {
 	var run []*change
 	for _, ch := range chs {
 		if err := w.prepare(ctx, ch); err != nil {
@@ -250,10 +263,6 @@ func (w *Worker) HandleBatch(ctx context.Context, ms []*stream.Message) []error 
 		}
 	}
 	w.applyRun(ctx, run, errs)
-	for _, c := range copies {
-		errs[c[0]] = errs[c[1]]
-	}
-	return errs
 }
 
 func (w *Worker) superseded(old, by *change) error {
@@ -308,7 +317,7 @@ func (w *Worker) prepare(ctx context.Context, ch *change) error {
 		return nil
 	}
 	ev := ch.ev
-	if ev.Resolution > 0 {
+	if ev.Resolution > 0 && !ch.current {
 		// A re-resolution must see the alias table that asked for it.
 		if err := w.cfg.Aliases.Refresh(); err != nil {
 			w.log.Error("alias table not reloaded for a re-resolution", "error", err)
@@ -627,6 +636,12 @@ const (
 // catalog); otherwise it is refused with a counted, logged reason instead
 // of guessed, and so are the relationships that need it.
 func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contributions, error) {
+	return w.resolve(ctx, ev, false)
+}
+
+// resolve is Resolve; quiet neither counts nor logs refused mentions (a
+// trial resolution that may not be applied).
+func (w *Worker) resolve(ctx context.Context, ev *events.Extracted, quiet bool) (store.Contributions, error) {
 	c := store.Contributions{Title: ev.Title, DocType: ev.DocType, TextUnits: ev.TextUnits, ReceivedAt: ev.ReceivedAt}
 	var cat *catalogIndex
 	if ev.DocType != "catalog" {
@@ -667,6 +682,9 @@ func (w *Worker) Resolve(ctx context.Context, ev *events.Extracted) (store.Contr
 		}
 	}
 	refuse := func(reason, name string, candidates []string) {
+		if quiet {
+			return
+		}
 		w.rejected.WithLabelValues(reason).Inc()
 		w.log.Info("mention refused", "tenant", ev.Tenant, "doc", ev.DocID, "version", ev.Version,
 			"mention", name, "reason", reason, "candidates", candidates)

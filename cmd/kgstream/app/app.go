@@ -273,6 +273,11 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	rx, err := extractor.NewReextractor(extractor.ReextractConfig{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, st, ext,
+		log.With("stage", "extractor-catalog"), a.Registry)
+	if err != nil {
+		return nil, err
+	}
 	rw, err := resolver.New(resolver.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, Aliases: aliases}, bus, st, log.With("stage", "resolver"), a.Registry)
 	if err != nil {
 		return nil, err
@@ -352,12 +357,14 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.goRun("ops", func() error { return serve.Serve(wctx, ol, serve.Mux(nil, a.Registry, a.ready), log) })
 	a.goRun("gateway outbox", func() error { return gw.Run(wctx) })
 	a.goRun("extractor", func() error { return ew.Run(wctx) })
+	a.goRun("extractor catalog", func() error { return rx.Run(wctx) })
 	a.goRun("resolver", func() error { return rw.Run(wctx) })
 	a.goRun("clusterer", func() error { return cw.Run(wctx) })
 	a.goRun("reporter", func() error { return pw.Run(wctx) })
 	a.goRun("query", func() error { return qs.Run(wctx) })
 	a.goRun("audit", func() error { return a.auditLoop(wctx) })
 	a.goRun("aliases", func() error { return aliases.Run(wctx, 5*time.Second) })
+	a.goRun("resolver aliases", func() error { return rw.WatchAliases(wctx, time.Second) })
 	a.ready.Set(true)
 	log.Info("kgstream is up", "addr", a.Addr, "ops", a.OpsAddr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
 		"stores", orDefault(cfg.RedisURL, "embedded"), "vectors", orDefault(cfg.WeaviateURL, "embedded"),

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -43,10 +44,11 @@ func main() {
 	}
 	lc.Timeout, lc.MaxRetries = *llmTimeout, *llmRetries
 	useLLM := lc.BaseURL != ""
-	// The offline extractor's gazetteer is the shared graph store, so it is
-	// only opened when it is shared (Redis): the embedded store belongs to
-	// the single process that owns its file.
-	needStores := !useLLM && f.RedisURL != ""
+	// The offline extractor's gazetteer and the catalog re-extraction read
+	// the shared graph store, so it is only opened when it is shared
+	// (Redis): the embedded store belongs to the single process that owns
+	// its file.
+	needStores := f.RedisURL != ""
 	var client *llm.Client
 	if useLLM {
 		// Checked before connecting anything: a bad LLM config is the
@@ -85,7 +87,25 @@ func main() {
 		if err != nil {
 			return nil, nil, err
 		}
-		return w.Run, nil, nil
+		if env.Stores == nil {
+			env.Log.Warn("without --redis, documents are not re-extracted when the catalog changes")
+			return w.Run, nil, nil
+		}
+		rx, err := extractor.NewReextractor(extractor.ReextractConfig{MaxDeliver: *maxDeliver}, env.Bus, env.Stores, ext,
+			env.Log, env.Registry)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context) error {
+			errc := make(chan error, 2)
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() { errc <- w.Run(ctx) }()
+			go func() { errc <- rx.Run(ctx) }()
+			err := <-errc
+			cancel()
+			return errors.Join(err, <-errc)
+		}, nil, nil
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "extractor:", err)

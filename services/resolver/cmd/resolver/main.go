@@ -35,6 +35,7 @@ func main() {
 		}
 		return func(ctx context.Context) error {
 			go aliases.Run(ctx, 5*time.Second)
+			go w.WatchAliases(ctx, time.Second)
 			return w.Run(ctx)
 		}, nil, nil
 	})

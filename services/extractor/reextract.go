@@ -1,0 +1,536 @@
+package extractor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream"
+)
+
+// CatalogDocType is the doc type of a service catalog document.
+const CatalogDocType = "catalog"
+
+// CatalogSource is the source system the gateway's catalog import records
+// in the registry: a deleted catalog keeps no doc type in the graph store,
+// its registry entry still says where it came from.
+const CatalogSource = "backstage"
+
+// Re-extraction reasons (the reason label of kgstream_reextractions_total).
+const (
+	// ReasonCatalog: the offline extraction of a document changed with the
+	// catalog.
+	ReasonCatalog = "catalog"
+	// ReasonCatalogReresolve: an LLM extraction republished unchanged for
+	// re-resolution against the new catalog.
+	ReasonCatalogReresolve = "catalog_reresolve"
+	// ReasonCatalogInFlight: a document extracted before a catalog change
+	// and applied after it.
+	ReasonCatalogInFlight = "catalog_in_flight"
+)
+
+// ReextractStore is what re-extraction reads: the registry's listing of a
+// tenant's documents and the graph store's source records (text units,
+// stored extraction) and catalog entities.
+type ReextractStore interface {
+	store.GraphStore
+	ListSources(ctx context.Context, tenant string) ([]provenance.SourceState, error)
+	Sources(ctx context.Context, tenant string, docIDs []string) (map[string]provenance.SourceState, error)
+}
+
+// ReextractConfig configures the catalog re-extraction stage.
+type ReextractConfig struct {
+	// Stage names the consumer, its metrics and its dead-letter subject
+	// (default "extractor-catalog").
+	Stage string
+	// MaxDeliver, Backoff and AckWait as in Config.
+	MaxDeliver int
+	Backoff    []time.Duration
+	AckWait    time.Duration
+	// Concurrency bounds the documents re-extracted at once (default 4).
+	Concurrency int
+}
+
+// Reextractor keeps extraction a function of the catalog rather than of
+// history: when the resolver has applied a catalog document, it
+// re-extracts, from their stored text units, the documents of the tenant
+// whose text names (or whose extraction linked) a catalog entity of that
+// document, and publishes each changed extraction as the same version
+// with the next resolution, which the resolver re-applies.
+//
+// With the offline extractor the stored units go through the same stages
+// as a fresh extraction, so the result is what ingesting the document
+// after the catalog would give. With any other extractor (the LLM one)
+// nothing is extracted again: the stored extraction is republished for
+// re-resolution against the new catalog, since a model call is neither
+// free nor reproducible.
+type Reextractor struct {
+	cfg   ReextractConfig
+	bus   *stream.Bus
+	st    ReextractStore
+	ext   Extractor
+	off   *Offline // nil unless ext is the offline extractor
+	log   *slog.Logger
+	count *prometheus.CounterVec
+
+	mu sync.Mutex
+	// pending is the last re-extraction published per tenant/doc/version
+	// that the resolver may not have applied yet.
+	pending map[string]pendingExtraction
+	// catalogAt is when each tenant's catalog change was last handled.
+	catalogAt map[string]time.Time
+	now       func() time.Time
+}
+
+type pendingExtraction struct {
+	resolution int64
+	hash       string
+}
+
+// NewReextractor returns the stage over st, publishing on bus what ext
+// extracts again.
+func NewReextractor(cfg ReextractConfig, bus *stream.Bus, st ReextractStore, ext Extractor, log *slog.Logger, reg prometheus.Registerer) (*Reextractor, error) {
+	if cfg.Stage == "" {
+		cfg.Stage = "extractor-catalog"
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.MaxDeliver < 0 {
+		return nil, fmt.Errorf("extractor: MaxDeliver %d must be >= 0", cfg.MaxDeliver)
+	}
+	if bus == nil || st == nil || ext == nil {
+		return nil, errors.New("extractor: NewReextractor needs a bus, a store and an extractor")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Reextractor{cfg: cfg, bus: bus, st: st, ext: ext, log: log.With("stage", cfg.Stage),
+		pending: map[string]pendingExtraction{}, catalogAt: map[string]time.Time{}, now: time.Now,
+		count: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_reextractions_total",
+			Help: "Extractions published again for an applied version after a catalog change, by reason.",
+		}, []string{"reason"})),
+	}
+	r.off, _ = ext.(*Offline)
+	for _, reason := range []string{ReasonCatalog, ReasonCatalogReresolve, ReasonCatalogInFlight} {
+		r.count.WithLabelValues(reason)
+	}
+	return r, nil
+}
+
+// Reextractions is the counter of published re-extractions.
+func (r *Reextractor) Reextractions() *prometheus.CounterVec { return r.count }
+
+// ConsumerConfig is the stage's consumer of kg.graph.changed.
+func (r *Reextractor) ConsumerConfig() stream.ConsumerConfig {
+	return stream.ConsumerConfig{Stage: r.cfg.Stage, Kinds: []events.Kind{events.KindGraphChanged},
+		MaxDeliver: r.cfg.MaxDeliver, Backoff: r.cfg.Backoff, AckWait: r.cfg.AckWait}
+}
+
+// Run consumes kg.graph.changed until ctx is cancelled.
+func (r *Reextractor) Run(ctx context.Context) error {
+	if err := r.bus.Run(ctx, r.ConsumerConfig(), r.Handle); err != nil {
+		return fmt.Errorf("running stage %s: %w", r.cfg.Stage, err)
+	}
+	return nil
+}
+
+// Handle processes one kg.graph.changed message: a catalog document's
+// change re-extracts the documents it can affect; another document's
+// apply is checked only when it was received before the tenant's last
+// catalog change (extracted, maybe, with the catalog before).
+func (r *Reextractor) Handle(ctx context.Context, m *stream.Message) error {
+	var ev events.GraphChanged
+	if err := events.Decode(m.Data, &ev); err != nil {
+		return err
+	}
+	if m.Tenant != "" && ev.Tenant != m.Tenant {
+		return fmt.Errorf("%w: event of tenant %q on subject %s", events.ErrInvalidEvent, ev.Tenant, m.Subject)
+	}
+	rec, err := r.st.Source(ctx, ev.Tenant, ev.DocID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading source %s: %w", ev.DocID, err)
+	}
+	isCatalog, err := r.isCatalog(ctx, ev.Tenant, rec)
+	if err != nil {
+		return err
+	}
+	if !isCatalog {
+		return r.inFlight(ctx, ev, rec)
+	}
+	return r.CatalogChanged(ctx, ev.Tenant, catalogIDs(ev))
+}
+
+// isCatalog reports whether rec is a catalog document (a deleted one: by
+// its registry source).
+func (r *Reextractor) isCatalog(ctx context.Context, tenant string, rec store.SourceRecord) (bool, error) {
+	if !rec.Deleted {
+		return rec.DocType == CatalogDocType, nil
+	}
+	srcs, err := r.st.Sources(ctx, tenant, []string{rec.DocID})
+	if err != nil {
+		return false, fmt.Errorf("reading the registry entry of %s: %w", rec.DocID, err)
+	}
+	return srcs[rec.DocID].Source == CatalogSource, nil
+}
+
+// catalogIDs are the entities of catalog types a catalog event names.
+func catalogIDs(ev events.GraphChanged) []string {
+	types := map[string]bool{}
+	for _, t := range CatalogTypes() {
+		types[t] = true
+	}
+	var out []string
+	for _, id := range append(slices.Clone(ev.Touched), ev.Contributed...) {
+		if t, _ := resolve.SplitID(id); types[t] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// CatalogChanged re-extracts the tenant's documents that the catalog
+// entities ids can affect, after the catalog's change was applied.
+func (r *Reextractor) CatalogChanged(ctx context.Context, tenant string, ids []string) error {
+	r.mu.Lock()
+	r.catalogAt[tenant] = r.now()
+	r.mu.Unlock()
+	if r.off != nil {
+		r.off.InvalidateCatalog(tenant)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	cands, err := r.Candidates(ctx, tenant, ids)
+	if err != nil {
+		return err
+	}
+	reason := ReasonCatalog
+	if r.off == nil {
+		reason = ReasonCatalogReresolve
+	}
+	published, err := r.each(ctx, cands, func(rec store.SourceRecord) (bool, error) {
+		return r.Reextract(ctx, tenant, rec, reason)
+	})
+	r.log.Info("catalog change re-extracted", "tenant", tenant, "entities", len(ids), "candidates", len(cands),
+		"published", published, "error", err)
+	return err
+}
+
+// each runs f over recs, Concurrency at a time, and returns how many
+// returned true and the first error.
+func (r *Reextractor) each(ctx context.Context, recs []store.SourceRecord, f func(store.SourceRecord) (bool, error)) (int, error) {
+	var (
+		mu    sync.Mutex
+		n     int
+		first error
+		wg    sync.WaitGroup
+	)
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	for _, rec := range recs {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ok, err := f(rec)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				n++
+			}
+			if err != nil && first == nil {
+				first = err
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return n, first
+}
+
+// Candidates returns the live, applied, non-catalog documents of the
+// tenant that the catalog entities ids can affect, sorted by doc id: those
+// whose stored extraction linked one of them, and those whose stored text
+// names one of them (by a catalog name or alias, its key, or a spelling of
+// a bundled entity the catalog name displaces).
+func (r *Reextractor) Candidates(ctx context.Context, tenant string, ids []string) ([]store.SourceRecord, error) {
+	m, err := r.namesOf(ctx, tenant, ids)
+	if err != nil {
+		return nil, err
+	}
+	srcs, err := r.st.ListSources(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("listing the documents of tenant %s: %w", tenant, err)
+	}
+	var out []store.SourceRecord
+	for _, s := range srcs {
+		if s.Deleted {
+			continue
+		}
+		rec, err := r.st.Source(ctx, tenant, s.DocID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue // not applied yet: it is extracted with the new catalog
+		case err != nil:
+			return nil, fmt.Errorf("reading source %s: %w", s.DocID, err)
+		}
+		if rec.Deleted || rec.DocType == CatalogDocType || len(rec.TextUnits) == 0 {
+			continue
+		}
+		if linksAny(rec.Entities, ids) || namesAny(m, rec.TextUnits) {
+			out = append(out, rec)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].DocID < out[j].DocID })
+	return out, nil
+}
+
+// namesOf builds a matcher of every spelling the entities ids may be
+// found by. It over-approximates what extraction matches (no capital or
+// team-context checks): a candidate whose extraction does not change
+// publishes nothing.
+func (r *Reextractor) namesOf(ctx context.Context, tenant string, ids []string) (*matcher, error) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	minKey, maxWords := 3, 8
+	var bundled *matcher
+	var bundledEntries []Entry
+	var current []Entry
+	if r.off != nil {
+		minKey, maxWords = r.off.cfg.MinKeyLen, r.off.cfg.MaxWords
+		bundled, bundledEntries = r.off.bundledMatcher, r.off.bundled
+		if g := r.off.cfg.Gazetteer; g != nil {
+			var err error
+			if current, err = g.Entries(ctx, tenant); err != nil {
+				return nil, fmt.Errorf("reading the gazetteer: %w", err)
+			}
+		}
+	}
+	var es []Entry
+	keys := map[string]bool{}
+	plain := func(id, name string) {
+		_, key := resolve.SplitID(id)
+		es = append(es, Entry{ID: id, Type: "candidate", Name: name, Key: key})
+		keys[resolve.Key(key)] = true
+		if name != "" {
+			keys[resolve.Key(name)] = true
+		}
+	}
+	for _, id := range ids {
+		plain(id, "")
+	}
+	for _, e := range current {
+		if want[e.ID] {
+			plain(e.ID, e.Name)
+		}
+	}
+	// A catalog spelling displaces every spelling of a bundled entity
+	// sharing it ("k8s" in the catalog unlinks "Kubernetes").
+	if bundled != nil {
+		displaced := map[string]bool{}
+		for k := range keys {
+			for _, e := range bundled.byKey[k] {
+				displaced[e.ID] = true
+			}
+		}
+		for _, e := range bundledEntries {
+			if displaced[e.ID] {
+				es = append(es, Entry{ID: e.ID, Type: "candidate", Name: e.Name, Key: resolve.Key(e.Name), Display: e.Name})
+			}
+		}
+	}
+	return newMatcher(es, "", minKey, maxWords), nil
+}
+
+func linksAny(entities, ids []string) bool {
+	for _, id := range ids {
+		if _, ok := slices.BinarySearch(entities, id); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func namesAny(m *matcher, units []events.TextUnit) bool {
+	for _, u := range units {
+		if len(m.find(u.Text)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// inFlight re-checks a document applied after the tenant's last catalog
+// change but received before it: its extraction may have read the catalog
+// before the change, and the catalog's candidates were listed before it
+// was applied. Only the offline extraction is checked.
+func (r *Reextractor) inFlight(ctx context.Context, ev events.GraphChanged, rec store.SourceRecord) error {
+	if r.off == nil || ev.Deleted || rec.Deleted || rec.Version != ev.Version || len(rec.TextUnits) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	at, ok := r.catalogAt[ev.Tenant]
+	r.mu.Unlock()
+	if !ok || !ev.ReceivedAt.Before(at) {
+		return nil
+	}
+	_, err := r.Reextract(ctx, ev.Tenant, rec, ReasonCatalogInFlight)
+	return err
+}
+
+// Reextract extracts rec's document again from its stored text units
+// (the offline extractor) and publishes the result with the next
+// resolution when it differs from what is applied or already on its way;
+// with another extractor it republishes the stored extraction for
+// re-resolution. It reports whether it published.
+func (r *Reextractor) Reextract(ctx context.Context, tenant string, rec store.SourceRecord, reason string) (bool, error) {
+	if len(rec.Raw) == 0 {
+		r.log.Warn("no stored extraction to re-extract; re-ingest the document", "tenant", tenant, "doc", rec.DocID)
+		return false, nil
+	}
+	var old events.Extracted
+	if err := events.Decode(rec.Raw, &old); err != nil {
+		r.log.Error("stored extraction does not decode", "tenant", tenant, "doc", rec.DocID, "error", err)
+		return false, nil
+	}
+	if old.Extractor == "structured" {
+		return false, nil // a structured document's graph does not depend on the catalog
+	}
+	out := old
+	if r.off != nil {
+		ents, rels, err := r.extract(ctx, tenant, rec)
+		if err != nil {
+			return false, err
+		}
+		out.Extractor, out.Entities, out.Relationships = r.off.Name(), ents, rels
+	}
+	hash, err := extractionHash(&out)
+	if err != nil {
+		return false, err
+	}
+	oldHash, err := extractionHash(&old)
+	if err != nil {
+		return false, err
+	}
+	key := events.MsgID(tenant, rec.DocID, rec.Version, "")
+	r.mu.Lock()
+	p, pending := r.pending[key]
+	if pending && p.resolution <= rec.Resolution {
+		delete(r.pending, key) // applied
+		pending = false
+	}
+	r.mu.Unlock()
+	target := oldHash
+	if pending {
+		target = p.hash
+	}
+	if r.off != nil && hash == target {
+		return false, nil
+	}
+	res := rec.Resolution + 1
+	if pending {
+		res = p.resolution + 1
+	}
+	out.Resolution, out.ReceivedAt = res, r.now().UTC()
+	msgID := events.MsgID(tenant, rec.DocID, rec.Version, fmt.Sprintf("extracted-r%d", res))
+	if _, err := r.bus.Publish(ctx, events.KindExtracted, tenant, msgID, &out); err != nil {
+		return false, fmt.Errorf("publishing the re-extraction of %s version %d: %w", rec.DocID, rec.Version, err)
+	}
+	r.mu.Lock()
+	if cur, ok := r.pending[key]; !ok || cur.resolution < res {
+		r.pending[key] = pendingExtraction{resolution: res, hash: hash}
+	}
+	r.mu.Unlock()
+	r.count.WithLabelValues(reason).Inc()
+	r.log.Info("document re-extracted", "tenant", tenant, "doc", rec.DocID, "version", rec.Version,
+		"resolution", res, "reason", reason, "entities", len(out.Entities), "relationships", len(out.Relationships))
+	return true, nil
+}
+
+// extract runs the offline extractor over rec's stored text units with
+// the document as the extractor first saw it (its text rebuilt from the
+// units), as Worker.Handle does.
+func (r *Reextractor) extract(ctx context.Context, tenant string, rec store.SourceRecord) ([]events.RawEntity, []events.RawRelationship, error) {
+	doc := &events.DocChanged{Header: events.Header{Tenant: tenant}, DocID: rec.DocID, Version: rec.Version,
+		Title: rec.Title, DocType: rec.DocType, Text: UnitsText(rec.TextUnits), ReceivedAt: rec.ReceivedAt}
+	ents, rels, err := r.off.Extract(ctx, doc, rec.TextUnits)
+	if err != nil {
+		return nil, nil, fmt.Errorf("re-extracting %s version %d: %w", rec.DocID, rec.Version, err)
+	}
+	if ents == nil {
+		ents = []events.RawEntity{}
+	}
+	kept, _ := connected(ents, rels)
+	return ents, kept, nil
+}
+
+// UnitsText rebuilds a document's text from its text units, which cover
+// it from offset 0 with overlaps (Chunker.Chunk).
+func UnitsText(units []events.TextUnit) string {
+	us := slices.Clone(units)
+	slices.SortStableFunc(us, func(a, b events.TextUnit) int { return a.Start - b.Start })
+	var b strings.Builder
+	end := 0
+	for _, u := range us {
+		if u.End <= end {
+			continue
+		}
+		from := max(end-u.Start, 0)
+		if from > len(u.Text) {
+			from = len(u.Text)
+		}
+		b.WriteString(u.Text[from:])
+		end = u.End
+	}
+	return b.String()
+}
+
+// extractionHash fingerprints what the resolver resolves: text units,
+// entities and relationships.
+func extractionHash(ev *events.Extracted) (string, error) {
+	data, err := json.Marshal(struct {
+		Extractor     string                   `json:"x"`
+		TextUnits     []events.TextUnit        `json:"u"`
+		Entities      []events.RawEntity       `json:"e"`
+		Relationships []events.RawRelationship `json:"r"`
+	}{ev.Extractor, nonNil(ev.TextUnits), nonNil(ev.Entities), nonNil(ev.Relationships)})
+	if err != nil {
+		return "", fmt.Errorf("encoding an extraction: %w", err)
+	}
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:]), nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
