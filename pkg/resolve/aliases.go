@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -178,9 +179,11 @@ func (a *Aliases) Canonical(tenant, typ, key string) (string, bool) {
 // the file changes. A file that fails to parse keeps the previous table and
 // is logged, so a bad edit never empties the table.
 type AliasWatcher struct {
-	path    string
-	log     *slog.Logger
-	cur     atomic.Pointer[Aliases]
+	path string
+	log  *slog.Logger
+	cur  atomic.Pointer[Aliases]
+	// mu serialises reloads: Run polls while resolvers call Refresh.
+	mu      sync.Mutex
 	modTime time.Time
 	size    int64
 }
@@ -211,6 +214,8 @@ func (w *AliasWatcher) Current() *Aliases {
 }
 
 func (w *AliasWatcher) reload() (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	fi, err := os.Stat(w.path)
 	if err != nil {
 		return false, fmt.Errorf("reading alias file: %w", err)

@@ -141,3 +141,38 @@ func TestAliasUnknownKeysRefused(t *testing.T) {
 		}
 	}
 }
+
+// Refresh (called by resolvers) and Run's polling reload concurrently; the
+// race detector (make test) sees any unguarded state.
+func TestAliasWatcherRefreshWhilePolling(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "aliases.yaml")
+	if err := os.WriteFile(p, []byte("aliases:\n  - {type: service, canonical: a, mentions: [x]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewAliasWatcher(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx, time.Millisecond) }()
+	base := time.Now().Add(-time.Hour)
+	for i := range 50 {
+		canonical := []string{"a", "b"}[i%2]
+		if err := os.WriteFile(p, []byte("aliases:\n  - {type: service, canonical: "+canonical+", mentions: [x]}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mt := base.Add(time.Duration(i) * time.Second)
+		if err := os.Chtimes(p, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Refresh(); err != nil {
+			t.Fatal(err)
+		}
+		if ck, _ := w.Current().Canonical("t", "service", "x"); ck != canonical {
+			t.Fatalf("after Refresh: %q, want %q", ck, canonical)
+		}
+	}
+	cancel()
+	<-done
+}
