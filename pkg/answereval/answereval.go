@@ -1,6 +1,12 @@
 // Package answereval runs a question set against a query server and scores
 // each mode's answers: whether a gold document is among the first cited
 // documents (retrieval) and whether the answer states the fact (a regex).
+//
+// Two question sets live in testdata (see testdata/README.md):
+// questions.json, written from the corpora and used to tune the answer
+// code, and heldout.json, written before any tuning on it, which must not
+// be tuned on: it measures how the answers do on questions nobody fitted
+// them to.
 package answereval
 
 import (

@@ -13,14 +13,24 @@ import (
 
 const corpora = "../../../shared/corpora" // beside the checkout
 
-// TestQuestionSetIsValid checks the repository's question set: at least 30
-// questions, at least ten per corpus, every gold document a file of its
-// corpus, and every fact stated somewhere in one of its gold documents (a
-// fact no document states could never be answered).
+// TestQuestionSetIsValid checks the repository's question sets: the
+// tuning set at least 30 questions, at least ten per corpus; the held-out
+// set at least 25, at least five per corpus; in both, every gold document
+// a file of its corpus, and every fact stated somewhere in one of its gold
+// documents (a fact no document states could never be answered).
 func TestQuestionSetIsValid(t *testing.T) {
-	qs, err := Load("testdata/questions.json")
+	for _, set := range []struct {
+		path           string
+		min, perCorpus int
+	}{{"testdata/questions.json", 30, 10}, {"testdata/heldout.json", 25, 5}} {
+		t.Run(filepath.Base(set.path), func(t *testing.T) { requireValidSet(t, set.path, set.min, set.perCorpus) })
+	}
+}
+
+func requireValidSet(t *testing.T, path string, least, perCorpus int) {
+	qs, err := Load(path)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(qs), 30)
+	require.GreaterOrEqual(t, len(qs), least)
 	per := map[string]int{}
 	for _, q := range qs {
 		per[q.Corpus]++
@@ -43,6 +53,6 @@ func TestQuestionSetIsValid(t *testing.T) {
 		require.True(t, stated, "%s: no gold document states the fact %q", q.ID, q.Fact)
 	}
 	for _, c := range []string{"dfds-postmortems", "cloud-incidents", "wikitech-incidents"} {
-		require.GreaterOrEqual(t, per[c], 10, c)
+		require.GreaterOrEqual(t, per[c], perCorpus, c)
 	}
 }

@@ -2,6 +2,7 @@ package answereval
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,4 +41,22 @@ func TestRunScoresGoldAndFact(t *testing.T) {
 		P50Millis: scores[0].P50Millis, P99Millis: scores[0].P99Millis}, scores[0])
 	require.True(t, outs[0].GoldAt3)
 	require.False(t, outs[1].GoldAt3, "doc-b is the fourth cited document")
+}
+
+// TestHeldOutSetIsSeparate: the held-out set loads and shares no question
+// (by id or wording) with the tuning set.
+func TestHeldOutSetIsSeparate(t *testing.T) {
+	tuning, err := Load("testdata/questions.json")
+	require.NoError(t, err)
+	held, err := Load("testdata/heldout.json")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(held), 25)
+	seen := map[string]bool{}
+	for _, q := range tuning {
+		seen[q.ID], seen[strings.ToLower(q.Question)] = true, true
+	}
+	for _, q := range held {
+		require.False(t, seen[q.ID], "%s is a tuning question id", q.ID)
+		require.False(t, seen[strings.ToLower(q.Question)], "%s is a tuning question", q.ID)
+	}
 }

@@ -22,6 +22,11 @@ type DriftTree struct {
 	// FollowUpsBy is "offline" (from the primer's entities and themes) or
 	// "llm:<model>".
 	FollowUpsBy string `json:"follow_ups_by"`
+	// LLMFallback is set when an LLM step failed (a failed call or an
+	// unusable answer); LLMFailedAt names it ("follow_ups", "follow_up N",
+	// "merge"). That step and every later one were built offline.
+	LLMFallback bool   `json:"llm_fallback,omitempty"`
+	LLMFailedAt string `json:"llm_failed_at,omitempty"`
 }
 
 // DriftPrimer is the report primer of a DRIFT answer.
@@ -60,13 +65,19 @@ concrete system, failure or incident the reports name, whose answers together an
 // from the primer's entities and themes (or by the LLM), a local search
 // for the question itself and for each follow-up, and one merged answer:
 // the sentences of all branches' passages that best answer the original
-// question, each cited.
+// question, each cited (or, with an LLM, its answer from those passages).
+//
+// With an LLM the follow-ups, each follow-up's answer and the merged
+// answer are its; the first LLM step that fails (a failed call or an
+// unusable answer) and every later one are built offline, so a failing
+// endpoint is asked once per answer, and the tree says where it failed.
 func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, error) {
 	began := time.Now()
 	resp := QueryResponse{Mode: ModeDrift, Entities: []entityJSON{}, Context: []ContextItem{}, Citations: []citation{},
 		BudgetTokens: budget, Timings: map[string]float64{}, AnswerBy: "offline"}
 	tree := &DriftTree{FollowUps: []DriftBranch{}, FollowUpsBy: "offline"}
 	resp.Drift = tree
+	ai := &driftLLM{s: s, v: v, tree: tree, on: s.cfg.LLM != nil}
 
 	reports, err := v.admittedReports()
 	if err != nil {
@@ -88,8 +99,8 @@ func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, e
 	haveUnit := map[string]bool{}
 	seenEntity := map[string]bool{}
 	branchBudget := max(budget/2, 1)
-	search := func(q string) (QueryResponse, error) {
-		lr, err := s.local(v, QueryRequest{Mode: ModeLocal, Question: q, Level: req.Level}, branchBudget)
+	search := func(q string, extractive bool) (QueryResponse, error) {
+		lr, err := s.local(v, QueryRequest{Mode: ModeLocal, Question: q, Level: req.Level, extractive: extractive}, branchBudget)
 		if err != nil {
 			return lr, err
 		}
@@ -107,32 +118,24 @@ func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, e
 		}
 		return lr, nil
 	}
-	// The question itself is searched first; the follow-ups widen it.
-	root, err := search(req.Question)
+	// The question itself is searched first (for its context only: its
+	// answer is the merged one); the follow-ups widen it.
+	root, err := search(req.Question, true)
 	if err != nil {
 		return QueryResponse{}, err
 	}
-	name := func(id string) (string, bool, error) {
-		ve, err := v.entity(id)
-		return ve.out.Name, ve.ok, err
-	}
-	followUps, err := offlineFollowUps(req.Question, primer, root.Entities, s.cfg.DriftFollowUps, name)
+	followUps, err := s.driftFollowUps(v, ai, req.Question, primer, root.Entities)
 	if err != nil {
 		return QueryResponse{}, err
 	}
-	if s.cfg.LLM != nil && len(primer) > 0 {
-		if qs, err := s.llmFollowUps(v, req.Question, primer); err == nil && len(qs) > 0 {
-			followUps, tree.FollowUpsBy = qs, "llm:"+s.cfg.LLM.Model()
-		} else if v.ctx.Err() != nil {
-			return QueryResponse{}, v.ctx.Err()
-		} else {
-			s.llmFallbacks.Inc()
-		}
-	}
-	for _, fu := range followUps {
-		lr, err := search(fu.question)
+	for i, fu := range followUps {
+		lr, err := search(fu.question, !ai.usable())
 		if err != nil {
 			return QueryResponse{}, err
+		}
+		if ai.usable() && !strings.HasPrefix(lr.AnswerBy, "llm:") {
+			// local counted and logged the failure already.
+			ai.fail(fmt.Sprintf("follow_up %d", i+1))
 		}
 		tree.FollowUps = append(tree.FollowUps, DriftBranch{Question: fu.question, From: fu.from, Answer: lr.Answer,
 			Entities: lr.Entities, Citations: lr.Citations})
@@ -153,9 +156,86 @@ func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, e
 		}
 	}
 	resp.UsedTokens = budget - left
+	if err := s.driftMerge(ai, req.Question, rank, &resp, titles); err != nil {
+		return QueryResponse{}, err
+	}
+	resp.Timings["retrieval_ms"] = ms(time.Since(began))
+	return resp, nil
+}
+
+// driftLLM follows the LLM steps of one DRIFT answer.
+type driftLLM struct {
+	s    *Service
+	v    *view
+	tree *DriftTree
+	on   bool // an LLM is configured
+}
+
+// usable reports whether the next step may ask the LLM: one is
+// configured and no earlier step of this answer failed.
+func (d *driftLLM) usable() bool { return d.on && !d.tree.LLMFallback }
+
+// fail records that step failed: it and every later step are offline.
+func (d *driftLLM) fail(step string) {
+	d.tree.LLMFallback, d.tree.LLMFailedAt = true, step
+}
+
+// failed handles a failed LLM step: a cancelled request is an error;
+// anything else is counted, logged and recorded, and the answer goes on
+// offline.
+func (d *driftLLM) failed(step string, err error) error {
+	if d.v.ctx.Err() != nil {
+		return d.v.ctx.Err()
+	}
+	d.s.llmFallbacks.Inc()
+	d.s.log.Warn("LLM step of a DRIFT answer failed, building the rest offline", "tenant", d.v.tenant, "step", step, "error", err)
+	d.fail(step)
+	return nil
+}
+
+// driftFollowUps returns the follow-up questions: the LLM's when it is
+// usable and writes some, the offline ones otherwise.
+func (s *Service) driftFollowUps(v *view, ai *driftLLM, question string, primer []store.Report, mapped []entityJSON) ([]followUp, error) {
+	name := func(id string) (string, bool, error) {
+		ve, err := v.entity(id)
+		return ve.out.Name, ve.ok, err
+	}
+	if ai.usable() && len(primer) > 0 {
+		qs, err := s.llmFollowUps(v, question, primer)
+		if err == nil && len(qs) == 0 {
+			err = fmt.Errorf("%w: no follow-up question", errLLMAnswer)
+		}
+		if err == nil {
+			ai.tree.FollowUpsBy = "llm:" + s.cfg.LLM.Model()
+			return qs, nil
+		}
+		if err := ai.failed("follow_ups", err); err != nil {
+			return nil, err
+		}
+	}
+	return offlineFollowUps(question, primer, mapped, s.cfg.DriftFollowUps, name)
+}
+
+// driftMerge writes the merged answer from resp's context: the LLM's when
+// usable (citing the items it rests on), else the extractive one, which
+// also lists the primer and the follow-ups and cites the whole tree.
+func (s *Service) driftMerge(ai *driftLLM, question string, rank unitRanking, resp *QueryResponse, titles map[string]string) error {
+	tree := resp.Drift
+	if ai.usable() && len(resp.Context) > 0 {
+		err := s.llmAnswer(ai.v, "drift_answer", question, resp, titles)
+		if err == nil {
+			return nil
+		}
+		if err := ai.failed("merge", err); err != nil {
+			return err
+		}
+	}
+	if tree.LLMFallback {
+		resp.AnswerBy = "offline (LLM unusable)"
+	}
 	var b strings.Builder
 	var cites []citation
-	for _, ss := range selectSentences(req.Question, rank, nil, resp.Context, maxAnswerSentences) {
+	for _, ss := range selectSentences(question, rank, nil, resp.Context, maxAnswerSentences) {
 		c := resp.Context[ss.item].Citations
 		fmt.Fprintf(&b, "%s %s\n", quote(ss.text), unitTag(c))
 		cites = append(cites, c...)
@@ -181,8 +261,7 @@ func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, e
 	if resp.Answer == "" {
 		resp.Answer = "Nothing you can read answers this question."
 	}
-	resp.Timings["retrieval_ms"] = ms(time.Since(began))
-	return resp, nil
+	return nil
 }
 
 func unitShare(r unitRanking, it ContextItem) float64 {
@@ -370,9 +449,15 @@ func (s *Service) llmFollowUps(v *view, question string, primer []store.Report) 
 	if err := s.complete(v, followUpSystemPrompt, b.String(), "drift_follow_ups", FollowUpSchema, &out); err != nil {
 		return nil, err
 	}
+	// Kept: non-empty questions within the question limit, once each, up
+	// to DriftFollowUps of them.
 	var qs []followUp
+	seen := map[string]bool{}
 	for _, q := range out.FollowUps {
-		if q = strings.TrimSpace(q); q != "" && len(q) <= s.cfg.MaxQuestionBytes && len(qs) < s.cfg.DriftFollowUps {
+		q = strings.TrimSpace(q)
+		k := strings.ToLower(q)
+		if q != "" && len(q) <= s.cfg.MaxQuestionBytes && !seen[k] && len(qs) < s.cfg.DriftFollowUps {
+			seen[k] = true
 			qs = append(qs, followUp{question: q, from: "llm"})
 		}
 	}

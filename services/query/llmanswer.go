@@ -28,8 +28,9 @@ closest item.`
 // (so it sees admitted material only). A sentence citing no item of the
 // context, or only unknown numbers, is dropped; an answer left with no
 // sentence is unusable and the caller answers extractively instead. The
-// response's citations become those of the cited items.
-func (s *Service) llmAnswer(v *view, question string, resp *QueryResponse, titles map[string]string) error {
+// response's citations become those of the cited items. step names the
+// structured output ("local_answer", "drift_answer").
+func (s *Service) llmAnswer(v *view, step, question string, resp *QueryResponse, titles map[string]string) error {
 	if len(resp.Context) == 0 {
 		return fmt.Errorf("%w: no context to answer from", errLLMAnswer)
 	}
@@ -49,7 +50,7 @@ func (s *Service) llmAnswer(v *view, question string, resp *QueryResponse, title
 			Citations []int  `json:"citations"`
 		} `json:"sentences"`
 	}
-	if err := s.complete(v, answerSystemPrompt, b.String(), "local_answer", AnswerSchema, &out); err != nil {
+	if err := s.complete(v, answerSystemPrompt, b.String(), step, AnswerSchema, &out); err != nil {
 		return err
 	}
 	if out.Sentences == nil {

@@ -41,6 +41,10 @@ type QueryRequest struct {
 	Question     string `json:"question"`
 	Level        *int   `json:"level,omitempty"`
 	BudgetTokens *int   `json:"budget_tokens,omitempty"`
+
+	// extractive keeps the LLM out of a local answer (a DRIFT step that
+	// only needs its context, or one after the LLM failed).
+	extractive bool
 }
 
 // ContextItem is one admitted piece of an answer's context.
@@ -495,8 +499,8 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	for _, d := range docs {
 		titles[d.id] = d.title
 	}
-	if s.cfg.LLM != nil {
-		if err := s.llmAnswer(v, req.Question, &resp, titles); err == nil {
+	if s.cfg.LLM != nil && !req.extractive {
+		if err := s.llmAnswer(v, "local_answer", req.Question, &resp, titles); err == nil {
 			resp.Timings["answer_ms"] = ms(time.Since(answerBegan))
 			return resp, nil
 		} else if v.ctx.Err() != nil {
