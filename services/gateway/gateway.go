@@ -474,7 +474,7 @@ func (g *Gateway) announce(ctx context.Context, tenant string, version int64, up
 	}
 	if unchanged(cur, version, ev, hash) {
 		return http.StatusOK, Accepted{ID: ev.DocID, Version: cur.Version, Unchanged: true, DocType: ev.DocType,
-			EventID: events.MsgID(tenant, ev.DocID, cur.Version, "changed")}, nil
+			EventID: events.ChangedID(tenant, ev.DocID, cur.Version)}, nil
 	}
 	st, err := g.registry.Announce(ctx, tenant, store.Announcement{DocID: ev.DocID, Version: version,
 		ACL: ev.ACL, Source: ev.Source, Title: ev.Title, UpdatedAt: updatedAt})
@@ -482,7 +482,7 @@ func (g *Gateway) announce(ctx context.Context, tenant string, version int64, up
 		return 0, nil, g.registryError(err, "recording the document")
 	}
 	ev.Tenant, ev.Version, ev.ReceivedAt = tenant, st.Version, g.now().UTC()
-	id := events.MsgID(tenant, ev.DocID, st.Version, "changed")
+	id := events.ChangedID(tenant, ev.DocID, st.Version)
 	dup, err := g.publishWith(ctx, pending{DocID: ev.DocID, Version: st.Version, ContentHash: hash}, events.KindDocChanged, tenant, id, ev)
 	if err != nil {
 		return 0, nil, err
@@ -520,7 +520,7 @@ func aclMoved(cur *provenance.SourceState, st provenance.SourceState) bool {
 // at the same version would be de-duplicated and the consumers would keep
 // the old ACL.
 func (g *Gateway) publishACL(ctx context.Context, tenant string, st provenance.SourceState) (Accepted, error) {
-	id := events.MsgID(tenant, st.DocID, st.Version, fmt.Sprintf("acl-%d", st.ACLRevision))
+	id := events.ACLID(tenant, st.DocID, st.Version, st.ACLRevision)
 	dup, err := g.publish(ctx, events.KindDocACL, tenant, id, &events.DocACL{Header: events.Header{Tenant: tenant},
 		DocID: st.DocID, Version: st.Version, ACLRevision: st.ACLRevision, ACL: st.ACL, ReceivedAt: g.now().UTC()})
 	return Accepted{ID: st.DocID, Version: st.Version, EventID: id, Duplicate: dup}, err
@@ -601,7 +601,7 @@ func (g *Gateway) deleteDocument(r *http.Request, c provenance.Caller) (int, any
 	if err != nil {
 		return 0, nil, g.registryError(err, "recording the deletion")
 	}
-	id := events.MsgID(tenant, docID, st.Version, "deleted")
+	id := events.DeletedID(tenant, docID, st.Version)
 	dup, err := g.publish(r.Context(), events.KindDocDeleted, tenant, id,
 		&events.DocDeleted{Header: events.Header{Tenant: tenant}, DocID: docID, Version: st.Version, ReceivedAt: g.now().UTC()})
 	if err != nil {
@@ -765,7 +765,7 @@ func (g *Gateway) reresolve(r *http.Request, c provenance.Caller) (int, any, err
 		}
 		ev.Resolution, ev.ReceivedAt = rec.Resolution+1, g.now().UTC()
 		if _, err := g.publish(ctx, events.KindExtracted, c.Tenant,
-			events.MsgID(c.Tenant, rec.DocID, rec.Version, fmt.Sprintf("extracted-r%d", ev.Resolution)), &ev); err != nil {
+			events.ExtractedID(c.Tenant, rec.DocID, rec.Version, ev.Resolution), &ev); err != nil {
 			return 0, nil, err
 		}
 		out.Sources = append(out.Sources, rec.DocID)

@@ -526,7 +526,7 @@ func (g *Gateway) webhookChange(ctx context.Context, rc *receiver, op docOp) (We
 	ev := &events.DocChanged{Header: events.Header{Tenant: rc.tenant}, DocID: op.docID, Version: st.Version,
 		Source: rc.kind, DocType: op.docType, Title: op.title, Text: op.text, ACL: acl,
 		OccurredAt: op.occurredAt, ReceivedAt: g.now().UTC()}
-	res.Version, res.EventID = st.Version, events.MsgID(rc.tenant, op.docID, st.Version, "changed")
+	res.Version, res.EventID = st.Version, events.ChangedID(rc.tenant, op.docID, st.Version)
 	res.Duplicate, err = g.publish(ctx, events.KindDocChanged, rc.tenant, res.EventID, ev)
 	if err == nil && aclMoved(cur, st) {
 		_, err = g.publishACL(ctx, rc.tenant, st)
@@ -574,7 +574,7 @@ func (g *Gateway) webhookDelete(ctx context.Context, rc *receiver, docID string,
 	case err != nil:
 		return res, g.registryError(err, "recording the deletion")
 	}
-	res.Version, res.EventID = st.Version, events.MsgID(rc.tenant, docID, st.Version, "deleted")
+	res.Version, res.EventID = st.Version, events.DeletedID(rc.tenant, docID, st.Version)
 	res.Duplicate, err = g.publish(ctx, events.KindDocDeleted, rc.tenant, res.EventID,
 		&events.DocDeleted{Header: events.Header{Tenant: rc.tenant}, DocID: docID, Version: st.Version, ReceivedAt: g.now().UTC()})
 	return res, err
