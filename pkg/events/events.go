@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/provenance"
 )
 
@@ -19,14 +20,14 @@ import (
 // one it reads.
 const SchemaVersion = 1
 
-// Sentinel errors callers branch on.
+// Sentinel errors callers branch on, each of an errkind.Kind.
 var (
 	// ErrInvalidEvent wraps every decoding or validation failure. Such an
 	// event can never succeed, so workers dead-letter it at once.
-	ErrInvalidEvent = errors.New("invalid event")
+	ErrInvalidEvent = errkind.New(errkind.Invalid, "invalid event")
 	// ErrUnknownSchema is returned for an event with a schema version this
 	// code does not read.
-	ErrUnknownSchema = errors.New("unknown schema version")
+	ErrUnknownSchema = errkind.New(errkind.Invalid, "unknown schema version")
 )
 
 // Kind names an event type; it is the subject token after the prefix.
