@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -147,19 +148,27 @@ func (c *Commands) Change(ctx context.Context, tenant string, by Authority, cmd 
 	if err != nil {
 		return Result{}, c.registryError(err, "recording the document")
 	}
+	return c.publishChange(ctx, cur, st, ev, hash)
+}
+
+// publishChange publishes the content event of a recorded change, the ACL
+// event when the announcement moved the ACL revision, then records the
+// content as acknowledged.
+func (c *Commands) publishChange(ctx context.Context, cur *provenance.SourceState, st provenance.SourceState, ev *events.DocChanged, hash string) (Result, error) {
 	ev.Version, ev.ReceivedAt = st.Version, c.now().UTC()
-	res := Result{DocID: ev.DocID, Version: st.Version, EventID: events.ChangedID(tenant, ev.DocID, st.Version), DocType: ev.DocType}
-	res.Duplicate, err = c.publishWith(ctx, pending{DocID: ev.DocID, Version: st.Version, ContentHash: hash}, events.KindDocChanged, tenant, res.EventID, ev)
+	res := Result{DocID: ev.DocID, Version: st.Version, EventID: events.ChangedID(ev.Tenant, ev.DocID, st.Version), DocType: ev.DocType}
+	var err error
+	res.Duplicate, err = c.publishWith(ctx, pending{DocID: ev.DocID, Version: st.Version, ContentHash: hash}, events.KindDocChanged, ev.Tenant, res.EventID, ev)
 	if err != nil {
 		return res, err
 	}
 	if aclMoved(cur, st) {
-		if _, err := c.publishACL(ctx, tenant, st); err != nil {
+		if _, err := c.publishACL(ctx, ev.Tenant, st); err != nil {
 			return res, err
 		}
 	}
-	c.recordContent(ctx, tenant, st, hash)
-	c.log.Info("document accepted", "tenant", tenant, "doc", ev.DocID, "version", st.Version, "duplicate", res.Duplicate)
+	c.recordContent(ctx, ev.Tenant, st, hash)
+	c.log.Info("document accepted", "tenant", ev.Tenant, "doc", ev.DocID, "version", st.Version, "duplicate", res.Duplicate)
 	return res, nil
 }
 
@@ -363,12 +372,7 @@ func (c *Commands) checkNamespace(tenant, docID string) error {
 
 // reservedBy returns the receiver whose namespace id is in, in tenant.
 func (c *Commands) reservedBy(tenant, id string) (string, bool) {
-	names := make([]string, 0, len(c.hooks))
-	for name := range c.hooks {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(c.hooks)) {
 		rc := c.hooks[name]
 		if rc.tenant != tenant {
 			continue
