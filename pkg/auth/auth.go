@@ -16,13 +16,14 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/provenance"
 )
 
 // Sentinel errors callers branch on.
 var (
 	// ErrUnauthenticated means no valid credentials were presented.
-	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrUnauthenticated = errkind.New(errkind.Unauthorized, "unauthenticated")
 )
 
 // Token is one entry of the tokens file.

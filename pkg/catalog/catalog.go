@@ -45,6 +45,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 )
@@ -52,7 +53,7 @@ import (
 // ErrInvalidCatalog wraps every parse failure: malformed YAML, a document
 // that is not a mapping, an entity without kind or metadata.name, or an
 // entity defined twice.
-var ErrInvalidCatalog = errors.New("invalid catalog")
+var ErrInvalidCatalog = errkind.New(errkind.Invalid, "invalid catalog")
 
 // Relation names the catalog produces.
 const (

@@ -6,19 +6,19 @@
 package doctype
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/resolve"
 )
 
 // ErrUnknown marks a doc_type that is neither a configured type nor
 // a synonym of one: a free-form value must not create a new entity type.
-var ErrUnknown = errors.New("unknown doc_type")
+var ErrUnknown = errkind.New(errkind.Invalid, "unknown doc_type")
 
 // Set is the configured set of document types: the entity type a
 // document becomes, and the spellings that mean one of them.

@@ -4,12 +4,15 @@
 package events
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/provenance"
 )
 
@@ -17,14 +20,14 @@ import (
 // one it reads.
 const SchemaVersion = 1
 
-// Sentinel errors callers branch on.
+// Sentinel errors callers branch on, each of an errkind.Kind.
 var (
 	// ErrInvalidEvent wraps every decoding or validation failure. Such an
 	// event can never succeed, so workers dead-letter it at once.
-	ErrInvalidEvent = errors.New("invalid event")
+	ErrInvalidEvent = errkind.New(errkind.Invalid, "invalid event")
 	// ErrUnknownSchema is returned for an event with a schema version this
 	// code does not read.
-	ErrUnknownSchema = errors.New("unknown schema version")
+	ErrUnknownSchema = errkind.New(errkind.Invalid, "unknown schema version")
 )
 
 // Kind names an event type; it is the subject token after the prefix.
@@ -95,6 +98,65 @@ func MsgID(tenant, docID string, version int64, kind string) string {
 // document id can be, so it never collides with a document's event id.
 func RunMsgID(tenant string, run int64, kind string) string {
 	return fmt.Sprintf("%s//%d/%s", tenant, run, kind)
+}
+
+// The message ids of each event kind. Every publisher names its events
+// through these, never by hand: stored streams de-duplicate on the exact
+// strings, so they must not change.
+
+// ChangedID is the message id of a document's content event at version.
+func ChangedID(tenant, docID string, version int64) string {
+	return MsgID(tenant, docID, version, "changed")
+}
+
+// DeletedID is the message id of a document's deletion at version.
+func DeletedID(tenant, docID string, version int64) string {
+	return MsgID(tenant, docID, version, "deleted")
+}
+
+// ACLID is the message id of a document's ACL event: one per ACL revision,
+// so a change of ACL at the same version is not de-duplicated away.
+func ACLID(tenant, docID string, version, aclRevision int64) string {
+	return MsgID(tenant, docID, version, fmt.Sprintf("acl-%d", aclRevision))
+}
+
+// ExtractedID is the message id of a document's extraction. Resolution 0 is
+// the extractor's own; a re-resolution publishes the stored extraction
+// again under its resolution number.
+func ExtractedID(tenant, docID string, version, resolution int64) string {
+	if resolution > 0 {
+		return MsgID(tenant, docID, version, fmt.Sprintf("extracted-r%d", resolution))
+	}
+	return MsgID(tenant, docID, version, string(KindExtracted))
+}
+
+// GraphID is the message id of the graph change that applying a document's
+// extraction made, per resolution like ExtractedID.
+func GraphID(tenant, docID string, version, resolution int64) string {
+	if resolution > 0 {
+		return MsgID(tenant, docID, version, fmt.Sprintf("graph-r%d", resolution))
+	}
+	return MsgID(tenant, docID, version, "graph")
+}
+
+// CommunitiesID is the message id of a clustering run's announcement.
+func CommunitiesID(tenant string, run int64) string { return RunMsgID(tenant, run, "communities") }
+
+// ReportsID is the message id of a reporting run's announcement.
+func ReportsID(tenant string, run int64) string { return RunMsgID(tenant, run, "reports") }
+
+// ReconcileID is the message id of a report reconciliation's announcement,
+// named by what it did: the reports written and removed, in order.
+func ReconcileID(tenant string, written, removed []string) string {
+	h := sha256.New()
+	for _, l := range [][]string{written, removed} {
+		for _, id := range l {
+			h.Write([]byte(id))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	return tenant + "//reconcile/" + hex.EncodeToString(h.Sum(nil))[:24]
 }
 
 // Header is the envelope every event starts with.

@@ -86,6 +86,31 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
+// TestMessageIDsArePinned: stored streams de-duplicate on these exact
+// strings, so every kind's id must stay what it was.
+func TestMessageIDsArePinned(t *testing.T) {
+	for _, c := range []struct{ name, got, want string }{
+		{"changed", ChangedID("acme", "INC-1", 3), "acme/INC-1/3/changed"},
+		{"changed, id with slashes", ChangedID("acme", "github:o/r#1/comment/2", 7), "acme/github:o/r#1/comment/2/7/changed"},
+		{"deleted", DeletedID("acme", "INC-1", 4), "acme/INC-1/4/deleted"},
+		{"acl", ACLID("acme", "INC-1", 3, 2), "acme/INC-1/3/acl-2"},
+		{"extracted", ExtractedID("acme", "INC-1", 3, 0), "acme/INC-1/3/extracted"},
+		{"re-extracted for resolution", ExtractedID("acme", "INC-1", 3, 2), "acme/INC-1/3/extracted-r2"},
+		{"graph", GraphID("acme", "INC-1", 3, 0), "acme/INC-1/3/graph"},
+		{"graph of a re-resolution", GraphID("acme", "INC-1", 3, 1), "acme/INC-1/3/graph-r1"},
+		{"communities", CommunitiesID("acme", 12), "acme//12/communities"},
+		{"reports", ReportsID("acme", 12), "acme//12/reports"},
+		{"reconcile", ReconcileID("acme", []string{"r1", "r2"}, []string{"r9"}), "acme//reconcile/11f0aa2213478cdef8aac316"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if ReconcileID("acme", []string{"r1"}, []string{"r2"}) == ReconcileID("acme", []string{"r1", "r2"}, nil) {
+		t.Error("a reconciliation that removed r2 has the id of one that wrote it")
+	}
+}
+
 // FuzzDecode: no input crashes a decoder, and whatever decodes also
 // re-encodes and decodes to the same event.
 func FuzzDecode(f *testing.F) {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/errkind"
 )
 
 // Error is an HTTP error with a machine-readable code.
@@ -41,15 +42,88 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// WriteError writes err as a JSON error. Errors that are not *Error become
-// 500 internal without leaking their text; they are logged instead.
-func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
+// kindStatus is the one mapping of error kinds to HTTP: the status and the
+// default code of each kind. A handler may give a more specific code for a
+// kind (errkind.Error.Code); the status is always the kind's.
+var kindStatus = map[errkind.Kind]struct {
+	status int
+	code   string
+}{
+	errkind.Invalid:      {http.StatusBadRequest, "invalid_field"},
+	errkind.NotFound:     {http.StatusNotFound, "not_found"},
+	errkind.Conflict:     {http.StatusConflict, "conflict"},
+	errkind.Forbidden:    {http.StatusForbidden, "forbidden"},
+	errkind.Unauthorized: {http.StatusUnauthorized, "unauthenticated"},
+	errkind.Unavailable:  {http.StatusServiceUnavailable, "unavailable"},
+	errkind.TooLarge:     {http.StatusRequestEntityTooLarge, "too_large"},
+	errkind.Other:        {http.StatusInternalServerError, "internal"},
+}
+
+// Generic messages of 5xx answers, which never carry an error's text.
+const (
+	msgInternal    = "internal error"
+	msgUnavailable = "a service this request needs is unavailable; retry the request"
+)
+
+// StatusOf returns the HTTP status and default code of an error kind.
+func StatusOf(k errkind.Kind) (int, string) {
+	m, ok := kindStatus[k]
+	if !ok {
+		m = kindStatus[errkind.Other]
+	}
+	return m.status, m.code
+}
+
+// FromError turns any error into the HTTP error a client gets. An *Error in
+// the chain is answered as it is. Otherwise the error's kind (errkind.Of)
+// gives the status and the default code, an *errkind.Error its own code
+// and message. A 4xx answer says what was wrong (the error's text); a 5xx
+// answer never carries an error's text, which may name a store's address:
+// it has the kind's generic message, or the public message of an
+// *errkind.Error built with errkind.Wrap. FromError(nil) is nil.
+func FromError(err error) *Error {
+	if err == nil {
+		return nil
+	}
 	var he *Error
-	if !errors.As(err, &he) {
-		if log != nil {
-			log.Error("request failed", "error", err)
+	if errors.As(err, &he) {
+		return he
+	}
+	status, code := StatusOf(errkind.Of(err))
+	out := &Error{Status: status, Code: code, Message: err.Error()}
+	var ke *errkind.Error
+	hasKE := errors.As(err, &ke)
+	if hasKE && ke.Code != "" {
+		out.Code = ke.Code
+	}
+	if status < 500 {
+		if hasKE {
+			out.Message = ke.Message
 		}
-		he = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+		return out
+	}
+	out.Message = msgInternal
+	if status == http.StatusServiceUnavailable {
+		out.Message = msgUnavailable
+	}
+	if hasKE {
+		if m, ok := ke.Public(); ok {
+			out.Message = m
+		}
+	}
+	return out
+}
+
+// WriteError writes err as a JSON error (see FromError). The text of an
+// error answered with 5xx is logged instead of shown.
+func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
+	he := FromError(err)
+	if he == nil {
+		he = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: msgInternal}
+	}
+	var bare *Error
+	if he.Status >= 500 && log != nil && !errors.As(err, &bare) {
+		log.Error("request failed", "status", he.Status, "code", he.Code, "error", err)
 	}
 	WriteJSON(w, he.Status, map[string]any{"error": he})
 }

@@ -4,7 +4,6 @@
 package provenance
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -12,15 +11,17 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/kgstream/kgstream/pkg/errkind"
 )
 
-// Sentinel errors callers branch on.
+// Sentinel errors callers branch on, each of an errkind.Kind.
 var (
 	// ErrInvalidTenant means a tenant name is not a valid subject token.
-	ErrInvalidTenant = errors.New("invalid tenant")
+	ErrInvalidTenant = errkind.New(errkind.Invalid, "invalid tenant")
 	// ErrInvalidDocID means a document id is empty, too long, not UTF-8, or
 	// has control, invisible or surrounding white-space characters.
-	ErrInvalidDocID = errors.New("invalid document id")
+	ErrInvalidDocID = errkind.New(errkind.Invalid, "invalid document id")
 )
 
 var tenantRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)

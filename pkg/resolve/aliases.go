@@ -13,11 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"gopkg.in/yaml.v3"
 )
 
 // ErrInvalidAliases means an alias file could not be used.
-var ErrInvalidAliases = errors.New("invalid alias table")
+var ErrInvalidAliases = errkind.New(errkind.Invalid, "invalid alias table")
 
 // AliasEntry maps mentions to one canonical entity. The file is reviewed by
 // people, so it names entities the way they are spelt, not by their keys.

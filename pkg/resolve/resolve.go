@@ -4,17 +4,17 @@
 package resolve
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"golang.org/x/text/unicode/norm"
 )
 
 // ErrInvalidRef means a TYPE:NAME reference is malformed.
-var ErrInvalidRef = errors.New("invalid entity reference")
+var ErrInvalidRef = errkind.New(errkind.Invalid, "invalid entity reference")
 
 // Key is the normalisation key of a name: NFKC, lower case, with every rune
 // that is not a letter or digit removed, and the last word of a name of

@@ -8,25 +8,25 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"time"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 )
 
-// Sentinel errors callers branch on.
+// Sentinel errors callers branch on, each of an errkind.Kind.
 var (
 	// ErrNotFound means the document, entity, community or report is absent.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = errkind.New(errkind.NotFound, "not found")
 	// ErrStaleVersion means a version older than the latest was announced.
-	ErrStaleVersion = errors.New("stale version")
+	ErrStaleVersion = errkind.New(errkind.Conflict, "stale version")
 	// ErrConflict means a concurrent writer won; the operation may be retried.
-	ErrConflict = errors.New("conflict")
+	ErrConflict = errkind.New(errkind.Conflict, "conflict")
 	// ErrInvalid means an argument (tenant, document id, version,
 	// contribution) is malformed. Retrying cannot help: callers dead-letter.
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = errkind.New(errkind.Invalid, "invalid argument")
 )
 
 // Announcement is a new content version of a document, as the gateway

@@ -20,7 +20,6 @@ package taxonomy
 import (
 	"bytes"
 	_ "embed"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -28,6 +27,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"gopkg.in/yaml.v3"
 )
 
@@ -38,7 +38,7 @@ var defaultYAML []byte
 func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
 
 // ErrInvalid marks a taxonomy document that cannot be used.
-var ErrInvalid = errors.New("invalid failure-mode taxonomy")
+var ErrInvalid = errkind.New(errkind.Invalid, "invalid failure-mode taxonomy")
 
 // Taxonomy is a parsed set of failure modes. It is immutable and safe for
 // concurrent use.

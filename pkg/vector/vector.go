@@ -43,6 +43,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/provenance"
 )
 
@@ -51,9 +52,9 @@ var (
 	// ErrInvalid means an argument (tenant, kind, id, vector, source, k) is
 	// malformed, or a vector's length differs from the vectors already
 	// stored for that tenant and kind. Retrying cannot help.
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = errkind.New(errkind.Invalid, "invalid argument")
 	// ErrClosed means the index was closed.
-	ErrClosed = errors.New("index closed")
+	ErrClosed = errkind.New(errkind.Unavailable, "index closed")
 )
 
 // Limits every adapter enforces, so a caller that works against one works

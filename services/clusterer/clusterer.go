@@ -482,7 +482,7 @@ func (w *Worker) recluster(ctx context.Context, tenant string, forceFull bool) e
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := w.bus.Publish(pctx, events.KindCommunitiesChanged, tenant,
-		events.RunMsgID(tenant, run, "communities"), ev); err != nil {
+		events.CommunitiesID(tenant, run), ev); err != nil {
 		// The communities are stored: a later run diffs against them and
 		// would never announce these, so keep the announcement owed.
 		w.owed[tenant] = ev

@@ -135,7 +135,7 @@ func announcements(t *testing.T, bus *stream.Bus) []events.CommunitiesChanged {
 // publish announces a graph change the way the resolver does.
 func (e *env) publish(t *testing.T, doc string, version int64, res store.ApplyResult) {
 	t.Helper()
-	_, err := e.bus.Publish(t.Context(), events.KindGraphChanged, tenant, events.MsgID(tenant, doc, version, "graph"),
+	_, err := e.bus.Publish(t.Context(), events.KindGraphChanged, tenant, events.GraphID(tenant, doc, version, 0),
 		&events.GraphChanged{Header: events.Header{Tenant: tenant}, DocID: doc, Version: version,
 			Touched: res.Touched, ReceivedAt: time.Now()})
 	require.NoError(t, err)

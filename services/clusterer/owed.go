@@ -115,7 +115,7 @@ func (w *Worker) PublishOwed(ctx context.Context) (int, error) {
 			continue // never stored: the next run announces what still holds
 		}
 		if _, err := w.bus.Publish(ctx, events.KindCommunitiesChanged, tenant,
-			events.RunMsgID(tenant, ev.Run, "communities"), &ev); err != nil {
+			events.CommunitiesID(tenant, ev.Run), &ev); err != nil {
 			w.log.Warn("republishing an owed announcement failed, the next run carries it", "tenant", tenant, "run", ev.Run, "error", err)
 			continue
 		}

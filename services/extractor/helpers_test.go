@@ -125,7 +125,7 @@ func waitExtracted(t *testing.T, bus *stream.Bus, tenant string, n int) []events
 	out := make([]events.Extracted, len(msgs))
 	for i, m := range msgs {
 		require.NoError(t, events.Decode(m.Data, &out[i]))
-		require.Equal(t, events.MsgID(tenant, out[i].DocID, out[i].Version, "extracted"), m.Header.Get(jetstream.MsgIDHeader))
+		require.Equal(t, events.ExtractedID(tenant, out[i].DocID, out[i].Version, 0), m.Header.Get(jetstream.MsgIDHeader))
 	}
 	return out
 }
@@ -167,7 +167,7 @@ func docIn(t *testing.T, dir, tenant, id string, version int64) *events.DocChang
 func publishDoc(t *testing.T, bus *stream.Bus, doc *events.DocChanged) {
 	t.Helper()
 	_, err := bus.Publish(t.Context(), events.KindDocChanged, doc.Tenant,
-		events.MsgID(doc.Tenant, doc.DocID, doc.Version, string(events.KindDocChanged)), doc)
+		events.ChangedID(doc.Tenant, doc.DocID, doc.Version), doc)
 	require.NoError(t, err)
 }
 

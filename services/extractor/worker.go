@@ -184,7 +184,7 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 			"version", doc.Version, "extractor", out.Extractor, "dropped", dropped)
 	}
 	out.Entities, out.Relationships = ents, kept
-	msgID := events.MsgID(doc.Tenant, doc.DocID, doc.Version, string(events.KindExtracted))
+	msgID := events.ExtractedID(doc.Tenant, doc.DocID, doc.Version, 0)
 	if _, err := w.bus.Publish(ctx, events.KindExtracted, doc.Tenant, msgID, &out); err != nil {
 		return fmt.Errorf("publishing extraction of %s version %d: %w", doc.DocID, doc.Version, err)
 	}

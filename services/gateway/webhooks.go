@@ -73,7 +73,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -83,7 +82,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gopkg.in/yaml.v3"
 
-	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/httpapi"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
@@ -244,28 +243,6 @@ func idPrefixes(kind string) []string {
 	return nil
 }
 
-// reservedBy returns the receiver whose namespace id is in, in tenant: the
-// document API does not write there.
-func (g *Gateway) reservedBy(tenant, id string) (string, bool) {
-	names := make([]string, 0, len(g.hooks))
-	for name := range g.hooks {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		rc := g.hooks[name]
-		if rc.tenant != tenant {
-			continue
-		}
-		for _, p := range idPrefixes(rc.kind) {
-			if strings.HasPrefix(id, p) {
-				return name, true
-			}
-		}
-	}
-	return "", false
-}
-
 func newReceivers(c WebhooksConfig) (map[string]*receiver, error) {
 	if c.DeliveryTTL < 0 {
 		return nil, errors.New("webhooks: delivery_ttl must not be negative")
@@ -401,27 +378,9 @@ func (g *Gateway) serveWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) receive(r *http.Request, rc *receiver) (int, any, error) {
-	body, err := httpapi.ReadBody(nil, r, g.cfg.MaxBodyBytes)
+	body, d, err := g.readDelivery(r, rc)
 	if err != nil {
 		return 0, nil, err
-	}
-	if err := rc.verifier.verify(r.Header, body, g.now()); err != nil {
-		code := "bad_signature"
-		switch {
-		case errors.Is(err, ErrUnsigned):
-			code = "unsigned"
-		case errors.Is(err, ErrStaleSignature):
-			code = "stale_signature"
-		}
-		g.log.Warn("webhook signature refused", "provider", rc.name, "error", err)
-		return 0, nil, httpapi.Errorf(http.StatusUnauthorized, code, "verifying the %s signature: %v", rc.verifier.scheme, err)
-	}
-	if err := httpapi.RequireJSON(r); err != nil {
-		return 0, nil, err
-	}
-	d, err := decodeDelivery(rc.kind, r.Header, body, rc.docType)
-	if err != nil {
-		return 0, nil, httpapi.Errorf(http.StatusBadRequest, "malformed_payload", "decoding the %s payload: %v", rc.kind, err)
 	}
 	out := WebhookAccepted{Provider: rc.name, Event: d.event}
 	if d.ignored != "" {
@@ -435,8 +394,8 @@ func (g *Gateway) receive(r *http.Request, rc *receiver) (int, any, error) {
 		key = deliveryKey(rc.name, id, body)
 		prev, err := g.deliveries.lookup(ctx, key)
 		if err != nil {
-			g.log.Error("delivery log unavailable", "provider", rc.name, "error", err)
-			return 0, nil, httpapi.Errorf(http.StatusServiceUnavailable, "delivery_log_unavailable", "looking up delivery %q failed; retry the delivery", id)
+			return 0, nil, errkind.Wrap(errkind.Unavailable, "delivery_log_unavailable", err,
+				fmt.Sprintf("looking up delivery %q failed; retry the delivery", id))
 		}
 		if prev != nil {
 			prev.Duplicate = true
@@ -466,29 +425,58 @@ func (g *Gateway) receive(r *http.Request, rc *receiver) (int, any, error) {
 	return http.StatusAccepted, out, nil
 }
 
+// readDelivery reads, verifies and decodes a delivery: its signature
+// first, before anything of the body is looked at.
+func (g *Gateway) readDelivery(r *http.Request, rc *receiver) ([]byte, delivery, error) {
+	body, err := httpapi.ReadBody(nil, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, delivery{}, err
+	}
+	if err := rc.verifier.verify(r.Header, body, g.now()); err != nil {
+		code := "bad_signature"
+		switch {
+		case errors.Is(err, ErrUnsigned):
+			code = "unsigned"
+		case errors.Is(err, ErrStaleSignature):
+			code = "stale_signature"
+		}
+		g.log.Warn("webhook signature refused", "provider", rc.name, "error", err)
+		return nil, delivery{}, errkind.Errorf(errkind.Unauthorized, code, "verifying the %s signature: %w", rc.verifier.scheme, err)
+	}
+	if err := httpapi.RequireJSON(r); err != nil {
+		return nil, delivery{}, err
+	}
+	d, err := decodeDelivery(rc.kind, r.Header, body, rc.docType)
+	if err != nil {
+		return nil, delivery{}, errkind.Errorf(errkind.Invalid, "malformed_payload", "decoding the %s payload: %w", rc.kind, err)
+	}
+	return body, d, nil
+}
+
+// applyOp applies one op of a delivery through the command core.
 func (g *Gateway) applyOp(ctx context.Context, rc *receiver, op docOp) ([]WebhookDocument, error) {
 	if op.kind == opChange {
-		doc, err := g.webhookChange(ctx, rc, op)
+		res, err := g.cmds.Change(ctx, rc.tenant, byReceiver(rc), ChangeCommand{DocID: op.docID, Version: op.version,
+			UpdatedAt: op.updatedAt, OccurredAt: op.occurredAt, Source: rc.kind, DocType: op.docType,
+			Title: op.title, Text: op.text})
+		doc, err := webhookDocument(op.docID, "changed", res, err)
 		return []WebhookDocument{doc}, err
 	}
-	first, err := g.webhookDelete(ctx, rc, op.docID, op.version, op.kind == opWithdraw, op.updatedAt)
+	first, err := g.webhookDelete(ctx, rc, DeleteCommand{DocID: op.docID, Version: op.version,
+		UpdatedAt: op.updatedAt, Ordered: op.kind == opWithdraw})
 	if err != nil || !op.children || first.Stale {
 		return []WebhookDocument{first}, err
 	}
-	docs := []WebhookDocument{first}
-	all, err := g.registry.ListSources(ctx, rc.tenant)
+	children, err := g.cmds.Children(ctx, rc.tenant, op.docID)
 	if err != nil {
-		return nil, g.registryError(err, "listing the documents")
+		return nil, err
 	}
-	prefix := op.docID + "/"
-	for _, s := range all {
-		// Children already marked deleted are published again: a retry
-		// after a failed publish must still deliver their deletion (the
-		// same version gives the same event id, so JetStream de-duplicates).
-		if !strings.HasPrefix(s.DocID, prefix) {
-			continue
-		}
-		doc, err := g.webhookDelete(ctx, rc, s.DocID, 0, false, "")
+	docs := []WebhookDocument{first}
+	for _, id := range children {
+		// Children already marked deleted are deleted again: a retry after
+		// a failed publish must still deliver their deletion (the same
+		// version gives the same event id, so JetStream de-duplicates).
+		doc, err := g.webhookDelete(ctx, rc, DeleteCommand{DocID: id})
 		if err != nil {
 			return nil, err
 		}
@@ -497,87 +485,23 @@ func (g *Gateway) applyOp(ctx context.Context, rc *receiver, op docOp) ([]Webhoo
 	return docs, nil
 }
 
-func (g *Gateway) webhookChange(ctx context.Context, rc *receiver, op docOp) (WebhookDocument, error) {
-	res := WebhookDocument{ID: op.docID, Action: "changed"}
-	// A known document keeps the ACL it has: someone may have restricted it
-	// with PUT /v1/documents/{id}/acl, and an edit upstream must not undo a
-	// revocation. The receiver's ACL applies to documents it creates.
-	// Only a document a receiver of this kind created keeps its ACL: one
-	// in the namespace that got there otherwise (before the namespace was
-	// reserved) takes the receiver's, so no one can pre-create an id to
-	// read what the provider sends.
-	acl := rc.acl
-	cur, err := g.current(ctx, rc.tenant, op.docID)
-	if err != nil {
-		return res, err
-	}
-	if cur != nil && !cur.Deleted && cur.Source == rc.kind {
-		acl = cur.ACL
-	}
-	st, err := g.registry.Announce(ctx, rc.tenant, store.Announcement{DocID: op.docID, Version: op.version,
-		ACL: acl, Source: rc.kind, Title: op.title, UpdatedAt: op.updatedAt})
-	switch {
-	case errors.Is(err, store.ErrStaleVersion):
-		res.Stale = true
-		return res, nil
-	case err != nil:
-		return res, g.registryError(err, "recording the document")
-	}
-	ev := &events.DocChanged{Header: events.Header{Tenant: rc.tenant}, DocID: op.docID, Version: st.Version,
-		Source: rc.kind, DocType: op.docType, Title: op.title, Text: op.text, ACL: acl,
-		OccurredAt: op.occurredAt, ReceivedAt: g.now().UTC()}
-	res.Version, res.EventID = st.Version, events.MsgID(rc.tenant, op.docID, st.Version, "changed")
-	res.Duplicate, err = g.publish(ctx, events.KindDocChanged, rc.tenant, res.EventID, ev)
-	if err == nil && aclMoved(cur, st) {
-		_, err = g.publishACL(ctx, rc.tenant, st)
-	}
-	return res, err
+func (g *Gateway) webhookDelete(ctx context.Context, rc *receiver, cmd DeleteCommand) (WebhookDocument, error) {
+	res, err := g.cmds.Delete(ctx, rc.tenant, byReceiver(rc), cmd)
+	return webhookDocument(cmd.DocID, "deleted", res, err)
 }
 
-// webhookDelete deletes one document. ordered (a withdrawal) makes the
-// deletion subject to versions like a change: an older withdrawal than the
-// registry's version is stale. A real deletion always wins.
-func (g *Gateway) webhookDelete(ctx context.Context, rc *receiver, docID string, version int64, ordered bool, updatedAt string) (WebhookDocument, error) {
-	res := WebhookDocument{ID: docID, Action: "deleted"}
-	cur, err := g.registry.Sources(ctx, rc.tenant, []string{docID})
-	if err != nil {
-		return res, g.registryError(err, "looking up the document")
-	}
-	s, known := cur[docID]
-	if ordered && known && !s.Deleted && version > 0 && version < s.Version {
-		res.Stale = true
-		return res, nil
-	}
-	if version > 0 && (!known || version > s.Version) {
-		// Record the payload's version first so the deletion lands above
-		// it and a late delivery of an earlier edit is stale.
-		acl, title := rc.acl, ""
-		if known {
-			acl, title = s.ACL, s.Title
-		}
-		_, err := g.registry.Announce(ctx, rc.tenant, store.Announcement{DocID: docID, Version: version,
-			ACL: acl, Source: rc.kind, Title: title, UpdatedAt: updatedAt})
-		if err != nil && !errors.Is(err, store.ErrStaleVersion) {
-			return res, g.registryError(err, "recording the deletion")
-		}
-		known = true
-	}
-	if !known {
-		res.Ignored = "unknown document"
-		return res, nil
-	}
-	st, err := g.registry.MarkDeleted(ctx, rc.tenant, docID)
+// webhookDocument is a command's result as a receiver answers it: what a
+// provider's retry cannot fix is no error. An older version than the
+// registry's is stale (deliveries arrive out of order; a 409 would be
+// retried for ever), a deletion of an unknown document is ignored.
+func webhookDocument(docID, action string, res Result, err error) (WebhookDocument, error) {
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		res.Ignored = "unknown document"
-		return res, nil
-	case err != nil:
-		return res, g.registryError(err, "recording the deletion")
+	case errors.Is(err, store.ErrStaleVersion):
+		return WebhookDocument{ID: docID, Action: action, Stale: true}, nil
+	case action == "deleted" && errors.Is(err, errkind.NotFound):
+		return WebhookDocument{ID: docID, Action: action, Ignored: "unknown document"}, nil
 	}
-	res.Version, res.EventID = st.Version, events.MsgID(rc.tenant, docID, st.Version, "deleted")
-	res.Duplicate, err = g.publish(ctx, events.KindDocDeleted, rc.tenant, res.EventID,
-		&events.DocDeleted{Header: events.Header{Tenant: rc.tenant}, DocID: docID, Version: st.Version, ReceivedAt: g.now().UTC()})
-	return res, err
+	return WebhookDocument{ID: docID, Action: action, Version: res.Version, EventID: res.EventID, Duplicate: res.Duplicate}, err
 }
 
 // deliveryLog remembers processed deliveries in a JetStream key-value

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/httpapi"
 	"github.com/kgstream/kgstream/pkg/store"
 )
@@ -175,21 +176,22 @@ func (s *Service) handle(mux *http.ServeMux, pattern string, h handlerFunc) {
 	}))
 }
 
-// writeError maps err to a JSON error. An admission failure is 503: the
-// request fails closed rather than showing unchecked data.
+// writeError maps err to a JSON error (httpapi.FromError). An admission
+// failure is 503: the request fails closed rather than showing unchecked
+// data. What a 5xx hides is logged.
 func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var he *httpapi.Error
 	switch {
-	case errors.As(err, &he):
 	case errors.Is(err, errAdmissionUnavailable):
-		s.log.Error("admission check failed", "route", r.Pattern, "error", err)
-		err = httpapi.Errorf(http.StatusServiceUnavailable, "admission_unavailable", "source permissions cannot be checked right now; try again")
+		err = errkind.Wrap(errkind.Unavailable, "admission_unavailable", err, "source permissions cannot be checked right now; try again")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		err = httpapi.Errorf(http.StatusServiceUnavailable, "unavailable", "request cancelled or timed out")
-	default:
+		httpapi.WriteError(w, nil, errkind.Wrap(errkind.Unavailable, "unavailable", err, "request cancelled or timed out"))
+		return
+	}
+	var he *httpapi.Error
+	if !errors.As(err, &he) && httpapi.FromError(err).Status >= 500 {
 		s.log.Error("query failed", "route", r.Pattern, "error", err)
 	}
-	httpapi.WriteError(w, s.log, err)
+	httpapi.WriteError(w, nil, err)
 }
 
 // statusWriter remembers the status code for the metrics.

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/resolve"
 
 	"context"
@@ -15,7 +16,7 @@ import (
 
 // errAdmissionUnavailable marks a failed registry lookup: the request must
 // fail closed (503), never fall back to showing unchecked data.
-var errAdmissionUnavailable = errors.New("source registry unavailable")
+var errAdmissionUnavailable = errkind.New(errkind.Unavailable, "source registry unavailable")
 
 // nameRE is the shape of entity types and relation names: lower-case
 // snake_case, as package resolve produces them.

@@ -3,8 +3,6 @@ package reporter
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -104,7 +102,7 @@ func (w *Worker) Reconcile(ctx context.Context, tenant string) (Reconciled, erro
 	}
 	// Announced under a message id naming what was done, so a pass that
 	// is repeated after a crash is not announced twice.
-	if _, err := w.bus.Publish(ctx, events.KindReportsChanged, tenant, reconcileMsgID(tenant, written, orphans),
+	if _, err := w.bus.Publish(ctx, events.KindReportsChanged, tenant, events.ReconcileID(tenant, written, orphans),
 		&events.ReportsChanged{Header: events.Header{Tenant: tenant}, Reports: written, Removed: orphans}); err != nil {
 		return out, fmt.Errorf("announcing reconciled reports: %w", err)
 	}
@@ -179,19 +177,6 @@ func uncovered(c store.Community, refs []provenance.SourceRef, current func(prov
 		}
 	}
 	return false
-}
-
-// reconcileMsgID names a reconciliation's announcement by what it did.
-func reconcileMsgID(tenant string, written, removed []string) string {
-	h := sha256.New()
-	for _, l := range [][]string{written, removed} {
-		for _, id := range l {
-			h.Write([]byte(id))
-			h.Write([]byte{0})
-		}
-		h.Write([]byte{1})
-	}
-	return tenant + "//reconcile/" + hex.EncodeToString(h.Sum(nil))[:24]
 }
 
 // reconcileLoop reconciles every tenant at start, every ReconcileEvery and

@@ -148,7 +148,7 @@ func TestUnannouncedCommunitiesGetReports(t *testing.T) {
 func TestDeletedReportsComeBack(t *testing.T) {
 	e := newReconcileEnv(t, 4)
 	_, _, stop := e.start(t, reporter.Config{})
-	_, err := e.bus.Publish(t.Context(), events.KindCommunitiesChanged, "acme", events.RunMsgID("acme", 1, "communities"),
+	_, err := e.bus.Publish(t.Context(), events.KindCommunitiesChanged, "acme", events.CommunitiesID("acme", 1),
 		&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1, Changed: changes(e.comms)})
 	require.NoError(t, err)
 	before := e.waitReports(t, e.comms)

@@ -317,7 +317,7 @@ func (w *Worker) handleCommunities(ctx context.Context, _ *stream.Message, ev *e
 		}
 	}
 	w.bus.ObserveLag("reports", ev.OldestReceivedAt)
-	if _, err := w.bus.Publish(ctx, events.KindReportsChanged, ev.Tenant, events.RunMsgID(ev.Tenant, ev.Run, "reports"),
+	if _, err := w.bus.Publish(ctx, events.KindReportsChanged, ev.Tenant, events.ReportsID(ev.Tenant, ev.Run),
 		&events.ReportsChanged{Header: events.Header{Tenant: ev.Tenant}, Reports: written, Removed: removed}); err != nil {
 		return fmt.Errorf("announcing reports: %w", err)
 	}

@@ -186,14 +186,14 @@ func TestVectorConsumersRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- r.w.Run(ctx) }()
-	_, err := r.bus.Publish(t.Context(), events.KindGraphChanged, "acme", events.MsgID("acme", "INC-9", 1, "graph"),
+	_, err := r.bus.Publish(t.Context(), events.KindGraphChanged, "acme", events.GraphID("acme", "INC-9", 1, 0),
 		&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "INC-9", Version: 1})
 	require.NoError(t, err)
 	sre := vector.Filter{Groups: []string{"sre"}}
 	require.Eventually(t, func() bool { return len(r.search(vector.KindTextUnit, sre)) == 1 }, 20*time.Second, 20*time.Millisecond)
 	_, err = r.st.SetACL(t.Context(), "acme", "INC-9", provenance.PublicACL())
 	require.NoError(t, err)
-	_, err = r.bus.Publish(t.Context(), events.KindDocACL, "acme", events.MsgID("acme", "INC-9", 1, "acl-1"),
+	_, err = r.bus.Publish(t.Context(), events.KindDocACL, "acme", events.ACLID("acme", "INC-9", 1, 1),
 		&events.DocACL{Header: events.Header{Tenant: "acme"}, DocID: "INC-9", Version: 1, ACLRevision: 1, ACL: provenance.PublicACL()})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(r.search(vector.KindTextUnit, vector.Filter{})) == 1 }, 20*time.Second, 20*time.Millisecond)

@@ -407,10 +407,7 @@ func (w *Worker) applyRun(ctx context.Context, run []*change, errs []error) {
 			// Published for duplicates too: a redelivery after a failed
 			// publish must still reach the clusterer; the message id
 			// de-duplicates.
-			id := events.MsgID(tenant, ch.docID, ch.version, "graph")
-			if ch.resolution > 0 {
-				id = events.MsgID(tenant, ch.docID, ch.version, fmt.Sprintf("graph-r%d", ch.resolution))
-			}
+			id := events.GraphID(tenant, ch.docID, ch.version, ch.resolution)
 			out = append(out, stream.Outgoing{Kind: events.KindGraphChanged, Tenant: tenant, MsgID: id,
 				Event: &events.GraphChanged{Header: events.Header{Tenant: tenant}, DocID: ch.docID, Version: ch.version,
 					Deleted: ch.deleted, Touched: okRes[j].Touched, Contributed: sortedUnique(ch.prev),

@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -122,7 +121,7 @@ func TestStatusScopesAndVectorACLAudit(t *testing.T) {
 	require.Equal(t, strconv.Itoa(items), m[1])
 
 	// The ACL event, as the gateway publishes it, reaches the reporter.
-	_, err = a.Bus.Publish(ctx, events.KindDocACL, "acme", events.MsgID("acme", "hush-1", st.Version, fmt.Sprintf("acl-%d", st.ACLRevision)),
+	_, err = a.Bus.Publish(ctx, events.KindDocACL, "acme", events.ACLID("acme", "hush-1", st.Version, st.ACLRevision),
 		&events.DocACL{Header: events.Header{Schema: events.SchemaVersion, Tenant: "acme"}, DocID: "hush-1", Version: st.Version,
 			ACLRevision: st.ACLRevision, ACL: st.ACL, ReceivedAt: time.Now().UTC()})
 	require.NoError(t, err)
