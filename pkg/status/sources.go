@@ -141,9 +141,10 @@ func (r *Recorder) key(figure string) string {
 
 // Record writes every figure the process holds now.
 func (r *Recorder) Record(ctx context.Context) error {
-	recs := r.records()
+	// One at a time, so an older snapshot never overwrites a newer one.
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	recs := r.records()
 	var errs []error
 	for _, rec := range recs {
 		body, err := json.Marshal(rec)
