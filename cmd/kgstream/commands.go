@@ -399,23 +399,32 @@ func statusCmd(g *globals) *cobra.Command {
 // figures for a caller who may not read every document of the tenant,
 // pipeline figures for anyone but an admin.
 type statusReport struct {
-	Tenant          string                     `json:"tenant"`
-	Scope           string                     `json:"scope"`
-	Documents       int                        `json:"documents"`
-	Applied         int                        `json:"applied"`
-	Entities        int                        `json:"entities"`
-	Edges           int                        `json:"edges"`
-	Audited         bool                       `json:"audited"`
-	OrphanEdges     *int                       `json:"orphan_edges"`
-	OrphanEntities  int                        `json:"orphan_entities"`
-	IndexMismatches int                        `json:"index_mismatches"`
-	ACLMismatches   int                        `json:"acl_mismatches"`
-	VectorOrphans   int                        `json:"vector_orphans"`
-	DeadLetters     *uint64                    `json:"dead_letters"`
-	Pending         map[string]uint64          `json:"pending"`
-	IndexLag        struct{ P50, P99 float64 } `json:"index_lag_seconds"`
-	Problems        []string                   `json:"problems"`
-	LLM             *struct {
+	Tenant          string            `json:"tenant"`
+	Scope           string            `json:"scope"`
+	Documents       int               `json:"documents"`
+	Applied         int               `json:"applied"`
+	Entities        int               `json:"entities"`
+	Edges           int               `json:"edges"`
+	Audited         bool              `json:"audited"`
+	OrphanEdges     *int              `json:"orphan_edges"`
+	OrphanEntities  int               `json:"orphan_entities"`
+	IndexMismatches int               `json:"index_mismatches"`
+	ACLMismatches   int               `json:"acl_mismatches"`
+	VectorOrphans   int               `json:"vector_orphans"`
+	DeadLetters     *uint64           `json:"dead_letters"`
+	Pending         map[string]uint64 `json:"pending"`
+	IndexLag        struct {
+		P50, P99 float64
+		Samples  int
+	} `json:"index_lag_seconds"`
+	Sources []struct {
+		Process    string  `json:"process"`
+		Figure     string  `json:"figure"`
+		AgeSeconds float64 `json:"age_seconds"`
+		Live       bool    `json:"live"`
+	} `json:"sources"`
+	Problems []string `json:"problems"`
+	LLM      *struct {
 		Documents        uint64  `json:"documents"`
 		PromptTokens     float64 `json:"prompt_tokens"`
 		CompletionTokens float64 `json:"completion_tokens"`
@@ -480,7 +489,14 @@ func printStatus(w io.Writer, st statusReport) {
 		for _, s := range app.Stages {
 			fmt.Fprintf(w, "pending %-10s %d\n", s, st.Pending[s])
 		}
-		fmt.Fprintf(w, "index lag p50 %.3fs p99 %.3fs\n", st.IndexLag.P50, st.IndexLag.P99)
+		fmt.Fprintf(w, "index lag p50 %.3fs p99 %.3fs (%d samples)\n", st.IndexLag.P50, st.IndexLag.P99, st.IndexLag.Samples)
+		for _, src := range st.Sources {
+			silent := ""
+			if !src.Live {
+				silent = ", silent: left out"
+			}
+			fmt.Fprintf(w, "source %s %s (%.1fs ago%s)\n", src.Process, src.Figure, src.AgeSeconds, silent)
+		}
 	}
 	if l := st.LLM; l != nil {
 		fmt.Fprintf(w, "llm %d documents, %.1f calls/doc, %.0f prompt + %.0f completion tokens, cost %.4f (%.6f per document)\n",

@@ -52,7 +52,9 @@ func TestStatusCommandScopes(t *testing.T) {
 	}
 
 	out, _, err := runOut(ctx, "status", "--server", a.URL(), "--token", "root-token")
-	if err != nil || !strings.Contains(out, "pending extractor") || !strings.Contains(out, "dead letters 0") || strings.Contains(out, "admins only") {
+	if err != nil || !strings.Contains(out, "pending extractor") || !strings.Contains(out, "dead letters 0") || strings.Contains(out, "admins only") ||
+		!regexp.MustCompile(`(?m)^index lag p50 .* \([1-9][0-9]* samples\)$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^source kgstream@\S+ lag\.graph \([0-9.]+s ago\)$`).MatchString(out) {
 		t.Fatalf("admin status: %v\n%s", err, out)
 	}
 	out, _, err = runOut(ctx, "status", "--server", a.URL(), "--token", "rita-token")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/buildinfo"
 	"github.com/kgstream/kgstream/pkg/serve"
+	"github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	redisstore "github.com/kgstream/kgstream/pkg/store/redis"
@@ -50,6 +51,10 @@ type Flags struct {
 	// finish before cancelling them (--drain-timeout, KG_DRAIN_TIMEOUT);
 	// what they did not finish is redelivered.
 	DrainTimeout time.Duration
+	// StatsInterval is how often the process records the status figures
+	// it holds (index lag samples, LLM usage) for `GET /v1/status` in any
+	// process (--stats-interval, KG_STATS_INTERVAL).
+	StatsInterval time.Duration
 
 	// envErr is a malformed environment default, reported by Run.
 	envErr error
@@ -70,6 +75,9 @@ func (f *Flags) Register(fs *flag.FlagSet, defaultHTTP string) {
 	drain, err := envDuration("KG_DRAIN_TIMEOUT", stream.DefaultDrainTimeout)
 	f.envErr = errors.Join(f.envErr, err)
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", drain, "on shutdown, how long handlers in flight may finish before they are cancelled and their events redelivered")
+	every, err := envDuration("KG_STATS_INTERVAL", status.DefaultRecordEvery)
+	f.envErr = errors.Join(f.envErr, err)
+	fs.DurationVar(&f.StatsInterval, "stats-interval", every, "how often the process records its index lag samples and LLM usage for the status of every process")
 }
 
 // envDuration is the duration in the environment variable k, d when unset.
@@ -141,6 +149,9 @@ type Env struct {
 	Bus      *stream.Bus
 	Stores   store.Stores
 	Ready    *serve.Readiness
+	// Recorder records the process's status figures (Run runs it); a
+	// status collector in the process may flush it (WithRecorder).
+	Recorder *status.Recorder
 }
 
 // Body builds a service's worker and API from env. It returns the function
@@ -178,7 +189,11 @@ func run(ctx context.Context, f Flags, needStores bool, body Body) error {
 		return err
 	}
 	defer bus.Close()
-	env := &Env{Flags: f, Log: log, Registry: reg, Bus: bus, Ready: &serve.Readiness{}}
+	rec, err := status.NewRecorder(status.RecorderConfig{Service: f.Name, Every: f.StatsInterval}, bus, reg, log)
+	if err != nil {
+		return err
+	}
+	env := &Env{Flags: f, Log: log, Registry: reg, Bus: bus, Ready: &serve.Readiness{}, Recorder: rec}
 	if needStores {
 		st, err := OpenStores(ctx, f.DataDir, f.RedisURL, f.RedisPrefix)
 		if err != nil {
@@ -206,6 +221,7 @@ func run(ctx context.Context, f Flags, needStores bool, body Body) error {
 		defer cancel()
 		return runBody(gctx)
 	})
+	g.Go(func() error { return rec.Run(gctx) })
 	env.Ready.Set(true)
 	log.Info("service started", "http", l.Addr().String(), "nats", f.NATSURL, "drain_timeout", f.DrainTimeout)
 	<-gctx.Done()

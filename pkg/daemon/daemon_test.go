@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/stream"
 )
 
@@ -147,5 +148,43 @@ func TestDrainTimeoutFlag(t *testing.T) {
 	}
 	if err := run(t.Context(), f, false, nil); err == nil || !strings.Contains(err.Error(), "DrainTimeout must be >= 0") {
 		t.Fatalf("run with a negative drain timeout = %v", err)
+	}
+}
+
+// TestRunRecordsStatusFigures: a service records the status figures it
+// holds (here the index lag of what it applied) for every process to read,
+// and removes them when it stops.
+func TestRunRecordsStatusFigures(t *testing.T) {
+	url := natsURL(t)
+	f := testFlags(t, url)
+	f.StatsInterval = 50 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	done := runAsync(ctx, f, func(_ context.Context, env *Env) (func(context.Context) error, http.Handler, error) {
+		env.Bus.ObserveLag("graph", time.Now().Add(-2*time.Second))
+		return Block, nil, nil
+	})
+	reader, err := stream.Connect(t.Context(), stream.Config{URL: url}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reader.Close)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		fl, err := status.ReadFleet(t.Context(), reader, time.Now())
+		if err == nil && len(fl.Lag["graph"]) == 1 && len(fl.Sources) == 1 && fl.Sources[0].Service == "test" && fl.Sources[0].Live {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service's lag never recorded: %+v %v", fl, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := wait(t, done); err != nil {
+		t.Fatal(err)
+	}
+	fl, err := status.ReadFleet(t.Context(), reader, time.Now())
+	if err != nil || len(fl.Sources) != 0 {
+		t.Fatalf("figures of a stopped service: %+v %v", fl, err)
 	}
 }

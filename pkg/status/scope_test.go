@@ -24,7 +24,7 @@ import (
 )
 
 // pipelineKeys are the process-wide figures of /v1/status.
-var pipelineKeys = []string{"pending", "dead_letters", "outbox_pending", "index_lag_seconds", "llm"}
+var pipelineKeys = []string{"pending", "dead_letters", "outbox_pending", "index_lag_seconds", "stage_lag_seconds", "llm", "sources"}
 
 // auditKeys are the tenant's audit figures of /v1/status.
 var auditKeys = []string{"orphan_edges", "orphan_entities", "index_mismatches", "stale_reports", "acl_mismatches", "vector_orphans"}
@@ -90,9 +90,12 @@ func TestStatusPipelineFiguresAdminsOnly(t *testing.T) {
 	llmCalls := prometheus.NewCounter(prometheus.CounterOpts{Name: "kgstream_llm_calls_total", Help: "LLM calls."})
 	reg.MustRegister(llmCalls)
 	llmCalls.Add(3)
-	c, err := status.NewCollector(st, busyBus(t), []string{"extractor"}, nil, reg)
+	bus := busyBus(t)
+	c, err := status.NewCollector(st, bus, []string{"extractor"}, nil, reg)
 	require.NoError(t, err)
-	c.WithGatherer(reg)
+	rec, err := status.NewRecorder(status.RecorderConfig{Service: "extractor"}, bus, reg, nil)
+	require.NoError(t, err)
+	c.WithRecorder(rec)
 	a, err := auth.New([]auth.Token{
 		{Token: "root", Tenant: "acme", Principal: "root", Admin: true},
 		{Token: "rita", Tenant: "acme", Principal: "rita"},

@@ -11,6 +11,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/buildinfo"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -29,10 +30,13 @@ type Stores interface {
 	store.ReportStore
 }
 
-// Lag is a pair of quantiles in seconds.
+// Lag is a pair of quantiles in seconds, nearest rank over Samples
+// samples: the union of the most recent samples (up to 4096) of every
+// live process recording them.
 type Lag struct {
-	P50 float64 `json:"p50"`
-	P99 float64 `json:"p99"`
+	P50     float64 `json:"p50"`
+	P99     float64 `json:"p99"`
+	Samples int     `json:"samples"`
 }
 
 // Scopes of a Report's document, entity and edge counts.
@@ -50,9 +54,9 @@ const (
 // What a caller sees depends on who it is: the document, entity and edge
 // counts always (of the tenant, or of what the caller may read, see
 // Scope); the tenant's audit figures only when Scope is ScopeTenant; the
-// process's pipeline figures (pending events, dead letters, outbox, lag,
-// LLM spend), which count every tenant's and every document's activity,
-// only for admins. Figures a caller may not see are omitted from the JSON
+// pipeline figures (pending events, dead letters, outbox, lag, LLM spend,
+// the processes that recorded them), which count every tenant's and every
+// document's activity, only for admins. Figures a caller may not see are omitted from the JSON
 // (their embedded struct is nil).
 type Report struct {
 	Tenant string `json:"tenant"`
@@ -91,20 +95,29 @@ type AuditFigures struct {
 	Problems      []string `json:"problems,omitempty"`
 }
 
-// PipelineFigures are the process's figures across tenants, for admins.
+// PipelineFigures are the pipeline's figures across tenants, for admins.
+// Pending events, dead letters and the outbox come from JetStream; index
+// lag and LLM spend from what every live process recorded (Sources).
 type PipelineFigures struct {
 	DeadLetters uint64            `json:"dead_letters"`
 	Pending     map[string]uint64 `json:"pending"`
 	// OutboxPending counts the events the registry holds that JetStream
 	// has not acknowledged yet (the gateway republishes them).
 	OutboxPending int `json:"outbox_pending"`
-	IndexLag      Lag `json:"index_lag_seconds"`
-	// LLM is the extraction spend this process saw (absent when it runs no
-	// LLM extractor).
+	// IndexLag is the lag from the gateway's receipt to the graph applied.
+	IndexLag Lag `json:"index_lag_seconds"`
+	// StageLag is the lag to each stage recorded (graph, communities,
+	// reports).
+	StageLag map[string]Lag `json:"stage_lag_seconds"`
+	// LLM is the extraction spend of the live extractors (absent when none
+	// runs an LLM extractor or none has called it yet).
 	LLM *LLMUsage `json:"llm,omitempty"`
+	// Sources lists the figures each process recorded and how long ago:
+	// a stage missing here, or not live, is silent.
+	Sources []Source `json:"sources"`
 }
 
-// LLMUsage sums the LLM extractor's metrics over models.
+// LLMUsage sums the LLM extractor's metrics over models and processes.
 type LLMUsage struct {
 	Documents        uint64  `json:"documents"`
 	Calls            float64 `json:"calls"`
@@ -113,6 +126,10 @@ type LLMUsage struct {
 	Cost             float64 `json:"cost"`
 	CallsPerDocument float64 `json:"calls_per_document"`
 	CostPerDocument  float64 `json:"cost_per_document"`
+	// ByModel is the same by model (absent within a model's own figures).
+	ByModel map[string]*LLMUsage `json:"by_model,omitempty"`
+
+	documentCalls, documentCost float64
 }
 
 // Collector computes reports and keeps the audit gauges current.
@@ -126,7 +143,7 @@ type Collector struct {
 	stale    *prometheus.GaugeVec
 	aclDiffs *prometheus.GaugeVec
 	vorphans *prometheus.GaugeVec
-	gatherer prometheus.Gatherer
+	recorder *Recorder
 }
 
 // WithVectors lets the audit compare the vector index's ACL copies with
@@ -136,58 +153,11 @@ func (c *Collector) WithVectors(ix vector.Index) *Collector {
 	return c
 }
 
-// WithGatherer lets Collect report the LLM spend from this process's
-// metrics (the all-in-one's registry).
-func (c *Collector) WithGatherer(g prometheus.Gatherer) *Collector {
-	c.gatherer = g
+// WithRecorder has status record this process's own figures (rec's)
+// just before it reads everyone's, so they are current to the request.
+func (c *Collector) WithRecorder(rec *Recorder) *Collector {
+	c.recorder = rec
 	return c
-}
-
-// llmUsage reads the extractor's LLM metrics from the gatherer.
-func (c *Collector) llmUsage() *LLMUsage {
-	if c.gatherer == nil {
-		return nil
-	}
-	mfs, err := c.gatherer.Gather()
-	if err != nil {
-		c.log.Warn("gathering metrics", "error", err)
-		return nil
-	}
-	u := &LLMUsage{}
-	var calls, cost float64
-	seen := false
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			switch mf.GetName() {
-			case "kgstream_llm_calls_total":
-				seen = true
-				u.Calls += m.GetCounter().GetValue()
-			case "kgstream_llm_cost_total":
-				u.Cost += m.GetCounter().GetValue()
-			case "kgstream_llm_tokens_total":
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "direction" && l.GetValue() == "prompt" {
-						u.PromptTokens += m.GetCounter().GetValue()
-					} else if l.GetName() == "direction" {
-						u.CompletionTokens += m.GetCounter().GetValue()
-					}
-				}
-			case "kgstream_llm_calls_per_document":
-				u.Documents += m.GetHistogram().GetSampleCount()
-				calls += m.GetHistogram().GetSampleSum()
-			case "kgstream_llm_cost_per_document":
-				cost += m.GetHistogram().GetSampleSum()
-			}
-		}
-	}
-	if !seen {
-		return nil
-	}
-	if u.Documents > 0 {
-		u.CallsPerDocument = calls / float64(u.Documents)
-		u.CostPerDocument = cost / float64(u.Documents)
-	}
-	return u
 }
 
 // NewCollector returns a Collector; stages are the consumer names whose
@@ -352,7 +322,7 @@ func (c *Collector) tenantReport(ctx context.Context, tenant string, srcs []prov
 // pipeline reads the process's figures: pending events per stage, dead
 // letters, the outbox, index lag and LLM spend.
 func (c *Collector) pipeline(ctx context.Context) (*PipelineFigures, error) {
-	p := &PipelineFigures{Pending: map[string]uint64{}, LLM: c.llmUsage()}
+	p := &PipelineFigures{Pending: map[string]uint64{}, StageLag: map[string]Lag{}, Sources: []Source{}}
 	if c.bus == nil {
 		return p, nil
 	}
@@ -372,10 +342,28 @@ func (c *Collector) pipeline(ctx context.Context) (*PipelineFigures, error) {
 	if p.OutboxPending, err = c.bus.OutboxPending(ctx); err != nil {
 		c.log.Warn("reading the outbox", "error", err)
 	}
-	if p50, p99, ok := c.bus.LagQuantiles("graph"); ok {
-		p.IndexLag = Lag{P50: p50, P99: p99}
-	}
+	c.fleetFigures(ctx, p)
 	return p, nil
+}
+
+// fleetFigures sets the figures the processes recorded: index lag and
+// LLM spend. A failure to read them is logged and leaves them out.
+func (c *Collector) fleetFigures(ctx context.Context, p *PipelineFigures) {
+	if c.recorder != nil {
+		if err := c.recorder.Record(ctx); err != nil {
+			c.log.Warn("recording status figures", "error", err)
+		}
+	}
+	f, err := ReadFleet(ctx, c.bus, time.Now())
+	if err != nil {
+		c.log.Warn("reading the processes' status figures", "error", err)
+		return
+	}
+	p.Sources, p.LLM = f.Sources, f.LLM
+	for stage, vs := range f.Lag {
+		p.StageLag[stage] = lagOf(vs)
+	}
+	p.IndexLag = p.StageLag["graph"]
 }
 
 // CollectFor builds the report of the caller's tenant as the caller may

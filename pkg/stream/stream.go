@@ -156,6 +156,8 @@ type Bus struct {
 	inlineMax int
 	objMu     sync.Mutex
 	obj       jetstream.ObjectStore
+
+	statsKV statsKV
 }
 
 // ring keeps the most recent lag samples of one stage for quantiles.
@@ -171,13 +173,6 @@ func (r *ring) add(v float64) {
 	if r.next == 0 {
 		r.full = true
 	}
-}
-
-func (r *ring) values() []float64 {
-	if r.full {
-		return append([]float64(nil), r.buf...)
-	}
-	return append([]float64(nil), r.buf[:r.next]...)
 }
 
 // Connect connects to NATS and creates or updates the stream.
@@ -249,16 +244,17 @@ func (b *Bus) ObserveLag(stage string, received time.Time) {
 // LagQuantiles returns the p50 and p99 of the most recent lag samples of a
 // stage seen by this process (ok false when there are none).
 func (b *Bus) LagQuantiles(stage string) (p50, p99 float64, ok bool) {
-	b.lagMu.Lock()
-	r := b.lagRing[stage]
-	var vs []float64
-	if r != nil {
-		vs = r.values()
-	}
-	b.lagMu.Unlock()
-	if len(vs) == 0 {
+	p50, p99, ok = Quantiles(b.LagSamples(stage))
+	return p50, p99, ok
+}
+
+// Quantiles returns the p50 and p99 of samples, nearest rank (ok false
+// when there are none). samples is not changed.
+func Quantiles(samples []float64) (p50, p99 float64, ok bool) {
+	if len(samples) == 0 {
 		return 0, 0, false
 	}
+	vs := slices.Clone(samples)
 	slices.Sort(vs)
 	q := func(p float64) float64 { return vs[min(len(vs)-1, int(p*float64(len(vs))))] }
 	return q(0.50), q(0.99), true

@@ -322,7 +322,13 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Status = stc.WithGatherer(a.Registry).WithVectors(vix)
+	// One process, one set of figures: recorded and read back like those
+	// of the separate services.
+	rec, err := status.NewRecorder(status.RecorderConfig{Service: "kgstream"}, bus, a.Registry, log)
+	if err != nil {
+		return nil, err
+	}
+	a.Status = stc.WithRecorder(rec).WithVectors(vix)
 
 	api := http.NewServeMux()
 	gwh := gw.Handler()
@@ -365,6 +371,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.goRun("audit", func() error { return a.auditLoop(wctx) })
 	a.goRun("aliases", func() error { return aliases.Run(wctx, 5*time.Second) })
 	a.goRun("resolver aliases", func() error { return rw.WatchAliases(wctx, time.Second) })
+	a.goRun("status figures", func() error { return rec.Run(wctx) })
 	a.ready.Set(true)
 	log.Info("kgstream is up", "addr", a.Addr, "ops", a.OpsAddr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
 		"stores", orDefault(cfg.RedisURL, "embedded"), "vectors", orDefault(cfg.WeaviateURL, "embedded"),

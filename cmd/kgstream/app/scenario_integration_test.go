@@ -291,6 +291,9 @@ func TestSeedScenarioEmbedded(t *testing.T) {
 	require.Greater(t, st.LLM.PromptTokens, 0.0)
 	require.InDelta(t, st.LLM.Cost/11, st.LLM.CostPerDocument, 1e-9)
 	require.Greater(t, st.LLM.CostPerDocument, 0.0)
+	// The same figures the distributed deployment shows, recorded by the
+	// one process.
+	requirePipelineFigures(t, app.NewClient(a.URL(), "ops-token"), "kgstream", "kgstream")
 }
 
 func TestSeedScenarioRedis(t *testing.T) {

@@ -24,23 +24,32 @@ type Options struct {
 // Everything is shut down when the test ends.
 func NewBus(t testing.TB, opts Options) *stream.Bus {
 	t.Helper()
+	return NewBuses(t, 1, opts)[0]
+}
+
+// NewBuses starts one embedded JetStream server for t and returns n Buses
+// on it, each with its own connection: n processes sharing one stream.
+func NewBuses(t testing.TB, n int, opts Options) []*stream.Bus {
+	t.Helper()
 	emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("starting embedded JetStream: %v", err)
 	}
 	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatalf("connecting to embedded JetStream: %v", err)
+	buses := make([]*stream.Bus, n)
+	for i := range buses {
+		nc, err := emb.Connect()
+		if err != nil {
+			t.Fatalf("connecting to embedded JetStream: %v", err)
+		}
+		t.Cleanup(nc.Close)
+		cfg := opts.Config
+		cfg.Conn = nc
+		if buses[i], err = stream.Connect(t.Context(), cfg, opts.Log, opts.Metrics); err != nil {
+			t.Fatalf("connecting the bus: %v", err)
+		}
 	}
-	t.Cleanup(nc.Close)
-	cfg := opts.Config
-	cfg.Conn = nc
-	bus, err := stream.Connect(t.Context(), cfg, opts.Log, opts.Metrics)
-	if err != nil {
-		t.Fatalf("connecting the bus: %v", err)
-	}
-	return bus
+	return buses
 }
 
 // Eventually polls cond until it returns nil or timeout passes, then fails
