@@ -175,116 +175,191 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 			a.shutdown()
 		}
 	}()
-	log := cfg.Log
+	httpMetrics, err := a.registerMetrics()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.openBus(ctx); err != nil {
+		return nil, err
+	}
+	emb, err := a.openData(ctx, httpMetrics)
+	if err != nil {
+		return nil, err
+	}
+	authn, err := loadAuth(cfg)
+	if err != nil {
+		return nil, err
+	}
+	w, err := a.newWorkers(emb, authn)
+	if err != nil {
+		return nil, err
+	}
+	api, err := a.apiMux(w, authn)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.serve(ctx, api, w); err != nil {
+		return nil, err
+	}
+	cfg.Log.Info("kgstream is up", "addr", a.Addr, "ops", a.OpsAddr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
+		"stores", orDefault(cfg.RedisURL, "embedded"), "vectors", orDefault(cfg.WeaviateURL, "embedded"),
+		"embedder", emb.Name(), "extractor", w.ext.Name())
+	return a, nil
+}
+
+// registerMetrics registers the process collectors and the build info, and
+// makes the LLM limiter shared by every LLM client of this process (one per
+// endpoint).
+func (a *App) registerMetrics() (*httpretry.Metrics, error) {
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := buildinfo.Register(a.Registry, "kgstream"); err != nil {
 		return nil, err
 	}
-	// One limiter per endpoint, shared by every client of it in this process.
 	httpMetrics := httpretry.NewMetrics(a.Registry)
-	if cfg.LLM.BaseURL != "" && cfg.LLM.Limiter == nil {
-		if cfg.LLM.Limiter, err = llm.NewLimiter(cfg.LLM, httpMetrics); err != nil {
+	if a.cfg.LLM.BaseURL != "" && a.cfg.LLM.Limiter == nil {
+		l, err := llm.NewLimiter(a.cfg.LLM, httpMetrics)
+		if err != nil {
 			return nil, err
 		}
+		a.cfg.LLM.Limiter = l
 	}
+	return httpMetrics, nil
+}
 
+// openBus connects to NATS (the embedded server in DataDir/nats unless a
+// URL is given).
+func (a *App) openBus(ctx context.Context) error {
+	cfg := a.cfg
 	scfg := stream.Config{URL: cfg.NATSURL, Stream: cfg.Stream, DrainTimeout: cfg.DrainTimeout}
 	scfg.Subjects.Prefix = cfg.SubjectPrefix
 	if cfg.NATSURL == "" {
 		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "nats"), 0o755); err != nil {
-			return nil, fmt.Errorf("creating data dir: %w", err)
+			return fmt.Errorf("creating data dir: %w", err)
 		}
 		emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: filepath.Join(cfg.DataDir, "nats")})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.close = append(a.close, emb.Shutdown)
 		nc, err := emb.Connect()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.close = append(a.close, nc.Close)
 		scfg.Conn = nc
 	}
-	bus, err := stream.Connect(ctx, scfg, log, stream.NewMetrics(a.Registry))
+	bus, err := stream.Connect(ctx, scfg, cfg.Log, stream.NewMetrics(a.Registry))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.Bus = bus
 	a.close = append(a.close, bus.Close)
+	return nil
+}
 
+// openData opens the stores and the vector index and returns the embedder.
+func (a *App) openData(ctx context.Context, httpMetrics *httpretry.Metrics) (kgembed.Embedder, error) {
+	cfg := a.cfg
 	st, err := daemon.OpenStores(ctx, cfg.DataDir, cfg.RedisURL, cfg.RedisPrefix)
 	if err != nil {
 		return nil, err
 	}
 	a.Stores = st
 	a.close = append(a.close, func() { _ = st.Close() })
-
 	vix, err := OpenVectors(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	a.Vectors = vix
 	a.close = append(a.close, func() { _ = vix.Close() })
-	emb := cfg.Embedder
-	if emb == nil {
-		if emb, err = kgembed.FromEnvMetrics(os.Getenv, httpMetrics); err != nil {
-			return nil, fmt.Errorf("configuring the embedder: %w", err)
-		}
+	if cfg.Embedder != nil {
+		return cfg.Embedder, nil
 	}
+	emb, err := kgembed.FromEnvMetrics(os.Getenv, httpMetrics)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the embedder: %w", err)
+	}
+	return emb, nil
+}
 
-	var authn *auth.Authenticator
-	if cfg.TokensFile != "" {
-		toks, err := auth.LoadFile(cfg.TokensFile)
-		if err != nil {
-			return nil, err
-		}
-		authn, err = auth.New(toks, nil)
-		if err != nil {
-			return nil, fmt.Errorf("loading tokens: %w", err)
-		}
-	} else {
+// loadAuth reads the tokens file; without one, the development mode's
+// single caller is an admin of tenant default.
+func loadAuth(cfg Config) (*auth.Authenticator, error) {
+	if cfg.TokensFile == "" {
 		dev := auth.DevCaller
-		authn, _ = auth.New(nil, &dev)
-		log.Warn("no --tokens: development mode; requests without a token run as an admin of tenant default", "http", cfg.HTTPAddr)
+		authn, _ := auth.New(nil, &dev)
+		cfg.Log.Warn("no --tokens: development mode; requests without a token run as an admin of tenant default", "http", cfg.HTTPAddr)
+		return authn, nil
 	}
+	toks, err := auth.LoadFile(cfg.TokensFile)
+	if err != nil {
+		return nil, err
+	}
+	authn, err := auth.New(toks, nil)
+	if err != nil {
+		return nil, fmt.Errorf("loading tokens: %w", err)
+	}
+	return authn, nil
+}
 
-	aliases, err := resolve.NewAliasWatcher(cfg.AliasesFile, log)
+// workers are the all-in-one's components.
+type workers struct {
+	aliases *resolve.AliasWatcher
+	ext     extractor.Extractor
+	ew      *extractor.Worker
+	rx      *extractor.Reextractor
+	rw      *resolver.Worker
+	cw      *clusterer.Worker
+	pw      *reporter.Worker
+	gw      *gateway.Gateway
+	qs      *query.Service
+	stc     *status.Collector
+	rec     *status.Recorder
+}
+
+// extractionCache is the LLM extraction cache: in Redis when the stores
+// are, else in memory.
+func (a *App) extractionCache() (extractor.Cache, error) {
+	if a.cfg.RedisURL == "" {
+		return extractor.NewLRUCache(0), nil
+	}
+	opts, err := goredis.ParseURL(a.cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing redis url: %w", err)
+	}
+	rdb := goredis.NewClient(opts)
+	a.close = append(a.close, func() { _ = rdb.Close() })
+	return extractcache.New(rdb, a.cfg.RedisPrefix+":xcache:", 30*24*time.Hour)
+}
+
+// newWorkers builds the pipeline's workers, the gateway, the query service
+// and the status collector.
+func (a *App) newWorkers(emb kgembed.Embedder, authn *auth.Authenticator) (*workers, error) {
+	cfg, log, st, bus, vix := a.cfg, a.cfg.Log, a.Stores, a.Bus, a.Vectors
+	w := &workers{}
+	var err error
+	if w.aliases, err = resolve.NewAliasWatcher(cfg.AliasesFile, log); err != nil {
+		return nil, err
+	}
+	cache, err := a.extractionCache()
 	if err != nil {
 		return nil, err
 	}
-	var cache extractor.Cache = extractor.NewLRUCache(0)
-	if cfg.RedisURL != "" {
-		opts, err := goredis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return nil, fmt.Errorf("parsing redis url: %w", err)
-		}
-		rdb := goredis.NewClient(opts)
-		a.close = append(a.close, func() { _ = rdb.Close() })
-		if cache, err = extractcache.New(rdb, cfg.RedisPrefix+":xcache:", 30*24*time.Hour); err != nil {
-			return nil, err
-		}
-	}
-	ext, err := NewExtractor(cfg.LLM, cache, st, log, a.Registry)
-	if err != nil {
+	if w.ext, err = NewExtractor(cfg.LLM, cache, st, log, a.Registry); err != nil {
 		return nil, err
 	}
-	ew, err := extractor.New(extractor.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, ext, log.With("stage", "extractor"), a.Registry)
-	if err != nil {
+	if w.ew, err = extractor.New(extractor.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, w.ext, log.With("stage", "extractor"), a.Registry); err != nil {
 		return nil, err
 	}
-	rx, err := extractor.NewReextractor(extractor.ReextractConfig{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, st, ext,
-		log.With("stage", "extractor-catalog"), a.Registry)
-	if err != nil {
+	if w.rx, err = extractor.NewReextractor(extractor.ReextractConfig{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, st, w.ext,
+		log.With("stage", "extractor-catalog"), a.Registry); err != nil {
 		return nil, err
 	}
-	rw, err := resolver.New(resolver.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, Aliases: aliases}, bus, st, log.With("stage", "resolver"), a.Registry)
-	if err != nil {
+	if w.rw, err = resolver.New(resolver.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, Aliases: w.aliases}, bus, st, log.With("stage", "resolver"), a.Registry); err != nil {
 		return nil, err
 	}
-	cw, err := clusterer.New(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: 100, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{})},
-		bus, st, log.With("stage", "clusterer"), a.Registry)
-	if err != nil {
+	if w.cw, err = clusterer.New(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: 100, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{})},
+		bus, st, log.With("stage", "clusterer"), a.Registry); err != nil {
 		return nil, err
 	}
 	rcfg := reporter.Config{Vectors: vix, Embedder: emb, MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}
@@ -295,8 +370,7 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		rcfg.LLM = reporter.NewLLMWriter(llmClient)
 	}
-	pw, err := reporter.New(rcfg, bus, st, log.With("stage", "reporter"), a.Registry)
-	if err != nil {
+	if w.pw, err = reporter.New(rcfg, bus, st, log.With("stage", "reporter"), a.Registry); err != nil {
 		return nil, err
 	}
 	gcfg := gateway.Config{Graph: st}
@@ -305,54 +379,62 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, err
 		}
 	}
-	gw, err := gateway.New(gcfg, st, bus, authn, log.With("component", "gateway"), a.Registry)
-	if err != nil {
+	if w.gw, err = gateway.New(gcfg, st, bus, authn, log.With("component", "gateway"), a.Registry); err != nil {
 		return nil, err
 	}
 	qcfg := query.DefaultConfig()
-	qcfg.Aliases = aliases
+	qcfg.Aliases = w.aliases
 	qcfg.ExcludedPathTypes, qcfg.ExcludedPathEntities = cfg.ExcludedPathTypes, cfg.ExcludedPathEntities
 	qcfg.Vectors, qcfg.Embedder, qcfg.LLM = vix, emb, llmClient
 	qcfg.Events = bus
-	qs, err := query.New(qcfg, st, authn, log.With("component", "query"), a.Registry)
-	if err != nil {
+	if w.qs, err = query.New(qcfg, st, authn, log.With("component", "query"), a.Registry); err != nil {
 		return nil, err
 	}
-	stc, err := status.NewCollector(st, bus, Stages, log, a.Registry)
-	if err != nil {
+	if w.stc, err = status.NewCollector(st, bus, Stages, log, a.Registry); err != nil {
 		return nil, err
 	}
 	// One process, one set of figures: recorded and read back like those
 	// of the separate services.
-	rec, err := status.NewRecorder(status.RecorderConfig{Service: "kgstream"}, bus, a.Registry, log)
-	if err != nil {
+	if w.rec, err = status.NewRecorder(status.RecorderConfig{Service: "kgstream"}, bus, a.Registry, log); err != nil {
 		return nil, err
 	}
-	a.Status = stc.WithRecorder(rec).WithVectors(vix)
+	a.Status = w.stc.WithRecorder(w.rec).WithVectors(vix)
+	return w, nil
+}
 
+// apiMux is the API's routes: the gateway's writes, status, the OpenAPI
+// document, the web UI and the query service's reads.
+func (a *App) apiMux(w *workers, authn *auth.Authenticator) (*http.ServeMux, error) {
 	api := http.NewServeMux()
-	gwh := gw.Handler()
+	gwh := w.gw.Handler()
 	api.Handle("/v1/documents", gwh)
 	api.Handle("/v1/documents/", gwh)
 	api.Handle("/v1/catalog", gwh)
 	api.Handle("POST /v1/entities/reresolve", gwh)
 	api.Handle("POST /webhooks/{provider}", gwh)
-	api.Handle("GET /v1/status", stc.Handler(authn))
+	api.Handle("GET /v1/status", w.stc.Handler(authn))
 	api.Handle("GET "+openapi.Path, openapi.Handler())
-	api.Handle("/v1/status/", stc.DeadLetterHandler(authn))
+	api.Handle("/v1/status/", w.stc.DeadLetterHandler(authn))
 	if err := webui.Mount(api); err != nil {
 		return nil, err
 	}
-	api.Handle("/", qs.Handler())
+	api.Handle("/", w.qs.Handler())
+	return api, nil
+}
+
+// serve opens the API and ops listeners and runs every component, each in
+// the run group (the first to fail stops the rest).
+func (a *App) serve(ctx context.Context, api *http.ServeMux, w *workers) error {
+	cfg, log := a.cfg, a.cfg.Log
 	l, err := serve.Listen(cfg.HTTPAddr)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.Addr = l.Addr().String()
 	ol, err := serve.Listen(cfg.OpsAddr)
 	if err != nil {
 		_ = l.Close()
-		return nil, fmt.Errorf("opening the ops listener: %w", err)
+		return fmt.Errorf("opening the ops listener: %w", err)
 	}
 	a.OpsAddr = ol.Addr().String()
 
@@ -361,22 +443,19 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.close = append(a.close, func() { cancel(); a.wg.Wait() })
 	a.goRun("http", func() error { return serve.Serve(wctx, l, serve.Mux(api, nil, a.ready), log) })
 	a.goRun("ops", func() error { return serve.Serve(wctx, ol, serve.Mux(nil, a.Registry, a.ready), log) })
-	a.goRun("gateway outbox", func() error { return gw.Run(wctx) })
-	a.goRun("extractor", func() error { return ew.Run(wctx) })
-	a.goRun("extractor catalog", func() error { return rx.Run(wctx) })
-	a.goRun("resolver", func() error { return rw.Run(wctx) })
-	a.goRun("clusterer", func() error { return cw.Run(wctx) })
-	a.goRun("reporter", func() error { return pw.Run(wctx) })
-	a.goRun("query", func() error { return qs.Run(wctx) })
+	a.goRun("gateway outbox", func() error { return w.gw.Run(wctx) })
+	a.goRun("extractor", func() error { return w.ew.Run(wctx) })
+	a.goRun("extractor catalog", func() error { return w.rx.Run(wctx) })
+	a.goRun("resolver", func() error { return w.rw.Run(wctx) })
+	a.goRun("clusterer", func() error { return w.cw.Run(wctx) })
+	a.goRun("reporter", func() error { return w.pw.Run(wctx) })
+	a.goRun("query", func() error { return w.qs.Run(wctx) })
 	a.goRun("audit", func() error { return a.auditLoop(wctx) })
-	a.goRun("aliases", func() error { return aliases.Run(wctx, 5*time.Second) })
-	a.goRun("resolver aliases", func() error { return rw.WatchAliases(wctx, time.Second) })
-	a.goRun("status figures", func() error { return rec.Run(wctx) })
+	a.goRun("aliases", func() error { return w.aliases.Run(wctx, 5*time.Second) })
+	a.goRun("resolver aliases", func() error { return w.rw.WatchAliases(wctx, time.Second) })
+	a.goRun("status figures", func() error { return w.rec.Run(wctx) })
 	a.ready.Set(true)
-	log.Info("kgstream is up", "addr", a.Addr, "ops", a.OpsAddr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
-		"stores", orDefault(cfg.RedisURL, "embedded"), "vectors", orDefault(cfg.WeaviateURL, "embedded"),
-		"embedder", emb.Name(), "extractor", ext.Name())
-	return a, nil
+	return nil
 }
 
 // OpenVectors opens the Weaviate vector index when cfg names one, else the
