@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -740,14 +741,20 @@ func TestWebUI(t *testing.T) {
 		var notFound *app.APIError
 		require.ErrorAs(t, err, &notFound)
 		require.Equal(t, []any{http.StatusNotFound, "not_found"}, []any{notFound.Status, notFound.Code})
+		plantStatusFigures(t, a)
 		require.NoError(t, do(wctx, js(`location.hash = "#/ops"`),
 			poll(`!!document.querySelector("#dead-letter-table") && document.querySelector("#dead-letter-table").textContent.includes("planted for the web UI test")`)))
 		var opsText string
 		opsText = text(t, wctx, `main`)
-		for _, want := range []string{"Index lag p50", "Pending: extractor", "Orphan edges", "Stale reports", "Build", "LLM usage"} {
+		for _, want := range []string{"Index lag p50", "Index lag samples", "Pending: extractor", "Orphan edges", "Stale reports", "Build",
+			"LLM usage", "Reported by"} {
 			require.Contains(t, opsText, want)
 		}
+		require.NotContains(t, opsText, "in this process", "lag and LLM usage come from every live process")
+		checkOpsFigures(t, wctx, admin)
 		screenshot(t, wctx, dir, "ops")
+		screenshotAt(t, wctx, dir, "ops-lag", "#ops-lag")
+		screenshotAt(t, wctx, dir, "ops-sources", "#ops-sources")
 		checkAccessible(t, wctx, "ops", minContrast)
 		require.NoError(t, do(wctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Replay dead letter %d"]`, seq))),
 			poll(`!document.querySelector("#dead-letter-table") || !document.querySelector("#dead-letter-table").textContent.includes("planted for the web UI test")`)))
@@ -962,4 +969,137 @@ func plantDeadLetter(t *testing.T, a *app.App, id string) uint64 {
 	ack, err := a.Bus.JetStream().PublishMsg(ctx, msg)
 	require.NoError(t, err)
 	return ack.Sequence
+}
+
+// The processes plantStatusFigures records figures for, besides the
+// all-in-one's own: an extractor with LLM usage of one model, live for
+// minutes, and a resolver whose lag samples are stale at once.
+const (
+	uiLLMProcess   = "extractor@ui-test:1"
+	uiLLMModel     = "ui-test-model"
+	uiStaleProcess = "resolver@ui-gone:2"
+)
+
+// plantStatusFigures records, as other processes would in the stats
+// bucket, a live LLM figure and a stale lag figure; they are removed when
+// the test ends.
+func plantStatusFigures(t *testing.T, a *app.App) {
+	t.Helper()
+	ctx := t.Context()
+	recs := map[string]map[string]any{
+		"extractor_ui-test_1.llm": {"process": uiLLMProcess, "service": "extractor", "figure": "llm", "every_seconds": 60,
+			"llm": map[string]any{uiLLMModel: map[string]any{"documents": 4, "calls": 6, "prompt_tokens": 4000, "completion_tokens": 900,
+				"cost": 0.25, "document_calls": 6, "document_cost": 0.25}}},
+		// Rewritten every millisecond: stale by the time anyone reads it.
+		"resolver_ui-gone_2.lag.graph": {"process": uiStaleProcess, "service": "resolver", "figure": "lag.graph", "every_seconds": 0.001,
+			"lag": []float64{99, 98, 97}},
+	}
+	for key, rec := range recs {
+		body, err := json.Marshal(rec)
+		require.NoError(t, err)
+		require.NoError(t, a.Bus.PutStat(ctx, key, body))
+		t.Cleanup(func() { require.NoError(t, a.Bus.DeleteStat(context.WithoutCancel(ctx), key)) })
+	}
+}
+
+// uiStatus is the part of /v1/status the ops page check compares.
+type uiStatus struct {
+	IndexLag struct {
+		Samples int `json:"samples"`
+	} `json:"index_lag_seconds"`
+	StageLag map[string]struct {
+		Samples int `json:"samples"`
+	} `json:"stage_lag_seconds"`
+	LLM *struct {
+		Calls   float64 `json:"calls"`
+		ByModel map[string]struct {
+			Documents int     `json:"documents"`
+			Calls     float64 `json:"calls"`
+		} `json:"by_model"`
+	} `json:"llm"`
+	Sources []struct {
+		Process string `json:"process"`
+		Service string `json:"service"`
+		Figure  string `json:"figure"`
+		Live    bool   `json:"live"`
+	} `json:"sources"`
+}
+
+// uiOpsView is what the ops page shows of the same figures, as text.
+type uiOpsView struct {
+	Samples string            `json:"samples"`
+	Stages  map[string]string `json:"stages"`
+	Models  map[string]string `json:"models"`
+	Sources []string          `json:"sources"`
+	// StaleMarked counts the stale rows whose first cell has a visible
+	// left border (the mark besides the words).
+	StaleMarked int `json:"stale_marked"`
+}
+
+const opsViewJS = `(() => {
+  const dd = (term) => { const dt = [...document.querySelectorAll("#ops-pending dt")].find((d) => d.textContent === term); return dt ? dt.nextElementSibling.textContent : ""; };
+  const rows = (css) => [...document.querySelectorAll(css + " tbody tr")];
+  return {
+    samples: dd("Index lag samples"),
+    stages: Object.fromEntries(rows("#ops-stage-lag").map((r) => [r.cells[0].textContent, r.cells[3].textContent])),
+    models: Object.fromEntries(rows("#ops-llm-models").map((r) => [r.cells[0].textContent, r.cells[1].textContent + " documents, " + r.cells[2].textContent + " calls"])),
+    sources: rows("#ops-sources-table").map((r) => [0, 1, 2, 4].map((i) => r.cells[i].textContent).join(" | ")),
+    stale_marked: rows("#ops-sources-table").filter((r) => r.cells[4].textContent.startsWith("Stale") && parseFloat(getComputedStyle(r.cells[0]).borderLeftWidth) >= 3).length,
+  };
+})()`
+
+// viewOf is what the ops page must show for st.
+func viewOf(st uiStatus) uiOpsView {
+	v := uiOpsView{Samples: fmt.Sprint(st.IndexLag.Samples), Stages: map[string]string{}, Models: map[string]string{}, Sources: []string{}}
+	for stage, l := range st.StageLag {
+		v.Stages[stage] = fmt.Sprint(l.Samples)
+	}
+	if st.LLM != nil {
+		for m, u := range st.LLM.ByModel {
+			if m == "" {
+				m = "(no model label)"
+			}
+			v.Models[m] = fmt.Sprintf("%d documents, %s calls", u.Documents, strings.TrimSuffix(fmt.Sprintf("%.3f", u.Calls), ".000"))
+		}
+	}
+	for _, s := range st.Sources {
+		state := "Live"
+		if !s.Live {
+			state = "Stale: left out"
+			v.StaleMarked++
+		}
+		v.Sources = append(v.Sources, strings.Join([]string{s.Process, s.Service, s.Figure, state}, " | "))
+	}
+	return v
+}
+
+// checkOpsFigures compares the ops page with /v1/status as the admin
+// reads it: the lag sample counts, the LLM usage by model and the
+// processes that recorded each figure, stale ones marked. The figures move
+// while the pipeline works, so the page is compared with a status read
+// unchanged before and after it loaded.
+func checkOpsFigures(t *testing.T, ctx context.Context, admin *app.Client) {
+	t.Helper()
+	read := func() uiStatus {
+		var st uiStatus
+		require.NoError(t, admin.Do(t.Context(), http.MethodGet, "/v1/status?audit=1", "", nil, &st))
+		return st
+	}
+	for attempt := 1; ; attempt++ {
+		before := read()
+		require.NoError(t, do(ctx, js(`location.hash = "#/ask"`), chromedp.WaitVisible(chromedp.ID(`question`)),
+			js(`location.hash = "#/ops"`), poll(`!!document.querySelector("#ops-sources") && !!document.querySelector("#dead-letter-table")`)))
+		page := eval[uiOpsView](t, ctx, opsViewJS)
+		want := viewOf(read())
+		if !reflect.DeepEqual(viewOf(before), want) {
+			require.Less(t, attempt, 5, "the status figures kept changing while the ops page loaded")
+			continue
+		}
+		require.Equal(t, want, page, "the ops page shows the figures of /v1/status")
+		require.Contains(t, want.Sources, uiStaleProcess+" | resolver | lag.graph | Stale: left out", "the planted lag figure is stale")
+		require.Contains(t, want.Sources, uiLLMProcess+" | extractor | llm | Live")
+		require.Contains(t, want.Models, uiLLMModel)
+		require.Positive(t, before.IndexLag.Samples, "the all-in-one records index lag samples")
+		return
+	}
 }
