@@ -1,6 +1,7 @@
 package query
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
@@ -31,19 +32,6 @@ func (c *unitCache) tenant(tenant string) *lexTenant {
 		c.tenants[tenant] = t
 	}
 	return t
-}
-
-func (c *unitCache) get(tenant, doc string) *lexDoc {
-	return c.tenant(tenant).lookup([]string{doc})[0]
-}
-
-func (c *unitCache) put(tenant, doc string, d *lexDoc) {
-	t := c.tenant(tenant)
-	if d == nil {
-		t.drop([]string{doc})
-		return
-	}
-	t.put(doc, d)
 }
 
 // lexTenant is one tenant's cached documents and their inverted index:
@@ -105,9 +93,9 @@ func (t *lexTenant) put(id string, d *lexDoc) {
 // when one is cached.
 func (t *lexTenant) drop(ids []string) {
 	t.mu.RLock()
-	any := slices.ContainsFunc(ids, func(id string) bool { return t.docs[id] != nil })
+	cached := slices.ContainsFunc(ids, func(id string) bool { return t.docs[id] != nil })
 	t.mu.RUnlock()
-	if !any {
+	if !cached {
 		return
 	}
 	t.mu.Lock()
@@ -192,6 +180,7 @@ type lexQuery struct {
 	slot  []int32
 	base  []int // base[i] is the dense number of docs[i].doc.units[0]; base[len(docs)] the total
 	extra []int
+	whole []bool // whole[i]: i is in extra
 	epoch uint64
 	// titles are the documents' titles by id (docTitles).
 	titles map[string]string
@@ -203,6 +192,7 @@ func (q *lexQuery) resolve() {
 	q.slot = make([]int32, len(t.bySeq))
 	q.base = make([]int, len(q.docs)+1)
 	q.extra = q.extra[:0]
+	q.whole = make([]bool, len(q.docs))
 	q.epoch = t.epoch
 	n := 0
 	for i, d := range q.docs {
@@ -212,6 +202,7 @@ func (q *lexQuery) resolve() {
 			q.slot[s] = int32(i + 1)
 		} else {
 			q.extra = append(q.extra, i)
+			q.whole[i] = true
 		}
 	}
 	q.base[len(q.docs)] = n
@@ -288,20 +279,125 @@ func (s unitSet) addRange(from, to int) {
 	}
 }
 
-// candidates returns, in document then unit order, every unit that can
-// pass rank's filter: those holding a question word (the only ones with
-// a word share), those of documents whose title holds one (the only
-// ones with a title share), those with a prior, and all units of extra
-// documents. titleShares holds the title share of the documents that
-// have one.
-func (q *lexQuery) candidates(r unitRanking, priors map[string]float64) (cands [][2]int, titleShares map[int]float64) {
+// scored is a candidate unit: docs[doc].doc.units[unit], its score and
+// title share.
+type scored struct {
+	doc, unit int
+	score, ts float64
+}
+
+// rank scores the units that can pass the filter of the full scan's
+// definition (see rankedUnits), adds priors (by "doc#unit"), and
+// returns the relevant ones, best first, at most maxUnitsPerDoc per
+// document and limit in all. The result is the full scan's: no other
+// unit can pass the filter (a unit without a question word has no word
+// share, one of a document without a title word no title share), each
+// word share sums the same weights in the same order, and keeping each
+// document's best maxUnitsPerDoc before taking the best limit keeps
+// what sorting all and skipping a document's extra units keeps.
+func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []rankedUnit {
 	q.lock()
-	defer q.t.mu.RUnlock()
-	set := make(unitSet, (q.base[len(q.docs)]+63)/64)
+	set, got, titleShares := q.candidates(r, priors)
+	q.t.mu.RUnlock()
+	var best []scored
+	perDoc := make([]scored, 0, maxUnitsPerDoc+1)
+	i := 0
+	flush := func() {
+		best = append(best, perDoc...)
+		perDoc = perDoc[:0]
+	}
+	for wi, word := range set {
+		for word != 0 {
+			n := wi<<6 + bits.TrailingZeros64(word)
+			word &= word - 1
+			if n >= q.base[i+1] {
+				flush()
+				for n >= q.base[i+1] {
+					i++
+				}
+			}
+			c, ok := q.score(r, priors, i, n-q.base[i], got, titleShares)
+			if ok {
+				perDoc = keepBest(perDoc, c, q.less)
+			}
+		}
+	}
+	flush()
+	slices.SortFunc(best, func(a, b scored) int { return q.compare(a, b) })
+	out := make([]rankedUnit, 0, min(limit, len(best)))
+	for _, c := range best[:min(limit, len(best))] {
+		d := q.docs[c.doc]
+		out = append(out, rankedUnit{lexUnit: d.doc.units[c.unit], title: d.title, titleShare: c.ts, score: c.score})
+	}
+	return out
+}
+
+// score scores unit j of docs[i] as the full scan does; ok is false when
+// it is not relevant.
+func (q *lexQuery) score(r unitRanking, priors map[string]float64, i, j int, got []float64, titleShares map[int]float64) (scored, bool) {
+	u := &q.docs[i].doc.units[j]
+	var s float64
+	switch {
+	case q.whole[i]:
+		s = r.share(func(w string) bool { return u.words[w] })
+	case r.unitSum != 0:
+		s = got[q.base[i]+j] / r.unitSum
+	}
+	var p float64
+	if len(priors) > 0 {
+		p = priors[u.docID+"#"+u.unit]
+	}
+	ts := titleShares[i]
+	if s < minUnitShare && p == 0 && ts < 0.5 {
+		return scored{}, false
+	}
+	return scored{doc: i, unit: j, score: s + titleWeight*ts*ts + priorWeight*p, ts: ts}, true
+}
+
+// compare is the full scan's order: score, then doc id, then unit id.
+func (q *lexQuery) compare(a, b scored) int {
+	ua, ub := &q.docs[a.doc].doc.units[a.unit], &q.docs[b.doc].doc.units[b.unit]
+	return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(ua.docID, ub.docID), cmp.Compare(ua.unit, ub.unit))
+}
+
+func (q *lexQuery) less(a, b scored) bool { return q.compare(a, b) < 0 }
+
+// keepBest inserts c into best (sorted by less, at most maxUnitsPerDoc).
+func keepBest(best []scored, c scored, less func(a, b scored) bool) []scored {
+	at := len(best)
+	for at > 0 && less(c, best[at-1]) {
+		at--
+	}
+	if at == maxUnitsPerDoc {
+		return best
+	}
+	best = slices.Insert(best, at, c)
+	if len(best) > maxUnitsPerDoc {
+		best = best[:maxUnitsPerDoc]
+	}
+	return best
+}
+
+// candidates returns the set of units that can pass rank's filter:
+// those holding a question word, those of documents whose title holds
+// one, those with a prior, and all units of extra documents; got, the
+// IDF sum of the question words each indexed unit holds, added in the
+// question's word order as unitRanking.share adds them; and the title
+// share of the documents that have one. t.mu is held.
+func (q *lexQuery) candidates(r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares map[int]float64) {
+	n := q.base[len(q.docs)]
+	set = make(unitSet, (n+63)/64)
+	got = make([]float64, n)
 	for _, w := range r.words {
+		idf, ok := r.unitIDF[w]
+		if !ok {
+			continue
+		}
 		for _, p := range q.t.units[w] {
 			if i := q.docOf(p.seq); i >= 0 {
-				set.add(q.base[i] + int(p.unit))
+				k := q.base[i] + int(p.unit)
+				set.add(k)
+				got[k] += idf
 			}
 		}
 	}
@@ -325,18 +421,7 @@ func (q *lexQuery) candidates(r unitRanking, priors map[string]float64) (cands [
 	for key := range priors {
 		q.addPrior(set, key)
 	}
-	i := 0
-	for wi, word := range set {
-		for word != 0 {
-			n := wi<<6 + bits.TrailingZeros64(word)
-			word &= word - 1
-			for n >= q.base[i+1] {
-				i++
-			}
-			cands = append(cands, [2]int{i, n - q.base[i]})
-		}
-	}
-	return cands, titleShares
+	return set, got, titleShares
 }
 
 // addPrior adds the units a prior key ("doc#unit") names. A doc id may
@@ -360,28 +445,6 @@ func (q *lexQuery) addPrior(set unitSet, key string) {
 		}
 		at += 1 + next
 	}
-}
-
-// rank scores the candidate units, adds priors (by "doc#unit"), and
-// returns the relevant ones, best first, at most maxUnitsPerDoc per
-// document and limit in all: exactly what scoring every unit of the
-// readable documents gives, since no other unit can pass the filter.
-func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []rankedUnit {
-	cands, titleShares := q.candidates(r, priors)
-	var out []rankedUnit
-	for _, c := range cands {
-		d := q.docs[c[0]]
-		u := d.doc.units[c[1]]
-		ts := titleShares[c[0]]
-		s := r.share(func(w string) bool { return u.words[w] })
-		p := priors[u.docID+"#"+u.unit]
-		if s < minUnitShare && p == 0 && ts < 0.5 {
-			continue
-		}
-		out = append(out, rankedUnit{lexUnit: u, title: d.title, titleShare: ts,
-			score: s + titleWeight*ts*ts + priorWeight*p})
-	}
-	return bestUnits(out, limit)
 }
 
 // lexQuery returns the request's readable documents resolved against the

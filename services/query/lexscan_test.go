@@ -18,6 +18,19 @@ import (
 // scanUnitRanking weighs the question's words over every readable unit
 // and title, and scanRank scores every readable unit.
 
+func (c *unitCache) get(tenant, doc string) *lexDoc {
+	return c.tenant(tenant).lookup([]string{doc})[0]
+}
+
+func (c *unitCache) put(tenant, doc string, d *lexDoc) {
+	t := c.tenant(tenant)
+	if d == nil {
+		t.drop([]string{doc})
+		return
+	}
+	t.put(doc, d)
+}
+
 func (v *view) scanReadableDocs() ([]readableDoc, error) {
 	if v.docsLoaded {
 		return v.docs, nil
@@ -228,4 +241,25 @@ func IndexStats(s *Service, tenant string) (versions, live, dead int) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.docs), t.live, t.dead
+}
+
+// RankLocally ranks caller's readable units against question as local
+// search does in a new request view (listing and admitting the sources,
+// weighing the words, ranking), through the unit index or, with scan,
+// by the full scan; it returns how many units were ranked.
+func RankLocally(ctx context.Context, s *Service, caller provenance.Caller, question string, scan bool) (int, error) {
+	v := newView(ctx, s, caller)
+	if scan {
+		docs, err := v.scanReadableDocs()
+		if err != nil {
+			return 0, err
+		}
+		return len(scanUnitRanking(question, docs).scanRank(docs, nil, maxRankedUnits)), nil
+	}
+	r, err := v.unitRanking(question)
+	if err != nil {
+		return 0, err
+	}
+	top, err := v.rankUnits(r, nil, maxRankedUnits)
+	return len(top), err
 }
