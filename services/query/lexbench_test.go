@@ -21,7 +21,8 @@ import (
 // ACLs of which the caller reads two (about 6,700 documents, 53,000
 // units). One op is one question in a new request view: listing and
 // admitting the sources, weighing the words, ranking; the unit cache is
-// warm. Questions: common words, rare words, a mix, the title
+// warm. rankonly leaves the listing and admission out: the documents
+// are loaded once, and each op weighs and ranks. Questions: common words, rare words, a mix, the title
 // of one document.
 func BenchmarkLocalRanking(b *testing.B) {
 	const (
@@ -82,13 +83,22 @@ func BenchmarkLocalRanking(b *testing.B) {
 		"mixed":  "How did w0003 affect w0400 and w1200?",
 		"title":  "What went wrong in " + title + "?",
 	}
+	ranker, err := query.RankerOf(ctx, svc, caller)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, name := range []string{"common", "rare", "mixed", "title"} {
 		for _, way := range []string{"scan", "index"} {
-			b.Run(name+"/"+way, func(b *testing.B) {
+			b.Run("request/"+name+"/"+way, func(b *testing.B) {
 				for range b.N {
 					if _, err := query.RankLocally(ctx, svc, caller, questions[name], way == "scan"); err != nil {
 						b.Fatal(err)
 					}
+				}
+			})
+			b.Run("rankonly/"+name+"/"+way, func(b *testing.B) {
+				for range b.N {
+					ranker(questions[name], way == "scan")
 				}
 			})
 		}

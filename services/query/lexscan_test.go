@@ -263,3 +263,22 @@ func RankLocally(ctx context.Context, s *Service, caller provenance.Caller, ques
 	top, err := v.rankUnits(r, nil, maxRankedUnits)
 	return len(top), err
 }
+
+// RankerOf loads caller's readable documents once and returns a ranker
+// over them that weighs and ranks a question (through a new resolution
+// against the unit index, or with scan by the full scan), leaving the
+// listing and admission out of what it measures.
+func RankerOf(ctx context.Context, s *Service, caller provenance.Caller) (func(question string, scan bool) int, error) {
+	v := newView(ctx, s, caller)
+	docs, err := v.readableDocs()
+	if err != nil {
+		return nil, err
+	}
+	return func(question string, scan bool) int {
+		if scan {
+			return len(scanUnitRanking(question, docs).scanRank(docs, nil, maxRankedUnits))
+		}
+		q := &lexQuery{t: s.units.tenant(v.tenant), docs: docs}
+		return len(q.rank(q.ranking(question), nil, maxRankedUnits))
+	}, nil
+}
