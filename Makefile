@@ -46,6 +46,7 @@ bench:
 	$(BENCH) -bench . -benchtime 1x -benchmem ./pkg/leiden/
 	$(BENCH) -bench BenchmarkOfflineExtraction -benchtime 5x ./services/extractor/
 	$(BENCH) -bench 'Global|Basic' -benchtime 1x ./services/query/
+	$(BENCH) -bench BenchmarkLocalRanking -benchtime 20x -benchmem ./services/query/
 	$(BENCH) -bench Regenerate -benchtime 3x ./services/reporter/
 	cd pkg && $(BENCH) -bench Search -benchtime 1000x ./vector/embedded/ ./vector/weaviate/
 	cd pkg && $(BENCH) -bench BenchmarkApply -benchtime 300x ./store/embedded/ ./store/redis/

@@ -42,13 +42,13 @@ func TestSelectSentencesPrefersStatedCause(t *testing.T) {
 		"## Action items\n\nDocument how KIAM certificates are renewed on Hellman.\n"
 	doc := readableDoc{id: "PM-1", doc: newLexDocFromText("PM-1", passage)}
 	q := "What caused the KIAM outage on Hellman?"
-	rank := newUnitRanking(q, []readableDoc{doc})
+	rank := scanUnitRanking(q, []readableDoc{doc})
 	items := []ContextItem{{Kind: KindTextUnit, ID: "PM-1#u0", Text: passage, Citations: []citation{{DocID: "PM-1", Version: 1, TextUnit: "u0"}}}}
 	got := selectSentences(q, rank, []string{"KIAM server"}, items, 1)
 	require.Len(t, got, 1)
 	require.True(t, strings.HasPrefix(got[0].text, "The KIAM server certificate expired"), got[0].text)
 	// Without "why", the sentence most about the question wins.
-	got = selectSentences("How long did the KIAM outage on Hellman last?", newUnitRanking("How long did the KIAM outage on Hellman last?", []readableDoc{doc}), nil, items, 1)
+	got = selectSentences("How long did the KIAM outage on Hellman last?", scanUnitRanking("How long did the KIAM outage on Hellman last?", []readableDoc{doc}), nil, items, 1)
 	require.True(t, strings.HasPrefix(got[0].text, "The KIAM outage on Hellman lasted"), got[0].text)
 }
 
@@ -60,8 +60,8 @@ func TestRankUnitsPrefersNamedDocuments(t *testing.T) {
 	}
 	b := readableDoc{id: "PM-8", doc: newLexDocFromText("PM-8", "Kafka brokers were restarted; metrics were fine.")}
 	q := "Why were Kafka metrics missing?"
-	r := newUnitRanking(q, []readableDoc{a, b})
-	got := r.rank([]readableDoc{a, b}, nil, 5)
+	r := scanUnitRanking(q, []readableDoc{a, b})
+	got := r.scanRank([]readableDoc{a, b}, nil, 5)
 	require.NotEmpty(t, got)
 	require.Equal(t, "PM-7 - Kafka metrics missing", got[0].docID, "the document the question names comes first")
 }

@@ -142,16 +142,18 @@ func (s *Service) basic(v *view, req QueryRequest, budget int) (QueryResponse, e
 	if err != nil {
 		return QueryResponse{}, err
 	}
-	docs, err := v.readableDocs()
+	rank, err := v.unitRanking(req.Question)
 	if err != nil {
 		return QueryResponse{}, err
 	}
-	rank := newUnitRanking(req.Question, docs)
 	priors := map[string]float64{}
 	for i, it := range near {
 		priors[it.ID] = max(priors[it.ID], 1/(1+0.25*float64(i)))
 	}
-	top := rank.rank(docs, priors, 2*s.cfg.BasicTopK)
+	top, err := v.rankUnits(rank, priors, 2*s.cfg.BasicTopK)
+	if err != nil {
+		return QueryResponse{}, err
+	}
 	stats := &BasicStats{}
 	resp.Basic = stats
 	left := budget
@@ -178,9 +180,9 @@ func (s *Service) basic(v *view, req QueryRequest, budget int) (QueryResponse, e
 		}
 	}
 	resp.Timings["retrieval_ms"] = ms(time.Since(began))
-	titles := map[string]string{}
-	for _, d := range docs {
-		titles[d.id] = d.title
+	titles, err := v.docTitles()
+	if err != nil {
+		return QueryResponse{}, err
 	}
 	resp.Answer = basicAnswer(req.Question, rank, resp.Context, titles)
 	return resp, nil

@@ -87,13 +87,9 @@ func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, e
 	tree.Primer = primerOf(primer)
 	resp.Timings["primer_ms"] = ms(time.Since(began))
 
-	docs, err := v.readableDocs()
+	titles, err := v.docTitles()
 	if err != nil {
 		return QueryResponse{}, err
-	}
-	titles := map[string]string{}
-	for _, d := range docs {
-		titles[d.id] = d.title
 	}
 	var units []ContextItem
 	haveUnit := map[string]bool{}
@@ -144,7 +140,10 @@ func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, e
 
 	// Merge: the passages of every branch, ranked against the original
 	// question, within the budget.
-	rank := newUnitRanking(req.Question, docs)
+	rank, err := v.unitRanking(req.Question)
+	if err != nil {
+		return QueryResponse{}, err
+	}
 	slices.SortStableFunc(units, func(a, b ContextItem) int {
 		return cmp.Compare(unitShare(rank, b), unitShare(rank, a))
 	})

@@ -116,7 +116,7 @@ func MapBothWays(ctx context.Context, s *Service, caller provenance.Caller, ques
 	if err != nil {
 		return nil, nil, err
 	}
-	top := newUnitRanking(question, docs).rank(docs, nil, maxRankedUnits)
+	top := scanUnitRanking(question, docs).scanRank(docs, nil, maxRankedUnits)
 	_, indexed, err = s.mapQuestion(v, question, top)
 	if err != nil {
 		return nil, nil, err

@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
-	"sync"
 	"unicode"
 
 	"github.com/kgstream/kgstream/pkg/events"
@@ -104,37 +102,9 @@ type lexDoc struct {
 	title      string
 	titleWords map[string]bool
 	units      []lexUnit
-}
-
-// unitCache holds the tokenized text units of applied document versions,
-// per tenant. It holds content only: who may read it is decided per
-// request through the caller's Admitter, and a version is served only
-// while it is both the registry's latest and the applied one.
-type unitCache struct {
-	mu      sync.Mutex
-	tenants map[string]map[string]*lexDoc
-}
-
-func (c *unitCache) get(tenant, doc string) *lexDoc {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.tenants[tenant][doc]
-}
-
-func (c *unitCache) put(tenant, doc string, d *lexDoc) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.tenants == nil {
-		c.tenants = map[string]map[string]*lexDoc{}
-	}
-	if c.tenants[tenant] == nil {
-		c.tenants[tenant] = map[string]*lexDoc{}
-	}
-	if d == nil {
-		delete(c.tenants[tenant], doc)
-		return
-	}
-	c.tenants[tenant][doc] = d
+	// seq numbers the version in its tenant's index (0: not indexed);
+	// guarded by the index's lock.
+	seq uint32
 }
 
 // readableDoc is a document the caller may read now, at its current version.
@@ -156,32 +126,31 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: listing sources: %w", errAdmissionUnavailable, err)
 	}
-	ids := make([]string, 0, len(states))
 	v.listed = make(map[string]provenance.SourceState, len(states))
 	for _, st := range states {
 		v.listed[st.DocID] = st
-		if !st.Deleted {
+	}
+	v.listedAll = true
+	// The listing is this request's registry snapshot, which the admitter
+	// would serve these states from: the rule is applied to them directly.
+	caller := v.adm.Caller()
+	var readable []provenance.SourceState
+	var ids, deleted []string
+	for _, st := range states {
+		switch {
+		case st.Deleted:
+			deleted = append(deleted, st.DocID)
+		case provenance.Readable(caller, st):
+			readable = append(readable, st)
 			ids = append(ids, st.DocID)
 		}
 	}
-	v.listedAll = true
-	if err := v.adm.Prefetch(ids); err != nil {
-		return nil, err
-	}
+	t := v.s.units.tenant(v.tenant)
+	t.drop(deleted)
+	cached := t.lookup(ids)
 	var out []readableDoc
-	for _, st := range states {
-		if st.Deleted {
-			v.s.units.put(v.tenant, st.DocID, nil)
-			continue
-		}
-		ok, err := v.adm.Direct(st.DocID)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		d := v.s.units.get(v.tenant, st.DocID)
+	for i, st := range readable {
+		d := cached[i]
 		if d == nil || d.version != st.Version {
 			rec, err := v.s.st.Source(v.ctx, v.tenant, st.DocID)
 			switch {
@@ -194,7 +163,7 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 				continue // not applied yet at the registry's version
 			}
 			d = newLexDoc(rec, st.Title)
-			v.s.units.put(v.tenant, st.DocID, d)
+			t.put(st.DocID, d)
 		}
 		title := d.title
 		if title == "" {
@@ -271,41 +240,6 @@ type unitRanking struct {
 	titleSum float64
 }
 
-// newUnitRanking computes word weights over the documents the caller may
-// read: only admitted text counts, so hidden documents do not shape the
-// ranking either.
-func newUnitRanking(question string, docs []readableDoc) unitRanking {
-	r := unitRanking{words: contentWords(question), unitIDF: map[string]float64{}, titleIDF: map[string]float64{}}
-	units := 0
-	udf, tdf := map[string]int{}, map[string]int{}
-	for _, d := range docs {
-		for _, w := range r.words {
-			if d.doc.titleWords[w] {
-				tdf[w]++
-			}
-		}
-		for _, u := range d.doc.units {
-			units++
-			for _, w := range r.words {
-				if u.words[w] {
-					udf[w]++
-				}
-			}
-		}
-	}
-	for _, w := range r.words {
-		if n := udf[w]; n > 0 {
-			r.unitIDF[w] = math.Log(1 + float64(units)/float64(n))
-			r.unitSum += r.unitIDF[w]
-		}
-		if n := tdf[w]; n > 0 {
-			r.titleIDF[w] = math.Log(1 + float64(len(docs))/float64(n))
-			r.titleSum += r.titleIDF[w]
-		}
-	}
-	return r
-}
-
 // share is the IDF-weighted share of the question's words that has holds.
 func (r unitRanking) share(has func(string) bool) float64 {
 	if r.unitSum == 0 {
@@ -325,8 +259,8 @@ func (r unitRanking) titleShare(d *lexDoc) float64 {
 		return 0
 	}
 	got := 0.0
-	for w, idf := range r.titleIDF {
-		if d.titleWords[w] {
+	for _, w := range r.words {
+		if idf, ok := r.titleIDF[w]; ok && d.titleWords[w] {
 			got += idf
 		}
 	}
@@ -346,23 +280,9 @@ const (
 	maxUnitsPerDoc = 3
 )
 
-// rank scores every unit of docs, adds priors (by "doc#unit"), and returns
-// the relevant ones, best first, at most maxUnitsPerDoc per document and
-// limit in all.
-func (r unitRanking) rank(docs []readableDoc, priors map[string]float64, limit int) []rankedUnit {
-	var out []rankedUnit
-	for _, d := range docs {
-		ts := r.titleShare(d.doc)
-		for _, u := range d.doc.units {
-			s := r.share(func(w string) bool { return u.words[w] })
-			p := priors[u.docID+"#"+u.unit]
-			if s < minUnitShare && p == 0 && ts < 0.5 {
-				continue
-			}
-			out = append(out, rankedUnit{lexUnit: u, title: d.title, titleShare: ts,
-				score: s + titleWeight*ts*ts + priorWeight*p})
-		}
-	}
+// bestUnits sorts scored units best first and keeps at most
+// maxUnitsPerDoc per document and limit in all.
+func bestUnits(out []rankedUnit, limit int) []rankedUnit {
 	slices.SortFunc(out, func(a, b rankedUnit) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))
 	})

@@ -325,11 +325,10 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		Mode: ModeLocal, Entities: []entityJSON{}, Context: []ContextItem{}, Citations: []citation{},
 		BudgetTokens: budget, Timings: map[string]float64{},
 	}
-	docs, err := v.readableDocs()
+	rank, err := v.unitRanking(req.Question)
 	if err != nil {
 		return QueryResponse{}, err
 	}
-	rank := newUnitRanking(req.Question, docs)
 	priors := map[string]float64{}
 	if s.cfg.Vectors != nil && s.cfg.LocalVectorUnits > 0 {
 		// The passages closest to the question lift their units in the
@@ -342,7 +341,10 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 			priors[it.ID] = max(priors[it.ID], 1/(1+0.5*float64(i)))
 		}
 	}
-	top := rank.rank(docs, priors, maxRankedUnits)
+	top, err := v.rankUnits(rank, priors, maxRankedUnits)
+	if err != nil {
+		return QueryResponse{}, err
+	}
 	resp.Timings["rank_units_ms"] = ms(time.Since(began))
 	mapBegan := time.Now()
 	seeds, how, err := s.mapQuestion(v, req.Question, top)
@@ -495,9 +497,9 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		}
 	}
 	answerBegan := time.Now()
-	titles := map[string]string{}
-	for _, d := range docs {
-		titles[d.id] = d.title
+	titles, err := v.docTitles()
+	if err != nil {
+		return QueryResponse{}, err
 	}
 	if s.cfg.LLM != nil && !req.extractive {
 		if err := s.llmAnswer(v, "local_answer", req.Question, &resp, titles); err == nil {

@@ -70,6 +70,7 @@ type view struct {
 	listed    map[string]provenance.SourceState
 	listedAll bool
 	docIndex  map[string]*lexDoc // readable docs by id
+	lex       *lexQuery          // readable docs against the unit index, once
 }
 
 // canonicalID is the id a TYPE:NAME reference names: resolved through the

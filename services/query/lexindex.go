@@ -1,0 +1,497 @@
+package query
+
+import (
+	"cmp"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// unitCache holds the tokenized text units of applied document versions,
+// per tenant, with an inverted index over them. It holds content only:
+// who may read it is decided per request through the caller's Admitter,
+// and a version is served only while it is both the registry's latest and
+// the applied one.
+type unitCache struct {
+	mu      sync.Mutex
+	tenants map[string]*lexTenant
+}
+
+// tenant returns the cache of tenant, created on first use.
+func (c *unitCache) tenant(tenant string) *lexTenant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tenants == nil {
+		c.tenants = map[string]*lexTenant{}
+	}
+	t := c.tenants[tenant]
+	if t == nil {
+		t = &lexTenant{docs: map[string]*lexDoc{}, bySeq: []*lexDoc{nil}, units: map[string][]posting{}, titles: map[string][]uint32{}}
+		c.tenants[tenant] = t
+	}
+	return t
+}
+
+// lexTenant is one tenant's cached documents and their inverted index:
+// for every word a unit may match a question by (see indexable), the
+// units holding it, and the documents whose title holds it.
+//
+// Each cached version gets a sequence number (lexDoc.seq, 0 = never
+// indexed). A dropped version's postings stay until the dead ones
+// outnumber the live ones; then the index is rebuilt from the live
+// versions, renumbered, and epoch changes, so a request that resolved
+// its documents against the old numbering resolves them again.
+//
+// Memory: 8 bytes per (unit, distinct indexable word of the unit) and
+// 4 bytes per (document, indexable title word), times the slices' spare
+// capacity (at most 2x), plus one pointer per cached version; at most as
+// much again in dead postings before a rebuild.
+type lexTenant struct {
+	mu     sync.RWMutex
+	docs   map[string]*lexDoc   // current cached version by doc id
+	bySeq  []*lexDoc            // by seq; nil once dropped
+	units  map[string][]posting // word -> units holding it
+	titles map[string][]uint32  // word -> seqs of documents whose title holds it
+	live   int                  // postings of live versions (units and titles)
+	dead   int                  // postings of dropped versions
+	epoch  uint64               // counts rebuilds
+}
+
+// posting is one unit of one cached version: d.units[unit] of bySeq[seq].
+type posting struct{ seq, unit uint32 }
+
+// indexable reports whether w can be a question's content word (see
+// contentWords); only those are indexed.
+func indexable(w string) bool {
+	return !isContentStopword(w) && (len(w) >= 2 || isDigits(w))
+}
+
+func (t *lexTenant) lookup(ids []string) []*lexDoc {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]*lexDoc, len(ids))
+	for i, id := range ids {
+		out[i] = t.docs[id]
+	}
+	return out
+}
+
+func (t *lexTenant) put(id string, d *lexDoc) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.docs[id]; old != nil {
+		t.unindex(old)
+	}
+	t.docs[id] = d
+	t.index(d)
+	t.compact()
+}
+
+// drop forgets the cached versions of ids, taking the write lock only
+// when one is cached.
+func (t *lexTenant) drop(ids []string) {
+	t.mu.RLock()
+	cached := slices.ContainsFunc(ids, func(id string) bool { return t.docs[id] != nil })
+	t.mu.RUnlock()
+	if !cached {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if old := t.docs[id]; old != nil {
+			t.unindex(old)
+			delete(t.docs, id)
+		}
+	}
+	t.compact()
+}
+
+// index numbers d and adds its postings.
+func (t *lexTenant) index(d *lexDoc) {
+	d.seq = uint32(len(t.bySeq))
+	t.bySeq = append(t.bySeq, d)
+	for w := range d.titleWords {
+		if indexable(w) {
+			t.titles[w] = append(t.titles[w], d.seq)
+			t.live++
+		}
+	}
+	for j, u := range d.units {
+		for w := range u.words {
+			if indexable(w) {
+				t.units[w] = append(t.units[w], posting{d.seq, uint32(j)})
+				t.live++
+			}
+		}
+	}
+}
+
+// unindex marks d's postings dead.
+func (t *lexTenant) unindex(d *lexDoc) {
+	n := 0
+	for w := range d.titleWords {
+		if indexable(w) {
+			n++
+		}
+	}
+	for _, u := range d.units {
+		for w := range u.words {
+			if indexable(w) {
+				n++
+			}
+		}
+	}
+	t.bySeq[d.seq] = nil
+	t.live -= n
+	t.dead += n
+}
+
+// compact rebuilds the index from the live versions once dead postings
+// outnumber live ones.
+func (t *lexTenant) compact() {
+	if t.dead <= t.live {
+		return
+	}
+	ids := make([]string, 0, len(t.docs))
+	for id := range t.docs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	t.bySeq = []*lexDoc{nil}
+	t.units, t.titles = map[string][]posting{}, map[string][]uint32{}
+	t.live, t.dead = 0, 0
+	t.epoch++
+	for _, id := range ids {
+		t.index(t.docs[id])
+	}
+}
+
+// lexQuery is one request's readable documents resolved against its
+// tenant's index: slot maps a live version's seq to its position in docs
+// (plus one), base numbers the units of docs densely, and extra lists the
+// documents the index does not hold at their request's version (replaced
+// since, or never cached), which are scanned as a whole.
+type lexQuery struct {
+	t     *lexTenant
+	docs  []readableDoc
+	slot  []int32
+	base  []int // base[i] is the dense number of docs[i].doc.units[0]; base[len(docs)] the total
+	extra []int
+	whole []bool // whole[i]: i is in extra
+	epoch uint64
+	// titles are the documents' titles by id (docTitles).
+	titles map[string]string
+}
+
+// resolve (re)builds q's numbering; t.mu is held.
+func (q *lexQuery) resolve() {
+	t := q.t
+	q.slot = make([]int32, len(t.bySeq))
+	q.base = make([]int, len(q.docs)+1)
+	q.extra = q.extra[:0]
+	q.whole = make([]bool, len(q.docs))
+	q.epoch = t.epoch
+	n := 0
+	for i, d := range q.docs {
+		q.base[i] = n
+		n += len(d.doc.units)
+		if s := d.doc.seq; s != 0 && int(s) < len(t.bySeq) && t.bySeq[s] == d.doc {
+			q.slot[s] = int32(i + 1)
+		} else {
+			q.extra = append(q.extra, i)
+			q.whole[i] = true
+		}
+	}
+	q.base[len(q.docs)] = n
+}
+
+// lock read-locks the index and makes q's numbering current.
+func (q *lexQuery) lock() {
+	q.t.mu.RLock()
+	if q.slot == nil || q.epoch != q.t.epoch {
+		q.resolve()
+	}
+}
+
+// docOf is the position in docs of the version numbered seq, or -1 when
+// the request cannot read it.
+func (q *lexQuery) docOf(seq uint32) int {
+	if int(seq) < len(q.slot) {
+		return int(q.slot[seq]) - 1
+	}
+	return -1
+}
+
+// ranking computes the word weights of newUnitRanking's definition (IDF
+// over the units and titles of the readable documents) from the
+// postings of the question's words that the request can read.
+func (q *lexQuery) ranking(question string) unitRanking {
+	r := unitRanking{words: contentWords(question), unitIDF: map[string]float64{}, titleIDF: map[string]float64{}}
+	q.lock()
+	defer q.t.mu.RUnlock()
+	units := q.base[len(q.docs)]
+	for _, w := range r.words {
+		udf, tdf := 0, 0
+		for _, p := range q.t.units[w] {
+			if q.docOf(p.seq) >= 0 {
+				udf++
+			}
+		}
+		for _, s := range q.t.titles[w] {
+			if q.docOf(s) >= 0 {
+				tdf++
+			}
+		}
+		for _, i := range q.extra {
+			d := q.docs[i].doc
+			if d.titleWords[w] {
+				tdf++
+			}
+			for _, u := range d.units {
+				if u.words[w] {
+					udf++
+				}
+			}
+		}
+		if udf > 0 {
+			r.unitIDF[w] = math.Log(1 + float64(units)/float64(udf))
+			r.unitSum += r.unitIDF[w]
+		}
+		if tdf > 0 {
+			r.titleIDF[w] = math.Log(1 + float64(len(q.docs))/float64(tdf))
+			r.titleSum += r.titleIDF[w]
+		}
+	}
+	return r
+}
+
+// unitSet is a set of dense unit numbers.
+type unitSet []uint64
+
+func (s unitSet) add(i int) { s[i>>6] |= 1 << (i & 63) }
+
+func (s unitSet) addRange(from, to int) {
+	for i := from; i < to; i++ {
+		s.add(i)
+	}
+}
+
+// scored is a candidate unit: docs[doc].doc.units[unit], its score and
+// title share.
+type scored struct {
+	doc, unit int
+	score, ts float64
+}
+
+// rank scores the units that can pass the filter of the full scan's
+// definition (see rankedUnits), adds priors (by "doc#unit"), and
+// returns the relevant ones, best first, at most maxUnitsPerDoc per
+// document and limit in all. The result is the full scan's: no other
+// unit can pass the filter (a unit without a question word has no word
+// share, one of a document without a title word no title share), each
+// word share sums the same weights in the same order, and keeping each
+// document's best maxUnitsPerDoc before taking the best limit keeps
+// what sorting all and skipping a document's extra units keeps.
+func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []rankedUnit {
+	q.lock()
+	set, got, titleShares := q.candidates(r, priors)
+	q.t.mu.RUnlock()
+	var best []scored
+	perDoc := make([]scored, 0, maxUnitsPerDoc+1)
+	i := 0
+	flush := func() {
+		best = append(best, perDoc...)
+		perDoc = perDoc[:0]
+	}
+	for wi, word := range set {
+		for word != 0 {
+			n := wi<<6 + bits.TrailingZeros64(word)
+			word &= word - 1
+			if n >= q.base[i+1] {
+				flush()
+				for n >= q.base[i+1] {
+					i++
+				}
+			}
+			c, ok := q.score(r, priors, i, n-q.base[i], got, titleShares)
+			if ok {
+				perDoc = keepBest(perDoc, c, q.less)
+			}
+		}
+	}
+	flush()
+	slices.SortFunc(best, func(a, b scored) int { return q.compare(a, b) })
+	out := make([]rankedUnit, 0, min(limit, len(best)))
+	for _, c := range best[:min(limit, len(best))] {
+		d := q.docs[c.doc]
+		out = append(out, rankedUnit{lexUnit: d.doc.units[c.unit], title: d.title, titleShare: c.ts, score: c.score})
+	}
+	return out
+}
+
+// score scores unit j of docs[i] as the full scan does; ok is false when
+// it is not relevant.
+func (q *lexQuery) score(r unitRanking, priors map[string]float64, i, j int, got []float64, titleShares map[int]float64) (scored, bool) {
+	u := &q.docs[i].doc.units[j]
+	var s float64
+	switch {
+	case q.whole[i]:
+		s = r.share(func(w string) bool { return u.words[w] })
+	case r.unitSum != 0:
+		s = got[q.base[i]+j] / r.unitSum
+	}
+	var p float64
+	if len(priors) > 0 {
+		p = priors[u.docID+"#"+u.unit]
+	}
+	ts := titleShares[i]
+	if s < minUnitShare && p == 0 && ts < 0.5 {
+		return scored{}, false
+	}
+	return scored{doc: i, unit: j, score: s + titleWeight*ts*ts + priorWeight*p, ts: ts}, true
+}
+
+// compare is the full scan's order: score, then doc id, then unit id.
+func (q *lexQuery) compare(a, b scored) int {
+	ua, ub := &q.docs[a.doc].doc.units[a.unit], &q.docs[b.doc].doc.units[b.unit]
+	return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(ua.docID, ub.docID), cmp.Compare(ua.unit, ub.unit))
+}
+
+func (q *lexQuery) less(a, b scored) bool { return q.compare(a, b) < 0 }
+
+// keepBest inserts c into best (sorted by less, at most maxUnitsPerDoc).
+func keepBest(best []scored, c scored, less func(a, b scored) bool) []scored {
+	at := len(best)
+	for at > 0 && less(c, best[at-1]) {
+		at--
+	}
+	if at == maxUnitsPerDoc {
+		return best
+	}
+	best = slices.Insert(best, at, c)
+	if len(best) > maxUnitsPerDoc {
+		best = best[:maxUnitsPerDoc]
+	}
+	return best
+}
+
+// candidates returns the set of units that can pass rank's filter:
+// those holding a question word, those of documents whose title holds
+// one, those with a prior, and all units of extra documents; got, the
+// IDF sum of the question words each indexed unit holds, added in the
+// question's word order as unitRanking.share adds them; and the title
+// share of the documents that have one. t.mu is held.
+func (q *lexQuery) candidates(r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares map[int]float64) {
+	n := q.base[len(q.docs)]
+	set = make(unitSet, (n+63)/64)
+	got = make([]float64, n)
+	for _, w := range r.words {
+		idf, ok := r.unitIDF[w]
+		if !ok {
+			continue
+		}
+		for _, p := range q.t.units[w] {
+			if i := q.docOf(p.seq); i >= 0 {
+				k := q.base[i] + int(p.unit)
+				set.add(k)
+				got[k] += idf
+			}
+		}
+	}
+	titleShares = map[int]float64{}
+	for w := range r.titleIDF {
+		for _, s := range q.t.titles[w] {
+			if i := q.docOf(s); i >= 0 {
+				if _, done := titleShares[i]; !done {
+					titleShares[i] = r.titleShare(q.docs[i].doc)
+					set.addRange(q.base[i], q.base[i+1])
+				}
+			}
+		}
+	}
+	for _, i := range q.extra {
+		if ts := r.titleShare(q.docs[i].doc); ts != 0 {
+			titleShares[i] = ts
+		}
+		set.addRange(q.base[i], q.base[i+1])
+	}
+	for key := range priors {
+		q.addPrior(set, key)
+	}
+	return set, got, titleShares
+}
+
+// addPrior adds the units a prior key ("doc#unit") names. A doc id may
+// itself hold '#', so every split is tried; a document the request
+// cannot read through the index is extra and already in the set.
+func (q *lexQuery) addPrior(set unitSet, key string) {
+	for at := strings.IndexByte(key, '#'); at >= 0; {
+		doc, unit := key[:at], key[at+1:]
+		if d := q.t.docs[doc]; d != nil {
+			if i := q.docOf(d.seq); i >= 0 && q.docs[i].doc == d {
+				for j, u := range d.units {
+					if u.unit == unit {
+						set.add(q.base[i] + j)
+					}
+				}
+			}
+		}
+		next := strings.IndexByte(key[at+1:], '#')
+		if next < 0 {
+			break
+		}
+		at += 1 + next
+	}
+}
+
+// lexQuery returns the request's readable documents resolved against the
+// tenant's index, built once per request.
+func (v *view) lexQuery() (*lexQuery, error) {
+	if v.lex != nil {
+		return v.lex, nil
+	}
+	docs, err := v.readableDocs()
+	if err != nil {
+		return nil, err
+	}
+	v.lex = &lexQuery{t: v.s.units.tenant(v.tenant), docs: docs}
+	return v.lex, nil
+}
+
+// unitRanking weighs the question's words over the documents the caller
+// may read (see unitRanking).
+func (v *view) unitRanking(question string) (unitRanking, error) {
+	q, err := v.lexQuery()
+	if err != nil {
+		return unitRanking{}, err
+	}
+	return q.ranking(question), nil
+}
+
+// rankUnits ranks the caller's readable units against r (see lexQuery.rank).
+func (v *view) rankUnits(r unitRanking, priors map[string]float64, limit int) ([]rankedUnit, error) {
+	q, err := v.lexQuery()
+	if err != nil {
+		return nil, err
+	}
+	return q.rank(r, priors, limit), nil
+}
+
+// docTitles returns the titles of the caller's readable documents by id,
+// built once per request (callers only read it).
+func (v *view) docTitles() (map[string]string, error) {
+	q, err := v.lexQuery()
+	if err != nil {
+		return nil, err
+	}
+	if q.titles == nil {
+		q.titles = make(map[string]string, len(q.docs))
+		for _, d := range q.docs {
+			q.titles[d.id] = d.title
+		}
+	}
+	return q.titles, nil
+}
