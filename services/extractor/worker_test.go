@@ -98,7 +98,7 @@ func TestLLMSchemaInvalidTwiceIsDeadLettered(t *testing.T) {
 	require.Equal(t, "extractor", dl.Stage)
 	require.Equal(t, "kg.doc.changed.acme", dl.Subject)
 	require.Equal(t, uint64(1), dl.Deliveries, "a permanent error is not redelivered")
-	require.Equal(t, "acme/PM-2/1/doc.changed", dl.MsgID)
+	require.Equal(t, events.ChangedID("acme", "PM-2", 1), dl.MsgID)
 	require.Contains(t, dl.Error, extractor.ErrSchema.Error())
 	require.Contains(t, dl.Error, llmtest.InvalidSchemaContent, "the error shows the raw reply")
 	var orig events.DocChanged
