@@ -29,12 +29,16 @@ const (
 	cl100kPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
-var cl100kSpecial = map[string]int{
-	"<|endoftext|>":   100257,
-	"<|fim_prefix|>":  100258,
-	"<|fim_middle|>":  100259,
-	"<|fim_suffix|>":  100260,
-	"<|endofprompt|>": 100276,
+// cl100kSpecial returns cl100k_base's special tokens (a fresh map: the
+// encoder keeps the one it is given).
+func cl100kSpecial() map[string]int {
+	return map[string]int{
+		"<|endoftext|>":   100257,
+		"<|fim_prefix|>":  100258,
+		"<|fim_middle|>":  100259,
+		"<|fim_suffix|>":  100260,
+		"<|endofprompt|>": 100276,
+	}
 }
 
 // Tokenizer counts and splits text in cl100k_base tokens, loaded from the
@@ -51,16 +55,17 @@ func NewTokenizer() (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading %s ranks: %w", cl100kFile, err)
 	}
-	bpe, err := tiktoken.NewCoreBPE(ranks, cl100kSpecial, cl100kPattern)
+	specialTokens := cl100kSpecial()
+	bpe, err := tiktoken.NewCoreBPE(ranks, specialTokens, cl100kPattern)
 	if err != nil {
 		return nil, fmt.Errorf("building cl100k_base: %w", err)
 	}
-	special := make(map[string]any, len(cl100kSpecial))
-	for k := range cl100kSpecial {
+	special := make(map[string]any, len(specialTokens))
+	for k := range specialTokens {
 		special[k] = true
 	}
 	enc := tiktoken.NewTiktoken(bpe, &tiktoken.Encoding{Name: "cl100k_base", PatStr: cl100kPattern,
-		MergeableRanks: ranks, SpecialTokens: cl100kSpecial}, special)
+		MergeableRanks: ranks, SpecialTokens: specialTokens}, special)
 	return &Tokenizer{enc: enc}, nil
 }
 

@@ -18,19 +18,25 @@ import (
 	"github.com/kgstream/kgstream/pkg/stream"
 )
 
-// DefaultEntityTypes is the entity-type preset for incident postmortems
-// and service documentation.
-var DefaultEntityTypes = []string{"incident", "service", "component", "datastore", "region", "release",
-	"config_policy", "test_gate", "team", "failure_mode"}
+// DefaultEntityTypes returns the entity-type preset for incident
+// postmortems and service documentation.
+func DefaultEntityTypes() []string {
+	return []string{"incident", "service", "component", "datastore", "region", "release",
+		"config_policy", "test_gate", "team", "failure_mode"}
+}
 
-// DefaultRelations are the relation names the prompt suggests; the model
-// may use others (they are normalised to snake_case).
-var DefaultRelations = []string{"affected", "involved", "failure", "depends_on", "owned_by", "deployed_in",
-	"caused_by", "mitigated_by", "part_of", "released_in", "guarded_by"}
+// DefaultRelations returns the relation names the prompt suggests; the
+// model may use others (they are normalised to snake_case).
+func DefaultRelations() []string {
+	return []string{"affected", "involved", "failure", "depends_on", "owned_by", "deployed_in",
+		"caused_by", "mitigated_by", "part_of", "released_in", "guarded_by"}
+}
 
-// ExtractionSchema is the fixed structured-output schema of extraction
-// replies (prompts may change, this shape may not).
-var ExtractionSchema = json.RawMessage(`{
+// ExtractionSchema returns the fixed structured-output schema of
+// extraction replies (prompts may change, this shape may not).
+func ExtractionSchema() json.RawMessage { return json.RawMessage(extractionSchema) }
+
+const extractionSchema = `{
   "type": "object",
   "additionalProperties": false,
   "required": ["entities", "relationships"],
@@ -46,7 +52,7 @@ var ExtractionSchema = json.RawMessage(`{
         "relation": {"type": "string"}, "target": {"type": "string"}, "target_type": {"type": "string"},
         "description": {"type": "string"}, "strength": {"type": "number"}}}}
   }
-}`)
+}`
 
 // GleaningPrompt is GraphRAG's continuation asking for what the first pass
 // missed.
@@ -59,9 +65,9 @@ var ErrSchema = errors.New("reply does not follow the extraction schema")
 
 // LLMConfig configures the LLM extractor.
 type LLMConfig struct {
-	// EntityTypes are the types the prompt asks for (default DefaultEntityTypes).
+	// EntityTypes are the types the prompt asks for (default DefaultEntityTypes()).
 	EntityTypes []string
-	// Relations are the relation names the prompt suggests (default DefaultRelations).
+	// Relations are the relation names the prompt suggests (default DefaultRelations()).
 	Relations []string
 	// Gleanings is the number of "entities were missed" passes per text unit
 	// (default 1, GraphRAG's; negative means none).
@@ -93,10 +99,10 @@ func (t PriceTable) Cost(model string, prompt, completion int) float64 {
 
 func (c *LLMConfig) setDefaults() {
 	if len(c.EntityTypes) == 0 {
-		c.EntityTypes = DefaultEntityTypes
+		c.EntityTypes = DefaultEntityTypes()
 	}
 	if len(c.Relations) == 0 {
-		c.Relations = DefaultRelations
+		c.Relations = DefaultRelations()
 	}
 	if c.Gleanings == 0 {
 		c.Gleanings = 1
@@ -165,7 +171,7 @@ func NewLLM(cfg LLMConfig, client *llm.Client, log *slog.Logger, reg prometheus.
 	cfg.EntityTypes = types
 	return &LLM{
 		cfg: cfg, client: client, log: log,
-		schema: &llm.Schema{Name: "graph_extraction", Schema: ExtractionSchema},
+		schema: &llm.Schema{Name: "graph_extraction", Schema: ExtractionSchema()},
 		tokens: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_llm_tokens_total",
 			Help: "LLM tokens used, by model and direction (prompt, completion).",

@@ -34,16 +34,23 @@ import (
 // stemLen is the prefix length that makes a stem.
 const stemLen = 5
 
-var stemStop = map[string]bool{"the": true, "and": true, "for": true, "with": true, "from": true, "that": true,
-	"this": true, "was": true, "were": true, "its": true, "into": true, "has": true, "had": true, "have": true,
-	"are": true, "not": true, "but": true, "via": true}
+// stemStop reports whether word (lower case) is a function word, which
+// has no stem.
+func stemStop(word string) bool {
+	switch word {
+	case "the", "and", "for", "with", "from", "that", "this", "was", "were", "its", "into", "has", "had", "have",
+		"are", "not", "but", "via":
+		return true
+	}
+	return false
+}
 
 // stems returns the stems of the words of s.
 func stems(s string) map[string]bool {
 	out := map[string]bool{}
 	for _, w := range words(s) {
 		word := strings.ToLower(s[w.start:w.end])
-		if utf8.RuneCountInString(word) < 3 || stemStop[word] {
+		if utf8.RuneCountInString(word) < 3 || stemStop(word) {
 			continue
 		}
 		for _, suffix := range []string{"ing", "ed", "es", "s"} {
