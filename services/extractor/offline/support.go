@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
 )
 
 // A model names a relationship's endpoints, not where the text asserts it,
@@ -95,7 +96,7 @@ type supporter struct {
 // newSupporter analyses text for relationships among ents (and the
 // endpoints rels name, declared or not).
 func newSupporter(text string, ents []events.RawEntity, rels []events.RawRelationship) *supporter {
-	s := &supporter{text: text, sentences: Sentences(text), named: map[string][]int{}}
+	s := &supporter{text: text, sentences: chunk.Sentences(text), named: map[string][]int{}}
 	var entries []Entry
 	seen := map[string]bool{}
 	maxWords := 1
@@ -179,10 +180,10 @@ func (s *supporter) byStems(r events.RawRelationship) int {
 	return best
 }
 
-// citeUnit gives each relationship extracted from unit u its provenance:
+// CiteUnit gives each relationship extracted from unit u its provenance:
 // the unit, the supporting sentence's span in document offsets, the unit's
 // hash.
-func citeUnit(u events.TextUnit, ents []events.RawEntity, rels []events.RawRelationship) {
+func CiteUnit(u events.TextUnit, ents []events.RawEntity, rels []events.RawRelationship) {
 	if len(rels) == 0 {
 		return
 	}

@@ -1,11 +1,13 @@
-package extractor
+package chunk
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
@@ -16,8 +18,8 @@ import (
 
 // GraphRAG's chunking defaults.
 const (
-	DefaultChunkTokens  = 1200
-	DefaultChunkOverlap = 100
+	DefaultTokens  = 1200
+	DefaultOverlap = 100
 )
 
 // cl100k_base's definition, as tiktoken-go builds it. It is restated here
@@ -80,8 +82,8 @@ type Chunker struct {
 	size, overlap int
 }
 
-// NewChunker returns a chunker over tok.
-func NewChunker(tok *Tokenizer, size, overlap int) (*Chunker, error) {
+// New returns a chunker over tok.
+func New(tok *Tokenizer, size, overlap int) (*Chunker, error) {
 	if tok == nil {
 		return nil, errors.New("extractor: chunker needs a tokenizer")
 	}
@@ -148,4 +150,31 @@ func (c *Chunker) Chunk(docID string, version int64, text string) []events.TextU
 			return units
 		}
 	}
+}
+
+// ContentHash is the hex sha256 of a text unit's text.
+func ContentHash(text string) string {
+	h := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(h[:])
+}
+
+// UnitsText rebuilds a document's text from its text units, which cover
+// it from offset 0 with overlaps (Chunk).
+func UnitsText(units []events.TextUnit) string {
+	us := slices.Clone(units)
+	slices.SortStableFunc(us, func(a, b events.TextUnit) int { return a.Start - b.Start })
+	var b strings.Builder
+	end := 0
+	for _, u := range us {
+		if u.End <= end {
+			continue
+		}
+		from := max(end-u.Start, 0)
+		if from > len(u.Text) {
+			from = len(u.Text)
+		}
+		b.WriteString(u.Text[from:])
+		end = u.End
+	}
+	return b.String()
 }

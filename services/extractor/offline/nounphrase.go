@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"context"
@@ -247,7 +247,7 @@ func (s *NounPhraseStage) Extract(ctx context.Context, a *Analysis, out *Output)
 			pa := byKey[ka]
 			for _, kb := range order[i+1:] {
 				pb := byKey[kb]
-				if entityID(pa.ent) == entityID(pb.ent) {
+				if EntityID(pa.ent) == EntityID(pb.ent) {
 					continue
 				}
 				shared, first := 0, -1
