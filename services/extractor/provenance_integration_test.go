@@ -101,7 +101,7 @@ func TestOfflineCitesInDocumentOffsets(t *testing.T) {
 }
 
 // llmSeedSentences is, per seed postmortem, the sentence that supports
-// each recorded relationship by the LLM extractor's rule (support.go).
+// each recorded relationship by the LLM extractor's rule (offline.CiteUnit).
 var llmSeedSentences = map[string]map[string]int{
 	"INC-101": {
 		"affected service:checkoutapi": 2, "affected service:authservice": 2, // target named
