@@ -17,7 +17,9 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/eval"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // evalOptions are the flags of `kgstream eval extraction`.
@@ -75,16 +77,16 @@ type evalReport struct {
 	Spurious  []string  `json:"spurious,omitempty"`
 }
 
-func row(rel string, s extractor.Score) evalRow {
+func row(rel string, s eval.Score) evalRow {
 	return evalRow{Relation: rel, TP: s.TP, FP: s.FP, FN: s.FN, Precision: s.Precision(), Recall: s.Recall(), F1: s.F1()}
 }
 
 func evalExtraction(ctx context.Context, o evalOptions, w io.Writer) error {
 	if o.labels != "" {
-		return extractor.EvalCorporaCommand(ctx, extractor.CorpusEvalOptions{Labels: o.labels, Dir: o.corpora,
+		return eval.CorporaCommand(ctx, eval.CorporaOptions{Labels: o.labels, Dir: o.corpora,
 			DocType: o.docType, Verbose: o.verbose, JSON: o.json}, w)
 	}
-	gold, err := extractor.LoadGold(o.gold)
+	gold, err := eval.LoadGold(o.gold)
 	if err != nil {
 		return err
 	}
@@ -92,7 +94,7 @@ func evalExtraction(ctx context.Context, o evalOptions, w io.Writer) error {
 	if o.docs == "" {
 		o.docs = filepath.Join(base, "docs")
 	}
-	cfg := extractor.OfflineConfig{NounPhrases: extractor.NounPhraseConfig{Enabled: o.nounPhrases, IncludeIncidents: true}}
+	cfg := offline.Config{NounPhrases: offline.NounPhraseConfig{Enabled: o.nounPhrases, IncludeIncidents: true}}
 	if o.catalog == "" {
 		if _, err := os.Stat(filepath.Join(base, "catalog-info.yaml")); err == nil {
 			o.catalog = filepath.Join(base, "catalog-info.yaml")
@@ -106,7 +108,7 @@ func evalExtraction(ctx context.Context, o evalOptions, w io.Writer) error {
 		cfg.Gazetteer = g
 	}
 	if o.patterns != "" {
-		if cfg.Patterns, err = extractor.LoadPatterns(o.patterns); err != nil {
+		if cfg.Patterns, err = offline.LoadPatterns(o.patterns); err != nil {
 			return err
 		}
 	}
@@ -115,15 +117,15 @@ func evalExtraction(ctx context.Context, o evalOptions, w io.Writer) error {
 			return err
 		}
 	}
-	x, err := extractor.NewOffline(cfg)
+	x, err := offline.New(cfg)
 	if err != nil {
 		return err
 	}
-	tok, err := extractor.NewTokenizer()
+	tok, err := chunk.NewTokenizer()
 	if err != nil {
 		return err
 	}
-	chunker, err := extractor.NewChunker(tok, extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	chunker, err := chunk.New(tok, chunk.DefaultTokens, chunk.DefaultOverlap)
 	if err != nil {
 		return err
 	}
@@ -164,10 +166,10 @@ func evalExtraction(ctx context.Context, o evalOptions, w io.Writer) error {
 		}
 		sort.Strings(rels)
 	}
-	all := extractor.ScoreTriples(gold, got, rels)
+	all := eval.ScoreTriples(gold, got, rels)
 	rep := evalReport{Documents: len(ids), Relations: rels}
 	for _, r := range rels {
-		rep.Rows = append(rep.Rows, row(r, extractor.ScoreTriples(gold, got, []string{r})))
+		rep.Rows = append(rep.Rows, row(r, eval.ScoreTriples(gold, got, []string{r})))
 	}
 	rep.Rows = append(rep.Rows, row("all", all))
 	if o.verbose {
@@ -210,7 +212,7 @@ func readDoc(dir, id string) (string, error) {
 }
 
 // catalogGazetteer makes a gazetteer of a catalog file's entities.
-func catalogGazetteer(path string) (extractor.StaticGazetteer, error) {
+func catalogGazetteer(path string) (offline.StaticGazetteer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading catalog: %w", err)
@@ -219,13 +221,13 @@ func catalogGazetteer(path string) (extractor.StaticGazetteer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing catalog %s: %w", path, err)
 	}
-	var g extractor.StaticGazetteer
+	var g offline.StaticGazetteer
 	for _, e := range st.Entities {
 		key := e.Key
 		if key == "" {
 			key = e.Name
 		}
-		g = append(g, extractor.Entry{ID: resolve.ID(e.Type, key), Type: e.Type, Name: e.Name, Key: resolve.Key(key)})
+		g = append(g, offline.Entry{ID: resolve.ID(e.Type, key), Type: e.Type, Name: e.Name, Key: resolve.Key(key)})
 	}
 	return g, nil
 }

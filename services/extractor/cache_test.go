@@ -11,17 +11,18 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/llm"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/llmx"
 	"github.com/kgstream/kgstream/services/extractor/redis"
 )
 
-func cachedLLM(t *testing.T, url string, cache extractor.Cache, version string, reg prometheus.Registerer) *extractor.LLM {
+func cachedLLM(t *testing.T, url string, cache llmx.Cache, version string, reg prometheus.Registerer) *llmx.Extractor {
 	t.Helper()
 	c, err := llm.New(llm.Config{BaseURL: url, Model: "replay-model", Timeout: 2 * time.Second,
 		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	require.NoError(t, err)
-	x, err := extractor.NewLLM(extractor.LLMConfig{Cache: cache, PromptVersion: version,
-		Prices: extractor.PriceTable{"replay-model": {PromptPerMTok: 1, CompletionPerMTok: 2}}}, c, testLogger(t), reg)
+	x, err := llmx.New(llmx.Config{Cache: cache, PromptVersion: version,
+		Prices: llmx.PriceTable{"replay-model": {PromptPerMTok: 1, CompletionPerMTok: 2}}}, c, testLogger(t), reg)
 	require.NoError(t, err)
 	return x
 }
@@ -49,7 +50,7 @@ func histogram(t *testing.T, reg *prometheus.Registry, name string) (uint64, flo
 // through the worker, an unchanged re-ingest (new versions, same text)
 // that makes no LLM call, then a prompt-version change that misses for
 // every text unit. The replay server's call log is the proof.
-func testCacheReingest(t *testing.T, cache extractor.Cache) {
+func testCacheReingest(t *testing.T, cache llmx.Cache) {
 	bus := startBus(t)
 	r := ownReplay(t)
 	reg := prometheus.NewRegistry()
@@ -91,7 +92,7 @@ func testCacheReingest(t *testing.T, cache extractor.Cache) {
 		require.Equal(t, int64(2), ex.Version)
 		require.Equal(t, want[ex.DocID], triples(ex.Relationships), ex.DocID)
 		require.Equal(t, len(first[i].Entities), len(ex.Entities))
-		unit := extractor.TextUnitID(ex.DocID, 2, 0)
+		unit := chunk.TextUnitID(ex.DocID, 2, 0)
 		for _, rel := range ex.Relationships {
 			require.Equal(t, unit, rel.TextUnit, "a cached extraction is re-tagged with the new unit")
 			require.Equal(t, ex.TextUnits[0].Hash, rel.UnitHash)
@@ -110,7 +111,7 @@ func testCacheReingest(t *testing.T, cache extractor.Cache) {
 	x2 := cachedLLM(t, r.URL(), cache, "extract-v2", reg2)
 	for _, id := range ownIDs {
 		d := ownDoc(t, "acme", id, 3)
-		_, rels, err := x2.Extract(t.Context(), d, []events.TextUnit{{ID: extractor.TextUnitID(id, 3, 0), Text: d.Text, End: len(d.Text)}})
+		_, rels, err := x2.Extract(t.Context(), d, []events.TextUnit{{ID: chunk.TextUnitID(id, 3, 0), Text: d.Text, End: len(d.Text)}})
 		require.NoError(t, err)
 		require.Equal(t, want[id], triples(rels))
 	}
@@ -119,7 +120,7 @@ func testCacheReingest(t *testing.T, cache extractor.Cache) {
 	require.Zero(t, metricValue(t, reg2, "kgstream_extract_cache_total", map[string]string{"result": "hit"}))
 }
 
-func TestLLMCacheInMemory(t *testing.T) { testCacheReingest(t, extractor.NewLRUCache(100)) }
+func TestLLMCacheInMemory(t *testing.T) { testCacheReingest(t, llmx.NewLRUCache(100)) }
 
 // redisAddr is the Redis the tests use; it must be running (CI starts it).
 const redisAddr = "127.0.0.1:6379"
@@ -152,7 +153,7 @@ func TestLLMCacheRedis(t *testing.T) {
 }
 
 func TestLRUCacheEvictsLeastRecentlyUsed(t *testing.T) {
-	c := extractor.NewLRUCache(2)
+	c := llmx.NewLRUCache(2)
 	ctx := t.Context()
 	require.NoError(t, c.Set(ctx, "a", []byte("1")))
 	require.NoError(t, c.Set(ctx, "b", []byte("2")))
@@ -171,18 +172,18 @@ func TestLRUCacheEvictsLeastRecentlyUsed(t *testing.T) {
 }
 
 func TestCacheKeyCoversItsInputs(t *testing.T) {
-	base := extractor.CacheKey{ContentHash: extractor.ContentHash("text"), Subject: "INC-1", PromptVersion: "v1",
+	base := llmx.CacheKey{ContentHash: chunk.ContentHash("text"), Subject: "INC-1", PromptVersion: "v1",
 		EntityTypes: []string{"service", "incident"}, Model: "m", Gleanings: 1}
 	same := base
 	same.EntityTypes = []string{"incident", "service"}
 	require.Equal(t, base.String(), same.String(), "entity type order does not matter")
-	for name, mut := range map[string]func(*extractor.CacheKey){
-		"content": func(k *extractor.CacheKey) { k.ContentHash = extractor.ContentHash("text!") },
-		"subject": func(k *extractor.CacheKey) { k.Subject = "INC-2" },
-		"prompt":  func(k *extractor.CacheKey) { k.PromptVersion = "v2" },
-		"types":   func(k *extractor.CacheKey) { k.EntityTypes = []string{"service"} },
-		"model":   func(k *extractor.CacheKey) { k.Model = "m2" },
-		"glean":   func(k *extractor.CacheKey) { k.Gleanings = 2 },
+	for name, mut := range map[string]func(*llmx.CacheKey){
+		"content": func(k *llmx.CacheKey) { k.ContentHash = chunk.ContentHash("text!") },
+		"subject": func(k *llmx.CacheKey) { k.Subject = "INC-2" },
+		"prompt":  func(k *llmx.CacheKey) { k.PromptVersion = "v2" },
+		"types":   func(k *llmx.CacheKey) { k.EntityTypes = []string{"service"} },
+		"model":   func(k *llmx.CacheKey) { k.Model = "m2" },
+		"glean":   func(k *llmx.CacheKey) { k.Gleanings = 2 },
 	} {
 		k := base
 		mut(&k)

@@ -1,24 +1,18 @@
 // Package extractor is kgstream's extractor stage: it consumes
 // kg.doc.changed events, cuts each document version into token-window text
-// units, extracts typed entities and relationships from them and publishes
-// kg.extracted events. Structured documents (catalog imports) pass through
-// unchanged.
+// units (chunk), extracts typed entities and relationships from them with
+// an Extractor and publishes kg.extracted events (Worker). Structured
+// documents (catalog imports) pass through unchanged. Reextractor keeps
+// extraction a function of the catalog: after a catalog change it
+// re-extracts the stored documents the change can affect.
 //
-// Two extractors exist. LLM asks an OpenAI-compatible model (gleaning,
-// schema checks, an extraction cache keyed by content hash, prompt version,
-// entity types and model, token and cost accounting). Offline needs no
-// model: it is a pipeline of stages over one analysis of the document
-// (sentences, gazetteer mentions, component-shaped names) whose outputs
-// merge: MentionStage (document -mentions-> entity), Patterns (YAML
-// sentence patterns; by default incident -affected-> service,
-// incident -involved-> component, depends_on, owned_by), FailureStage
-// (incident -failure-> failure_mode from pkg/taxonomy) and, optionally,
-// NounPhraseStage (co_occurs between noun phrases found with a
-// part-of-speech tagger).
+// The extractors live in subpackages: offline needs no model (a pipeline
+// of stages over one analysis of the document: gazetteer mentions, sentence
+// patterns, failure modes, co-occurrence, noun phrases); llmx asks an
+// OpenAI-compatible model, with an extraction cache (redis is its shared
+// adapter). eval scores extraction against labelled sets.
 //
 // Every relationship either extractor emits carries its provenance: the
 // text unit, the byte span in the document of the sentence that supports
-// it (Unit.Cite for the offline stages; for the LLM, the sentence found by
-// the rule in support.go) and the unit's content hash, which the chunker
-// sets on each TextUnit.
+// it and the unit's content hash, which the chunker sets on each TextUnit.
 package extractor

@@ -2,12 +2,11 @@ package extractor
 
 import (
 	"context"
-	"errors"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/services/extractor/llmx"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // Extractor finds entities and relationships in the text units of one
@@ -20,13 +19,11 @@ type Extractor interface {
 	Name() string
 }
 
-// entityID is the canonical id an entity resolves to.
-func entityID(e events.RawEntity) string {
-	if e.Key != "" {
-		return resolve.ID(e.Type, e.Key)
-	}
-	return resolve.ID(e.Type, e.Name)
-}
+// The extractors of the subpackages.
+var (
+	_ Extractor = (*offline.Extractor)(nil)
+	_ Extractor = (*llmx.Extractor)(nil)
+)
 
 // connected splits rels into those whose endpoints are among ents and the
 // number dropped: a relationship to an entity nobody declared would become
@@ -34,7 +31,7 @@ func entityID(e events.RawEntity) string {
 func connected(ents []events.RawEntity, rels []events.RawRelationship) ([]events.RawRelationship, int) {
 	ids := make(map[string]bool, len(ents))
 	for _, e := range ents {
-		ids[entityID(e)] = true
+		ids[offline.EntityID(e)] = true
 	}
 	kept := make([]events.RawRelationship, 0, len(rels))
 	for _, r := range rels {
@@ -43,46 +40,4 @@ func connected(ents []events.RawEntity, rels []events.RawRelationship) ([]events
 		}
 	}
 	return kept, len(rels) - len(kept)
-}
-
-// Metric constructors shared by the worker and the extractors. Both may
-// register on one registry, so registration reuses an existing collector.
-
-func droppedCounter(reg prometheus.Registerer) *prometheus.CounterVec {
-	return registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kgstream_extract_dropped_relationships_total",
-		Help: "Extracted relationships dropped because an endpoint is not among the extracted entities, by extractor.",
-	}, []string{"extractor"}))
-}
-
-func registerCounter(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-				return existing
-			}
-		}
-		panic(err) // a programming error, as with MustRegister
-	}
-	return c
-}
-
-func registerHistogram(reg prometheus.Registerer, h *prometheus.HistogramVec) *prometheus.HistogramVec {
-	if reg == nil {
-		return h
-	}
-	if err := reg.Register(h); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.HistogramVec); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return h
 }

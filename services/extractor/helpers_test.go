@@ -23,6 +23,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
 )
 
 // own is this package's small corpus of invented postmortems, laid out as
@@ -35,9 +36,9 @@ var ownIDs = []string{"PM-1", "PM-2", "PM-3", "PM-4"}
 
 // tokenizer is loaded once per test binary: loading cl100k_base takes a
 // moment and every worker of every test can share it.
-var tokenizer = sync.OnceValues(extractor.NewTokenizer)
+var tokenizer = sync.OnceValues(chunk.NewTokenizer)
 
-func tok(t *testing.T) *extractor.Tokenizer {
+func tok(t *testing.T) *chunk.Tokenizer {
 	t.Helper()
 	tk, err := tokenizer()
 	require.NoError(t, err)

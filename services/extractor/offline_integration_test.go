@@ -8,12 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/events"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 func TestOfflineExtractsSeedPostmortem(t *testing.T) {
 	bus := startBus(t)
-	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: seedGazetteer(t)})
+	x, err := offline.New(offline.Config{Gazetteer: seedGazetteer(t)})
 	require.NoError(t, err)
 	startWorker(t, bus, x, nil, nil)
 

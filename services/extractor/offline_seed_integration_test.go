@@ -17,20 +17,22 @@ import (
 	"github.com/kgstream/kgstream/pkg/catalog"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/eval"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // catalogGazetteer is the seed catalog alone: what the all-in-one's store
 // gazetteer holds after `kgstream catalog import`, no components.
-func catalogGazetteer(t *testing.T) extractor.StaticGazetteer {
+func catalogGazetteer(t *testing.T) offline.StaticGazetteer {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(seed, "catalog-info.yaml"))
 	require.NoError(t, err)
 	st, _, err := catalog.Parse(data)
 	require.NoError(t, err)
-	var g extractor.StaticGazetteer
+	var g offline.StaticGazetteer
 	for _, e := range st.Entities {
-		g = append(g, extractor.Entry{ID: resolve.ID(e.Type, e.Key), Type: e.Type, Name: e.Name, Key: resolve.Key(e.Key)})
+		g = append(g, offline.Entry{ID: resolve.ID(e.Type, e.Key), Type: e.Type, Name: e.Name, Key: resolve.Key(e.Key)})
 	}
 	return g
 }
@@ -77,12 +79,12 @@ func aggregate(exs []events.Extracted) map[string]string {
 	for _, ex := range latest {
 		names := map[string]string{}
 		for _, e := range ex.Entities {
-			if e.Type == extractor.TypeFailureMode {
+			if e.Type == offline.TypeFailureMode {
 				names[resolve.Key(e.Name)] = e.Name
 			}
 		}
 		for _, r := range ex.Relationships {
-			if r.Relation == extractor.RelFailure && r.TargetType == extractor.TypeFailureMode {
+			if r.Relation == offline.RelFailure && r.TargetType == offline.TypeFailureMode {
 				name := names[resolve.Key(r.Target)]
 				if !slices.Contains(members[name], r.Source) {
 					members[name] = append(members[name], r.Source)
@@ -100,7 +102,7 @@ func aggregate(exs []events.Extracted) map[string]string {
 
 func TestOfflineSeedFailuresMatchExpectedThroughWorker(t *testing.T) {
 	bus := startBus(t)
-	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: catalogGazetteer(t)})
+	x, err := offline.New(offline.Config{Gazetteer: catalogGazetteer(t)})
 	require.NoError(t, err)
 	startWorker(t, bus, x, nil, nil)
 
@@ -115,7 +117,7 @@ func TestOfflineSeedFailuresMatchExpectedThroughWorker(t *testing.T) {
 	for _, ex := range got {
 		var fails []events.RawRelationship
 		for _, r := range ex.Relationships {
-			if r.Relation == extractor.RelFailure {
+			if r.Relation == offline.RelFailure {
 				fails = append(fails, r)
 			}
 		}
@@ -136,11 +138,11 @@ func TestOfflineSeedFailuresMatchExpectedThroughWorker(t *testing.T) {
 }
 
 // offlineSeed runs the offline extractor over the seed documents.
-func offlineSeed(t *testing.T, cfg extractor.OfflineConfig) map[string][]events.RawRelationship {
+func offlineSeed(t *testing.T, cfg offline.Config) map[string][]events.RawRelationship {
 	t.Helper()
-	x, err := extractor.NewOffline(cfg)
+	x, err := offline.New(cfg)
 	require.NoError(t, err)
-	c, err := extractor.NewChunker(tok(t), extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	c, err := chunk.New(tok(t), chunk.DefaultTokens, chunk.DefaultOverlap)
 	require.NoError(t, err)
 	out := map[string][]events.RawRelationship{}
 	for _, id := range seedIDs {
@@ -153,14 +155,14 @@ func offlineSeed(t *testing.T, cfg extractor.OfflineConfig) map[string][]events.
 }
 
 func TestOfflinePrecisionRecallAgainstRecording(t *testing.T) {
-	gold, err := extractor.LoadGold(filepath.Join(seed, "recorded-llm-extraction.json"))
+	gold, err := eval.LoadGold(filepath.Join(seed, "recorded-llm-extraction.json"))
 	require.NoError(t, err)
 	rels := gold.Relations()
 	require.Equal(t, []string{"affected", "failure", "involved"}, rels)
 
 	for _, tc := range []struct {
 		name                  string
-		g                     extractor.Gazetteer
+		g                     offline.Gazetteer
 		minP, minR, minFailPR float64
 	}{
 		// The catalog alone: services and teams are known, components are
@@ -170,8 +172,8 @@ func TestOfflinePrecisionRecallAgainstRecording(t *testing.T) {
 		{"catalog+components", seedGazetteer(t), 0.9, 0.85, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := offlineSeed(t, extractor.OfflineConfig{Gazetteer: tc.g})
-			all := extractor.ScoreTriples(gold, got, rels)
+			got := offlineSeed(t, offline.Config{Gazetteer: tc.g})
+			all := eval.ScoreTriples(gold, got, rels)
 			t.Logf("offline vs recorded LLM (%s), relations %v: precision %.3f recall %.3f F1 %.3f (tp %d fp %d fn %d)",
 				tc.name, rels, all.Precision(), all.Recall(), all.F1(), all.TP, all.FP, all.FN)
 			for _, m := range all.Missed {
@@ -181,15 +183,15 @@ func TestOfflinePrecisionRecallAgainstRecording(t *testing.T) {
 				t.Logf("spurious %s", s)
 			}
 			for _, rel := range rels {
-				s := extractor.ScoreTriples(gold, got, []string{rel})
+				s := eval.ScoreTriples(gold, got, []string{rel})
 				t.Logf("  %-9s precision %.3f recall %.3f (tp %d fp %d fn %d)", rel, s.Precision(), s.Recall(), s.TP, s.FP, s.FN)
 			}
 			require.GreaterOrEqual(t, all.Precision(), tc.minP)
 			require.GreaterOrEqual(t, all.Recall(), tc.minR)
-			fail := extractor.ScoreTriples(gold, got, []string{"failure"})
+			fail := eval.ScoreTriples(gold, got, []string{"failure"})
 			require.Equal(t, tc.minFailPR, fail.Precision())
 			require.Equal(t, tc.minFailPR, fail.Recall())
-			aff := extractor.ScoreTriples(gold, got, []string{"affected"})
+			aff := eval.ScoreTriples(gold, got, []string{"affected"})
 			require.Equal(t, 1.0, aff.Precision())
 			require.Equal(t, 1.0, aff.Recall())
 		})
@@ -207,11 +209,11 @@ func TestOfflineBridgeQuestionFindsEveryTeam(t *testing.T) {
 	require.NoError(t, err)
 	st, _, err := catalog.Parse(data)
 	require.NoError(t, err)
-	var g extractor.StaticGazetteer
+	var g offline.StaticGazetteer
 	for _, e := range st.Entities {
 		id := resolve.ID(e.Type, e.Key)
 		require.NotEqual(t, "component:certmanager", id, "the catalog does not name cert-manager")
-		g = append(g, extractor.CatalogEntry(id, e.Type, e.Name, resolve.Key(e.Key)))
+		g = append(g, offline.CatalogEntry(id, e.Type, e.Name, resolve.Key(e.Key)))
 	}
 	owner := map[string]string{}
 	for _, r := range st.Relationships {
@@ -219,9 +221,9 @@ func TestOfflineBridgeQuestionFindsEveryTeam(t *testing.T) {
 			owner[resolve.ID(r.SourceType, r.Source)] = resolve.ID(r.TargetType, r.Target)
 		}
 	}
-	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: g})
+	x, err := offline.New(offline.Config{Gazetteer: g})
 	require.NoError(t, err)
-	c, err := extractor.NewChunker(tok(t), extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	c, err := chunk.New(tok(t), chunk.DefaultTokens, chunk.DefaultOverlap)
 	require.NoError(t, err)
 	var incidents, teams []string
 	for _, id := range seedIDs {

@@ -10,13 +10,14 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 func TestOfflineCitesSupportingSentence(t *testing.T) {
-	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: seedGazetteer(t)})
+	x, err := offline.New(offline.Config{Gazetteer: seedGazetteer(t)})
 	require.NoError(t, err)
-	c, err := extractor.NewChunker(tok(t), extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	c, err := chunk.New(tok(t), chunk.DefaultTokens, chunk.DefaultOverlap)
 	require.NoError(t, err)
 	for id, want := range map[string]map[string]int{
 		"INC-101": {
@@ -54,11 +55,11 @@ func TestOfflineCitesInDocumentOffsets(t *testing.T) {
 	}
 	text := strings.Join(parts, "\n")
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "ALL", Version: 1, DocType: "incident", Text: text}
-	c, err := extractor.NewChunker(tok(t), 48, 8)
+	c, err := chunk.New(tok(t), 48, 8)
 	require.NoError(t, err)
 	units := c.Chunk(doc.DocID, doc.Version, doc.Text)
 	require.Greater(t, len(units), 5)
-	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: seedGazetteer(t)})
+	x, err := offline.New(offline.Config{Gazetteer: seedGazetteer(t)})
 	require.NoError(t, err)
 	ents, rels, err := x.Extract(t.Context(), doc, units)
 	require.NoError(t, err)
@@ -84,7 +85,7 @@ func TestOfflineCitesInDocumentOffsets(t *testing.T) {
 			"span %d..%d inside unit %d..%d", r.SentenceStart, r.SentenceEnd, u.Start, u.End)
 		sentence := text[r.SentenceStart:r.SentenceEnd]
 		require.NotContains(t, sentence, "\n", "a span is one sentence")
-		if r.Relation != extractor.RelMentions {
+		if r.Relation != offline.RelMentions {
 			continue
 		}
 		mentions++
@@ -100,7 +101,7 @@ func TestOfflineCitesInDocumentOffsets(t *testing.T) {
 }
 
 // llmSeedSentences is, per seed postmortem, the sentence that supports
-// each recorded relationship by the LLM extractor's rule (support.go).
+// each recorded relationship by the LLM extractor's rule (offline.CiteUnit).
 var llmSeedSentences = map[string]map[string]int{
 	"INC-101": {
 		"affected service:checkoutapi": 2, "affected service:authservice": 2, // target named
@@ -148,7 +149,7 @@ var llmSeedSentences = map[string]map[string]int{
 func TestLLMCitesSupportingSentence(t *testing.T) {
 	r := replay(t)
 	x := llmExtractor(t, r.URL(), nil)
-	c, err := extractor.NewChunker(tok(t), extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	c, err := chunk.New(tok(t), chunk.DefaultTokens, chunk.DefaultOverlap)
 	require.NoError(t, err)
 	require.Len(t, llmSeedSentences, len(seedIDs))
 	for _, id := range seedIDs {

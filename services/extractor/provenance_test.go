@@ -12,14 +12,16 @@ import (
 	"github.com/kgstream/kgstream/pkg/llm"
 	"github.com/kgstream/kgstream/pkg/llm/llmtest"
 	"github.com/kgstream/kgstream/pkg/resolve"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/llmx"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // seedSentence is sentence i (0-based) of a seed postmortem: each is one
 // line of two or three sentences.
 func seedSentence(t *testing.T, doc *events.DocChanged, i int) string {
 	t.Helper()
-	ss := extractor.Sentences(doc.Text)
+	ss := chunk.Sentences(doc.Text)
 	require.Less(t, i, len(ss), "%s has %d sentences", doc.DocID, len(ss))
 	return doc.Text[ss[i].Start:ss[i].End]
 }
@@ -42,7 +44,7 @@ func checkCitations(t *testing.T, doc *events.DocChanged, units []events.TextUni
 	for _, r := range rels {
 		u, ok := byID[r.TextUnit]
 		require.True(t, ok, "%s: %s names unit %q", doc.DocID, cited(r), r.TextUnit)
-		require.Equal(t, extractor.ContentHash(u.Text), r.UnitHash, "%s: %s", doc.DocID, cited(r))
+		require.Equal(t, chunk.ContentHash(u.Text), r.UnitHash, "%s: %s", doc.DocID, cited(r))
 		require.GreaterOrEqual(t, r.SentenceStart, u.Start)
 		require.LessOrEqual(t, r.SentenceEnd, u.End)
 		require.Less(t, r.SentenceStart, r.SentenceEnd, "%s: %s has a span", doc.DocID, cited(r))
@@ -58,22 +60,12 @@ func checkCitations(t *testing.T, doc *events.DocChanged, units []events.TextUni
 	}
 }
 
-func TestChunkerHashesUnits(t *testing.T) {
-	c, err := extractor.NewChunker(tok(t), 40, 5)
-	require.NoError(t, err)
-	text := longText()[:4000]
-	for _, u := range c.Chunk("DOC-1", 1, text) {
-		require.Equal(t, extractor.ContentHash(u.Text), u.Hash)
-		require.Len(t, u.Hash, 64)
-	}
-}
-
 // extractCite is a stage that names only the text unit.
 type extractCite struct{}
 
 func (extractCite) Name() string { return "custom" }
 
-func (extractCite) Extract(_ context.Context, a *extractor.Analysis, out *extractor.Output) error {
+func (extractCite) Extract(_ context.Context, a *offline.Analysis, out *offline.Output) error {
 	u := a.Units[0]
 	out.Relationship(events.RawRelationship{Source: a.DocEntity.Name, SourceType: a.DocEntity.Type,
 		Relation: "reviewed", Target: a.DocEntity.Name, TargetType: a.DocEntity.Type, TextUnit: u.ID})
@@ -81,8 +73,8 @@ func (extractCite) Extract(_ context.Context, a *extractor.Analysis, out *extrac
 }
 
 func TestOfflineCitesUnitForUncitedStage(t *testing.T) {
-	x, err := extractor.NewOffline(extractor.OfflineConfig{DisablePatterns: true, DisableTaxonomy: true,
-		DisableMentions: true, Stages: []extractor.Stage{extractCite{}}})
+	x, err := offline.New(offline.Config{DisablePatterns: true, DisableTaxonomy: true,
+		DisableMentions: true, Stages: []offline.Stage{extractCite{}}})
 	require.NoError(t, err)
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, Text: "xx Hello. World."}
 	// A caller's unit without a hash gets one computed.
@@ -92,7 +84,7 @@ func TestOfflineCitesUnitForUncitedStage(t *testing.T) {
 	require.Len(t, rels, 1)
 	require.Equal(t, 3, rels[0].SentenceStart)
 	require.Equal(t, 16, rels[0].SentenceEnd)
-	require.Equal(t, extractor.ContentHash("Hello. World."), rels[0].UnitHash)
+	require.Equal(t, chunk.ContentHash("Hello. World."), rels[0].UnitHash)
 }
 
 func TestLLMCitationFallbacksAndCache(t *testing.T) {
@@ -114,14 +106,14 @@ func TestLLMCitationFallbacksAndCache(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cl, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", Timeout: 2 * time.Second})
 	require.NoError(t, err)
-	x, err := extractor.NewLLM(extractor.LLMConfig{Cache: extractor.NewLRUCache(10)}, cl, testLogger(t), nil)
+	x, err := llmx.New(llmx.Config{Cache: llmx.NewLRUCache(10)}, cl, testLogger(t), nil)
 	require.NoError(t, err)
 
 	unit := "Alerts fired at noon. The orders-db volume filled up. Payments was paged."
 	cites := func(start int) map[string]string {
 		text := strings.Repeat("x", start) + unit
 		doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, Text: text}
-		u := events.TextUnit{ID: "u", Text: unit, Start: start, End: len(text), Hash: extractor.ContentHash(unit)}
+		u := events.TextUnit{ID: "u", Text: unit, Start: start, End: len(text), Hash: chunk.ContentHash(unit)}
 		_, rels, err := x.Extract(t.Context(), doc, []events.TextUnit{u})
 		require.NoError(t, err)
 		out := map[string]string{}

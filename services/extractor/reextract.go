@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +20,9 @@ import (
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/internal/metrics"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // CatalogDocType is the doc type of a service catalog document.
@@ -84,7 +86,7 @@ type Reextractor struct {
 	bus   *stream.Bus
 	st    ReextractStore
 	ext   Extractor
-	off   *Offline // nil unless ext is the offline extractor
+	off   *offline.Extractor // nil unless ext is the offline extractor
 	log   *slog.Logger
 	count *prometheus.CounterVec
 
@@ -122,12 +124,12 @@ func NewReextractor(cfg ReextractConfig, bus *stream.Bus, st ReextractStore, ext
 	}
 	r := &Reextractor{cfg: cfg, bus: bus, st: st, ext: ext, log: log.With("stage", cfg.Stage),
 		pending: map[string]pendingExtraction{}, catalogAt: map[string]time.Time{}, now: time.Now,
-		count: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		count: metrics.Counter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_reextractions_total",
 			Help: "Extractions published again for an applied version after a catalog change, by reason.",
 		}, []string{"reason"})),
 	}
-	r.off, _ = ext.(*Offline)
+	r.off, _ = ext.(*offline.Extractor)
 	for _, reason := range []string{ReasonCatalog, ReasonCatalogReresolve, ReasonCatalogInFlight} {
 		r.count.WithLabelValues(reason)
 	}
@@ -196,7 +198,7 @@ func (r *Reextractor) isCatalog(ctx context.Context, tenant string, rec store.So
 // catalogIDs are the entities of catalog types a catalog event names.
 func catalogIDs(ev events.GraphChanged) []string {
 	types := map[string]bool{}
-	for _, t := range CatalogTypes() {
+	for _, t := range offline.CatalogTypes() {
 		types[t] = true
 	}
 	var out []string
@@ -279,7 +281,7 @@ func (r *Reextractor) each(ctx context.Context, recs []store.SourceRecord, f fun
 // names one of them (by a catalog name or alias, its key, or a spelling of
 // a bundled entity the catalog name displaces).
 func (r *Reextractor) Candidates(ctx context.Context, tenant string, ids []string) ([]store.SourceRecord, error) {
-	m, err := r.namesOf(ctx, tenant, ids)
+	names, err := offline.CandidateNames(ctx, r.off, tenant, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +304,7 @@ func (r *Reextractor) Candidates(ctx context.Context, tenant string, ids []strin
 		if rec.Deleted || rec.DocType == CatalogDocType || len(rec.TextUnits) == 0 {
 			continue
 		}
-		if linksAny(rec.Entities, ids) || namesAny(m, rec.TextUnits) {
+		if linksAny(rec.Entities, ids) || names.In(rec.TextUnits) {
 			out = append(out, rec)
 		}
 	}
@@ -310,77 +312,9 @@ func (r *Reextractor) Candidates(ctx context.Context, tenant string, ids []strin
 	return out, nil
 }
 
-// namesOf builds a matcher of every spelling the entities ids may be
-// found by. It over-approximates what extraction matches (no capital or
-// team-context checks): a candidate whose extraction does not change
-// publishes nothing.
-func (r *Reextractor) namesOf(ctx context.Context, tenant string, ids []string) (*matcher, error) {
-	want := map[string]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
-	minKey, maxWords := 3, 8
-	var bundled *matcher
-	var bundledEntries []Entry
-	var current []Entry
-	if r.off != nil {
-		minKey, maxWords = r.off.cfg.MinKeyLen, r.off.cfg.MaxWords
-		bundled, bundledEntries = r.off.bundledMatcher, r.off.bundled
-		if g := r.off.cfg.Gazetteer; g != nil {
-			var err error
-			if current, err = g.Entries(ctx, tenant); err != nil {
-				return nil, fmt.Errorf("reading the gazetteer: %w", err)
-			}
-		}
-	}
-	var es []Entry
-	keys := map[string]bool{}
-	plain := func(id, name string) {
-		_, key := resolve.SplitID(id)
-		es = append(es, Entry{ID: id, Type: "candidate", Name: name, Key: key})
-		keys[resolve.Key(key)] = true
-		if name != "" {
-			keys[resolve.Key(name)] = true
-		}
-	}
-	for _, id := range ids {
-		plain(id, "")
-	}
-	for _, e := range current {
-		if want[e.ID] {
-			plain(e.ID, e.Name)
-		}
-	}
-	// A catalog spelling displaces every spelling of a bundled entity
-	// sharing it ("k8s" in the catalog unlinks "Kubernetes").
-	if bundled != nil {
-		displaced := map[string]bool{}
-		for k := range keys {
-			for _, e := range bundled.byKey[k] {
-				displaced[e.ID] = true
-			}
-		}
-		for _, e := range bundledEntries {
-			if displaced[e.ID] {
-				es = append(es, Entry{ID: e.ID, Type: "candidate", Name: e.Name, Key: resolve.Key(e.Name), Display: e.Name})
-			}
-		}
-	}
-	return newMatcher(es, "", minKey, maxWords), nil
-}
-
 func linksAny(entities, ids []string) bool {
 	for _, id := range ids {
 		if _, ok := slices.BinarySearch(entities, id); ok {
-			return true
-		}
-	}
-	return false
-}
-
-func namesAny(m *matcher, units []events.TextUnit) bool {
-	for _, u := range units {
-		if len(m.find(u.Text)) > 0 {
 			return true
 		}
 	}
@@ -479,7 +413,7 @@ func (r *Reextractor) Reextract(ctx context.Context, tenant string, rec store.So
 // units), as Worker.Handle does.
 func (r *Reextractor) extract(ctx context.Context, tenant string, rec store.SourceRecord) ([]events.RawEntity, []events.RawRelationship, error) {
 	doc := &events.DocChanged{Header: events.Header{Tenant: tenant}, DocID: rec.DocID, Version: rec.Version,
-		Title: rec.Title, DocType: rec.DocType, Text: UnitsText(rec.TextUnits), ReceivedAt: rec.ReceivedAt}
+		Title: rec.Title, DocType: rec.DocType, Text: chunk.UnitsText(rec.TextUnits), ReceivedAt: rec.ReceivedAt}
 	ents, rels, err := r.off.Extract(ctx, doc, rec.TextUnits)
 	if err != nil {
 		return nil, nil, fmt.Errorf("re-extracting %s version %d: %w", rec.DocID, rec.Version, err)
@@ -489,27 +423,6 @@ func (r *Reextractor) extract(ctx context.Context, tenant string, rec store.Sour
 	}
 	kept, _ := connected(ents, rels)
 	return ents, kept, nil
-}
-
-// UnitsText rebuilds a document's text from its text units, which cover
-// it from offset 0 with overlaps (Chunker.Chunk).
-func UnitsText(units []events.TextUnit) string {
-	us := slices.Clone(units)
-	slices.SortStableFunc(us, func(a, b events.TextUnit) int { return a.Start - b.Start })
-	var b strings.Builder
-	end := 0
-	for _, u := range us {
-		if u.End <= end {
-			continue
-		}
-		from := max(end-u.Start, 0)
-		if from > len(u.Text) {
-			from = len(u.Text)
-		}
-		b.WriteString(u.Text[from:])
-		end = u.End
-	}
-	return b.String()
 }
 
 // extractionHash fingerprints what the resolver resolves: text units,

@@ -23,6 +23,8 @@ import (
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 const rxTenant = "acme"
@@ -32,8 +34,8 @@ const rxTenant = "acme"
 type rxEnv struct {
 	st      *embedded.Store
 	bus     *stream.Bus
-	off     *extractor.Offline
-	chunker *extractor.Chunker
+	off     *offline.Extractor
+	chunker *chunk.Chunker
 	rx      *extractor.Reextractor
 }
 
@@ -44,12 +46,12 @@ func newRxEnv(t *testing.T) *rxEnv {
 	t.Cleanup(func() { _ = st.Close() })
 	bus := streamtest.NewBus(t, streamtest.Options{Config: stream.Config{Storage: jetstream.MemoryStorage},
 		Metrics: stream.NewMetrics(nil)})
-	off, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: extractor.NewCatalogGazetteer(st, time.Hour)})
+	off, err := offline.New(offline.Config{Gazetteer: offline.NewCatalogGazetteer(st, time.Hour)})
 	require.NoError(t, err)
-	tk, err := extractor.NewTokenizer()
+	tk, err := chunk.NewTokenizer()
 	require.NoError(t, err)
 	// Small windows, so documents have several overlapping units.
-	chunker, err := extractor.NewChunker(tk, 24, 4)
+	chunker, err := chunk.New(tk, 24, 4)
 	require.NoError(t, err)
 	rx, err := extractor.NewReextractor(extractor.ReextractConfig{}, bus, st, off, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
@@ -160,7 +162,7 @@ func (e *rxEnv) extractedMsgs(t *testing.T) []*jetstream.RawStreamMsg {
 func mentions(ev events.Extracted) []string {
 	var out []string
 	for _, r := range ev.Relationships {
-		if r.Relation == extractor.RelMentions {
+		if r.Relation == offline.RelMentions {
 			out = append(out, r.TargetType+":"+r.Target)
 		}
 	}
@@ -205,7 +207,7 @@ func TestReextractPublishesOnlyChangedExtractions(t *testing.T) {
 	e.catalog(t, 1, map[string]string{"widgetizer": ""})
 	before := e.ingest(t, "inc-a", textA)
 	require.Greater(t, len(before.TextUnits), 1, "the text spans overlapping units")
-	require.Equal(t, textA, extractor.UnitsText(before.TextUnits))
+	require.Equal(t, textA, chunk.UnitsText(before.TextUnits))
 	require.NotContains(t, mentions(before), "component:frobnicator")
 	linked := e.ingest(t, "inc-d", textD)
 	require.Contains(t, mentions(linked), "component:widgetizer")

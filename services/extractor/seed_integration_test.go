@@ -14,7 +14,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/llm/llmtest"
 	"github.com/kgstream/kgstream/pkg/resolve"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // seed is the seed corpus. Tests fail (never skip) without it.
@@ -44,18 +44,18 @@ func replay(t *testing.T) *llmtest.Replay {
 
 // seedGazetteer is the seed catalog's entities plus the components the
 // postmortems name, as the graph would hold them after a catalog import.
-func seedGazetteer(t *testing.T) extractor.StaticGazetteer {
+func seedGazetteer(t *testing.T) offline.StaticGazetteer {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(seed, "catalog-info.yaml"))
 	require.NoError(t, err)
 	st, _, err := catalog.Parse(data)
 	require.NoError(t, err)
-	var g extractor.StaticGazetteer
+	var g offline.StaticGazetteer
 	for _, e := range st.Entities {
-		g = append(g, extractor.Entry{ID: resolve.ID(e.Type, e.Key), Type: e.Type, Name: e.Name, Key: resolve.Key(e.Key)})
+		g = append(g, offline.Entry{ID: resolve.ID(e.Type, e.Key), Type: e.Type, Name: e.Name, Key: resolve.Key(e.Key)})
 	}
 	for _, c := range []string{"cert-manager", "ingress", "orders-db"} {
-		g = append(g, extractor.Entry{ID: resolve.ID("component", c), Type: "component", Name: c, Key: resolve.Key(c)})
+		g = append(g, offline.Entry{ID: resolve.ID("component", c), Type: "component", Name: c, Key: resolve.Key(c)})
 	}
 	return g
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/internal/metrics"
 )
 
 // Config configures the extractor worker.
@@ -35,7 +37,7 @@ type Config struct {
 	// package's).
 	Batch int
 	// Tokenizer is shared when set; otherwise New loads one.
-	Tokenizer *Tokenizer
+	Tokenizer *chunk.Tokenizer
 }
 
 func (c *Config) setDefaults() {
@@ -43,13 +45,13 @@ func (c *Config) setDefaults() {
 		c.Stage = "extractor"
 	}
 	if c.ChunkTokens == 0 {
-		c.ChunkTokens = DefaultChunkTokens
+		c.ChunkTokens = chunk.DefaultTokens
 	}
 	switch {
 	case c.ChunkOverlap == 0:
 		// GraphRAG's 100 for its 1200-token windows; the same proportion for
 		// smaller ones, so a small ChunkTokens alone is a valid config.
-		c.ChunkOverlap = min(DefaultChunkOverlap, c.ChunkTokens/12)
+		c.ChunkOverlap = min(chunk.DefaultOverlap, c.ChunkTokens/12)
 	case c.ChunkOverlap < 0:
 		c.ChunkOverlap = 0
 	}
@@ -74,7 +76,7 @@ type Worker struct {
 	cfg     Config
 	bus     *stream.Bus
 	ext     Extractor
-	chunker *Chunker
+	chunker *chunk.Chunker
 	log     *slog.Logger
 	units   *prometheus.CounterVec
 	dropped *prometheus.CounterVec
@@ -101,21 +103,21 @@ func New(cfg Config, bus *stream.Bus, ext Extractor, log *slog.Logger, reg prome
 	tok := cfg.Tokenizer
 	if tok == nil {
 		var err error
-		if tok, err = NewTokenizer(); err != nil {
+		if tok, err = chunk.NewTokenizer(); err != nil {
 			return nil, err
 		}
 	}
-	chunker, err := NewChunker(tok, cfg.ChunkTokens, cfg.ChunkOverlap)
+	chunker, err := chunk.New(tok, cfg.ChunkTokens, cfg.ChunkOverlap)
 	if err != nil {
 		return nil, err
 	}
 	return &Worker{
 		cfg: cfg, bus: bus, ext: ext, chunker: chunker, log: log.With("stage", cfg.Stage),
-		units: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		units: metrics.Counter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_extract_units_total",
 			Help: "Text units extracted, by extractor.",
 		}, []string{"extractor"})),
-		dropped: droppedCounter(reg),
+		dropped: metrics.Dropped(reg),
 	}, nil
 }
 

@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/llm/llmtest"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/llmx"
 )
 
 func TestLLMExtractsSeedPostmortems(t *testing.T) {
@@ -33,7 +34,7 @@ func TestLLMExtractsSeedPostmortems(t *testing.T) {
 		require.Equal(t, time.Date(2025, 1, 9, 12, 0, 0, 0, time.UTC), ex.ReceivedAt)
 		require.Len(t, ex.TextUnits, 1)
 		u := ex.TextUnits[0]
-		require.Equal(t, extractor.TextUnitID(ex.DocID, 1, 0), u.ID)
+		require.Equal(t, chunk.TextUnitID(ex.DocID, 1, 0), u.ID)
 		for _, rel := range ex.Relationships {
 			require.Equal(t, u.ID, rel.TextUnit)
 		}
@@ -48,7 +49,7 @@ func TestLLMExtractsSeedPostmortems(t *testing.T) {
 	for i := 0; i < len(calls); i += 2 {
 		require.Contains(t, calls[i].Prompt, "Document id: ")
 		require.False(t, calls[i].Request.FollowUp())
-		require.Equal(t, extractor.GleaningPrompt, calls[i+1].Prompt)
+		require.Equal(t, llmx.GleaningPrompt, calls[i+1].Prompt)
 		require.True(t, calls[i+1].Request.FollowUp())
 		require.Equal(t, 200, calls[i+1].Status)
 	}

@@ -15,6 +15,9 @@ import (
 	"github.com/kgstream/kgstream/pkg/llm/llmtest"
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/llmx"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // ownReplay replays own's recording.
@@ -26,12 +29,12 @@ func ownReplay(t *testing.T) *llmtest.Replay {
 	return r
 }
 
-func llmExtractor(t *testing.T, url string, reg prometheus.Registerer) *extractor.LLM {
+func llmExtractor(t *testing.T, url string, reg prometheus.Registerer) *llmx.Extractor {
 	t.Helper()
 	c, err := llm.New(llm.Config{BaseURL: url, Model: "replay-model", Timeout: 2 * time.Second,
 		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	require.NoError(t, err)
-	x, err := extractor.NewLLM(extractor.LLMConfig{}, c, testLogger(t), reg)
+	x, err := llmx.New(llmx.Config{}, c, testLogger(t), reg)
 	require.NoError(t, err)
 	return x
 }
@@ -98,8 +101,8 @@ func TestLLMSchemaInvalidTwiceIsDeadLettered(t *testing.T) {
 	require.Equal(t, "extractor", dl.Stage)
 	require.Equal(t, "kg.doc.changed.acme", dl.Subject)
 	require.Equal(t, uint64(1), dl.Deliveries, "a permanent error is not redelivered")
-	require.Equal(t, "acme/PM-2/1/doc.changed", dl.MsgID)
-	require.Contains(t, dl.Error, extractor.ErrSchema.Error())
+	require.Equal(t, events.ChangedID("acme", "PM-2", 1), dl.MsgID)
+	require.Contains(t, dl.Error, llmx.ErrSchema.Error())
 	require.Contains(t, dl.Error, llmtest.InvalidSchemaContent, "the error shows the raw reply")
 	var orig events.DocChanged
 	require.NoError(t, events.Decode(dl.Data, &orig))
@@ -129,7 +132,7 @@ func TestLLMSchemaInvalidOnceIsRetried(t *testing.T) {
 
 func TestInvalidEventIsDeadLettered(t *testing.T) {
 	bus := startBus(t)
-	x, err := extractor.NewOffline(extractor.OfflineConfig{})
+	x, err := offline.New(offline.Config{})
 	require.NoError(t, err)
 	startWorker(t, bus, x, nil, nil)
 
@@ -165,7 +168,7 @@ func TestStructuredDocumentPassesThrough(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	bus := startBus(t)
-	x, err := extractor.NewOffline(extractor.OfflineConfig{})
+	x, err := offline.New(offline.Config{})
 	require.NoError(t, err)
 	for _, cfg := range []extractor.Config{
 		{ChunkTokens: 100, ChunkOverlap: 100},
@@ -189,7 +192,7 @@ func TestConfigValidate(t *testing.T) {
 // nothing new (JetStream drops the duplicate Nats-Msg-Id).
 func TestHandleIsIdempotent(t *testing.T) {
 	bus := startBus(t)
-	x, err := extractor.NewOffline(extractor.OfflineConfig{})
+	x, err := offline.New(offline.Config{})
 	require.NoError(t, err)
 	w, err := extractor.New(extractor.Config{Tokenizer: tok(t)}, bus, x, nil, nil)
 	require.NoError(t, err)
@@ -202,7 +205,7 @@ func TestHandleIsIdempotent(t *testing.T) {
 	got := waitExtracted(t, bus, "acme", 1)
 	require.Len(t, messages(t, bus, "kg.extracted.acme"), 1)
 	require.Equal(t, "offline", got[0].Extractor)
-	unit := extractor.TextUnitID("PM-1", 3, 0)
+	unit := chunk.TextUnitID("PM-1", 3, 0)
 	require.Equal(t, events.RawEntity{Name: "PM-1", Type: "incident", Description: "Postmortem PM-1",
 		TextUnit: unit}, got[0].Entities[0])
 	// Without a gazetteer: shape-found names and the failure mode.

@@ -41,6 +41,8 @@ import (
 	"github.com/kgstream/kgstream/pkg/vector"
 	"github.com/kgstream/kgstream/services/clusterer"
 	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/llmx"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 	extractcache "github.com/kgstream/kgstream/services/extractor/redis"
 	"github.com/kgstream/kgstream/services/gateway"
 	"github.com/kgstream/kgstream/services/query"
@@ -319,9 +321,9 @@ type workers struct {
 
 // extractionCache is the LLM extraction cache: in Redis when the stores
 // are, else in memory.
-func (a *App) extractionCache() (extractor.Cache, error) {
+func (a *App) extractionCache() (llmx.Cache, error) {
 	if a.cfg.RedisURL == "" {
-		return extractor.NewLRUCache(0), nil
+		return llmx.NewLRUCache(0), nil
 	}
 	opts, err := goredis.ParseURL(a.cfg.RedisURL)
 	if err != nil {
@@ -468,33 +470,33 @@ func OpenVectors(ctx context.Context, cfg Config) (vector.Index, error) {
 // NewExtractor returns the LLM extractor (its extraction cache in cache)
 // when cfg has a base URL, else the offline one whose gazetteer reads the
 // graph store.
-func NewExtractor(cfg llm.Config, cache extractor.Cache, st store.GraphStore, log *slog.Logger, reg prometheus.Registerer) (extractor.Extractor, error) {
+func NewExtractor(cfg llm.Config, cache llmx.Cache, st store.GraphStore, log *slog.Logger, reg prometheus.Registerer) (extractor.Extractor, error) {
 	if cfg.BaseURL != "" {
 		client, err := llm.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("configuring the LLM client: %w", err)
 		}
-		return extractor.NewLLM(extractor.LLMConfig{Cache: cache, Prices: pricesFromEnv(cfg.Model)}, client, log, reg)
+		return llmx.New(llmx.Config{Cache: cache, Prices: pricesFromEnv(cfg.Model)}, client, log, reg)
 	}
 	// KG_GAZETTEER lists operators' gazetteer files (comma-separated),
 	// looked for besides the bundled one.
-	extra, err := extractor.LoadGazetteers(os.Getenv("KG_GAZETTEER"))
+	extra, err := offline.LoadGazetteers(os.Getenv("KG_GAZETTEER"))
 	if err != nil {
 		return nil, fmt.Errorf("loading the gazetteer: %w", err)
 	}
-	return extractor.NewOffline(extractor.OfflineConfig{Gazetteer: extractor.NewCatalogGazetteer(st, 0), Extra: extra})
+	return offline.New(offline.Config{Gazetteer: offline.NewCatalogGazetteer(st, 0), Extra: extra})
 }
 
 // pricesFromEnv reads KG_LLM_PRICE_PROMPT and KG_LLM_PRICE_COMPLETION
 // (currency units per million tokens) for the configured model, so status
 // can estimate the cost per document.
-func pricesFromEnv(model string) extractor.PriceTable {
+func pricesFromEnv(model string) llmx.PriceTable {
 	p, errP := strconv.ParseFloat(os.Getenv("KG_LLM_PRICE_PROMPT"), 64)
 	c, errC := strconv.ParseFloat(os.Getenv("KG_LLM_PRICE_COMPLETION"), 64)
 	if errP != nil && errC != nil {
 		return nil
 	}
-	return extractor.PriceTable{model: {PromptPerMTok: p, CompletionPerMTok: c}}
+	return llmx.PriceTable{model: {PromptPerMTok: p, CompletionPerMTok: c}}
 }
 
 func orDefault(s, d string) string {

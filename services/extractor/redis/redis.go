@@ -10,10 +10,10 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/llmx"
 )
 
-// Cache is an extractor.Cache in Redis: one string key per entry, under a
+// Cache is an llmx.Cache in Redis: one string key per entry, under a
 // prefix, with an optional TTL.
 type Cache struct {
 	rdb    goredis.UniversalClient
@@ -21,7 +21,7 @@ type Cache struct {
 	ttl    time.Duration
 }
 
-var _ extractor.Cache = (*Cache)(nil)
+var _ llmx.Cache = (*Cache)(nil)
 
 // New returns a cache over rdb; keys are prefix+key; ttl 0 keeps entries
 // until Redis evicts them (configure maxmemory-policy allkeys-lru).
@@ -35,7 +35,7 @@ func New(rdb goredis.UniversalClient, prefix string, ttl time.Duration) (*Cache,
 	return &Cache{rdb: rdb, prefix: prefix, ttl: ttl}, nil
 }
 
-// Get implements extractor.Cache.
+// Get implements llmx.Cache.
 func (c *Cache) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	v, err := c.rdb.Get(ctx, c.prefix+key).Bytes()
 	if errors.Is(err, goredis.Nil) {
@@ -47,7 +47,7 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	return v, true, nil
 }
 
-// Set implements extractor.Cache.
+// Set implements llmx.Cache.
 func (c *Cache) Set(ctx context.Context, key string, value []byte) error {
 	if err := c.rdb.Set(ctx, c.prefix+key, value, c.ttl).Err(); err != nil {
 		return fmt.Errorf("writing cache entry: %w", err)

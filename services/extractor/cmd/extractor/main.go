@@ -16,14 +16,17 @@ import (
 	"github.com/kgstream/kgstream/pkg/daemon"
 	"github.com/kgstream/kgstream/pkg/llm"
 	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/llmx"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 func main() {
 	f := daemon.Flags{Name: "extractor"}
 	fs := flag.NewFlagSet("extractor", flag.ExitOnError)
 	f.Register(fs, "127.0.0.1:8086")
-	chunkTokens := fs.Int("chunk-tokens", extractor.DefaultChunkTokens, "text unit size in cl100k_base tokens")
-	chunkOverlap := fs.Int("chunk-overlap", extractor.DefaultChunkOverlap, "tokens shared by consecutive text units (negative: none)")
+	chunkTokens := fs.Int("chunk-tokens", chunk.DefaultTokens, "text unit size in cl100k_base tokens")
+	chunkOverlap := fs.Int("chunk-overlap", chunk.DefaultOverlap, "tokens shared by consecutive text units (negative: none)")
 	maxDeliver := fs.Int("max-deliver", 5, "deliveries before an event is dead-lettered")
 	gleanings := fs.Int("llm-gleanings", 1, "\"entities were missed\" passes per text unit (negative: none)")
 	llmTimeout := fs.Duration("llm-timeout", 120*time.Second, "timeout of one LLM request")
@@ -31,7 +34,7 @@ func main() {
 	gazetteerTTL := fs.Duration("gazetteer-ttl", 30*time.Second, "how long the offline extractor caches the catalog's entities")
 	gazetteerFiles := fs.String("gazetteer", os.Getenv("KG_GAZETTEER"), "comma-separated gazetteer YAML files the offline extractor looks for besides the bundled one (env KG_GAZETTEER)")
 	daemon.MustParse(fs, os.Args[1:])
-	extra, err := extractor.LoadGazetteers(*gazetteerFiles)
+	extra, err := offline.LoadGazetteers(*gazetteerFiles)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "extractor:", err)
 		os.Exit(2)
@@ -63,20 +66,20 @@ func main() {
 	err = daemon.Run(f, needStores, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
 		var ext extractor.Extractor
 		if useLLM {
-			x, err := extractor.NewLLM(extractor.LLMConfig{Gleanings: *gleanings}, client, env.Log, env.Registry)
+			x, err := llmx.New(llmx.Config{Gleanings: *gleanings}, client, env.Log, env.Registry)
 			if err != nil {
 				return nil, nil, err
 			}
 			ext = x
 			env.Log.Info("extracting with an LLM", "base_url", lc.BaseURL, "model", lc.Model)
 		} else {
-			oc := extractor.OfflineConfig{Extra: extra}
+			oc := offline.Config{Extra: extra}
 			if env.Stores != nil {
-				oc.Gazetteer = extractor.NewCatalogGazetteer(env.Stores, *gazetteerTTL)
+				oc.Gazetteer = offline.NewCatalogGazetteer(env.Stores, *gazetteerTTL)
 			} else {
 				env.Log.Warn("offline extraction without --redis: only document entities, no catalog mentions")
 			}
-			x, err := extractor.NewOffline(oc)
+			x, err := offline.New(oc)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -1,13 +1,15 @@
 //go:build integration
 
-package extractor_test
+package eval_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/eval"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // TestCorpusEvalOnLabelledSet runs `kgstream eval extraction --labels`'s
@@ -16,14 +18,14 @@ import (
 // the labelled documents (testdata/corpus-labels.json) score at least the
 // measured figures (rounded down), so a regression fails.
 func TestCorpusEvalOnLabelledSet(t *testing.T) {
-	labels, err := extractor.LoadCorpusLabels("testdata/corpus-labels.json")
+	labels, err := eval.LoadCorpusLabels("../testdata/corpus-labels.json")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(labels.Docs), 60)
-	x, err := extractor.NewOffline(extractor.OfflineConfig{})
+	x, err := offline.New(offline.Config{})
 	require.NoError(t, err)
-	c, err := extractor.NewChunker(tok(t), extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	c, err := chunk.New(tok(t), chunk.DefaultTokens, chunk.DefaultOverlap)
 	require.NoError(t, err)
-	figs, err := extractor.CorpusEval{Extractor: x, Chunker: c, Dir: corporaDir, DocType: "incident", Generic: x.GenericMode}.Run(t.Context(), labels)
+	figs, err := eval.Corpora{Extractor: x, Chunker: c, Dir: corporaDir, DocType: "incident", Generic: x.GenericMode}.Run(t.Context(), labels)
 	require.NoError(t, err)
 	floors := map[string]struct{ causeP, causeR, classified float64 }{
 		"cloud-incidents":    {0.88, 0.93, 0.65},

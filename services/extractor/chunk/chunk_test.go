@@ -1,14 +1,15 @@
-package extractor_test
+package chunk_test
 
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
 )
 
 func longText() string {
@@ -26,7 +27,7 @@ func TestChunkOffsetsOverlapAndTokens(t *testing.T) {
 	text := longText()
 	total := tk.Count(text)
 	const size, overlap = 300, 40
-	c, err := extractor.NewChunker(tk, size, overlap)
+	c, err := chunk.New(tk, size, overlap)
 	require.NoError(t, err)
 
 	units := c.Chunk("DOC-1", 7, text)
@@ -39,7 +40,7 @@ func TestChunkOffsetsOverlapAndTokens(t *testing.T) {
 	for i, u := range units {
 		require.Equal(t, text[u.Start:u.End], u.Text, "unit %d", i)
 		require.True(t, utf8.ValidString(u.Text), "unit %d is valid UTF-8", i)
-		require.Equal(t, extractor.TextUnitID("DOC-1", 7, i), u.ID)
+		require.Equal(t, chunk.TextUnitID("DOC-1", 7, i), u.ID)
 		require.Len(t, u.ID, 16)
 		if i < len(units)-1 {
 			require.Equal(t, size, u.Tokens, "unit %d", i)
@@ -66,7 +67,7 @@ func TestChunkOffsetsOverlapAndTokens(t *testing.T) {
 
 func TestChunkDefaults(t *testing.T) {
 	tk := tok(t)
-	c, err := extractor.NewChunker(tk, extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	c, err := chunk.New(tk, chunk.DefaultTokens, chunk.DefaultOverlap)
 	require.NoError(t, err)
 	units := c.Chunk("INC-101", 1, "INC-101: cert-manager could not renew the certificate.")
 	require.Len(t, units, 1)
@@ -76,8 +77,29 @@ func TestChunkDefaults(t *testing.T) {
 	// Special-token spellings in a document are text, not control tokens.
 	require.Len(t, c.Chunk("X", 1, "a <|endoftext|> b"), 1)
 
-	_, err = extractor.NewChunker(tk, 10, 10)
+	_, err = chunk.New(tk, 10, 10)
 	require.Error(t, err)
-	_, err = extractor.NewChunker(nil, 10, 1)
+	_, err = chunk.New(nil, 10, 1)
 	require.Error(t, err)
+}
+
+// tokenizer is loaded once per test binary: loading cl100k_base takes a
+// moment.
+var tokenizer = sync.OnceValues(chunk.NewTokenizer)
+
+func tok(t *testing.T) *chunk.Tokenizer {
+	t.Helper()
+	tk, err := tokenizer()
+	require.NoError(t, err)
+	return tk
+}
+
+func TestChunkerHashesUnits(t *testing.T) {
+	c, err := chunk.New(tok(t), 40, 5)
+	require.NoError(t, err)
+	text := longText()[:4000]
+	for _, u := range c.Chunk("DOC-1", 1, text) {
+		require.Equal(t, chunk.ContentHash(u.Text), u.Hash)
+		require.Len(t, u.Hash, 64)
+	}
 }

@@ -1,4 +1,4 @@
-package extractor
+package llmx
 
 import (
 	"container/list"
@@ -24,13 +24,13 @@ type Cache interface {
 }
 
 // DefaultPromptVersion is the version of the extraction prompt. Change it
-// (or LLMConfig.PromptVersion) whenever the prompt's wording changes: the
+// (or Config.PromptVersion) whenever the prompt's wording changes: the
 // cache key includes it, so every text unit is extracted afresh.
 const DefaultPromptVersion = "extract-v1"
 
 // CacheKey is what an LLM extraction of one text unit depends on.
 type CacheKey struct {
-	// ContentHash is ContentHash of the unit's text.
+	// ContentHash is chunk.ContentHash of the unit's text.
 	ContentHash string
 	// Subject is what the prompt says about the document besides the unit
 	// text (its id, type and title): two documents sharing a paragraph
@@ -42,12 +42,6 @@ type CacheKey struct {
 	Relations   []string
 	Model       string
 	Gleanings   int
-}
-
-// ContentHash is the hex sha256 of a text unit's text.
-func ContentHash(text string) string {
-	h := sha256.Sum256([]byte(text))
-	return hex.EncodeToString(h[:])
 }
 
 // String is the key's cache key: a hash of every field.

@@ -1,4 +1,4 @@
-package extractor_test
+package offline_test
 
 import (
 	"context"
@@ -9,21 +9,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/events"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // discovered extracts text with the bundled gazetteer and name discovery
 // and returns the ids of the entities mentioned.
 func discovered(t *testing.T, text string) []string {
 	t.Helper()
-	x, err := extractor.NewOffline(extractor.OfflineConfig{DisablePatterns: true, DisableTaxonomy: true})
+	x, err := offline.New(offline.Config{DisablePatterns: true, DisableTaxonomy: true})
 	require.NoError(t, err)
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, DocType: "incident", Text: text}
 	_, rels, err := x.Extract(context.Background(), doc, []events.TextUnit{{ID: "u1", Text: text, End: len(text)}})
 	require.NoError(t, err)
 	var out []string
 	for _, r := range rels {
-		if r.Relation == extractor.RelMentions {
+		if r.Relation == offline.RelMentions {
 			out = append(out, r.TargetType+":"+r.Target)
 		}
 	}
@@ -31,7 +31,7 @@ func discovered(t *testing.T, text string) []string {
 }
 
 func TestBundledGazetteerNamesTechnology(t *testing.T) {
-	g, err := extractor.DefaultGazetteer()
+	g, err := offline.DefaultGazetteer()
 	require.NoError(t, err)
 	ids := map[string]bool{}
 	for _, e := range g {
@@ -53,13 +53,13 @@ func TestBundledGazetteerNamesTechnology(t *testing.T) {
 	} {
 		require.Equal(t, want, discovered(t, text), text)
 	}
-	_, err = extractor.ParseGazetteer([]byte("version: 1\ngroups:\n  - {category: x, type: component, names: [Foo, foo]}\n"))
+	_, err = offline.ParseGazetteer([]byte("version: 1\ngroups:\n  - {category: x, type: component, names: [Foo, foo]}\n"))
 	require.Error(t, err, "two lines for one entity")
-	_, err = extractor.ParseGazetteer([]byte("version: 1\ngroups:\n  - {category: x, names: [Foo]}\n"))
+	_, err = offline.ParseGazetteer([]byte("version: 1\ngroups:\n  - {category: x, names: [Foo]}\n"))
 	require.Error(t, err, "a group needs a type")
-	extra, err := extractor.ParseGazetteer([]byte("version: 1\ngroups:\n  - {category: in-house, type: service, names: [Ledger | ledger-svc]}\n"))
+	extra, err := offline.ParseGazetteer([]byte("version: 1\ngroups:\n  - {category: in-house, type: service, names: [Ledger | ledger-svc]}\n"))
 	require.NoError(t, err)
-	x, err := extractor.NewOffline(extractor.OfflineConfig{Extra: extra, DisablePatterns: true, DisableTaxonomy: true})
+	x, err := offline.New(offline.Config{Extra: extra, DisablePatterns: true, DisableTaxonomy: true})
 	require.NoError(t, err)
 	text := "ledger-svc timed out"
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-2", Version: 1, DocType: "incident", Text: text}
@@ -93,13 +93,13 @@ func TestLoadGazetteersReadsOperatorFiles(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "ours.yaml")
 	require.NoError(t, os.WriteFile(p, []byte("version: 1\ngroups:\n  - {category: in-house, type: service, names: [Ledger | ledger-svc]}\n"), 0o600))
-	g, err := extractor.LoadGazetteers(" " + p + ", ")
+	g, err := offline.LoadGazetteers(" " + p + ", ")
 	require.NoError(t, err)
 	require.Len(t, g, 2)
 	require.Equal(t, "service:ledger", g[1].ID)
-	none, err := extractor.LoadGazetteers("")
+	none, err := offline.LoadGazetteers("")
 	require.NoError(t, err)
 	require.Empty(t, none)
-	_, err = extractor.LoadGazetteers(filepath.Join(dir, "missing.yaml"))
+	_, err = offline.LoadGazetteers(filepath.Join(dir, "missing.yaml"))
 	require.Error(t, err)
 }

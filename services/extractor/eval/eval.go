@@ -1,4 +1,4 @@
-package extractor
+package eval
 
 import (
 	"encoding/json"

@@ -1,6 +1,6 @@
 //go:build integration
 
-package extractor_test
+package offline_test
 
 import (
 	"fmt"
@@ -11,12 +11,13 @@ import (
 	"testing"
 
 	"github.com/kgstream/kgstream/pkg/events"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // corpora are the public postmortem corpora beside the seed.
-var corpora = []string{"../../../shared/corpora/dfds-postmortems", "../../../shared/corpora/cloud-incidents",
-	"../../../shared/corpora/wikitech-incidents"}
+var corpora = []string{"../../../../shared/corpora/dfds-postmortems", "../../../../shared/corpora/cloud-incidents",
+	"../../../../shared/corpora/wikitech-incidents"}
 
 type corpusDoc struct {
 	id   string
@@ -57,11 +58,11 @@ func BenchmarkOfflineExtraction(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := extractor.NewChunker(tk, extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	c, err := chunk.New(tk, chunk.DefaultTokens, chunk.DefaultOverlap)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tagger, err := extractor.NewTagger()
+	tagger, err := offline.NewTagger()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,13 +70,13 @@ func BenchmarkOfflineExtraction(b *testing.B) {
 		docs := loadCorpus(b, dir)
 		for _, mode := range []struct {
 			name string
-			cfg  extractor.OfflineConfig
+			cfg  offline.Config
 		}{
-			{"default", extractor.OfflineConfig{}},
-			{"noun-phrases", extractor.OfflineConfig{NounPhrases: extractor.NounPhraseConfig{Enabled: true, IncludeIncidents: true, Tagger: tagger}}},
+			{"default", offline.Config{}},
+			{"noun-phrases", offline.Config{NounPhrases: offline.NounPhraseConfig{Enabled: true, IncludeIncidents: true, Tagger: tagger}}},
 		} {
 			b.Run(filepath.Base(dir)+"/"+mode.name, func(b *testing.B) {
-				x, err := extractor.NewOffline(mode.cfg)
+				x, err := offline.New(mode.cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -96,7 +97,7 @@ func BenchmarkOfflineExtraction(b *testing.B) {
 							rels += len(rs)
 							bytes += len(d.text)
 							for _, r := range rs {
-								if r.Relation == extractor.RelFailure {
+								if r.Relation == offline.RelFailure {
 									modes[r.Target]++
 								}
 							}

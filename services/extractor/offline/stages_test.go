@@ -1,4 +1,4 @@
-package extractor_test
+package offline_test
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
-func extractDoc(t *testing.T, cfg extractor.OfflineConfig, docType, text string) []string {
+func extractDoc(t *testing.T, cfg offline.Config, docType, text string) []string {
 	t.Helper()
-	x, err := extractor.NewOffline(cfg)
+	x, err := offline.New(cfg)
 	require.NoError(t, err)
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, DocType: docType, Text: text}
 	ents, rels, err := x.Extract(t.Context(), doc, []events.TextUnit{{ID: "u1", Text: text, End: len(text)}})
@@ -30,7 +31,7 @@ func extractDoc(t *testing.T, cfg extractor.OfflineConfig, docType, text string)
 func TestSentences(t *testing.T) {
 	text := "First one (e.g. this) ends here. Second? Yes!\nA table | row\n\n  v1.2 is fine.  "
 	var got []string
-	for _, s := range extractor.Sentences(text) {
+	for _, s := range chunk.Sentences(text) {
 		got = append(got, text[s.Start:s.End])
 	}
 	require.Equal(t, []string{"First one (e.g. this) ends here.", "Second?", "Yes!", "A table | row", "v1.2 is fine."}, got)
@@ -39,14 +40,14 @@ func TestSentences(t *testing.T) {
 	// initials do not end one.
 	text = "The certificate expired. cert-manager could not renew it, etc. and so on. Ask J. smith at approx. 5 pm."
 	got = nil
-	for _, s := range extractor.Sentences(text) {
+	for _, s := range chunk.Sentences(text) {
 		got = append(got, text[s.Start:s.End])
 	}
 	require.Equal(t, []string{"The certificate expired.", "cert-manager could not renew it, etc. and so on.", "Ask J. smith at approx. 5 pm."}, got)
 }
 
 func TestFailureStageRules(t *testing.T) {
-	cfg := extractor.OfflineConfig{DisablePatterns: true, DisableMentions: true}
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
 	// Negation: the cue is there, the failure is not.
 	require.Empty(t, extractDoc(t, cfg, "incident", "We checked the ingress and no certificate had expired. Latency rose for ten minutes."))
 	// One primary mode: the mechanism, not the context.
@@ -82,12 +83,12 @@ func TestFailureStageRules(t *testing.T) {
 }
 
 func TestPatternsRelateMentions(t *testing.T) {
-	g := extractor.StaticGazetteer{
+	g := offline.StaticGazetteer{
 		{ID: "service:checkoutapi", Type: "service", Name: "checkout-api", Key: "checkoutapi"},
 		{ID: "datastore:ordersdb", Type: "datastore", Name: "orders-db", Key: "ordersdb"},
 		{ID: "team:payments", Type: "team", Name: "Payments", Key: "payments"},
 	}
-	cfg := extractor.OfflineConfig{Gazetteer: g, DisableMentions: true, DisableTaxonomy: true}
+	cfg := offline.Config{Gazetteer: g, DisableMentions: true, DisableTaxonomy: true}
 	require.Equal(t, []string{
 		"datastore:ordersdb -owned_by-> team:payments",
 		"service:checkoutapi -depends_on-> datastore:ordersdb",
@@ -103,7 +104,7 @@ func TestPatternsRelateMentions(t *testing.T) {
 	require.Equal(t, []string{"incident:D-1 -involved-> component:rate-limiter"},
 		extractDoc(t, cfg, "incident", "A rate-limiter config was pushed everywhere. We had lunch near the message-queue."))
 
-	p, err := extractor.ParsePatterns([]byte(`patterns:
+	p, err := offline.ParsePatterns([]byte(`patterns:
   - name: runs-in
     relation: ran_in
     from: mention
@@ -125,15 +126,15 @@ func TestPatternsRelateMentions(t *testing.T) {
 		"bad fallback": "patterns: [{relation: r, from: document, document_types: [i], target_types: [a], fallback: all}]",
 		"unknown key":  "patterns: [{relation: r, from: document, document_types: [i], target_types: [a], cue: [x]}]",
 	} {
-		_, err := extractor.ParsePatterns([]byte(doc))
+		_, err := offline.ParsePatterns([]byte(doc))
 		require.Error(t, err, name)
 	}
 }
 
 func TestNounPhraseCoOccurrence(t *testing.T) {
-	tagger, err := extractor.NewTagger()
+	tagger, err := offline.NewTagger()
 	require.NoError(t, err)
-	np, err := extractor.NewNounPhraseStage(extractor.NounPhraseConfig{Tagger: tagger})
+	np, err := offline.NewNounPhraseStage(offline.NounPhraseConfig{Tagger: tagger})
 	require.NoError(t, err)
 	phrases, err := np.NounPhrases("The primary database ran out of connections for ten minutes because of a retry storm.")
 	require.NoError(t, err)
@@ -141,8 +142,8 @@ func TestNounPhraseCoOccurrence(t *testing.T) {
 	require.Contains(t, phrases, "retry storm")
 	require.NotContains(t, phrases, "minutes", "generic nouns are dropped")
 
-	cfg := extractor.OfflineConfig{DisableTaxonomy: true, DisablePatterns: true,
-		NounPhrases: extractor.NounPhraseConfig{Enabled: true, Tagger: tagger}}
+	cfg := offline.Config{DisableTaxonomy: true, DisablePatterns: true,
+		NounPhrases: offline.NounPhraseConfig{Enabled: true, Tagger: tagger}}
 	text := "The primary database lost its replica. The replica lag alarm fired, and the primary database was restarted."
 	got := extractDoc(t, cfg, "runbook", text)
 	require.Contains(t, got, "concept:primary database -co_occurs-> concept:replica")
@@ -153,7 +154,7 @@ func TestNounPhraseCoOccurrence(t *testing.T) {
 	require.NotEmpty(t, extractDoc(t, cfg, "incident", text))
 
 	// Weight: 1 for the unit plus 1 per sentence holding both.
-	x, err := extractor.NewOffline(cfg)
+	x, err := offline.New(cfg)
 	require.NoError(t, err)
 	require.Equal(t, []string{"mentions", "co-occurrence", "noun_phrases"}, x.Stages())
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, DocType: "runbook", Text: text}
@@ -167,19 +168,19 @@ func TestNounPhraseCoOccurrence(t *testing.T) {
 			require.Equal(t, 2.0, r.Strength)
 		}
 	}
-	_, err = extractor.NewNounPhraseStage(extractor.NounPhraseConfig{MaxPhrases: -1})
+	_, err = offline.NewNounPhraseStage(offline.NounPhraseConfig{MaxPhrases: -1})
 	require.Error(t, err)
 }
 
 func TestCoOccurrenceRelatesWhatOneSentenceNames(t *testing.T) {
-	cfg := extractor.OfflineConfig{DisableTaxonomy: true, DisableMentions: true, DisablePatterns: true}
+	cfg := offline.Config{DisableTaxonomy: true, DisableMentions: true, DisablePatterns: true}
 	got := extractDoc(t, cfg, "incident", "Kafka and ZooKeeper restarted. Kafka lost ZooKeeper again. "+
 		"Redis was fine. Kafka, Redis, Varnish, Squid, HAProxy and Envoy were listed. Traefik calls Redis.")
 	require.Equal(t, []string{
 		"component:kafka -co_occurs-> component:zookeeper",
 		"component:traefik -co_occurs-> datastore:redis",
 	}, got, "a pair per document, no edge from a list of more than five")
-	x, err := extractor.NewOffline(cfg)
+	x, err := offline.New(cfg)
 	require.NoError(t, err)
 	text := "Kafka and ZooKeeper restarted. Kafka lost ZooKeeper again. Then Kafka and ZooKeeper failed. Kafka and ZooKeeper, five times. Kafka and ZooKeeper."
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, DocType: "incident", Text: text}
@@ -197,7 +198,7 @@ func TestCoOccurrenceRelatesWhatOneSentenceNames(t *testing.T) {
 }
 
 func TestPatternsReadCallsUsesAndImpact(t *testing.T) {
-	cfg := extractor.OfflineConfig{DisableTaxonomy: true, DisableMentions: true, DisableCoOccurrence: true}
+	cfg := offline.Config{DisableTaxonomy: true, DisableMentions: true, DisableCoOccurrence: true}
 	for text, want := range map[string]string{
 		"The checkout-api depends on Redis.":              "service:checkout-api -depends_on-> datastore:redis",
 		"Parsoid calls the MediaWiki API.":                "component:parsoid -calls-> component:mediawiki",

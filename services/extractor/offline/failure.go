@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
@@ -125,12 +126,14 @@ type SectionMap []Section
 // sectionTitle finds section titles: markdown headings, bold lines, and
 // inline labels such as "Root cause:" or "ROOT CAUSE:" at a line or
 // sentence start.
-var sectionTitle = regexp.MustCompile(`(?m)^#{1,6}[ \t]*([^\n]+)$|^\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$|(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))[ \t]*:`)
+var sectionTitle = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^#{1,6}[ \t]*([^\n]+)$|^\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$|(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))[ \t]*:`)
+})
 
 // Sections finds the titled sections of text.
 func Sections(text string) SectionMap {
 	var out SectionMap
-	for _, m := range sectionTitle.FindAllStringSubmatchIndex(text, -1) {
+	for _, m := range sectionTitle().FindAllStringSubmatchIndex(text, -1) {
 		var title string
 		for g := 1; g <= 3; g++ {
 			if m[2*g] >= 0 {

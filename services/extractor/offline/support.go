@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
 )
 
 // A model names a relationship's endpoints, not where the text asserts it,
@@ -34,16 +35,23 @@ import (
 // stemLen is the prefix length that makes a stem.
 const stemLen = 5
 
-var stemStop = map[string]bool{"the": true, "and": true, "for": true, "with": true, "from": true, "that": true,
-	"this": true, "was": true, "were": true, "its": true, "into": true, "has": true, "had": true, "have": true,
-	"are": true, "not": true, "but": true, "via": true}
+// stemStop reports whether word (lower case) is a function word, which
+// has no stem.
+func stemStop(word string) bool {
+	switch word {
+	case "the", "and", "for", "with", "from", "that", "this", "was", "were", "its", "into", "has", "had", "have",
+		"are", "not", "but", "via":
+		return true
+	}
+	return false
+}
 
 // stems returns the stems of the words of s.
 func stems(s string) map[string]bool {
 	out := map[string]bool{}
 	for _, w := range words(s) {
 		word := strings.ToLower(s[w.start:w.end])
-		if utf8.RuneCountInString(word) < 3 || stemStop[word] {
+		if utf8.RuneCountInString(word) < 3 || stemStop(word) {
 			continue
 		}
 		for _, suffix := range []string{"ing", "ed", "es", "s"} {
@@ -88,7 +96,7 @@ type supporter struct {
 // newSupporter analyses text for relationships among ents (and the
 // endpoints rels name, declared or not).
 func newSupporter(text string, ents []events.RawEntity, rels []events.RawRelationship) *supporter {
-	s := &supporter{text: text, sentences: Sentences(text), named: map[string][]int{}}
+	s := &supporter{text: text, sentences: chunk.Sentences(text), named: map[string][]int{}}
 	var entries []Entry
 	seen := map[string]bool{}
 	maxWords := 1
@@ -172,10 +180,10 @@ func (s *supporter) byStems(r events.RawRelationship) int {
 	return best
 }
 
-// citeUnit gives each relationship extracted from unit u its provenance:
+// CiteUnit gives each relationship extracted from unit u its provenance:
 // the unit, the supporting sentence's span in document offsets, the unit's
 // hash.
-func citeUnit(u events.TextUnit, ents []events.RawEntity, rels []events.RawRelationship) {
+func CiteUnit(u events.TextUnit, ents []events.RawEntity, rels []events.RawRelationship) {
 	if len(rels) == 0 {
 		return
 	}

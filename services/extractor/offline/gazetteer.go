@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ import (
 )
 
 //go:embed gazetteer.yaml
-var gazetteerYAML []byte
+var gazetteerYAML string
 
 // DefaultGazetteerYAML returns the bundled gazetteer document.
-func DefaultGazetteerYAML() []byte { return bytes.Clone(gazetteerYAML) }
+func DefaultGazetteerYAML() []byte { return []byte(gazetteerYAML) }
 
 type gazetteerFile struct {
 	Version int `yaml:"version"`
@@ -80,7 +80,7 @@ func ParseGazetteer(data []byte) (StaticGazetteer, error) {
 }
 
 // DefaultGazetteer parses the bundled gazetteer.
-func DefaultGazetteer() (StaticGazetteer, error) { return ParseGazetteer(gazetteerYAML) }
+func DefaultGazetteer() (StaticGazetteer, error) { return ParseGazetteer([]byte(gazetteerYAML)) }
 
 // LoadGazetteer reads and parses a gazetteer file.
 func LoadGazetteer(path string) (StaticGazetteer, error) {
@@ -223,14 +223,18 @@ func OrdinaryWord(name string) bool {
 	if w == "" || strings.IndexFunc(w, func(r rune) bool { return r < 'a' || r > 'z' }) >= 0 {
 		return false
 	}
-	return ordinaryWords()[w] || ordinaryWords()[strings.TrimSuffix(w, "s")]
+	return ordinaryWord(w) || ordinaryWord(strings.TrimSuffix(w, "s"))
 }
 
 //go:embed words.txt
 var wordsTxt string
 
-// ordinaryWords is the set of words.txt, parsed once.
-var ordinaryWords = sync.OnceValue(func() map[string]bool {
+// ordinaryWord reports whether w (lower case) is a word of words.txt.
+func ordinaryWord(w string) bool { return ordinaryWordSet()(w) }
+
+// ordinaryWordSet is the membership test of words.txt, parsed once; the
+// set itself is out of reach, so nothing can change it.
+var ordinaryWordSet = sync.OnceValue(func() func(string) bool {
 	set := map[string]bool{}
 	for _, line := range strings.Split(wordsTxt, "\n") {
 		if strings.HasPrefix(line, "#") {
@@ -240,5 +244,5 @@ var ordinaryWords = sync.OnceValue(func() map[string]bool {
 			set[w] = true
 		}
 	}
-	return set
+	return func(w string) bool { return set[w] }
 })

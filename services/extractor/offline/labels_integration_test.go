@@ -1,6 +1,6 @@
 //go:build integration
 
-package extractor_test
+package offline_test
 
 import (
 	"encoding/json"
@@ -15,11 +15,13 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/eval"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // corporaDir holds the public corpora the labels refer to.
-const corporaDir = "../../../shared/corpora"
+const corporaDir = "../../../../shared/corpora"
 
 // labelledUnit is one hand-labelled text unit of testdata/labels.json.
 type labelledUnit struct {
@@ -67,13 +69,13 @@ func untyped(m map[string][]events.RawRelationship) map[string][]events.RawRelat
 
 // labelledRun extracts the labelled units' documents with cfg and returns
 // gold and extracted relationships per labelled unit.
-func labelledRun(t *testing.T, labels []labelledUnit, cfg extractor.OfflineConfig) (gold, got extractor.Gold) {
+func labelledRun(t *testing.T, labels []labelledUnit, cfg offline.Config) (gold, got eval.Gold) {
 	t.Helper()
-	x, err := extractor.NewOffline(cfg)
+	x, err := offline.New(cfg)
 	require.NoError(t, err)
-	c, err := extractor.NewChunker(tok(t), extractor.DefaultChunkTokens, extractor.DefaultChunkOverlap)
+	c, err := chunk.New(tok(t), chunk.DefaultTokens, chunk.DefaultOverlap)
 	require.NoError(t, err)
-	gold, got = extractor.Gold{}, extractor.Gold{}
+	gold, got = eval.Gold{}, eval.Gold{}
 	for _, l := range labels {
 		data, err := os.ReadFile(filepath.Join(corporaDir, l.Corpus, l.File))
 		require.NoError(t, err, "corpus %s is required", l.Corpus)
@@ -99,30 +101,30 @@ func labelledRun(t *testing.T, labels []labelledUnit, cfg extractor.OfflineConfi
 
 // labelGazetteer is a catalog holding every labelled entity: what a team
 // whose catalog knew its services and components would give the extractor.
-func labelGazetteer(gold extractor.Gold) extractor.StaticGazetteer {
-	var g extractor.StaticGazetteer
+func labelGazetteer(gold eval.Gold) offline.StaticGazetteer {
+	var g offline.StaticGazetteer
 	seen := map[string]bool{}
 	for _, rels := range gold {
 		for _, r := range rels {
 			for _, e := range [][2]string{{r.SourceType, r.Source}, {r.TargetType, r.Target}} {
 				id := resolve.ID(e[0], e[1])
-				if seen[id] || e[0] == "incident" || e[0] == extractor.TypeFailureMode {
+				if seen[id] || e[0] == "incident" || e[0] == offline.TypeFailureMode {
 					continue
 				}
 				seen[id] = true
-				g = append(g, extractor.Entry{ID: id, Type: e[0], Name: e[1], Key: resolve.Key(e[1])})
+				g = append(g, offline.Entry{ID: id, Type: e[0], Name: e[1], Key: resolve.Key(e[1])})
 			}
 		}
 	}
 	return g
 }
 
-func logScore(t *testing.T, name string, gold, got extractor.Gold, rels []string) extractor.Score {
+func logScore(t *testing.T, name string, gold, got eval.Gold, rels []string) eval.Score {
 	t.Helper()
-	all := extractor.ScoreTriples(gold, got, rels)
+	all := eval.ScoreTriples(gold, got, rels)
 	t.Logf("%s: precision %.3f recall %.3f F1 %.3f (tp %d fp %d fn %d)", name, all.Precision(), all.Recall(), all.F1(), all.TP, all.FP, all.FN)
 	for _, rel := range rels {
-		s := extractor.ScoreTriples(gold, got, []string{rel})
+		s := eval.ScoreTriples(gold, got, []string{rel})
 		t.Logf("  %-10s precision %.3f recall %.3f (tp %d fp %d fn %d)", rel, s.Precision(), s.Recall(), s.TP, s.FP, s.FN)
 	}
 	return all
@@ -140,7 +142,7 @@ func TestOfflineAgainstHandLabels(t *testing.T) {
 		require.False(t, seen[l.key()], "unit %s labelled twice", l.key())
 		seen[l.key()] = true
 	}
-	gold, got := labelledRun(t, labels, extractor.OfflineConfig{})
+	gold, got := labelledRun(t, labels, offline.Config{})
 	rels := gold.Relations()
 	require.Equal(t, []string{"affected", "depends_on", "failure", "involved", "owned_by"}, rels)
 
@@ -157,10 +159,10 @@ func TestOfflineAgainstHandLabels(t *testing.T) {
 	// version 2 may name the generic mode ("deploy").
 	tx, err := taxonomy.Default()
 	require.NoError(t, err)
-	failure := extractor.ScoreTriples(generic(tx, gold), generic(tx, got), []string{extractor.RelFailure})
+	failure := eval.ScoreTriples(generic(tx, gold), generic(tx, got), []string{offline.RelFailure})
 	t.Logf("failure modes (generic level): precision %.3f recall %.3f", failure.Precision(), failure.Recall())
 
-	_, withCatalog := labelledRun(t, labels, extractor.OfflineConfig{Gazetteer: labelGazetteer(gold)})
+	_, withCatalog := labelledRun(t, labels, offline.Config{Gazetteer: labelGazetteer(gold)})
 	catalog := logScore(t, "offline, catalog of the labelled entities, canonical ids", gold, withCatalog, rels)
 	for _, m := range catalog.Missed {
 		t.Logf("missed with catalog   %s", m)
@@ -178,21 +180,21 @@ func TestOfflineAgainstHandLabels(t *testing.T) {
 	require.GreaterOrEqual(t, catalog.Precision(), floorCatalogP)
 	require.GreaterOrEqual(t, catalog.Recall(), floorCatalogR)
 	// The action-items unit asserts nothing about the incident.
-	require.Zero(t, extractor.ScoreTriples(extractor.Gold{"PM2022-009#1": nil}, got, rels).FP,
+	require.Zero(t, eval.ScoreTriples(eval.Gold{"PM2022-009#1": nil}, got, rels).FP,
 		"no triple from the action items")
 }
 
 // generic maps failure targets to their generic mode (names are compared
 // by normalisation key, as the labels spell them).
-func generic(tx *taxonomy.Taxonomy, g extractor.Gold) extractor.Gold {
+func generic(tx *taxonomy.Taxonomy, g eval.Gold) eval.Gold {
 	byKey := map[string]string{}
 	for _, m := range tx.Modes {
 		byKey[resolve.Key(m.Name)] = tx.Generic(m.Name)
 	}
-	out := extractor.Gold{}
+	out := eval.Gold{}
 	for k, rels := range g {
 		for _, r := range rels {
-			if r.Relation == extractor.RelFailure {
+			if r.Relation == offline.RelFailure {
 				if gm, ok := byKey[resolve.Key(r.Target)]; ok {
 					r.Target = gm
 				}

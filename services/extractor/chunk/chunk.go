@@ -1,11 +1,13 @@
-package extractor
+package chunk
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
@@ -16,8 +18,8 @@ import (
 
 // GraphRAG's chunking defaults.
 const (
-	DefaultChunkTokens  = 1200
-	DefaultChunkOverlap = 100
+	DefaultTokens  = 1200
+	DefaultOverlap = 100
 )
 
 // cl100k_base's definition, as tiktoken-go builds it. It is restated here
@@ -29,12 +31,16 @@ const (
 	cl100kPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
-var cl100kSpecial = map[string]int{
-	"<|endoftext|>":   100257,
-	"<|fim_prefix|>":  100258,
-	"<|fim_middle|>":  100259,
-	"<|fim_suffix|>":  100260,
-	"<|endofprompt|>": 100276,
+// cl100kSpecial returns cl100k_base's special tokens (a fresh map: the
+// encoder keeps the one it is given).
+func cl100kSpecial() map[string]int {
+	return map[string]int{
+		"<|endoftext|>":   100257,
+		"<|fim_prefix|>":  100258,
+		"<|fim_middle|>":  100259,
+		"<|fim_suffix|>":  100260,
+		"<|endofprompt|>": 100276,
+	}
 }
 
 // Tokenizer counts and splits text in cl100k_base tokens, loaded from the
@@ -51,16 +57,17 @@ func NewTokenizer() (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading %s ranks: %w", cl100kFile, err)
 	}
-	bpe, err := tiktoken.NewCoreBPE(ranks, cl100kSpecial, cl100kPattern)
+	specialTokens := cl100kSpecial()
+	bpe, err := tiktoken.NewCoreBPE(ranks, specialTokens, cl100kPattern)
 	if err != nil {
 		return nil, fmt.Errorf("building cl100k_base: %w", err)
 	}
-	special := make(map[string]any, len(cl100kSpecial))
-	for k := range cl100kSpecial {
+	special := make(map[string]any, len(specialTokens))
+	for k := range specialTokens {
 		special[k] = true
 	}
 	enc := tiktoken.NewTiktoken(bpe, &tiktoken.Encoding{Name: "cl100k_base", PatStr: cl100kPattern,
-		MergeableRanks: ranks, SpecialTokens: cl100kSpecial}, special)
+		MergeableRanks: ranks, SpecialTokens: specialTokens}, special)
 	return &Tokenizer{enc: enc}, nil
 }
 
@@ -75,8 +82,8 @@ type Chunker struct {
 	size, overlap int
 }
 
-// NewChunker returns a chunker over tok.
-func NewChunker(tok *Tokenizer, size, overlap int) (*Chunker, error) {
+// New returns a chunker over tok.
+func New(tok *Tokenizer, size, overlap int) (*Chunker, error) {
 	if tok == nil {
 		return nil, errors.New("extractor: chunker needs a tokenizer")
 	}
@@ -143,4 +150,31 @@ func (c *Chunker) Chunk(docID string, version int64, text string) []events.TextU
 			return units
 		}
 	}
+}
+
+// ContentHash is the hex sha256 of a text unit's text.
+func ContentHash(text string) string {
+	h := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(h[:])
+}
+
+// UnitsText rebuilds a document's text from its text units, which cover
+// it from offset 0 with overlaps (Chunk).
+func UnitsText(units []events.TextUnit) string {
+	us := slices.Clone(units)
+	slices.SortStableFunc(us, func(a, b events.TextUnit) int { return a.Start - b.Start })
+	var b strings.Builder
+	end := 0
+	for _, u := range us {
+		if u.End <= end {
+			continue
+		}
+		from := max(end-u.Start, 0)
+		if from > len(u.Text) {
+			from = len(u.Text)
+		}
+		b.WriteString(u.Text[from:])
+		end = u.End
+	}
+	return b.String()
 }

@@ -1,4 +1,4 @@
-package extractor_test
+package offline_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/events"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // Offline, a missing doc_type is inferred and the incident gets its
@@ -14,7 +14,7 @@ import (
 func TestOfflineTypesDocumentsWithoutDocType(t *testing.T) {
 	pm := "Summary: checkout was down. Impact: customers could not pay. Root cause: an expired certificate. " +
 		"Timeline: 10:02 UTC alerted. Resolution: the certificate was renewed."
-	x, err := extractor.NewOffline(extractor.OfflineConfig{DisableBundled: true})
+	x, err := offline.New(offline.Config{DisableBundled: true})
 	require.NoError(t, err)
 	for _, docType := range []string{"", "banana"} {
 		doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "PM-1", Version: 1, DocType: docType, Text: pm}

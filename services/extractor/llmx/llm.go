@@ -1,4 +1,4 @@
-package extractor
+package llmx
 
 import (
 	"bytes"
@@ -16,21 +16,30 @@ import (
 	"github.com/kgstream/kgstream/pkg/llm"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/internal/metrics"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
-// DefaultEntityTypes is the entity-type preset for incident postmortems
-// and service documentation.
-var DefaultEntityTypes = []string{"incident", "service", "component", "datastore", "region", "release",
-	"config_policy", "test_gate", "team", "failure_mode"}
+// DefaultEntityTypes returns the entity-type preset for incident
+// postmortems and service documentation.
+func DefaultEntityTypes() []string {
+	return []string{"incident", "service", "component", "datastore", "region", "release",
+		"config_policy", "test_gate", "team", "failure_mode"}
+}
 
-// DefaultRelations are the relation names the prompt suggests; the model
-// may use others (they are normalised to snake_case).
-var DefaultRelations = []string{"affected", "involved", "failure", "depends_on", "owned_by", "deployed_in",
-	"caused_by", "mitigated_by", "part_of", "released_in", "guarded_by"}
+// DefaultRelations returns the relation names the prompt suggests; the
+// model may use others (they are normalised to snake_case).
+func DefaultRelations() []string {
+	return []string{"affected", "involved", "failure", "depends_on", "owned_by", "deployed_in",
+		"caused_by", "mitigated_by", "part_of", "released_in", "guarded_by"}
+}
 
-// ExtractionSchema is the fixed structured-output schema of extraction
-// replies (prompts may change, this shape may not).
-var ExtractionSchema = json.RawMessage(`{
+// ExtractionSchema returns the fixed structured-output schema of
+// extraction replies (prompts may change, this shape may not).
+func ExtractionSchema() json.RawMessage { return json.RawMessage(extractionSchema) }
+
+const extractionSchema = `{
   "type": "object",
   "additionalProperties": false,
   "required": ["entities", "relationships"],
@@ -46,7 +55,7 @@ var ExtractionSchema = json.RawMessage(`{
         "relation": {"type": "string"}, "target": {"type": "string"}, "target_type": {"type": "string"},
         "description": {"type": "string"}, "strength": {"type": "number"}}}}
   }
-}`)
+}`
 
 // GleaningPrompt is GraphRAG's continuation asking for what the first pass
 // missed.
@@ -57,11 +66,11 @@ const GleaningPrompt = "MANY entities and relationships were missed in the last 
 // ErrSchema marks a reply that does not follow ExtractionSchema.
 var ErrSchema = errors.New("reply does not follow the extraction schema")
 
-// LLMConfig configures the LLM extractor.
-type LLMConfig struct {
-	// EntityTypes are the types the prompt asks for (default DefaultEntityTypes).
+// Config configures the LLM extractor.
+type Config struct {
+	// EntityTypes are the types the prompt asks for (default DefaultEntityTypes()).
 	EntityTypes []string
-	// Relations are the relation names the prompt suggests (default DefaultRelations).
+	// Relations are the relation names the prompt suggests (default DefaultRelations()).
 	Relations []string
 	// Gleanings is the number of "entities were missed" passes per text unit
 	// (default 1, GraphRAG's; negative means none).
@@ -91,12 +100,12 @@ func (t PriceTable) Cost(model string, prompt, completion int) float64 {
 	return (float64(prompt)*p.PromptPerMTok + float64(completion)*p.CompletionPerMTok) / 1e6
 }
 
-func (c *LLMConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if len(c.EntityTypes) == 0 {
-		c.EntityTypes = DefaultEntityTypes
+		c.EntityTypes = DefaultEntityTypes()
 	}
 	if len(c.Relations) == 0 {
-		c.Relations = DefaultRelations
+		c.Relations = DefaultRelations()
 	}
 	if c.Gleanings == 0 {
 		c.Gleanings = 1
@@ -110,7 +119,7 @@ func (c *LLMConfig) setDefaults() {
 }
 
 // Validate checks the configuration.
-func (c LLMConfig) Validate() error {
+func (c Config) Validate() error {
 	for _, t := range c.EntityTypes {
 		if resolve.Type(t) == "" {
 			return fmt.Errorf("extractor: entity type %q normalises to nothing", t)
@@ -124,11 +133,11 @@ func (c LLMConfig) Validate() error {
 	return nil
 }
 
-// LLM extracts with an OpenAI-compatible model, one request per text unit
+// Extractor extracts with an OpenAI-compatible model, one request per text unit
 // plus its gleaning passes. Each relationship's supporting sentence is
-// found in its unit after extraction (see support.go for the rule).
-type LLM struct {
-	cfg      LLMConfig
+// found in its unit after extraction (offline.CiteUnit).
+type Extractor struct {
+	cfg      Config
 	client   *llm.Client
 	log      *slog.Logger
 	schema   *llm.Schema
@@ -144,10 +153,8 @@ type LLM struct {
 	usage Usage
 }
 
-var _ Extractor = (*LLM)(nil)
-
-// NewLLM returns an LLM extractor using client.
-func NewLLM(cfg LLMConfig, client *llm.Client, log *slog.Logger, reg prometheus.Registerer) (*LLM, error) {
+// New returns an LLM extractor using client.
+func New(cfg Config, client *llm.Client, log *slog.Logger, reg prometheus.Registerer) (*Extractor, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -163,32 +170,32 @@ func NewLLM(cfg LLMConfig, client *llm.Client, log *slog.Logger, reg prometheus.
 		types[i] = resolve.Type(t)
 	}
 	cfg.EntityTypes = types
-	return &LLM{
+	return &Extractor{
 		cfg: cfg, client: client, log: log,
-		schema: &llm.Schema{Name: "graph_extraction", Schema: ExtractionSchema},
-		tokens: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		schema: &llm.Schema{Name: "graph_extraction", Schema: ExtractionSchema()},
+		tokens: metrics.Counter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_llm_tokens_total",
 			Help: "LLM tokens used, by model and direction (prompt, completion).",
 		}, []string{"model", "direction"})),
-		dropped: droppedCounter(reg),
-		calls: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		dropped: metrics.Dropped(reg),
+		calls: metrics.Counter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_llm_calls_total",
 			Help: "LLM completion requests that returned a reply (retries of one request count once), by model.",
 		}, []string{"model"})),
-		cost: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		cost: metrics.Counter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_llm_cost_total",
 			Help: "Estimated LLM cost from the configured price table, by model.",
 		}, []string{"model"})),
-		cacheRes: registerCounter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		cacheRes: metrics.Counter(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_extract_cache_total",
 			Help: "Extraction cache lookups of text units, by result (hit, miss, error).",
 		}, []string{"result"})),
-		perDoc: registerHistogram(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		perDoc: metrics.Histogram(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "kgstream_llm_calls_per_document",
 			Help:    "LLM calls made to extract one document version, by model.",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}, []string{"model"})),
-		docCost: registerHistogram(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		docCost: metrics.Histogram(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "kgstream_llm_cost_per_document",
 			Help:    "Estimated LLM cost of extracting one document version, by model.",
 			Buckets: []float64{0, 0.0001, 0.001, 0.01, 0.1, 1, 10},
@@ -196,8 +203,8 @@ func NewLLM(cfg LLMConfig, client *llm.Client, log *slog.Logger, reg prometheus.
 	}, nil
 }
 
-// Name implements Extractor.
-func (x *LLM) Name() string { return "llm" }
+// Name implements extractor.Extractor.
+func (x *Extractor) Name() string { return "llm" }
 
 // DocUsage is what extracting one document cost.
 type DocUsage struct {
@@ -232,7 +239,7 @@ func (u Usage) CallsPerDocument() float64 {
 }
 
 // Usage returns the extractor's usage so far.
-func (x *LLM) Usage() Usage {
+func (x *Extractor) Usage() Usage {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	u := x.usage
@@ -240,7 +247,7 @@ func (x *LLM) Usage() Usage {
 	return u
 }
 
-func (x *LLM) addUsage(d *DocUsage) {
+func (x *Extractor) addUsage(d *DocUsage) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	u := &x.usage
@@ -264,8 +271,8 @@ func usageOf(ctx context.Context) *DocUsage {
 }
 
 // cacheKey is the cache key of unit u of doc.
-func (x *LLM) cacheKey(doc *events.DocChanged, u events.TextUnit) string {
-	return CacheKey{ContentHash: ContentHash(u.Text), Subject: doc.DocID + "\x00" + doc.DocType + "\x00" + doc.Title,
+func (x *Extractor) cacheKey(doc *events.DocChanged, u events.TextUnit) string {
+	return CacheKey{ContentHash: chunk.ContentHash(u.Text), Subject: doc.DocID + "\x00" + doc.DocType + "\x00" + doc.Title,
 		PromptVersion: x.cfg.PromptVersion, EntityTypes: x.cfg.EntityTypes, Relations: x.cfg.Relations,
 		Model: x.client.Model(), Gleanings: x.cfg.Gleanings}.String()
 }
@@ -274,7 +281,7 @@ const systemPrompt = "You are an information extraction system that builds a kno
 	"engineering documents (incident postmortems, runbooks, design notes). You answer only with JSON " +
 	"that follows the given schema."
 
-func (x *LLM) prompt(doc *events.DocChanged, u events.TextUnit, i, n int) string {
+func (x *Extractor) prompt(doc *events.DocChanged, u events.TextUnit, i, n int) string {
 	docType := doc.DocType
 	if docType == "" {
 		docType = "the type that fits it best (incident for a postmortem)"
@@ -308,8 +315,8 @@ Text unit %d of %d:
 	return b.String()
 }
 
-// Extract implements Extractor.
-func (x *LLM) Extract(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) ([]events.RawEntity, []events.RawRelationship, error) {
+// Extract implements extractor.Extractor.
+func (x *Extractor) Extract(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) ([]events.RawEntity, []events.RawRelationship, error) {
 	usage := &DocUsage{}
 	ctx = context.WithValue(ctx, usageKey{}, usage)
 	var ents []events.RawEntity
@@ -321,7 +328,7 @@ func (x *LLM) Extract(ctx context.Context, doc *events.DocChanged, units []event
 		}
 		// After the cache: spans are document offsets, and the same text
 		// may sit elsewhere in another version.
-		citeUnit(u, e, r)
+		offline.CiteUnit(u, e, r)
 		ents = append(ents, e...)
 		rels = append(rels, r...)
 	}
@@ -337,7 +344,7 @@ func (x *LLM) Extract(ctx context.Context, doc *events.DocChanged, units []event
 }
 
 // cachedUnit extracts one unit through the cache, when there is one.
-func (x *LLM) cachedUnit(ctx context.Context, doc *events.DocChanged, u events.TextUnit, i, n int) ([]events.RawEntity, []events.RawRelationship, error) {
+func (x *Extractor) cachedUnit(ctx context.Context, doc *events.DocChanged, u events.TextUnit, i, n int) ([]events.RawEntity, []events.RawRelationship, error) {
 	if x.cfg.Cache == nil {
 		return x.unit(ctx, doc, u, i, n)
 	}
@@ -373,7 +380,7 @@ func (x *LLM) cachedUnit(ctx context.Context, doc *events.DocChanged, u events.T
 	return ents, rels, nil
 }
 
-func (x *LLM) unit(ctx context.Context, doc *events.DocChanged, u events.TextUnit, i, n int) ([]events.RawEntity, []events.RawRelationship, error) {
+func (x *Extractor) unit(ctx context.Context, doc *events.DocChanged, u events.TextUnit, i, n int) ([]events.RawEntity, []events.RawRelationship, error) {
 	msgs := []llm.Message{
 		{Role: llm.RoleSystem, Content: systemPrompt},
 		{Role: llm.RoleUser, Content: x.prompt(doc, u, i, n)},
@@ -405,7 +412,7 @@ func (x *LLM) unit(ctx context.Context, doc *events.DocChanged, u events.TextUni
 // complete asks once, and once more if the reply breaks the schema: a
 // sampling slip is worth one retry, a model that cannot follow the schema
 // is not worth MaxDeliver of them, so the second failure is permanent.
-func (x *LLM) complete(ctx context.Context, msgs []llm.Message) (string, *extraction, error) {
+func (x *Extractor) complete(ctx context.Context, msgs []llm.Message) (string, *extraction, error) {
 	var lastErr error
 	var lastContent string
 	for attempt := 0; attempt < 2; attempt++ {

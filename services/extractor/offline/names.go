@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"regexp"
@@ -80,7 +80,7 @@ func functionWord(w string) bool {
 // form ("Intermittent", "Reducing", "Affected"), never a name's first word.
 func adjectiveLike(w string) bool {
 	l := strings.ToLower(w)
-	if ordinaryWords()[l] {
+	if ordinaryWord(l) {
 		return true
 	}
 	for _, suf := range []string{"ing", "ed", "ly", "ent", "ant", "ive", "al", "ous", "ful", "able", "ible", "less", "ary", "ic"} {
@@ -276,7 +276,7 @@ func (f *componentFinder) find(text string) []span {
 	for _, loc := range locs {
 		s, e := loc[0], loc[1]
 		w := text[s:e]
-		if counts[w] < 2 || commonAcronym(w) || ordinaryWords()[strings.ToLower(w)] || strings.IndexFunc(w, unicode.IsLetter) < 0 || inURL(text, s, e) ||
+		if counts[w] < 2 || commonAcronym(w) || ordinaryWord(strings.ToLower(w)) || strings.IndexFunc(w, unicode.IsLetter) < 0 || inURL(text, s, e) ||
 			capsNeighbour(text, s, e) {
 			continue
 		}

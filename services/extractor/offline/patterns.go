@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"bytes"
@@ -18,10 +18,10 @@ import (
 )
 
 //go:embed patterns.yaml
-var defaultPatternsYAML []byte
+var defaultPatternsYAML string
 
 // DefaultPatternsYAML returns the embedded default relation patterns.
-func DefaultPatternsYAML() []byte { return bytes.Clone(defaultPatternsYAML) }
+func DefaultPatternsYAML() []byte { return []byte(defaultPatternsYAML) }
 
 // Patterns is a set of sentence-level relation patterns: an offline
 // Stage. It is immutable and safe for concurrent use.
@@ -60,7 +60,7 @@ type patternFile struct {
 // incident -affected-> service for services named in a sentence with an
 // outage cue, incident -involved-> component for components named in a
 // sentence with a cause cue, and depends_on / owned_by between mentions.
-func DefaultPatterns() (*Patterns, error) { return ParsePatterns(defaultPatternsYAML) }
+func DefaultPatterns() (*Patterns, error) { return ParsePatterns([]byte(defaultPatternsYAML)) }
 
 // LoadPatterns reads and parses a patterns file.
 func LoadPatterns(path string) (*Patterns, error) {

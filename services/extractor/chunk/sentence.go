@@ -1,4 +1,4 @@
-package extractor
+package chunk
 
 import (
 	"strings"
@@ -69,10 +69,16 @@ func Sentences(text string) []taxonomy.Span {
 	return out
 }
 
-// abbreviations are the words that end with a period inside a sentence.
-var abbreviations = map[string]bool{"e.g": true, "i.e": true, "eg": true, "ie": true, "etc": true, "vs": true,
-	"cf": true, "approx": true, "incl": true, "resp": true, "a.k.a": true, "aka": true, "no": true, "fig": true,
-	"inc": true, "ltd": true, "corp": true, "mr": true, "ms": true, "dr": true, "st": true, "al": true, "ca": true}
+// abbreviated reports whether w (lower case, without its periods at
+// either end) is a word that ends with a period inside a sentence.
+func abbreviated(w string) bool {
+	switch w {
+	case "e.g", "i.e", "eg", "ie", "etc", "vs", "cf", "approx", "incl", "resp", "a.k.a", "aka", "no", "fig",
+		"inc", "ltd", "corp", "mr", "ms", "dr", "st", "al", "ca":
+		return true
+	}
+	return false
+}
 
 // abbreviation reports whether before (the text up to a period) ends with
 // an abbreviation or a one-letter initial.
@@ -86,5 +92,5 @@ func abbreviation(before string) bool {
 		j -= n
 	}
 	w := strings.ToLower(strings.Trim(before[j:], "."))
-	return utf8.RuneCountInString(w) == 1 || abbreviations[w]
+	return utf8.RuneCountInString(w) == 1 || abbreviated(w)
 }

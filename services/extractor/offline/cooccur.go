@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func (CoOccurrenceStage) Extract(_ context.Context, a *Analysis, out *Output) er
 		unit     int
 		sentence taxonomy.Span
 	}
-	self := entityID(a.DocEntity)
+	self := EntityID(a.DocEntity)
 	pairs := map[[2]string]*pair{}
 	var order [][2]string
 	seenSentence := map[string]bool{} // units overlap: one count per document sentence

@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"context"
@@ -83,15 +83,15 @@ func (c NounPhraseConfig) Validate() error {
 	return nil
 }
 
-// DefaultGenericNouns are nouns too generic to be graph nodes.
-var DefaultGenericNouns = []string{
-	"action", "actions", "amount", "case", "cases", "cause", "change", "changes", "customer", "customers",
-	"day", "days", "end", "event", "events", "fact", "hour", "hours", "impact", "incident", "incidents",
-	"issue", "issues", "item", "items", "kind", "lot", "minute", "minutes", "number", "part", "period",
-	"place", "point", "problem", "problems", "reason", "result", "results", "second", "seconds", "set",
-	"side", "situation", "start", "summary", "thing", "things", "time", "times", "today", "type", "use",
-	"user", "users", "way", "week", "weeks", "work", "year", "years", "root", "team", "teams", "postmortem",
-	"timeline", "detection", "resolution", "response", "status", "update", "updates", "name",
+// DefaultGenericNouns returns the nouns too generic to be graph nodes.
+func DefaultGenericNouns() []string {
+	return []string{"action", "actions", "amount", "case", "cases", "cause", "change", "changes", "customer", "customers",
+		"day", "days", "end", "event", "events", "fact", "hour", "hours", "impact", "incident", "incidents",
+		"issue", "issues", "item", "items", "kind", "lot", "minute", "minutes", "number", "part", "period",
+		"place", "point", "problem", "problems", "reason", "result", "results", "second", "seconds", "set",
+		"side", "situation", "start", "summary", "thing", "things", "time", "times", "today", "type", "use",
+		"user", "users", "way", "week", "weeks", "work", "year", "years", "root", "team", "teams", "postmortem",
+		"timeline", "detection", "resolution", "response", "status", "update", "updates", "name"}
 }
 
 // NounPhraseStage relates the noun phrases of each text unit pairwise
@@ -118,7 +118,7 @@ func NewNounPhraseStage(cfg NounPhraseConfig) (*NounPhraseStage, error) {
 		cfg.MaxWords = 4
 	}
 	if len(cfg.GenericNouns) == 0 {
-		cfg.GenericNouns = DefaultGenericNouns
+		cfg.GenericNouns = DefaultGenericNouns()
 	}
 	t := cfg.Tagger
 	if t == nil {
@@ -247,7 +247,7 @@ func (s *NounPhraseStage) Extract(ctx context.Context, a *Analysis, out *Output)
 			pa := byKey[ka]
 			for _, kb := range order[i+1:] {
 				pb := byKey[kb]
-				if entityID(pa.ent) == entityID(pb.ent) {
+				if EntityID(pa.ent) == EntityID(pb.ent) {
 					continue
 				}
 				shared, first := 0, -1

@@ -1,4 +1,4 @@
-package extractor_test
+package offline_test
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
-	"github.com/kgstream/kgstream/services/extractor"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
-func offlineExtract(t *testing.T, g extractor.Gazetteer, text string) ([]events.RawEntity, []events.RawRelationship) {
+func offlineExtract(t *testing.T, g offline.Gazetteer, text string) ([]events.RawEntity, []events.RawRelationship) {
 	t.Helper()
 	// Only the gazetteer: component-shaped names are another test's.
-	x, err := extractor.NewOffline(extractor.OfflineConfig{Gazetteer: g, DisableComponents: true, DisableBundled: true,
+	x, err := offline.New(offline.Config{Gazetteer: g, DisableComponents: true, DisableBundled: true,
 		DisableCoOccurrence: true})
 	require.NoError(t, err)
 	doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, Text: text}
@@ -36,10 +36,10 @@ func mentioned(rels []events.RawRelationship) []string {
 
 // boundaryGazetteer names a few services, a team (by its title) and
 // components, as a graph would after a catalog import.
-func boundaryGazetteer() extractor.StaticGazetteer {
-	var g extractor.StaticGazetteer
+func boundaryGazetteer() offline.StaticGazetteer {
+	var g offline.StaticGazetteer
 	add := func(typ, key, name string) {
-		g = append(g, extractor.Entry{ID: resolve.ID(typ, key), Type: typ, Name: name, Key: resolve.Key(key)})
+		g = append(g, offline.Entry{ID: resolve.ID(typ, key), Type: typ, Name: name, Key: resolve.Key(key)})
 	}
 	for _, s := range []string{"checkout-api", "search-api", "auth-service", "ledger-api"} {
 		add("service", s, s)
@@ -110,10 +110,10 @@ func TestCatalogGazetteerListsCatalogNamesOnly(t *testing.T) {
 		{ID: "failure_mode:expiredcertificate", Type: "failure_mode", Name: "expired certificate"},
 		{ID: "incident:inc101", Type: "incident", Name: "INC-101"},
 	}}
-	g := extractor.NewCatalogGazetteer(gs, time.Hour)
+	g := offline.NewCatalogGazetteer(gs, time.Hour)
 	got, err := g.Entries(t.Context(), "acme")
 	require.NoError(t, err)
-	require.Equal(t, []extractor.Entry{
+	require.Equal(t, []offline.Entry{
 		{ID: "service:checkoutapi", Type: "service", Name: "checkout-api", Key: "checkoutapi", Catalog: true},
 		{ID: "team:payments", Type: "team", Name: "Payments", Key: "payments", Catalog: true, AsName: true},
 		{ID: "component:pages", Type: "component", Name: "Pages", Key: "pages", Catalog: true, AsName: true},
@@ -126,7 +126,7 @@ func TestCatalogGazetteerListsCatalogNamesOnly(t *testing.T) {
 	require.Equal(t, 2, gs.calls, "cached per tenant")
 
 	empty := &graphStore{}
-	eg := extractor.NewCatalogGazetteer(empty, time.Hour)
+	eg := offline.NewCatalogGazetteer(empty, time.Hour)
 	for range 2 {
 		_, err = eg.Entries(t.Context(), "acme")
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package extractor
+package offline
 
 import (
 	"context"
@@ -9,15 +9,25 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
 )
+
+// EntityID is the canonical id an entity resolves to: its type and key,
+// or its name when it has no key.
+func EntityID(e events.RawEntity) string {
+	if e.Key != "" {
+		return resolve.ID(e.Type, e.Key)
+	}
+	return resolve.ID(e.Type, e.Name)
+}
 
 // RelMentions is the relation from a document to an entity it names.
 const RelMentions = "mentions"
 
-// OfflineConfig configures the offline extractor: a pipeline of stages
+// Config configures the offline extractor: a pipeline of stages
 // over one analysis of the document (its sentences and the entities it
 // mentions), whose outputs merge.
-type OfflineConfig struct {
+type Config struct {
 	// Gazetteer lists the tenant's catalog entities to look for (nil:
 	// none). It must not depend on other documents: see CatalogGazetteer.
 	Gazetteer Gazetteer
@@ -57,7 +67,7 @@ type OfflineConfig struct {
 	Stages []Stage
 }
 
-func (c *OfflineConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if c.MinKeyLen == 0 {
 		c.MinKeyLen = 3
 	}
@@ -76,19 +86,19 @@ func (c *OfflineConfig) setDefaults() {
 }
 
 // Validate checks the configuration.
-func (c OfflineConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.MinKeyLen < 1 || c.MaxWords < 1 {
 		return errors.New("extractor: MinKeyLen and MaxWords must be >= 1")
 	}
 	return c.NounPhrases.Validate()
 }
 
-// Offline extracts without a model: the document as an entity typed by its
+// Extractor extracts without a model: the document as an entity typed by its
 // source, the known entities it mentions (and component-shaped names it
 // uses), relations from sentence patterns, its failure mode from the
 // taxonomy and, optionally, noun-phrase co-occurrence.
-type Offline struct {
-	cfg     OfflineConfig
+type Extractor struct {
+	cfg     Config
 	bundled []Entry
 	// bundledMatcher finds the bundled entries, built once.
 	bundledMatcher *matcher
@@ -97,15 +107,13 @@ type Offline struct {
 	components     *componentFinder
 }
 
-var _ Extractor = (*Offline)(nil)
-
-// NewOffline returns an offline extractor.
-func NewOffline(cfg OfflineConfig) (*Offline, error) {
+// New returns an offline extractor.
+func New(cfg Config) (*Extractor, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	x := &Offline{cfg: cfg}
+	x := &Extractor{cfg: cfg}
 	if !cfg.DisableBundled {
 		b := cfg.Bundled
 		if b == nil {
@@ -158,19 +166,19 @@ func NewOffline(cfg OfflineConfig) (*Offline, error) {
 	return x, nil
 }
 
-// Name implements Extractor.
-func (x *Offline) Name() string { return "offline" }
+// Name implements extractor.Extractor.
+func (x *Extractor) Name() string { return "offline" }
 
 // InvalidateCatalog makes the next extraction of tenant's documents read
 // the catalog afresh (when the gazetteer caches it: CatalogGazetteer).
-func (x *Offline) InvalidateCatalog(tenant string) {
+func (x *Extractor) InvalidateCatalog(tenant string) {
 	if g, ok := x.cfg.Gazetteer.(interface{ Invalidate(string) }); ok {
 		g.Invalidate(tenant)
 	}
 }
 
 // Stages lists the pipeline's stage names in order.
-func (x *Offline) Stages() []string {
+func (x *Extractor) Stages() []string {
 	out := make([]string, len(x.stages))
 	for i, s := range x.stages {
 		out[i] = s.Name()
@@ -190,8 +198,8 @@ func DocEntity(doc *events.DocChanged) events.RawEntity {
 	return events.RawEntity{Name: doc.DocID, Type: d.Type, Description: doc.Title}
 }
 
-// Extract implements Extractor.
-func (x *Offline) Extract(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) ([]events.RawEntity, []events.RawRelationship, error) {
+// Extract implements extractor.Extractor.
+func (x *Extractor) Extract(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) ([]events.RawEntity, []events.RawRelationship, error) {
 	if len(units) == 0 {
 		return nil, nil, nil
 	}
@@ -281,7 +289,7 @@ func unitHash(u events.TextUnit) string {
 	if u.Hash != "" {
 		return u.Hash
 	}
-	return ContentHash(u.Text)
+	return chunk.ContentHash(u.Text)
 }
 
 // Mention is an entity named in a text unit.
@@ -329,7 +337,7 @@ func (m Mention) Entity(unit string) events.RawEntity {
 }
 
 // Analyse splits units into sentences and finds their mentions.
-func (x *Offline) Analyse(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) (*Analysis, error) {
+func (x *Extractor) Analyse(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) (*Analysis, error) {
 	de := DocEntity(doc)
 	a := &Analysis{Doc: doc, DocEntity: de}
 	var catalog []Entry
@@ -341,10 +349,10 @@ func (x *Offline) Analyse(ctx context.Context, doc *events.DocChanged, units []e
 	}
 	var m *matcher
 	if len(catalog) > 0 || x.bundledMatcher != nil {
-		m = withFallback(catalog, x.bundledMatcher, entityID(de), x.cfg.MinKeyLen, x.cfg.MaxWords)
+		m = withFallback(catalog, x.bundledMatcher, EntityID(de), x.cfg.MinKeyLen, x.cfg.MaxWords)
 	}
 	for _, u := range units {
-		au := Unit{TextUnit: u, Sentences: Sentences(u.Text)}
+		au := Unit{TextUnit: u, Sentences: chunk.Sentences(u.Text)}
 		au.Hash = unitHash(u)
 		var known []hit
 		if m != nil {
@@ -428,7 +436,7 @@ func NewOutput() *Output {
 
 // Entity adds e unless an entity of the same id and unit is there.
 func (o *Output) Entity(e events.RawEntity) {
-	k := entityID(e) + "|" + e.TextUnit
+	k := EntityID(e) + "|" + e.TextUnit
 	if o.entSeen[k] {
 		return
 	}
@@ -481,7 +489,7 @@ func (MentionStage) Extract(_ context.Context, a *Analysis, out *Output) error {
 
 // GenericMode is the generic failure mode a mode of the extractor's
 // taxonomy belongs to (the mode itself without a taxonomy).
-func (x *Offline) GenericMode(mode string) string {
+func (x *Extractor) GenericMode(mode string) string {
 	if x.taxonomy == nil {
 		return mode
 	}

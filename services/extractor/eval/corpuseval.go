@@ -1,4 +1,4 @@
-package extractor
+package eval
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/resolve"
+	"github.com/kgstream/kgstream/services/extractor/chunk"
+	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
 // CorpusLabel is one hand-labelled document of a public corpus: the
@@ -53,11 +55,16 @@ func LoadCorpusLabels(path string) (*CorpusLabels, error) {
 	return &l, nil
 }
 
-// CorpusEval configures an evaluation of the offline extractor over
+// Extractor is what an evaluation runs: extractor.Extractor's Extract.
+type Extractor interface {
+	Extract(ctx context.Context, doc *events.DocChanged, units []events.TextUnit) ([]events.RawEntity, []events.RawRelationship, error)
+}
+
+// Corpora configures an evaluation of the offline extractor over
 // whole corpora against a labelled set.
-type CorpusEval struct {
+type Corpora struct {
 	Extractor Extractor
-	Chunker   *Chunker
+	Chunker   *chunk.Chunker
 	// Dir holds one directory per corpus.
 	Dir string
 	// DocType is every document's doc_type ("" leaves it to inference).
@@ -123,7 +130,7 @@ func CorpusDocID(name string) string {
 }
 
 // Run extracts every document of the labelled corpora and scores them.
-func (c CorpusEval) Run(ctx context.Context, labels *CorpusLabels) ([]CorpusFigures, error) {
+func (c Corpora) Run(ctx context.Context, labels *CorpusLabels) ([]CorpusFigures, error) {
 	byCorpus := map[string][]CorpusLabel{}
 	var corpora []string
 	for _, d := range labels.Docs {
@@ -170,12 +177,12 @@ func (c CorpusEval) Run(ctx context.Context, labels *CorpusLabels) ([]CorpusFigu
 			var r result
 			self := ""
 			if len(ents) > 0 {
-				self = entityID(ents[0])
+				self = offline.EntityID(ents[0])
 			}
 			seen := map[string]bool{}
 			for _, en := range ents {
-				eid := entityID(en)
-				if eid == self || en.Type == TypeFailureMode || seen[eid] {
+				eid := offline.EntityID(en)
+				if eid == self || en.Type == offline.TypeFailureMode || seen[eid] {
 					continue
 				}
 				seen[eid] = true
@@ -186,7 +193,7 @@ func (c CorpusEval) Run(ctx context.Context, labels *CorpusLabels) ([]CorpusFigu
 				}
 			}
 			for _, rel := range rels {
-				if rel.Relation == RelFailure && !slices.Contains(r.modes, rel.Target) {
+				if rel.Relation == offline.RelFailure && !slices.Contains(r.modes, rel.Target) {
 					r.modes = append(r.modes, rel.Target)
 				}
 			}
@@ -291,35 +298,35 @@ func scoreCause(s *Score, l CorpusLabel, modes []string, generic func(string) st
 	}
 }
 
-// CorpusEvalOptions are the options of `kgstream eval extraction
+// CorporaOptions are the options of `kgstream eval extraction
 // --labels`.
-type CorpusEvalOptions struct {
+type CorporaOptions struct {
 	Labels, Dir, DocType string
 	Verbose, JSON        bool
 	// Config is the offline extractor's configuration (zero: defaults).
-	Config OfflineConfig
+	Config offline.Config
 }
 
-// EvalCorporaCommand runs the default offline extractor over the
+// CorporaCommand runs the default offline extractor over the
 // labelled corpora and prints per-corpus figures to w.
-func EvalCorporaCommand(ctx context.Context, o CorpusEvalOptions, w io.Writer) error {
+func CorporaCommand(ctx context.Context, o CorporaOptions, w io.Writer) error {
 	labels, err := LoadCorpusLabels(o.Labels)
 	if err != nil {
 		return err
 	}
-	x, err := NewOffline(o.Config)
+	x, err := offline.New(o.Config)
 	if err != nil {
 		return err
 	}
-	tok, err := NewTokenizer()
+	tok, err := chunk.NewTokenizer()
 	if err != nil {
 		return err
 	}
-	chunker, err := NewChunker(tok, DefaultChunkTokens, DefaultChunkOverlap)
+	chunker, err := chunk.New(tok, chunk.DefaultTokens, chunk.DefaultOverlap)
 	if err != nil {
 		return err
 	}
-	figs, err := CorpusEval{Extractor: x, Chunker: chunker, Dir: o.Dir, DocType: o.DocType, Generic: x.GenericMode}.Run(ctx, labels)
+	figs, err := Corpora{Extractor: x, Chunker: chunker, Dir: o.Dir, DocType: o.DocType, Generic: x.GenericMode}.Run(ctx, labels)
 	if err != nil {
 		return err
 	}
