@@ -39,12 +39,12 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(MODULES)
 
 ## bench: the figures the issues ask for (needs Redis, NATS and Weaviate up: .ci/run starts them)
-BENCH = $(GO) test -run '^$$' -timeout 60m
+BENCH = $(GO) test -tags integration -run '^$$' -timeout 60m
 bench:
 	$(BENCH) -bench 'Ingest|IndexLag' -benchtime 1x ./cmd/kgstream/app/
 	KG_SCALE_DOCS=$${KG_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkScale -benchtime 1x ./cmd/kgstream/app/
 	$(BENCH) -bench . -benchtime 1x -benchmem ./pkg/leiden/
-	$(BENCH) -bench BenchmarkOfflineExtraction -benchtime 5x ./services/extractor/
+	$(BENCH) -bench BenchmarkOfflineExtraction -benchtime 5x ./services/extractor/offline/
 	$(BENCH) -bench 'Global|Basic' -benchtime 1x ./services/query/
 	$(BENCH) -bench BenchmarkLocalRanking -benchtime 20x -benchmem ./services/query/
 	$(BENCH) -bench Regenerate -benchtime 3x ./services/reporter/
