@@ -226,3 +226,16 @@ func publish(t *testing.T, bus *stream.Bus, id string, ev *events.DocChanged) {
 		t.Fatal(err)
 	}
 }
+
+// A stage stopped before its consumers exist has stopped, not failed:
+// Run returns nil, as it does for a stop after it started.
+func TestRunStoppedWhileStartingIsNotAFailure(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := bus.Run(ctx, stream.ConsumerConfig{Stage: "early", Kinds: []events.Kind{events.KindGraphChanged, events.KindDocACL}},
+		func(context.Context, *stream.Message) error { return nil })
+	if err != nil {
+		t.Fatalf("Run after a stop while starting: %v", err)
+	}
+}

@@ -527,6 +527,10 @@ func (b *Bus) run(ctx context.Context, cc ConsumerConfig, consume func(context.C
 	for i, k := range cc.Kinds {
 		c, err := b.consumer(ctx, cc, k)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Stopped while starting: a stop, not a failure.
+				return nil
+			}
 			return fmt.Errorf("creating consumer %s: %w", consumerName(cc.Durable, cc.Kinds, k), err)
 		}
 		conss[i] = c

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -105,9 +106,21 @@ func TestClustererKilledBeforeAnnouncing(t *testing.T) {
 		}
 		return nil
 	})
+	// The new clusterer's start-up re-clustering may store a later run
+	// of the same partition; it announces no changed community (the diff
+	// is against the stored run), so with reconciliation off the reports
+	// come from the owed announcement.
 	now, err := st.Communities(ctx, "acme")
 	require.NoError(t, err)
-	require.Equal(t, stored, now, "the restart's re-clustering changed nothing: the reports come from the owed announcement")
+	require.Equal(t, withoutRun(stored), withoutRun(now), "the restart's re-clustering changed no member set")
+}
+
+func withoutRun(cs []store.Community) []store.Community {
+	out := slices.Clone(cs)
+	for i := range out {
+		out[i].Run = 0
+	}
+	return out
 }
 
 // narrowStream makes the bus's stream take every event kind but without,
