@@ -75,7 +75,11 @@ func TestRunReturnsFailedStage(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("deleting the consumer: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("the daemon stopped before its consumer was deleted: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if err := wait(t, done); !errors.Is(err, stream.ErrConsumerGone) {
 		t.Fatalf("run = %v, want ErrConsumerGone", err)

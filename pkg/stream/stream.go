@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -418,7 +419,22 @@ func consumerName(durable string, kinds []events.Kind, k events.Kind) string {
 	return durable + "-" + strings.ReplaceAll(string(k), ".", "_")
 }
 
+// consumerRetry bounds how long a stage keeps trying to create its
+// consumer at start (a JetStream API timeout while the server is busy or
+// electing a leader) before it fails.
+const consumerRetry = 30 * time.Second
+
 func (b *Bus) consumer(ctx context.Context, cc ConsumerConfig, k events.Kind) (jetstream.Consumer, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 100*time.Millisecond, 2*time.Second, consumerRetry
+	return backoff.RetryNotifyWithData(func() (jetstream.Consumer, error) {
+		return b.createConsumer(ctx, cc, k)
+	}, backoff.WithContext(bo, ctx), func(err error, d time.Duration) {
+		b.log.Warn("creating consumer, will retry", "stage", cc.Stage, "kind", k, "in", d, "error", err)
+	})
+}
+
+func (b *Bus) createConsumer(ctx context.Context, cc ConsumerConfig, k events.Kind) (jetstream.Consumer, error) {
 	// MaxDeliver is enforced here rather than by the server: the server stops
 	// redelivering silently at its limit, while we must dead-letter first and
 	// keep retrying the dead-letter publish if it fails.
