@@ -10,36 +10,9 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/clusterer"
 )
-
-// narrow makes the bus's stream take every kind of event but `without`, so
-// publishing one fails (no stream answers), as when JetStream refuses it.
-// The returned function restores the stream.
-func narrow(t *testing.T, bus *stream.Bus, without events.Kind) (restore func()) {
-	t.Helper()
-	ctx := t.Context()
-	s, err := bus.JetStream().Stream(ctx, bus.StreamName())
-	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	orig := info.Config
-	cfg := orig
-	cfg.Subjects = nil
-	for _, k := range []events.Kind{events.KindDocChanged, events.KindDocDeleted, events.KindDocACL, events.KindExtracted,
-		events.KindGraphChanged, events.KindCommunitiesChanged, events.KindReportsChanged, events.KindDLQ} {
-		if k != without {
-			cfg.Subjects = append(cfg.Subjects, bus.Subjects().All(k))
-		}
-	}
-	_, err = bus.JetStream().UpdateStream(ctx, cfg)
-	require.NoError(t, err)
-	return func() {
-		t.Helper()
-		_, err := bus.JetStream().UpdateStream(ctx, orig)
-		require.NoError(t, err)
-	}
-}
 
 func owedKeys(t *testing.T, bus *stream.Bus) []string {
 	t.Helper()
@@ -62,7 +35,7 @@ func TestOwedAnnouncementSurvivesRestart(t *testing.T) {
 	apply(t, e.st, "a", 1, map[string]string{"service:api": "api", "team:core": "core"}, edge("service:api", "owned_by", "team:core", 1))
 	apply(t, e.st, "b", 1, map[string]string{"service:db": "db", "team:data": "data"}, edge("service:db", "owned_by", "team:data", 1))
 
-	restore := narrow(t, e.bus, events.KindCommunitiesChanged)
+	restore := streamtest.Narrow(t, e.bus, events.KindCommunitiesChanged)
 	err := e.w.Recluster(t.Context(), tenant)
 	require.ErrorContains(t, err, "announcing communities")
 	stored := communities(t, e.st)

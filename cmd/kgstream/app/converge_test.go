@@ -123,31 +123,12 @@ func withoutRun(cs []store.Community) []store.Community {
 	return out
 }
 
-// narrowStream makes the bus's stream take every event kind but without,
-// so publishing one fails; the returned function restores the stream.
+// narrowStream narrows the stream (streamtest.Narrow) and checks that
+// publishing the kind left out fails.
 func narrowStream(t *testing.T, bus *stream.Bus, without events.Kind) (restore func()) {
 	t.Helper()
-	ctx := t.Context()
-	s, err := bus.JetStream().Stream(ctx, bus.StreamName())
-	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	orig := info.Config
-	cfg := orig
-	cfg.Subjects = nil
-	for _, k := range []events.Kind{events.KindDocChanged, events.KindDocDeleted, events.KindDocACL, events.KindExtracted,
-		events.KindGraphChanged, events.KindCommunitiesChanged, events.KindReportsChanged, events.KindDLQ} {
-		if k != without {
-			cfg.Subjects = append(cfg.Subjects, bus.Subjects().All(k))
-		}
-	}
-	_, err = bus.JetStream().UpdateStream(ctx, cfg)
-	require.NoError(t, err)
-	_, err = bus.JetStream().Publish(ctx, bus.Subjects().For(without, "acme"), []byte("{}"))
+	restore = streamtest.Narrow(t, bus, without)
+	_, err := bus.JetStream().Publish(t.Context(), bus.Subjects().For(without, "acme"), []byte("{}"))
 	require.ErrorIs(t, err, jetstream.ErrNoStreamResponse, "publishing %s must fail on the narrowed stream", without)
-	return func() {
-		t.Helper()
-		_, err := bus.JetStream().UpdateStream(ctx, orig)
-		require.NoError(t, err)
-	}
+	return restore
 }
