@@ -292,17 +292,44 @@ type Fleet struct {
 
 // ReadFleet reads the stats bucket of bus as of now.
 func ReadFleet(ctx context.Context, bus *stream.Bus, now time.Time) (Fleet, error) {
+	return readFleet(ctx, bus, now, nil)
+}
+
+// fleetEntry is one recorded figure and its age.
+type fleetEntry struct {
+	rec record
+	age float64
+}
+
+// readFleet is ReadFleet with own's figures taken as they are now, from
+// memory, in place of what own last wrote: the answering process's
+// figures are current without a write per request.
+func readFleet(ctx context.Context, bus *stream.Bus, now time.Time, own *Recorder) (Fleet, error) {
 	f := Fleet{Sources: []Source{}, Lag: map[string][]float64{}}
 	stats, err := bus.Stats(ctx)
 	if err != nil {
 		return f, err
 	}
+	var entries []fleetEntry
+	mine := map[string]bool{}
+	if own != nil {
+		for _, rec := range own.records() {
+			entries = append(entries, fleetEntry{rec: rec})
+			mine[own.key(rec.Figure)] = true
+		}
+	}
 	for _, s := range stats {
+		if mine[s.Key] {
+			continue
+		}
 		var rec record
 		if err := json.Unmarshal(s.Value, &rec); err != nil {
 			return f, fmt.Errorf("decoding status figure %s: %w", s.Key, err)
 		}
-		age := max(0, now.Sub(s.Written).Seconds())
+		entries = append(entries, fleetEntry{rec: rec, age: max(0, now.Sub(s.Written).Seconds())})
+	}
+	for _, e := range entries {
+		rec, age := e.rec, e.age
 		live := age <= staleAfter*rec.EverySeconds
 		f.Sources = append(f.Sources, Source{Process: rec.Process, Service: rec.Service, Figure: rec.Figure,
 			AgeSeconds: math.Round(age*1000) / 1000, Live: live})

@@ -153,8 +153,8 @@ func (c *Collector) WithVectors(ix vector.Index) *Collector {
 	return c
 }
 
-// WithRecorder has status record this process's own figures (rec's)
-// just before it reads everyone's, so they are current to the request.
+// WithRecorder has status take this process's own figures (rec's) from
+// memory, current to the request, and everyone else's from the bucket.
 func (c *Collector) WithRecorder(rec *Recorder) *Collector {
 	c.recorder = rec
 	return c
@@ -349,12 +349,7 @@ func (c *Collector) pipeline(ctx context.Context) (*PipelineFigures, error) {
 // fleetFigures sets the figures the processes recorded: index lag and
 // LLM spend. A failure to read them is logged and leaves them out.
 func (c *Collector) fleetFigures(ctx context.Context, p *PipelineFigures) {
-	if c.recorder != nil {
-		if err := c.recorder.Record(ctx); err != nil {
-			c.log.Warn("recording status figures", "error", err)
-		}
-	}
-	f, err := ReadFleet(ctx, c.bus, time.Now())
+	f, err := readFleet(ctx, c.bus, time.Now(), c.recorder)
 	if err != nil {
 		c.log.Warn("reading the processes' status figures", "error", err)
 		return
