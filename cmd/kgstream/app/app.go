@@ -102,6 +102,9 @@ type Config struct {
 	LLM llm.Config
 	// Quiet and MaxDelay debounce re-clustering.
 	Quiet, MaxDelay time.Duration
+	// FullEvery makes every FullEvery-th re-clustering a full run from
+	// scratch (default 100; the others are incremental).
+	FullEvery int
 	// AuditEvery is the orphan audit period (default 1m).
 	AuditEvery time.Duration
 	// MaxDeliver bounds deliveries per stage before dead-lettering.
@@ -116,6 +119,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.FullEvery == 0 {
+		c.FullEvery = 100
+	}
 	if c.DataDir == "" {
 		c.DataDir = "./data"
 	}
@@ -360,7 +366,7 @@ func (a *App) newWorkers(emb kgembed.Embedder, authn *auth.Authenticator) (*work
 	if w.rw, err = resolver.New(resolver.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, Aliases: w.aliases}, bus, st, log.With("stage", "resolver"), a.Registry); err != nil {
 		return nil, err
 	}
-	if w.cw, err = clusterer.New(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: 100, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{})},
+	if w.cw, err = clusterer.New(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: cfg.FullEvery, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{})},
 		bus, st, log.With("stage", "clusterer"), a.Registry); err != nil {
 		return nil, err
 	}

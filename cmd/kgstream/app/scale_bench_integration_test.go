@@ -364,7 +364,12 @@ func TestOneEditRewritesOnlyChangedReports(t *testing.T) {
 	const n = 200
 	docs := scaleCorpus(t, n)
 	ctx := context.Background()
-	cfg := app.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Quiet: time.Second, MaxDelay: 10 * time.Second, Log: quietLog()}
+	// Every edit is an incremental re-clustering: a full run (every
+	// FullEvery-th, 100 by default) is GraphRAG's partition from scratch and
+	// may move many member sets; how many runs a backfill takes depends on
+	// the machine's speed.
+	cfg := app.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Quiet: time.Second, MaxDelay: 10 * time.Second, Log: quietLog(),
+		FullEvery: 1 << 30}
 	a, err := app.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
