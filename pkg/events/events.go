@@ -42,6 +42,7 @@ const (
 	KindGraphChanged       Kind = "graph.changed"
 	KindCommunitiesChanged Kind = "communities.changed"
 	KindReportsChanged     Kind = "reports.changed"
+	KindReresolve          Kind = "reresolve"
 	KindDLQ                Kind = "dlq"
 )
 
@@ -121,8 +122,8 @@ func ACLID(tenant, docID string, version, aclRevision int64) string {
 }
 
 // ExtractedID is the message id of a document's extraction. Resolution 0 is
-// the extractor's own; a re-resolution publishes the stored extraction
-// again under its resolution number.
+// the extractor's first extraction of the version; a re-extraction (after a
+// catalog change) is published under its extraction number.
 func ExtractedID(tenant, docID string, version, resolution int64) string {
 	if resolution > 0 {
 		return MsgID(tenant, docID, version, fmt.Sprintf("extracted-r%d", resolution))
@@ -137,6 +138,13 @@ func GraphID(tenant, docID string, version, resolution int64) string {
 		return MsgID(tenant, docID, version, fmt.Sprintf("graph-r%d", resolution))
 	}
 	return MsgID(tenant, docID, version, "graph")
+}
+
+// ReresolveID is the message id of a re-resolution request, named by the
+// request's own id: two requests are two re-resolutions even when they name
+// the same documents. Its document segment is empty, as RunMsgID's.
+func ReresolveID(tenant, requestID string) string {
+	return tenant + "//reresolve/" + requestID
 }
 
 // CommunitiesID is the message id of a clustering run's announcement.
@@ -334,9 +342,12 @@ type Extracted struct {
 	Entities      []RawEntity       `json:"entities"`
 	Relationships []RawRelationship `json:"relationships"`
 	ReceivedAt    time.Time         `json:"received_at"`
-	// Resolution, when above the applied one, makes the resolver re-resolve
-	// and re-apply this version (after an alias change or an unmerge) even
-	// though the version itself is already applied.
+	// Resolution numbers the extractions of one version: 0 is the first, a
+	// re-extraction (after a catalog change) carries the next number. One
+	// above the applied extraction's makes the resolver re-apply the version
+	// even though the version itself is applied. It is the extractor's
+	// number, not the graph store's resolution number, which only the
+	// resolver assigns.
 	Resolution int64 `json:"resolution,omitempty"`
 }
 
@@ -450,6 +461,43 @@ type ReportsChanged struct {
 // Validate checks the fields a consumer relies on.
 func (e *ReportsChanged) Validate() error { return e.Header.validate() }
 
+// Reresolve asks the resolver to resolve applied documents again from their
+// stored extractions with the alias table and catalog in force (after an
+// unmerge), without extracting them again. The resolver numbers the
+// resolution from the stored state.
+type Reresolve struct {
+	Header
+	// RequestID names the request (its message id); unique per request.
+	RequestID string `json:"request_id"`
+	// Entity, when set, is the entity whose sources were named (for logs).
+	Entity string   `json:"entity,omitempty"`
+	DocIDs []string `json:"doc_ids"`
+	// RequestedAt is when the request was made, for index-lag accounting.
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// Validate checks the fields a consumer relies on.
+func (e *Reresolve) Validate() error {
+	if err := e.Header.validate(); err != nil {
+		return err
+	}
+	if strings.TrimSpace(e.RequestID) == "" || strings.ContainsAny(e.RequestID, "/ ") {
+		return fmt.Errorf("request_id %q must be a non-empty token without slashes or spaces", e.RequestID)
+	}
+	if len(e.DocIDs) == 0 {
+		return errors.New("doc_ids is empty")
+	}
+	for i, id := range e.DocIDs {
+		if err := provenance.ValidateDocID(id); err != nil {
+			return fmt.Errorf("doc_ids[%d]: %w", i, err)
+		}
+	}
+	if e.RequestedAt.IsZero() {
+		return errors.New("requested_at is missing")
+	}
+	return nil
+}
+
 // Validator is implemented by every event type.
 type Validator interface{ Validate() error }
 
@@ -478,6 +526,8 @@ func setSchema(v Validator) {
 	case *CommunitiesChanged:
 		e.Schema = SchemaVersion
 	case *ReportsChanged:
+		e.Schema = SchemaVersion
+	case *Reresolve:
 		e.Schema = SchemaVersion
 	}
 }

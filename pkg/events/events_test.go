@@ -100,6 +100,7 @@ func TestMessageIDsArePinned(t *testing.T) {
 		{"graph of a re-resolution", GraphID("acme", "INC-1", 3, 1), "acme/INC-1/3/graph-r1"},
 		{"communities", CommunitiesID("acme", 12), "acme//12/communities"},
 		{"reports", ReportsID("acme", 12), "acme//12/reports"},
+		{"re-resolution request", ReresolveID("acme", "7f3a9c01"), "acme//reresolve/7f3a9c01"},
 		{"reconcile", ReconcileID("acme", []string{"r1", "r2"}, []string{"r9"}), "acme//reconcile/11f0aa2213478cdef8aac316"},
 	} {
 		if c.got != c.want {
@@ -142,4 +143,33 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReresolveValidated(t *testing.T) {
+	good := func() *Reresolve {
+		return &Reresolve{Header: Header{Tenant: "acme"}, RequestID: "7f3a9c01", DocIDs: []string{"INC-1"},
+			RequestedAt: time.Unix(1700000000, 0).UTC()}
+	}
+	data, err := Encode(good())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Reresolve
+	if err := Decode(data, &got); err != nil || got.DocIDs[0] != "INC-1" || got.Schema != SchemaVersion {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for name, spoil := range map[string]func(*Reresolve){
+		"no request id":   func(e *Reresolve) { e.RequestID = "" },
+		"slash in id":     func(e *Reresolve) { e.RequestID = "a/b" },
+		"no documents":    func(e *Reresolve) { e.DocIDs = nil },
+		"bad document":    func(e *Reresolve) { e.DocIDs = []string{""} },
+		"no request time": func(e *Reresolve) { e.RequestedAt = time.Time{} },
+		"bad tenant":      func(e *Reresolve) { e.Tenant = "Acme Corp" },
+	} {
+		ev := good()
+		spoil(ev)
+		if _, err := Encode(ev); !errors.Is(err, ErrInvalidEvent) {
+			t.Errorf("%s: got %v, want ErrInvalidEvent", name, err)
+		}
+	}
 }

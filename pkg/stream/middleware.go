@@ -53,16 +53,31 @@ func Typed[T any, P interface {
 	Event
 }](fn func(ctx context.Context, m *Message, ev P) error) Handler {
 	return func(ctx context.Context, m *Message) error {
-		ev := P(new(T))
-		if err := events.Decode(m.Data, ev); err != nil {
+		ev, err := DecodeTyped[T, P](m)
+		if err != nil {
 			return err
-		}
-		if got := ev.EventTenant(); got != m.Tenant {
-			return Permanent(fmt.Errorf("%w: event of tenant %q on subject %q of tenant %q",
-				ErrTenantMismatch, got, m.Subject, m.Tenant))
 		}
 		return fn(ctx, m, ev)
 	}
+}
+
+// DecodeTyped is Typed's decoding for a handler of several messages at
+// once (a BatchHandler): m's body decoded strictly into a new T and
+// validated, its tenant checked against the subject's; every failure is
+// permanent.
+func DecodeTyped[T any, P interface {
+	*T
+	Event
+}](m *Message) (P, error) {
+	ev := P(new(T))
+	if err := events.Decode(m.Data, ev); err != nil {
+		return nil, Permanent(err)
+	}
+	if got := ev.EventTenant(); got != m.Tenant {
+		return nil, Permanent(fmt.Errorf("%w: event of tenant %q on subject %q of tenant %q",
+			ErrTenantMismatch, got, m.Subject, m.Tenant))
+	}
+	return ev, nil
 }
 
 // ErrTenantMismatch is returned (wrapped, Permanent) by a Typed handler for

@@ -73,7 +73,8 @@ type ReextractConfig struct {
 // re-extracts, from their stored text units, the documents of the tenant
 // whose text names (or whose extraction linked) a catalog entity of that
 // document, and publishes each changed extraction as the same version
-// with the next resolution, which the resolver re-applies.
+// with the next extraction number (events.Extracted.Resolution), which the
+// resolver re-applies under a resolution number of its own.
 //
 // With the offline extractor the stored units go through the same stages
 // as a fresh extraction, so the result is what ingesting the document
@@ -341,7 +342,7 @@ func (r *Reextractor) inFlight(ctx context.Context, ev events.GraphChanged, rec 
 
 // Reextract extracts rec's document again from its stored text units
 // (the offline extractor) and publishes the result with the next
-// resolution when it differs from what is applied or already on its way;
+// extraction number when it differs from what is applied or already on its way;
 // with another extractor it republishes the stored extraction for
 // re-resolution. It reports whether it published.
 func (r *Reextractor) Reextract(ctx context.Context, tenant string, rec store.SourceRecord, reason string) (bool, error) {
@@ -373,10 +374,13 @@ func (r *Reextractor) Reextract(ctx context.Context, tenant string, rec store.So
 	if err != nil {
 		return false, err
 	}
+	// Extractions of a version are numbered by the extractor alone (the
+	// resolver numbers resolutions, from its stored state): the next
+	// number after the applied extraction's, or after one on its way.
 	key := events.MsgID(tenant, rec.DocID, rec.Version, "")
 	r.mu.Lock()
 	p, pending := r.pending[key]
-	if pending && p.resolution <= rec.Resolution {
+	if pending && p.resolution <= old.Resolution {
 		delete(r.pending, key) // applied
 		pending = false
 	}
@@ -388,12 +392,12 @@ func (r *Reextractor) Reextract(ctx context.Context, tenant string, rec store.So
 	if r.off != nil && hash == target {
 		return false, nil
 	}
-	res := rec.Resolution + 1
+	res := old.Resolution + 1
 	if pending {
 		res = p.resolution + 1
 	}
 	out.Resolution, out.ReceivedAt = res, r.now().UTC()
-	msgID := events.MsgID(tenant, rec.DocID, rec.Version, fmt.Sprintf("extracted-r%d", res))
+	msgID := events.ExtractedID(tenant, rec.DocID, rec.Version, res)
 	if _, err := r.bus.Publish(ctx, events.KindExtracted, tenant, msgID, &out); err != nil {
 		return false, fmt.Errorf("publishing the re-extraction of %s version %d: %w", rec.DocID, rec.Version, err)
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 )
@@ -27,6 +29,7 @@ import (
 // errors (with the code clients see); Commands knows nothing of HTTP.
 type Commands struct {
 	registry       store.Registry
+	graph          store.GraphStore // nil: no re-resolution
 	bus            *stream.Bus
 	outbox         *outbox
 	log            *slog.Logger
@@ -538,4 +541,60 @@ func (c *Commands) keep(ctx context.Context, meta pending, ev events.Validator) 
 		return false, nil
 	}
 	return true, nil
+}
+
+// Reresolve asks the resolver to resolve the sources of entity (TYPE:NAME)
+// again from their stored extractions with the alias table in force (after
+// an unmerge), without extracting them again: it publishes one
+// kg.reresolve request naming them, under a message id of its own, and the
+// resolver numbers the resolution from what it has applied. Only admin
+// callers may; sources without a stored extraction are Skipped.
+func (c *Commands) Reresolve(ctx context.Context, tenant string, by Authority, entity string) (ReresolveAccepted, error) {
+	if by.receiver != nil || !by.caller.Admin {
+		return ReresolveAccepted{}, errkind.Errorf(errkind.Forbidden, "forbidden", "re-resolution is for admin callers")
+	}
+	if c.graph == nil {
+		return ReresolveAccepted{}, errkind.Errorf(errkind.Unavailable, "not_implemented", "re-resolution needs the graph store")
+	}
+	id, err := resolve.ParseRef(entity)
+	if err != nil {
+		return ReresolveAccepted{}, errkind.Errorf(errkind.Invalid, "invalid_field", "entity: %w", err)
+	}
+	e, err := c.graph.Entity(ctx, tenant, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ReresolveAccepted{}, errkind.Errorf(errkind.NotFound, "unknown_entity", "no entity %s", id)
+	case err != nil:
+		return ReresolveAccepted{}, storeUnavailable(err, "reading "+id)
+	}
+	out := ReresolveAccepted{Entity: id, Sources: []string{}}
+	for _, f := range e.Sources {
+		rec, err := c.graph.Source(ctx, tenant, f.DocID)
+		if err != nil {
+			return ReresolveAccepted{}, storeUnavailable(err, "reading source "+f.DocID)
+		}
+		switch {
+		case rec.Deleted:
+		case len(rec.Raw) == 0:
+			out.Skipped = append(out.Skipped, rec.DocID)
+		default:
+			out.Sources = append(out.Sources, rec.DocID)
+		}
+	}
+	if len(out.Sources) > 0 {
+		req := &events.Reresolve{Header: events.Header{Tenant: tenant}, RequestID: newRequestID(), Entity: id,
+			DocIDs: out.Sources, RequestedAt: c.now().UTC()}
+		if _, err := c.publish(ctx, events.KindReresolve, tenant, events.ReresolveID(tenant, req.RequestID), req); err != nil {
+			return ReresolveAccepted{}, err
+		}
+	}
+	c.log.Info("re-resolution requested", "tenant", tenant, "entity", id, "sources", len(out.Sources), "skipped", len(out.Skipped))
+	return out, nil
+}
+
+// newRequestID is a random id for a request that no stored state names.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -20,10 +20,8 @@ import (
 	"github.com/kgstream/kgstream/pkg/catalog"
 	"github.com/kgstream/kgstream/pkg/doctype"
 	"github.com/kgstream/kgstream/pkg/errkind"
-	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/httpapi"
 	"github.com/kgstream/kgstream/pkg/provenance"
-	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 )
@@ -39,7 +37,8 @@ type Config struct {
 	// PublishTimeout bounds the wait for JetStream's acknowledgement (default 10s).
 	PublishTimeout time.Duration
 	// Graph, when set, enables re-resolution (POST /v1/entities/reresolve):
-	// stored extractions are re-published for the resolver to resolve again.
+	// a kg.reresolve request asks the resolver to resolve the entity's
+	// sources again from their stored extractions.
 	Graph store.GraphStore
 	// OutboxEvery is how often pending publishes are retried (default 10s).
 	OutboxEvery time.Duration
@@ -123,7 +122,7 @@ func New(cfg Config, registry store.Registry, bus *stream.Bus, a *auth.Authentic
 			Help: "Gateway requests by route and status code.",
 		}, []string{"route", "code"}),
 	}
-	g.cmds = &Commands{registry: registry, bus: bus, outbox: g.outbox, log: log, now: g.now, hooks: hooks,
+	g.cmds = &Commands{registry: registry, graph: cfg.Graph, bus: bus, outbox: g.outbox, log: log, now: g.now, hooks: hooks,
 		publishTimeout: cfg.PublishTimeout, maxEventBytes: cfg.MaxEventBytes}
 	if reg != nil {
 		if err := reg.Register(g.outbox.gauge); err != nil {
@@ -436,67 +435,28 @@ type ReresolveRequest struct {
 // ReresolveAccepted is its 202 answer.
 type ReresolveAccepted struct {
 	Entity string `json:"entity"`
-	// Sources are the documents re-published for resolution.
+	// Sources are the documents the request names for re-resolution.
 	Sources []string `json:"sources"`
 	// Skipped are the documents without a stored extraction (applied before
 	// extractions were kept); re-ingest them.
 	Skipped []string `json:"skipped,omitempty"`
 }
 
-// reresolve re-publishes the stored extraction of every source of an entity
-// with the next resolution number, so the resolver resolves them again with
-// the current alias table (after an unmerge) without re-extracting. It
-// changes the graph for everyone, so it is for admin callers only.
+// reresolve asks, through Commands.Reresolve, for the sources of an
+// entity to be resolved again. It changes the graph for everyone, so it is
+// for admin callers only.
 func (g *Gateway) reresolve(r *http.Request, c provenance.Caller) (int, any, error) {
 	if g.cfg.Graph == nil {
 		return 0, nil, httpapi.Errorf(http.StatusNotImplemented, "not_implemented", "re-resolution needs the graph store")
-	}
-	if !c.Admin {
-		return 0, nil, errkind.Errorf(errkind.Forbidden, "forbidden", "re-resolution is for admin callers")
 	}
 	var req ReresolveRequest
 	if err := g.decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	id, err := resolve.ParseRef(req.Entity)
+	out, err := g.cmds.Reresolve(r.Context(), c.Tenant, ByCaller(c), req.Entity)
 	if err != nil {
-		return 0, nil, errkind.Errorf(errkind.Invalid, "invalid_field", "entity: %w", err)
+		return 0, nil, err
 	}
-	ctx := r.Context()
-	e, err := g.cfg.Graph.Entity(ctx, c.Tenant, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return 0, nil, errkind.Errorf(errkind.NotFound, "unknown_entity", "no entity %s", id)
-	case err != nil:
-		return 0, nil, storeUnavailable(err, "reading "+id)
-	}
-	out := ReresolveAccepted{Entity: id, Sources: []string{}}
-	for _, f := range e.Sources {
-		rec, err := g.cfg.Graph.Source(ctx, c.Tenant, f.DocID)
-		if err != nil {
-			return 0, nil, storeUnavailable(err, "reading source "+f.DocID)
-		}
-		if rec.Deleted {
-			continue
-		}
-		if len(rec.Raw) == 0 {
-			out.Skipped = append(out.Skipped, rec.DocID)
-			continue
-		}
-		var ev events.Extracted
-		if err := events.Decode(rec.Raw, &ev); err != nil {
-			out.Skipped = append(out.Skipped, rec.DocID)
-			g.log.Error("stored extraction does not decode", "doc", rec.DocID, "error", err)
-			continue
-		}
-		ev.Resolution, ev.ReceivedAt = rec.Resolution+1, g.now().UTC()
-		if _, err := g.cmds.publish(ctx, events.KindExtracted, c.Tenant,
-			events.ExtractedID(c.Tenant, rec.DocID, rec.Version, ev.Resolution), &ev); err != nil {
-			return 0, nil, err
-		}
-		out.Sources = append(out.Sources, rec.DocID)
-	}
-	g.log.Info("re-resolution requested", "tenant", c.Tenant, "entity", id, "sources", len(out.Sources), "skipped", len(out.Skipped))
 	return http.StatusAccepted, out, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/events"
-	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 )
 
@@ -74,9 +73,56 @@ func (w *Worker) ReresolveTenant(ctx context.Context, tenant string) (int, error
 	if err != nil {
 		return 0, err
 	}
+	return w.reresolve(ctx, tenant, docs, false, time.Now().UTC())
+}
+
+// handleReresolve serves a re-resolution request (kg.reresolve): every
+// document it names is resolved again from its stored extraction, after
+// reloading the alias table, and re-applied with the next resolution
+// number, changed or not. A document that is deleted, moved on or has no
+// stored extraction is skipped.
+func (w *Worker) handleReresolve(ctx context.Context, m *stream.Message) error {
+	ev, err := stream.DecodeTyped[events.Reresolve](m)
+	if err != nil {
+		return err
+	}
+	// A request must see the alias table that asked for it.
+	if err := w.cfg.Aliases.Refresh(); err != nil {
+		w.log.Error("alias table not reloaded for a re-resolution", "error", err)
+	}
+	n, err := w.reresolve(ctx, ev.Tenant, sortedUnique(ev.DocIDs), true, ev.RequestedAt)
+	if err != nil {
+		return fmt.Errorf("re-resolution %s: %w", ev.RequestID, err)
+	}
+	w.log.Info("re-resolution applied", "tenant", ev.Tenant, "request", ev.RequestID, "entity", ev.Entity,
+		"documents", len(ev.DocIDs), "reapplied", n)
+	return nil
+}
+
+// reresolve resolves docs of tenant again from their stored extractions
+// and re-applies those whose entities or edges change (every one with
+// force), a batch at a time; this is the one path of the alias watcher and
+// of re-resolution requests. Each batch is read and applied under applyMu,
+// so the resolution numbers it takes are the next ones. It returns how many
+// documents it re-applied.
+func (w *Worker) reresolve(ctx context.Context, tenant string, docs []string, force bool, at time.Time) (int, error) {
+	n := 0
+	for start := 0; start < len(docs); start += w.batchSize() {
+		k, err := w.reresolveBatch(ctx, tenant, docs[start:min(start+w.batchSize(), len(docs))], force, at)
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (w *Worker) reresolveBatch(ctx context.Context, tenant string, docs []string, force bool, at time.Time) (int, error) {
+	w.applyMu.Lock()
+	defer w.applyMu.Unlock()
 	var chs []*change
 	for _, doc := range docs {
-		ch, err := w.reresolution(ctx, tenant, doc)
+		ch, err := w.reresolution(ctx, tenant, doc, force, at)
 		if err != nil {
 			return 0, err
 		}
@@ -85,21 +131,18 @@ func (w *Worker) ReresolveTenant(ctx context.Context, tenant string) (int, error
 			chs = append(chs, ch)
 		}
 	}
+	errs := make([]error, len(chs))
+	w.applyChanges(ctx, chs, errs)
 	n := 0
-	for start := 0; start < len(chs); start += w.batchSize() {
-		batch := chs[start:min(start+w.batchSize(), len(chs))]
-		errs := make([]error, len(chs))
-		w.applyChanges(ctx, batch, errs)
-		for _, ch := range batch {
-			switch err := errs[ch.i]; {
-			case err == nil:
-				n++
-			case errors.Is(err, stream.ErrStale):
-				// The document moved on meanwhile: its new version was
-				// resolved with the new table.
-			default:
-				return n, err
-			}
+	for _, ch := range chs {
+		switch err := errs[ch.i]; {
+		case err == nil:
+			n++
+		case errors.Is(err, stream.ErrStale):
+			// The document moved on meanwhile: its new version was
+			// resolved with the table in force.
+		default:
+			return n, err
 		}
 	}
 	return n, nil
@@ -128,16 +171,15 @@ func (w *Worker) contributingDocs(ctx context.Context, tenant string) ([]string,
 	return sortedUnique(docs), nil
 }
 
-// reresolution returns the change re-applying doc's stored extraction with
-// the next resolution when resolving it now gives other entities or edges
-// than applied; nil when nothing changes (or nothing is stored).
-func (w *Worker) reresolution(ctx context.Context, tenant, doc string) (*change, error) {
-	rec, err := w.graph.Source(ctx, tenant, doc)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading source %s: %w", doc, err)
+// reresolution returns the change re-applying doc's stored extraction
+// when resolving it now gives other entities or edges than applied (with
+// force, always); nil when nothing changes or nothing is stored. The
+// change keeps the stored extraction (and its extraction number); prepare
+// numbers its resolution.
+func (w *Worker) reresolution(ctx context.Context, tenant, doc string, force bool, at time.Time) (*change, error) {
+	rec, err := w.source(ctx, tenant, doc)
+	if err != nil || rec == nil {
+		return nil, err
 	}
 	if rec.Deleted || len(rec.Raw) == 0 {
 		return nil, nil
@@ -150,28 +192,26 @@ func (w *Worker) reresolution(ctx context.Context, tenant, doc string) (*change,
 	if ev.Tenant != tenant || ev.Version != rec.Version {
 		return nil, nil
 	}
-	c, err := w.resolve(ctx, &ev, true)
-	if err != nil {
-		return nil, err
+	if !force {
+		c, err := w.resolve(ctx, &ev, true)
+		if err != nil {
+			return nil, err
+		}
+		ents := make([]string, 0, len(c.Entities))
+		for _, e := range c.Entities {
+			ents = append(ents, e.ID)
+		}
+		edges := make([]string, 0, len(c.Edges))
+		for _, e := range c.Edges {
+			edges = append(edges, e.ID())
+		}
+		if slices.Equal(ents, nonNil(rec.Entities)) && slices.Equal(edges, nonNil(rec.Edges)) {
+			return nil, nil
+		}
 	}
-	ents := make([]string, 0, len(c.Entities))
-	for _, e := range c.Entities {
-		ents = append(ents, e.ID)
-	}
-	edges := make([]string, 0, len(c.Edges))
-	for _, e := range c.Edges {
-		edges = append(edges, e.ID())
-	}
-	if slices.Equal(ents, nonNil(rec.Entities)) && slices.Equal(edges, nonNil(rec.Edges)) {
-		return nil, nil
-	}
-	ev.Resolution, ev.ReceivedAt = rec.Resolution+1, time.Now().UTC()
-	raw, err := events.Encode(&ev)
-	if err != nil {
-		return nil, err
-	}
+	ev.ReceivedAt = at
 	return &change{tenant: tenant, docID: doc, version: ev.Version, resolution: ev.Resolution, docType: ev.DocType,
-		received: ev.ReceivedAt, ev: &ev, raw: raw, current: true}, nil
+		received: at, ev: &ev, raw: rec.Raw, reresolve: true}, nil
 }
 
 func nonNil(s []string) []string {

@@ -81,7 +81,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Worker consumes extracted and deletion events and applies them.
+// Worker consumes extracted, deletion and re-resolution events and applies
+// them.
 type Worker struct {
 	cfg   Config
 	bus   *stream.Bus
@@ -94,6 +95,11 @@ type Worker struct {
 
 	catMu   sync.Mutex
 	catalog map[string]*catalogIndex // by tenant
+
+	// applyMu serialises reading the stored state a change is numbered
+	// from and applying it, between the consumers and the alias watcher,
+	// so two re-resolutions in one process never take the same number.
+	applyMu sync.Mutex
 }
 
 // catalogIndex links mentions to catalog entities: by title key (catalog
@@ -147,11 +153,14 @@ func New(cfg Config, bus *stream.Bus, graph store.GraphStore, log *slog.Logger, 
 // DegreeJumps is the degree-jump counter (for tests and dashboards).
 func (w *Worker) DegreeJumps() prometheus.Counter { return w.jumps }
 
+// Kinds are the event kinds the resolver consumes.
+var Kinds = []events.Kind{events.KindExtracted, events.KindDocDeleted, events.KindReresolve}
+
 // Run consumes until ctx is cancelled, up to BatchSize events per store
 // transaction.
 func (w *Worker) Run(ctx context.Context) error {
 	return w.bus.RunBatch(ctx, stream.ConsumerConfig{
-		Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindExtracted, events.KindDocDeleted},
+		Stage: w.cfg.Stage, Kinds: Kinds,
 		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff, Batch: w.cfg.BatchSize, BatchWait: w.cfg.BatchWait,
 	}, w.HandleBatch)
 }
@@ -163,19 +172,28 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 
 // change is one event of a batch on its way to the store.
 type change struct {
-	i          int // index in the batch
-	tenant     string
-	docID      string
-	version    int64
+	i       int // index in the batch
+	tenant  string
+	docID   string
+	version int64
+	// resolution is the extraction's number (events.Extracted.Resolution),
+	// which orders the events of one version in a batch.
 	resolution int64
-	deleted    bool
-	docType    string
-	received   time.Time
-	ev         *events.Extracted // nil for a deletion
-	raw        []byte
-	// current marks a re-resolution asked for by the alias table in
-	// force: there is nothing newer to reload.
-	current bool
+	// number is the graph store resolution the change is applied with,
+	// assigned by Worker.number from the stored record.
+	number   int64
+	deleted  bool
+	docType  string
+	received time.Time
+	ev       *events.Extracted // nil for a deletion
+	raw      []byte
+	// reresolve marks the stored extraction resolved again (a request or
+	// the alias watcher), not an event's extraction.
+	reresolve bool
+	// reapply: the change is the applied version resolved again, so the
+	// store taking it as a duplicate means a concurrent re-resolution took
+	// its number.
+	reapply bool
 	c       store.Contributions
 	// prev lists the entities the document contributed before, then those
 	// it contributes now.
@@ -214,7 +232,12 @@ func (w *Worker) HandleBatch(ctx context.Context, ms []*stream.Message) []error 
 	var chs []*change
 	newest := map[[2]string]*change{}
 	var copies [][2]int // an event identical to another: it shares that one's result
+	var requests []int
 	for i, m := range ms {
+		if m.Kind == events.KindReresolve {
+			requests = append(requests, i)
+			continue
+		}
 		ch, err := w.decode(m)
 		if err != nil {
 			errs[i] = err
@@ -240,9 +263,16 @@ func (w *Worker) HandleBatch(ctx context.Context, ms []*stream.Message) []error 
 		newest[k] = ch
 		chs = append(chs, ch)
 	}
-	w.applyChanges(ctx, chs, errs)
+	if len(chs) > 0 {
+		w.applyMu.Lock()
+		w.applyChanges(ctx, chs, errs)
+		w.applyMu.Unlock()
+	}
 	for _, c := range copies {
 		errs[c[0]] = errs[c[1]]
+	}
+	for _, i := range requests {
+		errs[i] = w.handleReresolve(ctx, ms[i])
 	}
 	return errs
 }
@@ -308,19 +338,22 @@ func (w *Worker) decode(m *stream.Message) (*change, error) {
 // prepare resolves a change and reads what the checks after the apply
 // compare against.
 func (w *Worker) prepare(ctx context.Context, ch *change) error {
-	prev, err := w.previousEntities(ctx, ch.tenant, ch.docID)
+	rec, err := w.source(ctx, ch.tenant, ch.docID)
 	if err != nil {
 		return err
 	}
-	ch.prev = prev
+	if rec != nil {
+		ch.prev = slices.Clone(rec.Entities)
+	}
 	if ch.deleted {
 		return nil
 	}
+	w.number(ch, rec)
 	ev := ch.ev
-	if ev.Resolution > 0 && !ch.current {
-		// A re-resolution must see the alias table that asked for it.
+	if ch.reapply && !ch.reresolve {
+		// A re-extraction must see the alias table in force.
 		if err := w.cfg.Aliases.Refresh(); err != nil {
-			w.log.Error("alias table not reloaded for a re-resolution", "error", err)
+			w.log.Error("alias table not reloaded for a re-extraction", "error", err)
 		}
 	}
 	c, err := w.Resolve(ctx, ev)
@@ -329,7 +362,7 @@ func (w *Worker) prepare(ctx context.Context, ch *change) error {
 	}
 	// Keep the extraction so the document can be resolved again (after an
 	// unmerge) without re-extracting it.
-	c.Resolution, c.Raw = ev.Resolution, ch.raw
+	c.Resolution, c.Raw = ch.number, ch.raw
 	ch.c = c
 	cands := w.hubCandidates(c)
 	if ch.before, err = w.degrees(ctx, ch.tenant, cands); err != nil {
@@ -346,6 +379,37 @@ func (w *Worker) prepare(ctx context.Context, ch *change) error {
 		ch.prev = append(ch.prev, e.ID)
 	}
 	return nil
+}
+
+// number assigns the graph store resolution of a content change from the
+// stored record rec (nil: none): the one place resolution numbers are
+// made. A new version starts at 0. At the applied version, the stored
+// extraction resolved again, or an extraction numbered above the applied
+// one (a re-extraction), takes the next number; anything else keeps the
+// applied number, which the store takes as a duplicate. Numbers are made
+// under applyMu, and the store's own check (a higher number than the
+// applied one applies) catches another process taking the same one.
+func (w *Worker) number(ch *change, rec *store.SourceRecord) {
+	ch.number, ch.reapply = 0, false
+	if rec == nil || rec.Deleted || rec.Version != ch.version {
+		return
+	}
+	if ch.reresolve || ch.ev.Resolution > extractionNumber(rec) {
+		ch.number, ch.reapply = rec.Resolution+1, true
+		return
+	}
+	ch.number = rec.Resolution
+}
+
+// extractionNumber is the extraction number of the applied extraction of
+// rec (its events.Extracted.Resolution). Records written before the two
+// numbers were kept apart carry the same number for both.
+func extractionNumber(rec *store.SourceRecord) int64 {
+	var ev events.Extracted
+	if len(rec.Raw) == 0 || events.Decode(rec.Raw, &ev) != nil {
+		return rec.Resolution
+	}
+	return ev.Resolution
 }
 
 // applyRun applies prepared changes, one ApplyBatch per tenant, and
@@ -380,6 +444,12 @@ func (w *Worker) applyRun(ctx context.Context, run []*change, errs []error) {
 				errs[ch.i] = fmt.Errorf("%w: %s@%d is older than applied version %d", stream.ErrStale, ch.docID, ch.version, r.Previous)
 				continue
 			}
+			if r.Outcome == store.Duplicate && ch.reapply {
+				// Another process applied this version again since it was
+				// read: number it again from the new state.
+				errs[ch.i] = fmt.Errorf("%s@%d: resolution %d was applied concurrently; resolving again", ch.docID, ch.version, ch.number)
+				continue
+			}
 			if r.Outcome == store.Applied {
 				w.bus.ObserveLag("graph", ch.received)
 				if ch.docType == "catalog" {
@@ -407,7 +477,7 @@ func (w *Worker) applyRun(ctx context.Context, run []*change, errs []error) {
 			// Published for duplicates too: a redelivery after a failed
 			// publish must still reach the clusterer; the message id
 			// de-duplicates.
-			id := events.GraphID(tenant, ch.docID, ch.version, ch.resolution)
+			id := events.GraphID(tenant, ch.docID, ch.version, ch.number)
 			out = append(out, stream.Outgoing{Kind: events.KindGraphChanged, Tenant: tenant, MsgID: id,
 				Event: &events.GraphChanged{Header: events.Header{Tenant: tenant}, DocID: ch.docID, Version: ch.version,
 					Deleted: ch.deleted, Touched: okRes[j].Touched, Contributed: sortedUnique(ch.prev),
@@ -474,9 +544,9 @@ func (w *Worker) applyError(ch *change, err error) error {
 	return classify(fmt.Errorf("applying %s@%d: %w", ch.docID, ch.version, err))
 }
 
-// previousEntities lists the entities the document contributes before this
-// change (none for a document never applied).
-func (w *Worker) previousEntities(ctx context.Context, tenant, docID string) ([]string, error) {
+// source reads the document's stored record (nil for a document never
+// applied).
+func (w *Worker) source(ctx context.Context, tenant, docID string) (*store.SourceRecord, error) {
 	rec, err := w.graph.Source(ctx, tenant, docID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -484,7 +554,7 @@ func (w *Worker) previousEntities(ctx context.Context, tenant, docID string) ([]
 	case err != nil:
 		return nil, fmt.Errorf("reading source %s: %w", docID, err)
 	}
-	return slices.Clone(rec.Entities), nil
+	return &rec, nil
 }
 
 // hubCandidates are the entities gaining enough edges in c for a degree
