@@ -158,14 +158,14 @@ func (r *Reextractor) Run(ctx context.Context) error {
 // change re-extracts the documents it can affect; another document's
 // apply is checked only when it was received before the tenant's last
 // catalog change (extracted, maybe, with the catalog before).
+// The event is decoded and its tenant checked against the subject by
+// stream.Typed.
 func (r *Reextractor) Handle(ctx context.Context, m *stream.Message) error {
-	var ev events.GraphChanged
-	if err := events.Decode(m.Data, &ev); err != nil {
-		return err
-	}
-	if m.Tenant != "" && ev.Tenant != m.Tenant {
-		return fmt.Errorf("%w: event of tenant %q on subject %s", events.ErrInvalidEvent, ev.Tenant, m.Subject)
-	}
+	return stream.Typed(r.handle)(ctx, m)
+}
+
+func (r *Reextractor) handle(ctx context.Context, _ *stream.Message, evp *events.GraphChanged) error {
+	ev := *evp
 	rec, err := r.st.Source(ctx, ev.Tenant, ev.DocID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -141,14 +141,13 @@ func (w *Worker) Run(ctx context.Context) error {
 // Handle processes one kg.doc.changed message: decode, chunk, extract,
 // publish kg.extracted (Nats-Msg-Id tenant/doc/version/extracted, so a
 // redelivery publishes nothing new).
+// The event is decoded and its tenant checked against the subject by
+// stream.Typed: a malformed event or another tenant's is dead-lettered.
 func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
-	var doc events.DocChanged
-	if err := events.Decode(m.Data, &doc); err != nil {
-		return err
-	}
-	if m.Tenant != "" && doc.Tenant != m.Tenant {
-		return fmt.Errorf("%w: event of tenant %q on subject %s", events.ErrInvalidEvent, doc.Tenant, m.Subject)
-	}
+	return stream.Typed(w.handle)(ctx, m)
+}
+
+func (w *Worker) handle(ctx context.Context, _ *stream.Message, doc *events.DocChanged) error {
 	out := events.Extracted{
 		Header:     events.Header{Tenant: doc.Tenant},
 		DocID:      doc.DocID,
@@ -168,7 +167,7 @@ func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
 	} else {
 		units := w.chunker.Chunk(doc.DocID, doc.Version, doc.Text)
 		var err error
-		ents, rels, err = w.ext.Extract(ctx, &doc, units)
+		ents, rels, err = w.ext.Extract(ctx, doc, units)
 		if err != nil {
 			return fmt.Errorf("extracting %s version %d with %s: %w", doc.DocID, doc.Version, w.ext.Name(), err)
 		}

@@ -195,3 +195,24 @@ func TestReresolveRefusesOtherTenantsRequest(t *testing.T) {
 	require.ErrorIs(t, err, stream.ErrTenantMismatch)
 	require.True(t, stream.IsPermanent(err))
 }
+
+// TestHandleRefusesOtherTenantsEvent: an extraction or a deletion whose
+// tenant is not its subject's is refused permanently and changes nothing;
+// the others of its batch are applied.
+func TestHandleRefusesOtherTenantsEvent(t *testing.T) {
+	f := setupBatch(t, nil)
+	ok := msg(t, events.KindExtracted, "acme", extractedFor("acme", "INC-1", 1, "disk full"))
+	spoofed := msg(t, events.KindExtracted, "globex", extractedFor("acme", "INC-2", 1, "disk full"))
+	deletion := msg(t, events.KindDocDeleted, "globex", &events.DocDeleted{Header: events.Header{Tenant: "acme"}, DocID: "INC-1", Version: 2})
+	errs := f.w.HandleBatch(t.Context(), []*stream.Message{ok, spoofed, deletion})
+	require.NoError(t, errs[0])
+	for _, err := range errs[1:] {
+		require.ErrorIs(t, err, stream.ErrTenantMismatch)
+		require.True(t, stream.IsPermanent(err))
+	}
+	require.Equal(t, int64(1), f.version(t, "acme", "INC-1"), "the refused deletion was applied")
+	_, err := f.st.Source(t.Context(), "acme", "INC-2")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = f.st.Source(t.Context(), "globex", "INC-2")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

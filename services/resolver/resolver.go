@@ -307,27 +307,22 @@ func kindOf(deleted bool) string {
 	return "change"
 }
 
-// decode reads one event of the batch.
+// decode reads one event of the batch, as stream.Typed does: decoded
+// strictly, its tenant the subject's, or a permanent error.
 func (w *Worker) decode(m *stream.Message) (*change, error) {
 	switch m.Kind {
 	case events.KindExtracted:
-		var ev events.Extracted
-		if err := events.Decode(m.Data, &ev); err != nil {
+		ev, err := stream.DecodeTyped[events.Extracted](m)
+		if err != nil {
 			return nil, err
-		}
-		if ev.Tenant != m.Tenant {
-			return nil, stream.Permanent(fmt.Errorf("event tenant %q does not match subject tenant %q", ev.Tenant, m.Tenant))
 		}
 		// Resolved in prepare, in batch order.
 		return &change{tenant: ev.Tenant, docID: ev.DocID, version: ev.Version, resolution: ev.Resolution,
-			docType: ev.DocType, received: ev.ReceivedAt, ev: &ev, raw: m.Data}, nil
+			docType: ev.DocType, received: ev.ReceivedAt, ev: ev, raw: m.Data}, nil
 	case events.KindDocDeleted:
-		var ev events.DocDeleted
-		if err := events.Decode(m.Data, &ev); err != nil {
+		ev, err := stream.DecodeTyped[events.DocDeleted](m)
+		if err != nil {
 			return nil, err
-		}
-		if ev.Tenant != m.Tenant {
-			return nil, stream.Permanent(fmt.Errorf("event tenant %q does not match subject tenant %q", ev.Tenant, m.Tenant))
 		}
 		return &change{tenant: ev.Tenant, docID: ev.DocID, version: ev.Version, deleted: true, received: ev.ReceivedAt}, nil
 	default:
