@@ -281,18 +281,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		// What could not be republished stays owed and rides on the next run.
 		w.log.Warn("republishing owed announcements", "error", err)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		errc <- w.bus.Run(ctx, stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindGraphChanged}}, w.Handle)
-	}()
+	consume := func(ctx context.Context) error {
+		return w.bus.Run(ctx, stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindGraphChanged}}, w.Handle)
+	}
+	return stream.RunGroup(ctx, consume, w.loop)
+}
+
+// loop re-clusters the tenants that are due, every Tick or when kicked,
+// and places touched entities provisionally, until ctx is done.
+func (w *Worker) loop(ctx context.Context) error {
 	tick := time.NewTicker(w.cfg.Tick)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return <-errc
-		case err := <-errc:
-			return err
+			return nil
 		case <-tick.C:
 		case <-w.kick:
 		}

@@ -214,18 +214,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.ReconcileEvery > 0 {
 		actors = append(actors, w.reconcileLoop)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, len(actors))
-	for _, a := range actors {
-		go func() { errc <- a(ctx) }()
-	}
-	errs := []error{<-errc}
-	cancel() // the first to return stops the others
-	for range actors[1:] {
-		errs = append(errs, <-errc)
-	}
-	return errors.Join(errs...)
+	// The first to return stops the others.
+	return stream.RunGroup(ctx, actors...)
 }
 
 // ReportID is the id of a community's report.
