@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -113,6 +114,14 @@ type Config struct {
 	// Now is the clock the debounce reads (default time.Now); tests pass a
 	// fake one to drive the quiet period and MaxDelay without sleeping.
 	Now func() time.Time
+	// LeaseTTL, when positive, makes clustering take a lease so that
+	// several replicas can run: only the holder clusters, a standby takes
+	// over at most LeaseTTL after the holder dies (see lease.go). 0 (the
+	// default) is a single clusterer, no lease.
+	LeaseTTL time.Duration
+	// LeaseHolder names this worker in the lease (default host, pid and a
+	// random suffix).
+	LeaseHolder string
 }
 
 func (c *Config) setDefaults() {
@@ -140,12 +149,18 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.LeaseHolder == "" {
+		c.LeaseHolder = leaseHolder()
+	}
 }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if c.Quiet < 0 || c.MaxDelay < c.Quiet {
 		return errors.New("clusterer: need 0 <= Quiet <= MaxDelay")
+	}
+	if c.LeaseTTL < 0 {
+		return errors.New("clusterer: LeaseTTL must be >= 0")
 	}
 	if c.Tick <= 0 {
 		return errors.New("clusterer: Tick must be > 0")
@@ -212,6 +227,12 @@ type Worker struct {
 	lastChanged *prometheus.GaugeVec
 	coverage    *prometheus.GaugeVec
 	provisional *prometheus.CounterVec
+
+	// lease is the clustering lease while Run takes one (LeaseTTL > 0).
+	lease atomic.Pointer[lease]
+	// keepLeaseOnStop leaves the lease held when Run stops, as a crash
+	// does (tests).
+	keepLeaseOnStop bool
 }
 
 // New returns a clusterer Worker.
@@ -269,7 +290,18 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 // crash are never lost, after republishing the announcements an earlier
 // process stored but did not publish (see owed.go). Between re-clusterings it gives new entities their
 // strongest neighbour's communities (see Assign).
+//
+// With LeaseTTL set, it clusters only while it holds the clustering lease
+// and stands by otherwise (see lease.go).
 func (w *Worker) Run(ctx context.Context) error {
+	if w.cfg.LeaseTTL > 0 {
+		return w.runLeased(ctx, w.cluster)
+	}
+	return w.cluster(ctx)
+}
+
+// cluster is Run's work: consume graph changes and re-cluster.
+func (w *Worker) cluster(ctx context.Context) error {
 	tenants, err := w.st.GraphTenants(ctx)
 	if err != nil {
 		return fmt.Errorf("listing tenants: %w", err)
