@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -212,7 +213,16 @@ func (b *Bus) handleBatch(s *stage, h BatchHandler, ps []pending) {
 		at = append(at, i)
 	}
 	if len(call) > 0 {
-		b.callBatch(hctx, s, h, call, at, errs)
+		// The handler writes into a copy: one abandoned past the drain
+		// timeout may still write after this returns.
+		res := slices.Clone(errs)
+		if !s.await(func() { b.callBatch(hctx, s, h, call, at, res) }) {
+			stop()
+			cancel()
+			b.abandon(s, ms[0], msgs...)
+			return
+		}
+		errs = res
 	}
 	stop()
 	cancel()

@@ -58,7 +58,9 @@ type Config struct {
 	InlineMax int
 	// DrainTimeout is how long a stopping stage lets the handlers in flight
 	// finish before it cancels their context (default DefaultDrainTimeout);
-	// a ConsumerConfig may set its own.
+	// a ConsumerConfig may set its own. A handler still running a second
+	// after that (it ignores its context) is left behind: the stage stops
+	// without it and its message is naked for redelivery.
 	DrainTimeout time.Duration
 }
 
@@ -791,24 +793,73 @@ func (b *Bus) handle(s *stage, h Handler, msg jetstream.Msg) {
 	// Keep the message in progress while a slow handler (an LLM call) runs.
 	hctx, cancel := context.WithCancel(s.work)
 	stop := keepInProgress(s.AckWait, msg)
-	switch {
-	case perr != nil:
-		err = Permanent(perr)
-	default:
+	var herr error
+	finished := s.await(func() {
+		if perr != nil {
+			herr = Permanent(perr)
+			return
+		}
 		// Handlers see the whole event, wherever it travelled.
-		var data []byte
-		if data, err = b.resolvePayload(hctx, m.Header, m.Data); err == nil {
+		data, err := b.resolvePayload(hctx, m.Header, m.Data)
+		switch {
+		case err == nil:
 			full := *m
 			full.Data = data
-			err = h(hctx, &full)
-		} else if errors.Is(err, ErrPayloadGone) {
-			err = Permanent(err)
+			herr = h(hctx, &full)
+		case errors.Is(err, ErrPayloadGone):
+			herr = Permanent(err)
+		default:
+			herr = err
 		}
-	}
+	})
 	stop()
 	cancel()
+	if !finished {
+		b.abandon(s, m, msg)
+		return
+	}
 	b.metrics.Duration.WithLabelValues(s.Stage).Observe(time.Since(start).Seconds())
-	b.settle(s, msg, m, err)
+	b.settle(s, msg, m, herr)
+}
+
+// abandonGrace is how long, after the drain timeout cancelled the
+// handlers' context, a stopping stage still waits for a handler to return.
+const abandonGrace = time.Second
+
+// await runs fn and reports whether it returned. It does not wait for a
+// handler that ignores its context: once the drain timeout has cancelled
+// the handlers' context and abandonGrace passed, it returns false with fn
+// still running, so a stuck handler cannot hold the shutdown.
+func (s *stage) await(fn func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-s.work.Done():
+	}
+	t := time.NewTimer(abandonGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// abandon leaves to redelivery (a nak) the messages of a handler still
+// running past the drain timeout; whatever it returns later is ignored.
+func (b *Bus) abandon(s *stage, m *Message, msgs ...jetstream.Msg) {
+	b.log.Error("handler ignored its cancelled context past the drain timeout; stopping without it, its messages are redelivered",
+		"stage", s.Stage, "subject", m.Subject, "messages", len(msgs), "drain_timeout", s.DrainTimeout)
+	for _, msg := range msgs {
+		_ = msg.Nak()
+		b.metrics.Events.WithLabelValues(s.Stage, "abandoned").Inc()
+	}
 }
 
 // settle acks, naks with backoff or dead-letters one delivered message by
