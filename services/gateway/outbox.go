@@ -158,7 +158,11 @@ func decodePending(ctx context.Context, bus *stream.Bus, p pending) (events.Vali
 		ev = &events.DocDeleted{}
 	case events.KindDocACL:
 		ev = &events.DocACL{}
+	case events.KindReresolve:
+		ev = &events.Reresolve{}
 	case events.KindExtracted:
+		// Kept by earlier versions, which re-published extractions for
+		// re-resolution.
 		ev = &events.Extracted{}
 	default:
 		return nil, fmt.Errorf("pending event %s has the unknown kind %q", p.MsgID, p.Kind)

@@ -1,6 +1,9 @@
 package gateway_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
@@ -44,8 +47,11 @@ func kindMessages(t *testing.T, f *fixture, kind events.Kind) []*jetstream.RawSt
 	info, err := s.Info(t.Context())
 	require.NoError(t, err)
 	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
 		m, err := s.GetMsg(t.Context(), seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
 		require.NoError(t, err)
 		if k, _, err := f.bus.Subjects().Parse(m.Subject); err == nil && k == kind {
 			out = append(out, m)
@@ -102,4 +108,37 @@ func TestReresolvePublishesARequest(t *testing.T) {
 		require.Equal(t, "component:certmanager", ev.Entity)
 		require.Equal(t, events.ReresolveID("acme", ev.RequestID), m.Header.Get("Nats-Msg-Id"))
 	}
+}
+
+// TestReresolveRequestSurvivesAnOutage: a request the stream refuses is
+// kept in the outbox and published once the stream takes it again.
+func TestReresolveRequestSurvivesAnOutage(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	a, err := auth.New([]auth.Token{{Token: "root", Tenant: "acme", Principal: "root", Admin: true}}, nil)
+	require.NoError(t, err)
+	g, err := gateway.New(gateway.Config{Graph: st, PublishTimeout: 2 * time.Second, OutboxEvery: 20 * time.Millisecond},
+		st, bus, a, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	f := &fixture{srv: srv, reg: st, bus: bus}
+	applyExtraction(t, f, "INC-1", 0)
+
+	restore := streamtest.Narrow(t, bus, events.KindReresolve)
+	code, out := f.do(t, "POST", "/v1/entities/reresolve", "root", `{"entity":"component:cert-manager"}`)
+	require.Equal(t, 503, code, "%v", out)
+	restore()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	streamtest.Eventually(t, 20*time.Second, func() error {
+		if n := len(kindMessages(t, f, events.KindReresolve)); n != 1 {
+			return fmt.Errorf("%d re-resolution requests on the stream", n)
+		}
+		return nil
+	})
 }
