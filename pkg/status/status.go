@@ -339,11 +339,29 @@ func (c *Collector) pipeline(ctx context.Context) (*PipelineFigures, error) {
 		return p, err
 	}
 	p.DeadLetters = dl
-	if p.OutboxPending, err = c.bus.OutboxPending(ctx); err != nil {
-		c.log.Warn("reading the outbox", "error", err)
-	}
+	p.OutboxPending = c.outboxPending(ctx)
 	c.fleetFigures(ctx, p)
 	return p, nil
+}
+
+// outboxPending counts the events the registry's outbox holds, plus any
+// still in the key-value bucket an older gateway kept them in (a gateway
+// moves them into the registry at start and deletes the bucket). A failure
+// is logged and counts 0.
+func (c *Collector) outboxPending(ctx context.Context) int {
+	n := 0
+	if ob, ok := c.st.(store.Outbox); ok {
+		m, err := ob.PendingCount(ctx)
+		if err != nil {
+			c.log.Warn("reading the outbox", "error", err)
+		}
+		n += m
+	}
+	old, err := c.bus.OutboxPending(ctx)
+	if err != nil {
+		c.log.Warn("reading the old outbox bucket", "error", err)
+	}
+	return n + old
 }
 
 // fleetFigures sets the figures the processes recorded: index lag and
