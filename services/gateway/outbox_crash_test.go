@@ -2,15 +2,18 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/auth"
@@ -18,6 +21,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
+	"github.com/kgstream/kgstream/pkg/store/redis"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/gateway"
 )
@@ -26,7 +30,7 @@ import (
 // a registry write returns, before it can publish anything: died runs
 // then, with the state written.
 type dyingRegistry struct {
-	*embedded.Store
+	store.Stores
 	died func(st provenance.SourceState)
 }
 
@@ -38,31 +42,31 @@ func (r *dyingRegistry) after(st provenance.SourceState, err error) (provenance.
 }
 
 func (r *dyingRegistry) Announce(ctx context.Context, tenant string, a store.Announcement) (provenance.SourceState, error) {
-	return r.after(r.Store.Announce(ctx, tenant, a))
+	return r.after(r.Stores.Announce(ctx, tenant, a))
 }
 
 func (r *dyingRegistry) SetACL(ctx context.Context, tenant, docID string, acl provenance.ACL) (provenance.SourceState, error) {
-	return r.after(r.Store.SetACL(ctx, tenant, docID, acl))
+	return r.after(r.Stores.SetACL(ctx, tenant, docID, acl))
 }
 
 func (r *dyingRegistry) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
-	return r.after(r.Store.MarkDeleted(ctx, tenant, docID))
+	return r.after(r.Stores.MarkDeleted(ctx, tenant, docID))
 }
 
 func (r *dyingRegistry) AnnounceRecording(ctx context.Context, tenant string, a store.Announcement, pend store.PendingFunc) (provenance.SourceState, error) {
-	return r.after(r.Store.AnnounceRecording(ctx, tenant, a, pend))
+	return r.after(r.Stores.AnnounceRecording(ctx, tenant, a, pend))
 }
 
 func (r *dyingRegistry) SetACLRecording(ctx context.Context, tenant, docID string, acl provenance.ACL, pend store.PendingFunc) (provenance.SourceState, error) {
-	return r.after(r.Store.SetACLRecording(ctx, tenant, docID, acl, pend))
+	return r.after(r.Stores.SetACLRecording(ctx, tenant, docID, acl, pend))
 }
 
 func (r *dyingRegistry) MarkDeletedRecording(ctx context.Context, tenant, docID string, pend store.PendingFunc) (provenance.SourceState, error) {
-	return r.after(r.Store.MarkDeletedRecording(ctx, tenant, docID, pend))
+	return r.after(r.Stores.MarkDeletedRecording(ctx, tenant, docID, pend))
 }
 
 // pendingIDs lists the event ids the registry's outbox holds.
-func pendingIDs(t *testing.T, st *embedded.Store) []string {
+func pendingIDs(t *testing.T, st store.Outbox) []string {
 	t.Helper()
 	ps, err := st.PendingEvents(context.WithoutCancel(t.Context()), "", "", 0)
 	require.NoError(t, err)
@@ -82,11 +86,50 @@ func pendingIDs(t *testing.T, st *embedded.Store) []string {
 // the registry write: a process dying there recorded nothing and the
 // restarted gateway had nothing to republish.
 func TestOutboxSurvivesADeathAfterTheRegistryWrite(t *testing.T) {
+	for name, open := range registries() {
+		t.Run(name, func(t *testing.T) { testOutboxSurvivesADeath(t, open(t)) })
+	}
+}
+
+// registries opens fresh stores of each adapter: embedded, and Redis
+// (127.0.0.1:6379 or KG_TEST_REDIS_URL) under a prefix of its own.
+func registries() map[string]func(t *testing.T) store.Stores {
+	return map[string]func(t *testing.T) store.Stores{
+		"embedded": func(t *testing.T) store.Stores {
+			st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+		"redis": func(t *testing.T) store.Stores {
+			opts := &goredis.Options{Addr: "127.0.0.1:6379"}
+			if u := os.Getenv("KG_TEST_REDIS_URL"); u != "" {
+				var err error
+				opts, err = goredis.ParseURL(u)
+				require.NoError(t, err)
+			}
+			client := goredis.NewClient(opts)
+			require.NoError(t, client.Ping(t.Context()).Err(), "Redis at %s", opts.Addr)
+			prefix := "kgtest-gw-" + rand.Text()[:10]
+			st := redis.New(client, prefix)
+			t.Cleanup(func() {
+				ctx := context.Background()
+				c := goredis.NewClient(opts)
+				defer c.Close()
+				keys, _ := c.Keys(ctx, prefix+":*").Result()
+				if len(keys) > 0 {
+					c.Del(ctx, keys...)
+				}
+				st.Close()
+			})
+			return st
+		},
+	}
+}
+
+func testOutboxSurvivesADeath(t *testing.T, st store.Stores) {
 	ctx := t.Context()
 	buses := streamtest.NewBuses(t, 4, streamtest.Options{})
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
 	a, err := auth.New([]auth.Token{{Token: "w", Tenant: "acme", Principal: "writer", Writer: true}}, nil)
 	require.NoError(t, err)
 	cfg := gateway.Config{MaxBodyBytes: 1 << 16, PublishTimeout: 2 * time.Second, OutboxEvery: 20 * time.Millisecond}
@@ -101,14 +144,14 @@ func TestOutboxSurvivesADeathAfterTheRegistryWrite(t *testing.T) {
 		{"DELETE", "/v1/documents/crash%2Fb", ``, "acme/crash/b/2/deleted"},
 	}
 	healthy := buses[3]
-	f := &fixture{reg: st, bus: healthy}
+	f := &fixture{bus: healthy}
 	for i, s := range steps {
 		bus := healthy
 		reg := gateway.Registry(st)
 		var heldAtDeath []string
 		if s.event != "" {
 			bus = buses[min(i, 2)]
-			reg = &dyingRegistry{Store: st, died: func(provenance.SourceState) {
+			reg = &dyingRegistry{Stores: st, died: func(provenance.SourceState) {
 				// The window the outbox closes: after the registry write,
 				// before any publish.
 				ps, _ := st.PendingEvents(context.Background(), "", "", 0)

@@ -109,7 +109,7 @@ func TestOutboxRepublishesWhatThePublishLost(t *testing.T) {
 }
 
 // statusOutboxPending is outbox_pending as an admin's /v1/status reports it.
-func statusOutboxPending(t *testing.T, st *embedded.Store, bus *stream.Bus) int {
+func statusOutboxPending(t *testing.T, st status.Stores, bus *stream.Bus) int {
 	t.Helper()
 	c, err := status.NewCollector(st, bus, nil, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
