@@ -96,8 +96,9 @@ type AuditFigures struct {
 }
 
 // PipelineFigures are the pipeline's figures across tenants, for admins.
-// Pending events, dead letters and the outbox come from JetStream; index
-// lag and LLM spend from what every live process recorded (Sources).
+// Pending events and dead letters come from JetStream, the outbox from the
+// registry (see store.Outbox); index lag and LLM spend from what every
+// live process recorded (Sources).
 type PipelineFigures struct {
 	DeadLetters uint64            `json:"dead_letters"`
 	Pending     map[string]uint64 `json:"pending"`
