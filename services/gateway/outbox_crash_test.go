@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -283,4 +284,69 @@ func TestOutboxMovesTheOldBucket(t *testing.T) {
 	require.False(t, hasMsgID(t, f, "acme/old/late/1/changed"))
 	require.Empty(t, pendingIDs(t, st))
 	require.EqualValues(t, 1, f.streamCount(t))
+}
+
+// racingRegistry lets a concurrent writer announce a version of a document
+// just before the gateway's own registry write of it.
+type racingRegistry struct {
+	store.Stores
+	raced bool
+}
+
+func (r *racingRegistry) AnnounceRecording(ctx context.Context, tenant string, a store.Announcement, pend store.PendingFunc) (provenance.SourceState, error) {
+	if !r.raced {
+		r.raced = true
+		if _, err := r.Stores.Announce(ctx, tenant, store.Announcement{DocID: a.DocID, ACL: a.ACL}); err != nil {
+			return provenance.SourceState{}, err
+		}
+	}
+	return r.Stores.AnnounceRecording(ctx, tenant, a, pend)
+}
+
+// A large event is kept in the payload bucket before the registry
+// transaction, as the version the gateway expects; when a concurrent
+// writer took that version, the transaction keeps the event it actually
+// records (at the next version) and the republished event is that one,
+// whole.
+func TestLargePendingEventFollowsTheVersionTaken(t *testing.T) {
+	ctx := t.Context()
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	st := registries()["embedded"](t)
+	a, err := auth.New([]auth.Token{{Token: "w", Tenant: "acme", Principal: "writer", Writer: true}}, nil)
+	require.NoError(t, err)
+	g, err := gateway.New(gateway.Config{MaxBodyBytes: 4 << 20, PublishTimeout: 2 * time.Second, OutboxEvery: time.Hour},
+		&racingRegistry{Stores: st}, bus, a, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	f := &fixture{srv: srv, bus: bus}
+
+	restore := streamtest.Narrow(t, bus, events.KindDocChanged)
+	text := strings.Repeat("The cache node was replaced and the service fell back to the database. ", 30000) // ~2 MB
+	require.Greater(t, len(text), bus.InlineMax())
+	body, err := json.Marshal(map[string]any{"id": "big/doc", "text": text})
+	require.NoError(t, err)
+	status, out := f.do(t, "POST", "/v1/documents", "w", string(body))
+	require.Equal(t, 503, status, out)
+	require.Equal(t, []string{"acme/big/doc/2/changed"}, pendingIDs(t, st), "the event of the version the registry took")
+
+	restore()
+	left, err := g.Republish(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, left)
+	stm, err := bus.JetStream().Stream(ctx, bus.StreamName())
+	require.NoError(t, err)
+	msg, err := stm.GetMsg(ctx, f.streamCount(t))
+	require.NoError(t, err)
+	require.Equal(t, "acme/big/doc/2/changed", msg.Header.Get("Nats-Msg-Id"))
+	sub, err := bus.JetStream().OrderedConsumer(ctx, bus.StreamName(), jetstream.OrderedConsumerConfig{OptStartSeq: msg.Sequence})
+	require.NoError(t, err)
+	m, err := sub.Next(jetstream.FetchMaxWait(5 * time.Second))
+	require.NoError(t, err)
+	data, err := bus.EventData(ctx, m)
+	require.NoError(t, err)
+	var ev events.DocChanged
+	require.NoError(t, events.Decode(data, &ev))
+	require.EqualValues(t, 2, ev.Version)
+	require.Equal(t, text, ev.Text, "the republished event is whole")
 }
