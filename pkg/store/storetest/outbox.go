@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +22,7 @@ var outboxCases = []struct {
 	{"Outbox/RecordedWithTheChange", testOutboxRecordedWithTheChange},
 	{"Outbox/RefusedWriteRecordsNothing", testOutboxRefusedWriteRecordsNothing},
 	{"Outbox/ConcurrentChangesEachRecorded", testOutboxConcurrent},
+	{"Outbox/InterruptedTransactionRecordsOnlyWhatCommitted", testOutboxInterrupted},
 	{"Outbox/Paging", testOutboxPaging},
 }
 
@@ -208,6 +210,47 @@ func testOutboxConcurrent(t *testing.T, s store.Stores) {
 		want[fmt.Sprintf("acme acme/d/%d/changed", v)] = fmt.Sprintf(`{"from":%d,"to":%d,"acl_revision":0,"deleted":false}`, v-1, v)
 	}
 	require.Equal(t, want, pendingOf(t, s))
+}
+
+// testOutboxInterrupted has another writer announce the same document
+// while the PendingFunc of a change runs: an optimistic adapter's
+// transaction then fails and runs again at the next version, one that
+// serializes writers (bbolt) commits first and the other writer follows.
+// Either way the outbox holds the record of the version the change took
+// and nothing of an attempt that did not commit.
+func testOutboxInterrupted(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	var intruder chan error
+	pend := func(cur *provenance.SourceState, next provenance.SourceState) ([]store.Pending, error) {
+		if intruder == nil {
+			intruder = make(chan error, 1)
+			go func() {
+				_, err := retryState(func() (provenance.SourceState, error) {
+					return s.Announce(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL(), Title: "intruder"})
+				})
+				intruder <- err
+			}()
+			// Give the other writer the time to commit, if the adapter
+			// lets it (one that serializes writers holds it until this
+			// transaction ends).
+			select {
+			case err := <-intruder:
+				intruder <- err
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		return eventOf(tenant, "changed")(cur, next)
+	}
+	st, err := retryState(func() (provenance.SourceState, error) {
+		return s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()}, pend)
+	})
+	require.NoError(t, err)
+	require.NoError(t, <-intruder)
+	require.Equal(t, map[string]string{
+		fmt.Sprintf("acme acme/d/%d/changed", st.Version): fmt.Sprintf(`{"from":%d,"to":%d,"acl_revision":0,"deleted":false}`, st.Version-1, st.Version),
+	}, pendingOf(t, s))
+	final, _ := state(t, s, tenant, "d")
+	require.EqualValues(t, 2, final.Version, "both writers announced")
 }
 
 // testOutboxPaging checks the order (tenant, then id) and the paging of
