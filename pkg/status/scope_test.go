@@ -27,7 +27,7 @@ import (
 var pipelineKeys = []string{"pending", "dead_letters", "outbox_pending", "index_lag_seconds", "stage_lag_seconds", "llm", "sources"}
 
 // auditKeys are the tenant's audit figures of /v1/status.
-var auditKeys = []string{"orphan_edges", "orphan_entities", "index_mismatches", "stale_reports", "acl_mismatches", "vector_orphans"}
+var auditKeys = []string{"orphan_edges", "orphan_entities", "index_mismatches", "stale_reports", "acl_mismatches", "vector_orphans", "stale_vectors"}
 
 // busyBus returns a bus with one event of another tenant waiting for the
 // extractor and one dead letter.

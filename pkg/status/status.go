@@ -90,14 +90,19 @@ type AuditFigures struct {
 	// another ACL than the registry's; VectorOrphans counts vector items
 	// built from a document the registry has deleted or never recorded.
 	// Both stay zero in a process without a vector index.
-	ACLMismatches int      `json:"acl_mismatches"`
-	VectorOrphans int      `json:"vector_orphans"`
-	Problems      []string `json:"problems,omitempty"`
+	ACLMismatches int `json:"acl_mismatches"`
+	VectorOrphans int `json:"vector_orphans"`
+	// StaleVectors counts vector items (orphans aside) built from a
+	// version of a live document the registry no longer has: re-indexing
+	// to come, like StaleReports, or lost.
+	StaleVectors int      `json:"stale_vectors"`
+	Problems     []string `json:"problems,omitempty"`
 }
 
 // PipelineFigures are the pipeline's figures across tenants, for admins.
-// Pending events, dead letters and the outbox come from JetStream; index
-// lag and LLM spend from what every live process recorded (Sources).
+// Pending events and dead letters come from JetStream, the outbox from the
+// registry (see store.Outbox); index lag and LLM spend from what every
+// live process recorded (Sources).
 type PipelineFigures struct {
 	DeadLetters uint64            `json:"dead_letters"`
 	Pending     map[string]uint64 `json:"pending"`
@@ -143,11 +148,13 @@ type Collector struct {
 	stale    *prometheus.GaugeVec
 	aclDiffs *prometheus.GaugeVec
 	vorphans *prometheus.GaugeVec
+	vstale   *prometheus.GaugeVec
 	recorder *Recorder
 }
 
 // WithVectors lets the audit compare the vector index's ACL copies with
-// the registry (acl_mismatches, vector_orphans).
+// the registry (acl_mismatches, vector_orphans) and count the items built
+// from versions the registry has moved on from (stale_vectors).
 func (c *Collector) WithVectors(ix vector.Index) *Collector {
 	c.vectors = ix
 	return c
@@ -175,11 +182,13 @@ func NewCollector(st Stores, bus *stream.Bus, stages []string, log *slog.Logger,
 			"Reports built from a source version that is no longer current (or deleted): admitted to no one until rewritten."),
 		aclDiffs: gauge("kgstream_vector_acl_mismatches",
 			"Vector items whose ACL copy of a live document differs from the registry's, from the last audit (must be 0 once events are applied)."),
+		vstale: gauge("kgstream_vector_stale",
+			"Vector items built from a version of a live document other than the registry's current one, from the last audit."),
 		vorphans: gauge("kgstream_vector_orphans",
 			"Vector items built from a document the registry has deleted or does not know, from the last audit."),
 	}
 	if reg != nil {
-		for _, m := range []prometheus.Collector{c.orphans, c.stale, c.aclDiffs, c.vorphans} {
+		for _, m := range []prometheus.Collector{c.orphans, c.stale, c.aclDiffs, c.vorphans, c.vstale} {
 			if err := reg.Register(m); err != nil {
 				return nil, fmt.Errorf("registering status metrics: %w", err)
 			}
@@ -228,17 +237,11 @@ func (c *Collector) audit(ctx context.Context, tenant string, srcs []provenance.
 	if c.vectors == nil {
 		return f, nil
 	}
-	live := make(map[string]provenance.ACL, len(srcs))
-	for _, s := range srcs {
-		if !s.Deleted {
-			live[s.DocID] = s.ACL
-		}
-	}
-	va, err := vector.AuditACLs(ctx, c.vectors, tenant, live)
+	va, err := vector.AuditSources(ctx, c.vectors, tenant, srcs)
 	if err != nil {
 		return f, err
 	}
-	f.ACLMismatches, f.VectorOrphans = va.ACLMismatches, va.Orphans
+	f.ACLMismatches, f.VectorOrphans, f.StaleVectors = va.ACLMismatches, va.Orphans, va.Stale
 	for _, p := range va.Problems {
 		if len(f.Problems) < store.MaxAuditProblems {
 			f.Problems = append(f.Problems, "vector "+p)
@@ -246,6 +249,7 @@ func (c *Collector) audit(ctx context.Context, tenant string, srcs []provenance.
 	}
 	c.aclDiffs.WithLabelValues(tenant).Set(float64(va.ACLMismatches))
 	c.vorphans.WithLabelValues(tenant).Set(float64(va.Orphans))
+	c.vstale.WithLabelValues(tenant).Set(float64(va.Stale))
 	return f, nil
 }
 
@@ -339,11 +343,29 @@ func (c *Collector) pipeline(ctx context.Context) (*PipelineFigures, error) {
 		return p, err
 	}
 	p.DeadLetters = dl
-	if p.OutboxPending, err = c.bus.OutboxPending(ctx); err != nil {
-		c.log.Warn("reading the outbox", "error", err)
-	}
+	p.OutboxPending = c.outboxPending(ctx)
 	c.fleetFigures(ctx, p)
 	return p, nil
+}
+
+// outboxPending counts the events the registry's outbox holds, plus any
+// still in the key-value bucket an older gateway kept them in (a gateway
+// moves them into the registry at start and deletes the bucket). A failure
+// is logged and counts 0.
+func (c *Collector) outboxPending(ctx context.Context) int {
+	n := 0
+	if ob, ok := c.st.(store.Outbox); ok {
+		m, err := ob.PendingCount(ctx)
+		if err != nil {
+			c.log.Warn("reading the outbox", "error", err)
+		}
+		n += m
+	}
+	old, err := c.bus.OutboxPending(ctx)
+	if err != nil {
+		c.log.Warn("reading the old outbox bucket", "error", err)
+	}
+	return n + old
 }
 
 // fleetFigures sets the figures the processes recorded: index lag and

@@ -386,6 +386,7 @@ type Stores interface {
 	GraphStore
 	CommunityStore
 	ReportStore
+	Outbox
 	Ping(ctx context.Context) error
 	Close() error
 }

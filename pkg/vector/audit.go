@@ -24,6 +24,11 @@ type ACLAudit struct {
 	// Orphans counts items built from a document the registry has deleted
 	// or never recorded.
 	Orphans int
+	// Stale counts items, orphans aside, built from a version of a live
+	// document other than the registry's current one: re-indexing still to
+	// come, or lost. It is counted apart from ACLMismatches (an item may be
+	// both), and only by AuditSources, which knows the versions.
+	Stale int
 	// Problems describes the first few findings.
 	Problems []string
 }
@@ -39,6 +44,27 @@ func (a *ACLAudit) problem(format string, args ...any) {
 // document of the tenant. ACLs are compared in NormalizeACL's form, the
 // form the index stores.
 func AuditACLs(ctx context.Context, ix Index, tenant string, live map[string]provenance.ACL) (ACLAudit, error) {
+	return audit(ctx, ix, tenant, live, nil)
+}
+
+// AuditSources is AuditACLs against the registry's states of the tenant's
+// documents (deleted ones included, as ListSources gives them), also
+// counting the items built from a version the registry no longer has
+// (Stale).
+func AuditSources(ctx context.Context, ix Index, tenant string, srcs []provenance.SourceState) (ACLAudit, error) {
+	live := make(map[string]provenance.ACL, len(srcs))
+	versions := make(map[string]int64, len(srcs))
+	for _, s := range srcs {
+		if !s.Deleted {
+			live[s.DocID], versions[s.DocID] = s.ACL, s.Version
+		}
+	}
+	return audit(ctx, ix, tenant, live, versions)
+}
+
+// audit scans the tenant's items; versions, when not nil, are the live
+// documents' current versions.
+func audit(ctx context.Context, ix Index, tenant string, live map[string]provenance.ACL, versions map[string]int64) (ACLAudit, error) {
 	norm := make(map[string]provenance.ACL, len(live))
 	for doc, acl := range live {
 		norm[doc] = NormalizeACL(acl)
@@ -46,7 +72,7 @@ func AuditACLs(ctx context.Context, ix Index, tenant string, live map[string]pro
 	var a ACLAudit
 	err := ix.ScanSources(ctx, tenant, "", func(it ItemSources) error {
 		a.Items++
-		a.check(it, norm)
+		a.check(it, norm, versions)
 		return nil
 	})
 	if err != nil {
@@ -56,12 +82,19 @@ func AuditACLs(ctx context.Context, ix Index, tenant string, live map[string]pro
 }
 
 // check classifies one item (see ACLAudit).
-func (a *ACLAudit) check(it ItemSources, live map[string]provenance.ACL) {
+func (a *ACLAudit) check(it ItemSources, live map[string]provenance.ACL, versions map[string]int64) {
 	for _, s := range it.Sources {
 		if _, ok := live[s.DocID]; !ok {
 			a.Orphans++
 			a.problem("%s %q: built from %q, which the registry has deleted or does not know", it.Kind, it.ID, s.DocID)
 			return
+		}
+	}
+	for _, s := range it.Sources {
+		if cur, ok := versions[s.DocID]; ok && s.Version != cur {
+			a.Stale++
+			a.problem("%s %q: built from version %d of %q, the registry's is %d", it.Kind, it.ID, s.Version, s.DocID, cur)
+			break
 		}
 	}
 	for _, s := range it.Sources {

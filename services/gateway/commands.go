@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -24,11 +23,11 @@ import (
 
 // Commands is the gateway's write core. Every change to a document, from
 // the document API or a webhook receiver, is checked, recorded in the
-// source registry, then published through the outbox here, so both
-// surfaces follow one set of rules. Refusals and failures are errkind
+// source registry together with its events (the registry's outbox), then
+// published here, so both surfaces follow one set of rules. Refusals and failures are errkind
 // errors (with the code clients see); Commands knows nothing of HTTP.
 type Commands struct {
-	registry       store.Registry
+	registry       Registry
 	graph          store.GraphStore // nil: no re-resolution
 	bus            *stream.Bus
 	outbox         *outbox
@@ -134,7 +133,8 @@ func (c *Commands) Change(ctx context.Context, tenant string, by Authority, cmd 
 		return Result{}, err
 	}
 	ev := cmd.event(tenant, acl, c.now().UTC())
-	if err := c.checkEvent(ev); err != nil {
+	size, err := c.checkEvent(ev)
+	if err != nil {
 		return Result{}, err
 	}
 	hash := ""
@@ -146,29 +146,52 @@ func (c *Commands) Change(ctx context.Context, tenant string, by Authority, cmd 
 		return Result{DocID: ev.DocID, Version: cur.Version, Unchanged: true, DocType: ev.DocType,
 			EventID: events.ChangedID(tenant, ev.DocID, cur.Version)}, nil
 	}
-	st, err := c.registry.Announce(ctx, tenant, store.Announcement{DocID: ev.DocID, Version: cmd.Version,
-		ACL: ev.ACL, Source: ev.Source, Title: ev.Title, UpdatedAt: cmd.UpdatedAt})
-	if err != nil {
-		return Result{}, c.registryError(err, "recording the document")
+	a := store.Announcement{DocID: ev.DocID, Version: cmd.Version,
+		ACL: ev.ACL, Source: ev.Source, Title: ev.Title, UpdatedAt: cmd.UpdatedAt}
+	build := func(cur *provenance.SourceState, st provenance.SourceState) []outgoing {
+		return c.changeEvents(cur, st, ev, hash)
 	}
-	return c.publishChange(ctx, cur, st, ev, hash)
+	var stored map[string]bool
+	if size > c.bus.InlineMax()/2 {
+		// A large event is kept in the payload bucket before the registry
+		// transaction, as the registry is expected to take it, so the
+		// transaction does not wait on the bus.
+		if predicted, err := store.NextAnnounced(cur, tenant, a); err == nil {
+			if stored, err = c.outbox.prestore(ctx, build(cur, predicted)); err != nil {
+				return Result{}, c.outboxError(err, "recording the document")
+			}
+		}
+	}
+	pend, taken := c.recording(ctx, tenant, stored, build)
+	st, err := c.registry.AnnounceRecording(ctx, tenant, a, pend)
+	if err != nil {
+		return Result{}, c.outboxError(err, "recording the document")
+	}
+	return c.publishChange(ctx, st, ev, hash, taken())
 }
 
-// publishChange publishes the content event of a recorded change, the ACL
-// event when the announcement moved the ACL revision, then records the
-// content as acknowledged.
-func (c *Commands) publishChange(ctx context.Context, cur *provenance.SourceState, st provenance.SourceState, ev *events.DocChanged, hash string) (Result, error) {
-	ev.Version, ev.ReceivedAt = st.Version, c.now().UTC()
+// changeEvents are the events of an announcement that took the registry
+// from cur to st: the content event at st's version, and the ACL event
+// when the announcement moved the ACL revision.
+func (c *Commands) changeEvents(cur *provenance.SourceState, st provenance.SourceState, ev *events.DocChanged, hash string) []outgoing {
+	e := *ev
+	e.Version = st.Version
+	outs := []outgoing{{kind: events.KindDocChanged, id: events.ChangedID(e.Tenant, e.DocID, st.Version), ev: &e,
+		meta: pending{DocID: e.DocID, Version: st.Version, ContentHash: hash}}}
+	if aclMoved(cur, st) {
+		outs = append(outs, c.aclEvent(e.Tenant, st))
+	}
+	return outs
+}
+
+// publishChange publishes the events of a recorded change, then records
+// the content as acknowledged.
+func (c *Commands) publishChange(ctx context.Context, st provenance.SourceState, ev *events.DocChanged, hash string, outs []outgoing) (Result, error) {
 	res := Result{DocID: ev.DocID, Version: st.Version, EventID: events.ChangedID(ev.Tenant, ev.DocID, st.Version), DocType: ev.DocType}
 	var err error
-	res.Duplicate, err = c.publishWith(ctx, pending{DocID: ev.DocID, Version: st.Version, ContentHash: hash}, events.KindDocChanged, ev.Tenant, res.EventID, ev)
+	res.Duplicate, err = c.publishRecorded(ctx, ev.Tenant, outs)
 	if err != nil {
 		return res, err
-	}
-	if aclMoved(cur, st) {
-		if _, err := c.publishACL(ctx, ev.Tenant, st); err != nil {
-			return res, err
-		}
 	}
 	c.recordContent(ctx, ev.Tenant, st, hash)
 	c.log.Info("document accepted", "tenant", ev.Tenant, "doc", ev.DocID, "version", st.Version, "duplicate", res.Duplicate)
@@ -210,15 +233,16 @@ func (cmd ChangeCommand) event(tenant string, acl provenance.ACL, now time.Time)
 }
 
 // checkEvent refuses an event the bus would refuse, or one too large to
-// be carried, before anything is written.
-func (c *Commands) checkEvent(ev *events.DocChanged) error {
+// be carried, before anything is written, and returns its encoded size.
+func (c *Commands) checkEvent(ev *events.DocChanged) (int, error) {
 	if err := ev.Validate(); err != nil {
-		return errkind.Errorf(errkind.Invalid, "invalid_document", "%w", err)
+		return 0, errkind.Errorf(errkind.Invalid, "invalid_document", "%w", err)
 	}
-	if data, _ := json.Marshal(ev); int64(len(data))+1024 > c.maxEventBytes {
-		return errkind.Errorf(errkind.TooLarge, "event_too_large", "the document's event (%d bytes) exceeds %d bytes", len(data), c.maxEventBytes)
+	data, _ := json.Marshal(ev)
+	if int64(len(data))+1024 > c.maxEventBytes {
+		return 0, errkind.Errorf(errkind.TooLarge, "event_too_large", "the document's event (%d bytes) exceeds %d bytes", len(data), c.maxEventBytes)
 	}
-	return nil
+	return len(data), nil
 }
 
 // recordContent records the content hash of an acknowledged version.
@@ -260,16 +284,20 @@ func (c *Commands) Delete(ctx context.Context, tenant string, by Authority, cmd 
 	if !known {
 		return Result{}, unknownDocument(cmd.DocID)
 	}
-	st, err := c.registry.MarkDeleted(ctx, tenant, cmd.DocID)
+	receivedAt := c.now().UTC()
+	pend, taken := c.recording(ctx, tenant, nil, func(_ *provenance.SourceState, st provenance.SourceState) []outgoing {
+		return []outgoing{{kind: events.KindDocDeleted, id: events.DeletedID(tenant, cmd.DocID, st.Version),
+			ev: &events.DocDeleted{Header: events.Header{Tenant: tenant}, DocID: cmd.DocID, Version: st.Version, ReceivedAt: receivedAt}}}
+	})
+	st, err := c.registry.MarkDeletedRecording(ctx, tenant, cmd.DocID, pend)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Result{}, unknownDocument(cmd.DocID)
 	case err != nil:
-		return Result{}, c.registryError(err, "recording the deletion")
+		return Result{}, c.outboxError(err, "recording the deletion")
 	}
 	res := Result{DocID: cmd.DocID, Version: st.Version, EventID: events.DeletedID(tenant, cmd.DocID, st.Version)}
-	res.Duplicate, err = c.publish(ctx, events.KindDocDeleted, tenant, res.EventID,
-		&events.DocDeleted{Header: events.Header{Tenant: tenant}, DocID: cmd.DocID, Version: st.Version, ReceivedAt: c.now().UTC()})
+	res.Duplicate, err = c.publishRecorded(ctx, tenant, taken())
 	return res, err
 }
 
@@ -305,14 +333,19 @@ func (c *Commands) SetACL(ctx context.Context, tenant string, by Authority, docI
 	if cur == nil || cur.Deleted {
 		return Result{}, unknownDocument(docID)
 	}
-	st, err := c.registry.SetACL(ctx, tenant, docID, withWriters(acl, cur, by.caller).Normalize())
+	pend, taken := c.recording(ctx, tenant, nil, func(_ *provenance.SourceState, st provenance.SourceState) []outgoing {
+		return []outgoing{c.aclEvent(tenant, st)}
+	})
+	st, err := c.registry.SetACLRecording(ctx, tenant, docID, withWriters(acl, cur, by.caller).Normalize(), pend)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Result{}, unknownDocument(docID)
 	case err != nil:
-		return Result{}, c.registryError(err, "recording the ACL")
+		return Result{}, c.outboxError(err, "recording the ACL")
 	}
-	return c.publishACL(ctx, tenant, st)
+	res := Result{DocID: st.DocID, Version: st.Version, EventID: events.ACLID(tenant, st.DocID, st.Version, st.ACLRevision)}
+	res.Duplicate, err = c.publishRecorded(ctx, tenant, taken())
+	return res, err
 }
 
 // Children lists the documents under docID ("<docID>/..."), deleted ones
@@ -467,80 +500,14 @@ func aclMoved(cur *provenance.SourceState, st provenance.SourceState) bool {
 	return st.ACLRevision != cur.ACLRevision || (cur.ContentHash == "" && cur.Version == st.Version)
 }
 
-// publishACL publishes the ACL event of st's ACL revision. Every ACL
-// change, whichever endpoint made it, has its own event: a content event
-// at the same version would be de-duplicated and the consumers would keep
-// the old ACL.
-func (c *Commands) publishACL(ctx context.Context, tenant string, st provenance.SourceState) (Result, error) {
-	id := events.ACLID(tenant, st.DocID, st.Version, st.ACLRevision)
-	dup, err := c.publish(ctx, events.KindDocACL, tenant, id, &events.DocACL{Header: events.Header{Tenant: tenant},
-		DocID: st.DocID, Version: st.Version, ACLRevision: st.ACLRevision, ACL: st.ACL, ReceivedAt: c.now().UTC()})
-	return Result{DocID: st.DocID, Version: st.Version, EventID: id, Duplicate: dup}, err
-}
-
-func (c *Commands) publish(ctx context.Context, kind events.Kind, tenant, id string, ev events.Validator) (bool, error) {
-	return c.publishWith(ctx, pending{}, kind, tenant, id, ev)
-}
-
-// publishWith publishes an event the registry already holds, through the
-// outbox: recorded as pending first, cleared once acknowledged, so a lost
-// publish is republished (see Gateway.Run). meta carries what a republish
-// records.
-func (c *Commands) publishWith(ctx context.Context, meta pending, kind events.Kind, tenant, id string, ev events.Validator) (bool, error) {
-	// The registry already holds the change: a client hanging up must not
-	// cancel the publish that makes it durable.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.publishTimeout)
-	defer cancel()
-	meta.Kind, meta.Tenant, meta.MsgID = kind, tenant, id
-	kept, err := c.keep(ctx, meta, ev)
-	if err != nil {
-		return false, err
-	}
-	ack, err := c.bus.Publish(ctx, kind, tenant, id, ev)
-	if err == nil && kept {
-		if err := c.outbox.done(ctx, id); err != nil {
-			c.log.Warn("pending event not cleared", "event", id, "error", err)
-		}
-	}
-	if err != nil {
-		if errors.Is(err, events.ErrInvalidEvent) {
-			if kept {
-				_ = c.outbox.done(ctx, id)
-			}
-			return false, errkind.Errorf(errkind.Invalid, "invalid_document", "%w", err)
-		}
-		// The registry already holds the change; the client retries and the
-		// same version is an idempotent replay with the same event id.
-		return false, errkind.Wrap(errkind.Unavailable, "publish_failed", fmt.Errorf("publishing %s: %w", id, err),
-			"publishing the event failed; retry the request")
-	}
-	return ack.Duplicate, nil
-}
-
-// keep records ev as pending in the outbox and reports whether it is
-// recorded. An event too large for a key-value record is kept in the
-// payload bucket, named by the record.
-func (c *Commands) keep(ctx context.Context, meta pending, ev events.Validator) (bool, error) {
-	data, err := events.Encode(ev)
-	if err != nil {
-		return false, errkind.Errorf(errkind.Invalid, "invalid_document", "%w", err)
-	}
-	meta.Event = data
-	if len(data) > c.bus.InlineMax() {
-		name, err := c.bus.StorePayload(ctx, data)
-		if err != nil {
-			return false, errkind.Wrap(errkind.Unavailable, "outbox_unavailable", fmt.Errorf("storing pending event %s: %w", meta.MsgID, err),
-				"recording the event failed; retry the request")
-		}
-		meta.Event, meta.EventPayload = nil, name
-	}
-	if err := c.outbox.put(ctx, meta); err != nil {
-		// The publish may still succeed; if it does not, the caller's
-		// retry is what republishes it.
-		c.log.Warn("pending event not recorded", "event", meta.MsgID, "error", err)
-		return false, nil
-	}
-	return true, nil
+// aclEvent is the ACL event of st's ACL revision. Every ACL change,
+// whichever endpoint made it, has its own event: a content event at the
+// same version would be de-duplicated and the consumers would keep the
+// old ACL.
+func (c *Commands) aclEvent(tenant string, st provenance.SourceState) outgoing {
+	return outgoing{kind: events.KindDocACL, id: events.ACLID(tenant, st.DocID, st.Version, st.ACLRevision),
+		ev: &events.DocACL{Header: events.Header{Tenant: tenant}, DocID: st.DocID, Version: st.Version,
+			ACLRevision: st.ACLRevision, ACL: st.ACL, ReceivedAt: c.now().UTC()}}
 }
 
 // Reresolve asks the resolver to resolve the sources of entity (TYPE:NAME)
@@ -584,7 +551,8 @@ func (c *Commands) Reresolve(ctx context.Context, tenant string, by Authority, e
 	if len(out.Sources) > 0 {
 		req := &events.Reresolve{Header: events.Header{Tenant: tenant}, RequestID: newRequestID(), Entity: id,
 			DocIDs: out.Sources, RequestedAt: c.now().UTC()}
-		if _, err := c.publish(ctx, events.KindReresolve, tenant, events.ReresolveID(tenant, req.RequestID), req); err != nil {
+		if _, err := c.publishAlone(ctx, tenant, outgoing{kind: events.KindReresolve,
+			id: events.ReresolveID(tenant, req.RequestID), ev: req}); err != nil {
 			return ReresolveAccepted{}, err
 		}
 	}

@@ -86,7 +86,7 @@ func (c Config) Validate() error {
 // Gateway serves the document API.
 type Gateway struct {
 	cfg      Config
-	registry store.Registry
+	registry Registry
 	bus      *stream.Bus
 	auth     *auth.Authenticator
 	log      *slog.Logger
@@ -101,7 +101,7 @@ type Gateway struct {
 }
 
 // New returns a Gateway.
-func New(cfg Config, registry store.Registry, bus *stream.Bus, a *auth.Authenticator, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
+func New(cfg Config, registry Registry, bus *stream.Bus, a *auth.Authenticator, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func New(cfg Config, registry store.Registry, bus *stream.Bus, a *auth.Authentic
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g := &Gateway{hooks: hooks, outbox: newOutbox(bus), deliveries: &deliveryLog{js: bus.JetStream(), ttl: time.Duration(cfg.Webhooks.DeliveryTTL)}, cfg: cfg, registry: registry, bus: bus, auth: a, log: log, now: time.Now,
+	g := &Gateway{hooks: hooks, outbox: newOutbox(registry, bus, log), deliveries: &deliveryLog{js: bus.JetStream(), ttl: time.Duration(cfg.Webhooks.DeliveryTTL)}, cfg: cfg, registry: registry, bus: bus, auth: a, log: log, now: time.Now,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_gateway_requests_total",
 			Help: "Gateway requests by route and status code.",

@@ -7,25 +7,37 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 )
 
+// Registry is the source registry with its outbox: the gateway records
+// every change together with the events that announce it.
+type Registry interface {
+	store.Registry
+	store.Outbox
+}
+
 // pending is an event the registry already holds and the bus has not
-// acknowledged yet, as the outbox keeps it.
+// acknowledged yet: the record the registry's outbox keeps (store.Pending
+// Data), in the format the older key-value outbox kept too.
 type pending struct {
 	Kind   events.Kind     `json:"kind"`
 	Tenant string          `json:"tenant"`
 	MsgID  string          `json:"msg_id"`
 	Event  json.RawMessage `json:"event,omitempty"`
 	// EventPayload names the event in the bus's payload bucket when it is
-	// too large for a key-value record (Event is then empty).
+	// too large to keep inline (Event is then empty).
 	EventPayload string `json:"event_payload,omitempty"`
 	// DocID, Version and ContentHash let a republished content event
 	// record its content in the registry, as an acknowledged one does.
@@ -34,111 +46,114 @@ type pending struct {
 	ContentHash string `json:"content_hash,omitempty"`
 }
 
-// outbox keeps pending publishes in a JetStream key-value bucket of their
-// own (file storage, shared by every gateway replica, surviving restarts),
-// written right after the registry write and removed once the bus
-// acknowledged the event. Run republishes what is left, at start and
-// periodically: a process that died between the registry write and the
-// publish, or a publish that failed and was never retried, leaves the
-// event there, and its idempotent message id makes a repeat harmless.
-type outbox struct {
-	js     jetstream.JetStream
-	bucket string
-	gauge  prometheus.Gauge
-
-	mu sync.Mutex
-	kv jetstream.KeyValue
+// outgoing is an event to publish once the registry holds it.
+type outgoing struct {
+	kind events.Kind
+	id   string
+	ev   events.Validator
+	// meta carries what a republish records (a content event's document,
+	// version and content hash).
+	meta pending
 }
 
-func newOutbox(bus *stream.Bus) *outbox {
-	return &outbox{js: bus.JetStream(), bucket: bus.OutboxBucket(),
+// outbox publishes the events the registry's outbox holds. A change and
+// its events are one registry write (store.Outbox), so a process dying
+// between the registry write and the publish leaves the events there; an
+// acknowledged publish clears them. Run republishes what is left, at start
+// and periodically, and an event's idempotent message id makes a repeat
+// harmless. Events too large to keep inline are kept in the bus's payload
+// bucket, named by the record.
+type outbox struct {
+	reg   Registry
+	bus   *stream.Bus
+	log   *slog.Logger
+	gauge prometheus.Gauge
+	// migrated is set once the key-value bucket an older gateway kept its
+	// outbox in has been moved into the registry (or was never there).
+	migrated atomic.Bool
+}
+
+func newOutbox(reg Registry, bus *stream.Bus, log *slog.Logger) *outbox {
+	return &outbox{reg: reg, bus: bus, log: log,
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kgstream_outbox_pending",
 			Help: "Events the registry holds that JetStream has not acknowledged yet (the gateway's outbox).",
 		})}
 }
 
-func (o *outbox) open(ctx context.Context) (jetstream.KeyValue, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.kv != nil {
-		return o.kv, nil
-	}
-	kv, err := o.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: o.bucket,
-		Description: "events the gateway recorded and has not published yet", History: 1, Storage: jetstream.FileStorage})
-	if err != nil {
-		return nil, fmt.Errorf("opening bucket %s: %w", o.bucket, err)
-	}
-	o.kv = kv
-	return kv, nil
-}
-
-// key names a pending event by its message id (which may hold any
-// character an id may, and a key may not).
-func outboxKey(msgID string) string {
-	sum := sha256.Sum256([]byte(msgID))
+// payloadName is the name the payload bucket keeps data under.
+func payloadName(data []byte) string {
+	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
 
-func (o *outbox) put(ctx context.Context, p pending) error {
-	kv, err := o.open(ctx)
-	if err != nil {
-		return err
-	}
-	data, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("encoding pending %s: %w", p.MsgID, err)
-	}
-	if _, err := kv.Put(ctx, outboxKey(p.MsgID), data); err != nil {
-		return fmt.Errorf("recording pending %s: %w", p.MsgID, err)
-	}
-	o.gauge.Inc()
-	return nil
-}
-
-func (o *outbox) done(ctx context.Context, msgID string) error {
-	kv, err := o.open(ctx)
-	if err != nil {
-		return err
-	}
-	if err := kv.Purge(ctx, outboxKey(msgID)); err != nil {
-		return fmt.Errorf("clearing pending %s: %w", msgID, err)
-	}
-	o.gauge.Dec()
-	return nil
-}
-
-// all returns every pending event, and sets the gauge to their number.
-func (o *outbox) all(ctx context.Context) ([]pending, error) {
-	kv, err := o.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	lister, err := kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing pending events: %w", err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	out := make([]pending, 0, len(keys))
-	for _, k := range keys {
-		e, err := kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
+// prestore keeps in the payload bucket, before the registry transaction,
+// every event of outs too large to be kept inline, and returns their
+// names: the transaction then only names them. It is called with the
+// events as the registry is expected to take them; one the transaction
+// builds otherwise (a concurrent writer moved the document) is stored
+// from within it.
+func (o *outbox) prestore(ctx context.Context, outs []outgoing) (map[string]bool, error) {
+	stored := map[string]bool{}
+	for _, out := range outs {
+		data, err := events.Encode(out.ev)
+		if err != nil || len(data) <= o.bus.InlineMax() {
+			continue // an encoding error is the transaction's to report
 		}
+		name, err := o.bus.StorePayload(ctx, data)
 		if err != nil {
-			return nil, fmt.Errorf("reading pending event %s: %w", k, err)
+			return nil, fmt.Errorf("%w: storing pending event %s: %w", errPayloadStore, out.id, err)
 		}
-		var p pending
-		if err := json.Unmarshal(e.Value(), &p); err != nil {
-			return nil, fmt.Errorf("decoding pending event %s: %w", k, err)
-		}
-		out = append(out, p)
+		stored[name] = true
 	}
-	o.gauge.Set(float64(len(out)))
-	return out, nil
+	return stored, nil
+}
+
+// records returns the registry's records of outs.
+func (o *outbox) records(ctx context.Context, tenant string, outs []outgoing, stored map[string]bool) ([]store.Pending, error) {
+	ps := make([]store.Pending, 0, len(outs))
+	for _, out := range outs {
+		data, err := events.Encode(out.ev)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errEncoding, err)
+		}
+		p := out.meta
+		p.Kind, p.Tenant, p.MsgID, p.Event = out.kind, tenant, out.id, data
+		if len(data) > o.bus.InlineMax() {
+			name := payloadName(data)
+			if !stored[name] {
+				if name, err = o.bus.StorePayload(ctx, data); err != nil {
+					return nil, fmt.Errorf("%w: storing pending event %s: %w", errPayloadStore, out.id, err)
+				}
+			}
+			p.Event, p.EventPayload = nil, name
+		}
+		rec, err := json.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errEncoding, err)
+		}
+		ps = append(ps, store.Pending{Tenant: tenant, ID: out.id, Data: rec})
+	}
+	return ps, nil
+}
+
+// Errors of building the outbox's records: an event that cannot be
+// encoded (the request is invalid), and the payload bucket failing to
+// keep a large one (the outbox is unavailable; nothing was written).
+var (
+	errEncoding     = errors.New("encoding the event")
+	errPayloadStore = errors.New("the payload bucket is unavailable")
+)
+
+// outboxError classifies an error of a registry write that records events.
+func (c *Commands) outboxError(err error, doing string) error {
+	switch {
+	case errors.Is(err, errEncoding):
+		return errkind.Errorf(errkind.Invalid, "invalid_document", "%w", err)
+	case errors.Is(err, errPayloadStore):
+		return errkind.Wrap(errkind.Unavailable, "outbox_unavailable", err, doing+": recording the event failed; retry the request")
+	}
+	return c.registryError(err, doing)
 }
 
 // decodePending returns the event of p, ready to publish again.
@@ -175,53 +190,133 @@ func decodePending(ctx context.Context, bus *stream.Bus, p pending) (events.Vali
 
 // Pending returns the number of events the outbox holds.
 func (g *Gateway) Pending(ctx context.Context) (int, error) {
-	ps, err := g.outbox.all(ctx)
-	return len(ps), err
+	n, err := g.registry.PendingCount(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("counting pending events: %w", err)
+	}
+	return n, nil
 }
+
+// republishPage is how many pending events a round reads at a time.
+const republishPage = 64
 
 // Republish publishes every pending event once and returns how many are
 // still pending.
 func (g *Gateway) Republish(ctx context.Context) (int, error) {
-	ps, err := g.outbox.all(ctx)
+	if !g.outbox.migrated.Load() {
+		if err := g.outbox.migrate(ctx); err != nil {
+			g.log.Warn("the old outbox bucket was not moved yet", "bucket", g.bus.OutboxBucket(), "error", err)
+		}
+	}
+	afterTenant, afterID := "", ""
+	for {
+		page, err := g.registry.PendingEvents(ctx, afterTenant, afterID, republishPage)
+		if err != nil {
+			return 0, fmt.Errorf("reading pending events: %w", err)
+		}
+		for _, rec := range page {
+			g.republishOne(ctx, rec)
+		}
+		if len(page) < republishPage {
+			break
+		}
+		afterTenant, afterID = page[len(page)-1].Tenant, page[len(page)-1].ID
+	}
+	left, err := g.Pending(ctx)
 	if err != nil {
 		return 0, err
 	}
-	left := 0
-	for _, p := range ps {
-		ev, err := decodePending(ctx, g.bus, p)
-		if err != nil {
-			// It can never be published; keep it for an operator to see.
-			g.log.Error("pending event unreadable", "event", p.MsgID, "error", err)
-			left++
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PublishTimeout)
-		_, err = g.bus.Publish(pctx, p.Kind, p.Tenant, p.MsgID, ev)
-		cancel()
-		if err != nil {
-			g.log.Warn("republishing failed", "event", p.MsgID, "error", err)
-			left++
-			continue
-		}
-		if p.ContentHash != "" {
-			if _, err := g.registry.RecordContent(ctx, p.Tenant, p.DocID, p.Version, p.ContentHash); err != nil {
-				g.log.Warn("content hash not recorded", "tenant", p.Tenant, "doc", p.DocID, "error", err)
-			}
-		}
-		if err := g.outbox.done(ctx, p.MsgID); err != nil {
-			g.log.Warn("pending event not cleared", "event", p.MsgID, "error", err)
-		}
-		g.log.Info("pending event republished", "event", p.MsgID)
-	}
 	g.outbox.gauge.Set(float64(left))
-	// Every acknowledged event leaves a purge marker under its own key;
-	// drop the old ones so the bucket does not grow with the traffic.
-	if kv, err := g.outbox.open(ctx); err == nil {
-		if err := kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(time.Minute)); err != nil {
-			g.log.Warn("outbox markers not purged", "error", err)
+	return left, nil
+}
+
+// republishOne publishes one pending event and clears it once
+// acknowledged; a failure leaves it for the next round.
+func (g *Gateway) republishOne(ctx context.Context, rec store.Pending) {
+	var p pending
+	if err := json.Unmarshal(rec.Data, &p); err != nil {
+		// It can never be published; keep it for an operator to see.
+		g.log.Error("pending event unreadable", "tenant", rec.Tenant, "event", rec.ID, "error", err)
+		return
+	}
+	ev, err := decodePending(ctx, g.bus, p)
+	if err != nil {
+		g.log.Error("pending event unreadable", "tenant", rec.Tenant, "event", rec.ID, "error", err)
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PublishTimeout)
+	_, err = g.bus.Publish(pctx, p.Kind, p.Tenant, p.MsgID, ev)
+	cancel()
+	if err != nil {
+		g.log.Warn("republishing failed", "event", p.MsgID, "error", err)
+		return
+	}
+	if p.ContentHash != "" {
+		if _, err := g.registry.RecordContent(ctx, p.Tenant, p.DocID, p.Version, p.ContentHash); err != nil {
+			g.log.Warn("content hash not recorded", "tenant", p.Tenant, "doc", p.DocID, "error", err)
 		}
 	}
-	return left, nil
+	if err := g.registry.ClearPending(ctx, rec.Tenant, rec.ID); err != nil {
+		g.log.Warn("pending event not cleared", "event", p.MsgID, "error", err)
+	}
+	g.log.Info("pending event republished", "event", p.MsgID)
+}
+
+// migrate moves what an older gateway left in its key-value outbox bucket
+// (outbox_<stream>) into the registry's outbox, where this round
+// republishes it, and deletes the bucket once it is empty. It runs until
+// it succeeds once; the bucket is not read after that.
+func (o *outbox) migrate(ctx context.Context) error {
+	js := o.bus.JetStream()
+	bucket := o.bus.OutboxBucket()
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		o.migrated.Store(true)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("opening bucket %s: %w", bucket, err)
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("listing bucket %s: %w", bucket, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	moved, kept := 0, 0
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s of bucket %s: %w", k, bucket, err)
+		}
+		var p pending
+		if err := json.Unmarshal(e.Value(), &p); err != nil || store.ValidatePending(store.Pending{Tenant: p.Tenant, ID: p.MsgID}) != nil {
+			o.log.Error("an old pending event is unreadable and stays in its bucket", "bucket", bucket, "key", k, "error", err)
+			kept++
+			continue
+		}
+		if err := o.reg.RecordPending(ctx, []store.Pending{{Tenant: p.Tenant, ID: p.MsgID, Data: e.Value()}}); err != nil {
+			return fmt.Errorf("moving pending event %s: %w", p.MsgID, err)
+		}
+		if err := kv.Purge(ctx, k); err != nil {
+			return fmt.Errorf("clearing %s of bucket %s: %w", k, bucket, err)
+		}
+		moved++
+	}
+	if kept == 0 {
+		if err := js.DeleteKeyValue(ctx, bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("deleting bucket %s: %w", bucket, err)
+		}
+	}
+	o.migrated.Store(true)
+	o.log.Info("the old outbox bucket was moved into the registry; it is not read again",
+		"bucket", bucket, "moved", moved, "unreadable", kept)
+	return nil
 }
 
 // Run republishes the outbox at start and then every Config.OutboxEvery
@@ -239,4 +334,77 @@ func (g *Gateway) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// publishRecorded publishes events the registry holds as pending and
+// clears each one acknowledged. It returns whether the first was a
+// duplicate. A failure leaves the rest pending, for Run to republish.
+func (c *Commands) publishRecorded(ctx context.Context, tenant string, outs []outgoing) (bool, error) {
+	// The registry already holds the change: a client hanging up must not
+	// cancel the publish that makes it durable.
+	ctx = context.WithoutCancel(ctx)
+	c.outbox.gauge.Add(float64(len(outs)))
+	first := false
+	for i, out := range outs {
+		dup, err := c.publishOne(ctx, tenant, out)
+		if err != nil {
+			return false, err
+		}
+		if i == 0 {
+			first = dup
+		}
+	}
+	return first, nil
+}
+
+func (c *Commands) publishOne(ctx context.Context, tenant string, out outgoing) (bool, error) {
+	pctx, cancel := context.WithTimeout(ctx, c.publishTimeout)
+	ack, err := c.bus.Publish(pctx, out.kind, tenant, out.id, out.ev)
+	cancel()
+	if err != nil && !errors.Is(err, events.ErrInvalidEvent) {
+		// The registry holds the change and its event: Run republishes it,
+		// and a client's retry is an idempotent replay with the same id.
+		return false, errkind.Wrap(errkind.Unavailable, "publish_failed", fmt.Errorf("publishing %s: %w", out.id, err),
+			"publishing the event failed; retry the request")
+	}
+	if cerr := c.registry.ClearPending(ctx, tenant, out.id); cerr != nil {
+		c.log.Warn("pending event not cleared", "event", out.id, "error", cerr)
+	} else {
+		c.outbox.gauge.Dec()
+	}
+	if err != nil {
+		// It can never be published (checked before the registry moved,
+		// so this is not expected).
+		return false, errkind.Errorf(errkind.Invalid, "invalid_document", "%w", err)
+	}
+	return ack.Duplicate, nil
+}
+
+// publishAlone records an event that follows no registry change (a
+// re-resolution) as pending, then publishes it.
+func (c *Commands) publishAlone(ctx context.Context, tenant string, out outgoing) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.publishTimeout)
+	defer cancel()
+	ps, err := c.outbox.records(ctx, tenant, []outgoing{out}, nil)
+	if err != nil {
+		return false, c.outboxError(err, "recording the event")
+	}
+	if err := c.registry.RecordPending(ctx, ps); err != nil {
+		return false, c.outboxError(err, "recording the event")
+	}
+	return c.publishRecorded(ctx, tenant, []outgoing{out})
+}
+
+// recording returns the store.PendingFunc of a registry write whose
+// events build returns for the transition it makes, and a function that
+// returns the events of the transition the registry took (those of build's
+// last call: an optimistic registry may call it more than once).
+func (c *Commands) recording(ctx context.Context, tenant string, stored map[string]bool,
+	build func(cur *provenance.SourceState, next provenance.SourceState) []outgoing) (store.PendingFunc, func() []outgoing) {
+	var last []outgoing
+	pend := func(cur *provenance.SourceState, next provenance.SourceState) ([]store.Pending, error) {
+		last = build(cur, next)
+		return c.outbox.records(ctx, tenant, last, stored)
+	}
+	return pend, func() []outgoing { return last }
 }

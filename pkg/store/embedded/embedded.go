@@ -23,6 +23,7 @@
 //	reports/<tenant>/<id>                 store.Report
 //	report_index/<tenant>/by_src/<doc|report id>  "" (ReportsBySource)
 //	report_index/<tenant>/cites/<report id>       []provenance.SourceRef (store.CitationsOf)
+//	outbox/<tenant>/<event id>            a pending event's record (store.Outbox)
 //
 // A file written before report_index, communities/<tenant>/members,
 // by_rel or by_name existed gets them built from its reports and communities when it is

@@ -12,9 +12,10 @@ import (
 
 // registryUpdate runs one registry transition on docID in a read-write
 // transaction: next gets the current state (nil if unknown) and returns the
-// state to store and whether to store it.
+// state to store and whether to store it. The events pend returns for an
+// accepted transition are recorded in the same transaction (see putPending).
 func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
-	next func(cur *provenance.SourceState) (provenance.SourceState, bool, error)) (provenance.SourceState, error) {
+	next func(cur *provenance.SourceState) (provenance.SourceState, bool, error), pend store.PendingFunc) (provenance.SourceState, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return provenance.SourceState{}, err
 	}
@@ -41,6 +42,9 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 			return err
 		}
 		out = st
+		if err := putPending(tx, tenant, pend, curp, st); err != nil {
+			return err
+		}
 		if !write {
 			return nil
 		}
@@ -54,7 +58,7 @@ func (s *Store) Announce(ctx context.Context, tenant string, a store.Announcemen
 	st, err := s.registryUpdate(ctx, tenant, a.DocID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		st, err := store.NextAnnounced(cur, tenant, a)
 		return st, err == nil, err
-	})
+	}, nil)
 	if err != nil {
 		return provenance.SourceState{}, fmt.Errorf("announcing %q in %q: %w", a.DocID, tenant, err)
 	}
@@ -66,7 +70,7 @@ func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance
 	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		st, err := store.NextACL(cur, docID, acl)
 		return st, err == nil, err
-	})
+	}, nil)
 	if err != nil {
 		return provenance.SourceState{}, fmt.Errorf("setting the ACL of %q in %q: %w", docID, tenant, err)
 	}
@@ -77,7 +81,7 @@ func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance
 func (s *Store) RecordContent(ctx context.Context, tenant, docID string, version int64, hash string) (provenance.SourceState, error) {
 	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		return store.NextContent(cur, docID, version, hash)
-	})
+	}, nil)
 	if err != nil {
 		return provenance.SourceState{}, fmt.Errorf("recording the content of %q in %q: %w", docID, tenant, err)
 	}
@@ -88,7 +92,7 @@ func (s *Store) RecordContent(ctx context.Context, tenant, docID string, version
 func (s *Store) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
 	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		return store.NextDeleted(cur, docID)
-	})
+	}, nil)
 	if err != nil {
 		return provenance.SourceState{}, fmt.Errorf("deleting %q in %q: %w", docID, tenant, err)
 	}

@@ -56,6 +56,8 @@
 //	<p>:{<t>}:reports                hash report id -> store.Report (JSON)
 //	<p>:{<t>}:rcites                 hash report id -> its citations (store.CitationsOf, JSON)
 //	<p>:{<t>}:rsrc:<doc>             set of ids of reports citing the document
+//	<p>:{<t>}:outbox                 hash event id -> pending event record (store.Outbox, see outbox.go)
+//	<p>:outbox-tenants               set of tenants with pending events
 package redis
 
 import (

@@ -13,9 +13,11 @@ import (
 
 // registryUpdate runs one registry transition on docID as an optimistic
 // transaction on its key: next gets the current state (nil if unknown) and
-// returns the state to store and whether to store it.
+// returns the state to store and whether to store it. The events pend
+// returns for an accepted transition are written in the same MULTI/EXEC
+// (see pendingWrites).
 func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
-	next func(cur *provenance.SourceState) (provenance.SourceState, bool, error)) (provenance.SourceState, error) {
+	next func(cur *provenance.SourceState) (provenance.SourceState, bool, error), pend store.PendingFunc) (provenance.SourceState, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return provenance.SourceState{}, err
 	}
@@ -35,8 +37,12 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 			return err
 		}
 		out = st
+		record, err := s.pendingWrites(ctx, tenant, pend, cur, st)
+		if err != nil {
+			return err
+		}
 		if !write {
-			return nil
+			return pendingOnly(ctx, tx, record)
 		}
 		data, err := marshal(st)
 		if err != nil {
@@ -50,6 +56,7 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Set(ctx, key, data, 0)
 			p.SAdd(ctx, k.regDocs(), docID)
+			record(p)
 			return nil
 		})
 		return err
@@ -62,7 +69,7 @@ func (s *Store) Announce(ctx context.Context, tenant string, a store.Announcemen
 	st, err := s.registryUpdate(ctx, tenant, a.DocID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		st, err := store.NextAnnounced(cur, tenant, a)
 		return st, err == nil, err
-	})
+	}, nil)
 	if err != nil {
 		return provenance.SourceState{}, fmt.Errorf("announcing %q in %q: %w", a.DocID, tenant, err)
 	}
@@ -74,7 +81,7 @@ func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance
 	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		st, err := store.NextACL(cur, docID, acl)
 		return st, err == nil, err
-	})
+	}, nil)
 	if err != nil {
 		return provenance.SourceState{}, fmt.Errorf("setting the ACL of %q in %q: %w", docID, tenant, err)
 	}
@@ -85,7 +92,7 @@ func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance
 func (s *Store) RecordContent(ctx context.Context, tenant, docID string, version int64, hash string) (provenance.SourceState, error) {
 	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		return store.NextContent(cur, docID, version, hash)
-	})
+	}, nil)
 	if err != nil {
 		return provenance.SourceState{}, fmt.Errorf("recording the content of %q in %q: %w", docID, tenant, err)
 	}
@@ -96,7 +103,7 @@ func (s *Store) RecordContent(ctx context.Context, tenant, docID string, version
 func (s *Store) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
 	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		return store.NextDeleted(cur, docID)
-	})
+	}, nil)
 	if err != nil {
 		return provenance.SourceState{}, fmt.Errorf("deleting %q in %q: %w", docID, tenant, err)
 	}

@@ -81,6 +81,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Reports/BySourceIndex", testReportIndex},
 		{"PingClose", testPingClose},
 	}
+	tests = append(tests, outboxCases...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -52,6 +52,7 @@ func Run(t *testing.T, newIndex NewIndex) {
 		{"UpdateACLRevokes", testUpdateACL},
 		{"ScanSources", testScanSources},
 		{"AuditACLs", testAuditACLs},
+		{"AuditSourcesCountsStale", testAuditSources},
 		{"Delete", testDelete},
 		{"DeleteByDoc", testDeleteByDoc},
 		{"UpsertReplaces", testUpsertReplaces},
@@ -493,6 +494,53 @@ func testAuditACLs(t *testing.T, ix vector.Index) {
 	a, err = vector.AuditACLs(ctx, ix, "initech", live)
 	require.NoError(t, err)
 	require.Equal(t, vector.ACLAudit{}, a)
+}
+
+// testAuditSources checks vector.AuditSources over the adapter: items
+// built from a version the registry has moved on from are stale until
+// re-indexed, counted apart from ACL mismatches; orphans are not stale.
+func testAuditSources(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant,
+		unit("d1-a", angle(1), "d1", eng), unit("d2-a", angle(3), "d2", public),
+		report("r12", angle(4), src("d1", eng), src("d2", public)),
+		unit("gone-a", angle(5), "gone", public),
+	)
+	srcs := []provenance.SourceState{
+		{Tenant: tenant, DocID: "d1", Version: 1, ACL: eng},
+		{Tenant: tenant, DocID: "d2", Version: 1, ACL: public},
+		{Tenant: tenant, DocID: "gone", Version: 2, Deleted: true, ACL: public},
+	}
+	a, err := vector.AuditSources(ctx, ix, tenant, srcs)
+	require.NoError(t, err)
+	require.Equal(t, 4, a.Items)
+	require.Zero(t, a.Stale, "%v", a.Problems)
+	require.Zero(t, a.ACLMismatches, "%v", a.Problems)
+	require.Equal(t, 1, a.Orphans, "gone-a")
+
+	// d1 moves to version 3 (and to another ACL) in the registry; the
+	// index still holds version 1.
+	srcs[0].Version, srcs[0].ACL = 3, secret
+	a, err = vector.AuditSources(ctx, ix, tenant, srcs)
+	require.NoError(t, err)
+	require.Equal(t, 2, a.Stale, "d1-a and r12: %v", a.Problems)
+	require.Equal(t, 2, a.ACLMismatches, "d1-a and r12: %v", a.Problems)
+	require.Equal(t, 1, a.Orphans)
+	require.Contains(t, a.Problems, `text_unit "d1-a": built from version 1 of "d1", the registry's is 3`)
+	ver, err := vector.AuditACLs(ctx, ix, tenant, map[string]provenance.ACL{"d1": secret, "d2": public})
+	require.NoError(t, err)
+	require.Zero(t, ver.Stale, "AuditACLs knows no versions")
+
+	// Re-indexed at version 3.
+	v3 := src("d1", secret)
+	v3.Version = 3
+	d1 := unit("d1-a", angle(1), "d1", secret)
+	d1.Sources[0].Version = 3
+	upsert(t, ix, tenant, d1, report("r12", angle(4), v3, src("d2", public)))
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "gone"))
+	a, err = vector.AuditSources(ctx, ix, tenant, srcs)
+	require.NoError(t, err)
+	require.Equal(t, vector.ACLAudit{Items: 3}, a)
 }
 
 func testDelete(t *testing.T, ix vector.Index) {

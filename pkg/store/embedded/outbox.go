@@ -1,0 +1,181 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// bucketOutbox holds the pending events, outbox/<tenant>/<id> = the
+// record as the publisher wrote it. It is created by the first write that
+// records one, so files from before it open unchanged.
+const bucketOutbox = "outbox"
+
+// putPending records the events pend returns for the transition from cur
+// to next, inside the registry's transaction tx.
+func putPending(tx *bolt.Tx, tenant string, pend store.PendingFunc, cur *provenance.SourceState, next provenance.SourceState) error {
+	ps, err := store.Recorded(pend, tenant, cur, next)
+	if err != nil || len(ps) == 0 {
+		return err
+	}
+	return putPendingTx(tx, ps)
+}
+
+func putPendingTx(tx *bolt.Tx, ps []store.Pending) error {
+	top, err := tx.CreateBucketIfNotExists([]byte(bucketOutbox))
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		b, err := top.CreateBucketIfNotExists([]byte(p.Tenant))
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte(p.ID), bytes.Clone(p.Data)); err != nil {
+			return fmt.Errorf("recording pending event %q: %w", p.ID, err)
+		}
+	}
+	return nil
+}
+
+// AnnounceRecording is Announce recording pend's events in the same
+// transaction (see store.Outbox).
+func (s *Store) AnnounceRecording(ctx context.Context, tenant string, a store.Announcement, pend store.PendingFunc) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, a.DocID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		st, err := store.NextAnnounced(cur, tenant, a)
+		return st, err == nil, err
+	}, pend)
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("announcing %q in %q: %w", a.DocID, tenant, err)
+	}
+	return st, nil
+}
+
+// SetACLRecording is SetACL recording pend's events in the same
+// transaction (see store.Outbox).
+func (s *Store) SetACLRecording(ctx context.Context, tenant, docID string, acl provenance.ACL, pend store.PendingFunc) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		st, err := store.NextACL(cur, docID, acl)
+		return st, err == nil, err
+	}, pend)
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("setting the ACL of %q in %q: %w", docID, tenant, err)
+	}
+	return st, nil
+}
+
+// MarkDeletedRecording is MarkDeleted recording pend's events in the same
+// transaction (see store.Outbox).
+func (s *Store) MarkDeletedRecording(ctx context.Context, tenant, docID string, pend store.PendingFunc) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		return store.NextDeleted(cur, docID)
+	}, pend)
+	if err != nil {
+		return provenance.SourceState{}, fmt.Errorf("deleting %q in %q: %w", docID, tenant, err)
+	}
+	return st, nil
+}
+
+// RecordPending records events that follow no registry change.
+func (s *Store) RecordPending(ctx context.Context, ps []store.Pending) error {
+	for _, p := range ps {
+		if err := store.ValidatePending(p); err != nil {
+			return fmt.Errorf("recording pending events: %w", err)
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	if err := s.update(ctx, func(tx *bolt.Tx) error { return putPendingTx(tx, ps) }); err != nil {
+		return fmt.Errorf("recording pending events: %w", err)
+	}
+	return nil
+}
+
+// PendingEvents returns pending events by tenant then id, after the given
+// one (see store.Outbox).
+func (s *Store) PendingEvents(ctx context.Context, afterTenant, afterID string, limit int) ([]store.Pending, error) {
+	out := []store.Pending{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		top := tx.Bucket([]byte(bucketOutbox))
+		if top == nil {
+			return nil
+		}
+		tc := top.Cursor()
+		for tk, _ := tc.Seek([]byte(afterTenant)); tk != nil; tk, _ = tc.Next() {
+			b := top.Bucket(tk)
+			if b == nil {
+				continue
+			}
+			tenant := string(tk)
+			c := b.Cursor()
+			k, v := c.First()
+			if tenant == afterTenant {
+				k, v = c.Seek([]byte(afterID))
+				if k != nil && string(k) == afterID {
+					k, v = c.Next()
+				}
+			}
+			for ; k != nil; k, v = c.Next() {
+				if limit > 0 && len(out) >= limit {
+					return nil
+				}
+				out = append(out, store.Pending{Tenant: tenant, ID: string(k), Data: bytes.Clone(v)})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading pending events: %w", err)
+	}
+	return out, nil
+}
+
+// ClearPending removes a pending event.
+func (s *Store) ClearPending(ctx context.Context, tenant, id string) error {
+	if err := store.ValidatePending(store.Pending{Tenant: tenant, ID: id}); err != nil {
+		return fmt.Errorf("clearing a pending event: %w", err)
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		top := tx.Bucket([]byte(bucketOutbox))
+		if top == nil {
+			return nil
+		}
+		b := top.Bucket([]byte(tenant))
+		if b == nil {
+			return nil
+		}
+		return b.Delete([]byte(id))
+	})
+	if err != nil {
+		return fmt.Errorf("clearing pending event %q: %w", id, err)
+	}
+	return nil
+}
+
+// PendingCount counts the pending events of every tenant.
+func (s *Store) PendingCount(ctx context.Context) (int, error) {
+	n := 0
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		top := tx.Bucket([]byte(bucketOutbox))
+		if top == nil {
+			return nil
+		}
+		return top.ForEachBucket(func(k []byte) error {
+			c := top.Bucket(k).Cursor()
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				n++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("counting pending events: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,301 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// outboxCases are the conformance cases of store.Outbox: a registry
+// change and the pending events it records are one write.
+var outboxCases = []struct {
+	name string
+	fn   func(t *testing.T, s store.Stores)
+}{
+	{"Outbox/RecordedWithTheChange", testOutboxRecordedWithTheChange},
+	{"Outbox/RefusedWriteRecordsNothing", testOutboxRefusedWriteRecordsNothing},
+	{"Outbox/ConcurrentChangesEachRecorded", testOutboxConcurrent},
+	{"Outbox/InterruptedTransactionRecordsOnlyWhatCommitted", testOutboxInterrupted},
+	{"Outbox/Paging", testOutboxPaging},
+}
+
+// eventOf is a PendingFunc recording one event named after the transition:
+// <tenant>/<doc>/<next version>/<kind>, its data naming both states.
+func eventOf(tn, kind string) store.PendingFunc {
+	return func(cur *provenance.SourceState, next provenance.SourceState) ([]store.Pending, error) {
+		from := int64(0)
+		if cur != nil {
+			from = cur.Version
+		}
+		return []store.Pending{{Tenant: tn, ID: fmt.Sprintf("%s/%s/%d/%s", tn, next.DocID, next.Version, kind),
+			Data: fmt.Appendf(nil, `{"from":%d,"to":%d,"acl_revision":%d,"deleted":%t}`, from, next.Version, next.ACLRevision, next.Deleted)}}, nil
+	}
+}
+
+func pendingOf(t *testing.T, s store.Stores) map[string]string {
+	t.Helper()
+	ps, err := s.PendingEvents(t.Context(), "", "", 0)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, p := range ps {
+		out[p.Tenant+" "+p.ID] = string(p.Data)
+	}
+	n, err := s.PendingCount(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, len(ps), n, "PendingCount agrees with PendingEvents")
+	return out
+}
+
+func retryState(fn func() (provenance.SourceState, error)) (provenance.SourceState, error) {
+	return retry(fn)
+}
+
+// testOutboxRecordedWithTheChange checks that every accepted transition
+// holds the events its PendingFunc returned, computed from the states the
+// transaction saw, and that clearing removes exactly one.
+func testOutboxRecordedWithTheChange(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	require.Empty(t, pendingOf(t, s))
+	v1, err := retryState(func() (provenance.SourceState, error) {
+		return s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()}, eventOf(tenant, "changed"))
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, v1.Version)
+	stored, _ := state(t, s, tenant, "d")
+	require.Equal(t, v1, stored)
+	require.Equal(t, map[string]string{
+		"acme acme/d/1/changed": `{"from":0,"to":1,"acl_revision":0,"deleted":false}`,
+	}, pendingOf(t, s))
+
+	acl, err := retryState(func() (provenance.SourceState, error) {
+		return s.SetACLRecording(ctx, tenant, "d", provenance.ACL{Groups: []string{"sre"}}, eventOf(tenant, "acl"))
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, acl.ACLRevision)
+	del, err := retryState(func() (provenance.SourceState, error) {
+		return s.MarkDeletedRecording(ctx, tenant, "d", eventOf(tenant, "deleted"))
+	})
+	require.NoError(t, err)
+	require.True(t, del.Deleted)
+	require.Equal(t, map[string]string{
+		"acme acme/d/1/changed": `{"from":0,"to":1,"acl_revision":0,"deleted":false}`,
+		"acme acme/d/1/acl":     `{"from":1,"to":1,"acl_revision":1,"deleted":false}`,
+		"acme acme/d/2/deleted": `{"from":1,"to":2,"acl_revision":1,"deleted":true}`,
+	}, pendingOf(t, s))
+
+	require.NoError(t, s.ClearPending(ctx, tenant, "acme/d/1/changed"))
+	require.NoError(t, s.ClearPending(ctx, tenant, "acme/d/1/changed"), "clearing an absent event is no error")
+	require.NoError(t, s.ClearPending(ctx, other, "acme/d/1/acl"), "clearing is per tenant")
+	require.NoError(t, s.ClearPending(ctx, tenant, "acme/d/2/deleted"))
+	require.Equal(t, map[string]string{
+		"acme acme/d/1/acl": `{"from":1,"to":1,"acl_revision":1,"deleted":false}`,
+	}, pendingOf(t, s))
+
+	// Deleting a deleted document leaves the registry as it is and still
+	// records its deletion's event: it is published again.
+	again, err := retryState(func() (provenance.SourceState, error) {
+		return s.MarkDeletedRecording(ctx, tenant, "d", eventOf(tenant, "deleted"))
+	})
+	require.NoError(t, err)
+	require.Equal(t, del, again)
+	stored, _ = state(t, s, tenant, "d")
+	require.Equal(t, del, stored)
+	require.Contains(t, pendingOf(t, s), "acme acme/d/2/deleted")
+
+	// Without a PendingFunc the Recording calls are the plain ones.
+	plain, err := retryState(func() (provenance.SourceState, error) {
+		return s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "e", ACL: provenance.PublicACL()}, nil)
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, plain.Version)
+	require.Len(t, pendingOf(t, s), 2)
+
+	// Events that follow no registry change.
+	require.NoError(t, s.RecordPending(ctx, []store.Pending{{Tenant: other, ID: "globex/x/1/extracted-2", Data: []byte("x")}}))
+	require.Equal(t, "x", pendingOf(t, s)["globex globex/x/1/extracted-2"])
+	require.ErrorIs(t, s.RecordPending(ctx, []store.Pending{{Tenant: "Bad Tenant", ID: "x"}}), store.ErrInvalid)
+	require.ErrorIs(t, s.RecordPending(ctx, []store.Pending{{Tenant: tenant, ID: ""}}), store.ErrInvalid)
+	require.Len(t, pendingOf(t, s), 3)
+}
+
+// testOutboxRefusedWriteRecordsNothing checks the other half: a
+// transition the registry refuses, or one whose PendingFunc fails, writes
+// neither the registry nor a record.
+func testOutboxRefusedWriteRecordsNothing(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	before, err := retryState(func() (provenance.SourceState, error) {
+		return s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", Version: 5, ACL: provenance.PublicACL(), Title: "five"}, eventOf(tenant, "changed"))
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.ClearPending(ctx, tenant, "acme/d/5/changed"))
+	require.Empty(t, pendingOf(t, s))
+
+	called := 0
+	counting := func(cur *provenance.SourceState, next provenance.SourceState) ([]store.Pending, error) {
+		called++
+		return eventOf(tenant, "refused")(cur, next)
+	}
+	_, err = s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", Version: 3, ACL: provenance.PublicACL()}, counting)
+	require.ErrorIs(t, err, store.ErrStaleVersion)
+	_, err = s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", Version: provenance.MaxContentVersion + 1, ACL: provenance.PublicACL()}, counting)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: " padded", ACL: provenance.PublicACL()}, counting)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.SetACLRecording(ctx, tenant, "ghost", provenance.PublicACL(), counting)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.MarkDeletedRecording(ctx, tenant, "ghost", counting)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Zero(t, called, "a refused transition records nothing")
+
+	// A PendingFunc that fails aborts the change.
+	boom := errors.New("the event cannot be recorded")
+	failing := func(*provenance.SourceState, provenance.SourceState) ([]store.Pending, error) { return nil, boom }
+	_, err = s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.ACL{Groups: []string{"sre"}}, Title: "six"}, failing)
+	require.ErrorIs(t, err, boom)
+	_, err = s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "new", ACL: provenance.PublicACL()}, failing)
+	require.ErrorIs(t, err, boom)
+	_, err = s.SetACLRecording(ctx, tenant, "d", provenance.ACL{Groups: []string{"sre"}}, failing)
+	require.ErrorIs(t, err, boom)
+	_, err = s.MarkDeletedRecording(ctx, tenant, "d", failing)
+	require.ErrorIs(t, err, boom)
+	// So does a record of another tenant (it could not be written with
+	// this tenant's registry in one transaction) or without an id.
+	_, err = s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", Title: "six"}, eventOf(other, "changed"))
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.MarkDeletedRecording(ctx, tenant, "d", func(*provenance.SourceState, provenance.SourceState) ([]store.Pending, error) {
+		return []store.Pending{{Tenant: tenant}}, nil
+	})
+	require.ErrorIs(t, err, store.ErrInvalid)
+
+	after, _ := state(t, s, tenant, "d")
+	require.Equal(t, before, after, "no refused or failed write moved the registry")
+	_, found := state(t, s, tenant, "new")
+	require.False(t, found)
+	require.Empty(t, pendingOf(t, s))
+}
+
+// testOutboxConcurrent checks that concurrent changes of one document,
+// each recording an event named by the version it got, all hold their
+// event with what their own transaction saw (an optimistic adapter that
+// retries records only its last attempt's).
+func testOutboxConcurrent(t *testing.T, s store.Stores) {
+	const n = 8
+	var mu sync.Mutex
+	got := map[int64]bool{}
+	err := parallel(n, func(i int) error {
+		st, err := retryState(func() (provenance.SourceState, error) {
+			return s.AnnounceRecording(t.Context(), tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()}, eventOf(tenant, "changed"))
+		})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got[st.Version] {
+			return fmt.Errorf("version %d announced twice", st.Version)
+		}
+		got[st.Version] = true
+		return nil
+	})
+	require.NoError(t, err)
+	want := map[string]string{}
+	for v := int64(1); v <= n; v++ {
+		want[fmt.Sprintf("acme acme/d/%d/changed", v)] = fmt.Sprintf(`{"from":%d,"to":%d,"acl_revision":0,"deleted":false}`, v-1, v)
+	}
+	require.Equal(t, want, pendingOf(t, s))
+}
+
+// testOutboxInterrupted has another writer announce the same document
+// while the PendingFunc of a change runs: an optimistic adapter's
+// transaction then fails and runs again at the next version, one that
+// serializes writers (bbolt) commits first and the other writer follows.
+// Either way the outbox holds the record of the version the change took
+// and nothing of an attempt that did not commit.
+func testOutboxInterrupted(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	var intruder chan error
+	pend := func(cur *provenance.SourceState, next provenance.SourceState) ([]store.Pending, error) {
+		if intruder == nil {
+			intruder = make(chan error, 1)
+			go func() {
+				_, err := retryState(func() (provenance.SourceState, error) {
+					return s.Announce(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL(), Title: "intruder"})
+				})
+				intruder <- err
+			}()
+			// Give the other writer the time to commit, if the adapter
+			// lets it (one that serializes writers holds it until this
+			// transaction ends).
+			select {
+			case err := <-intruder:
+				intruder <- err
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		return eventOf(tenant, "changed")(cur, next)
+	}
+	st, err := retryState(func() (provenance.SourceState, error) {
+		return s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()}, pend)
+	})
+	require.NoError(t, err)
+	require.NoError(t, <-intruder)
+	require.Equal(t, map[string]string{
+		fmt.Sprintf("acme acme/d/%d/changed", st.Version): fmt.Sprintf(`{"from":%d,"to":%d,"acl_revision":0,"deleted":false}`, st.Version-1, st.Version),
+	}, pendingOf(t, s))
+	final, _ := state(t, s, tenant, "d")
+	require.EqualValues(t, 2, final.Version, "both writers announced")
+}
+
+// testOutboxPaging checks the order (tenant, then id) and the paging of
+// PendingEvents over ids as message ids hold them.
+func testOutboxPaging(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	ids := []string{"acme/{x}:reg:y/1/changed", "acme/a/1/acl-1", "acme/a/1/changed", "acme/ünï/2/deleted", "acme/a b/3/changed"}
+	var ps []store.Pending
+	for _, id := range ids {
+		ps = append(ps, store.Pending{Tenant: tenant, ID: id, Data: []byte("data of " + id)})
+	}
+	ps = append(ps, store.Pending{Tenant: other, ID: "globex/z/1/changed", Data: []byte("z")},
+		store.Pending{Tenant: other, ID: "globex/a/1/changed", Data: []byte("a")})
+	require.NoError(t, s.RecordPending(ctx, ps))
+	all, err := s.PendingEvents(ctx, "", "", 0)
+	require.NoError(t, err)
+	var order []string
+	for _, p := range all {
+		order = append(order, p.Tenant+" "+p.ID)
+	}
+	require.Equal(t, []string{"acme acme/a b/3/changed", "acme acme/a/1/acl-1", "acme acme/a/1/changed",
+		"acme acme/{x}:reg:y/1/changed", "acme acme/ünï/2/deleted", "globex globex/a/1/changed", "globex globex/z/1/changed"}, order)
+	for _, p := range all {
+		if p.Tenant == tenant {
+			require.Equal(t, "data of "+p.ID, string(p.Data))
+		}
+	}
+	for _, limit := range []int{1, 2, 3, 7, 8} {
+		var paged []string
+		afterT, afterID := "", ""
+		for range 20 {
+			page, err := s.PendingEvents(ctx, afterT, afterID, limit)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(page), limit)
+			if len(page) == 0 {
+				break
+			}
+			for _, p := range page {
+				paged = append(paged, p.Tenant+" "+p.ID)
+			}
+			afterT, afterID = page[len(page)-1].Tenant, page[len(page)-1].ID
+		}
+		require.Equal(t, order, paged, "pages of %d", limit)
+	}
+	n, err := s.PendingCount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 7, n)
+}
