@@ -407,6 +407,7 @@ func Select(hits []Hit) []Hit {
 	}
 	type fam struct {
 		score      float64
+		weights    []float64
 		named      bool
 		tier, rank int // best tier, first hit's rank in order
 	}
@@ -421,9 +422,41 @@ func Select(hits []Hit) []Hit {
 			fams[f] = fa
 			famOrder = append(famOrder, f)
 		}
-		fa.score += a.score
 		fa.named = fa.named || a.named
 		fa.tier = min(fa.tier, a.first.Tier)
+	}
+	// A family's hits at one place (a finer mode's cue and its generic
+	// mode's inside it) count once, at the highest weight.
+	type place struct {
+		fam        string
+		start, end int
+	}
+	var places []place
+	var weights []float64
+	for _, h := range hits {
+		if h.Negated || h.Weight <= 0 {
+			continue
+		}
+		f := family(Mode{Name: h.Mode, Parent: parentOf(h)})
+		i := slices.IndexFunc(places, func(p place) bool { return p.fam == f && p.start < h.End && h.Start < p.end })
+		if i < 0 {
+			places = append(places, place{f, h.Start, h.End})
+			weights = append(weights, h.Weight)
+			continue
+		}
+		weights[i] = max(weights[i], h.Weight)
+	}
+	for i, p := range places {
+		fams[p.fam].weights = append(fams[p.fam].weights, weights[i])
+	}
+	for _, fa := range fams {
+		fa.score = familyScore(fa.weights)
+	}
+	// A family whose evidence is one weak cue ("throttled" once) is no
+	// cause at all.
+	famOrder = slices.DeleteFunc(famOrder, func(n string) bool { return fams[n].score < minFamilyScore })
+	if len(famOrder) == 0 {
+		return nil
 	}
 	candidates := famOrder
 	if named := slices.DeleteFunc(slices.Clone(famOrder), func(n string) bool { return !fams[n].named }); len(named) > 0 {
@@ -471,6 +504,36 @@ func Select(hits []Hit) []Hit {
 		}
 	}
 	return out
+}
+
+// repeatDecay is how much each further hit of a family counts relative to
+// the one before (hits ranked by weight): a symptom the timeline repeats
+// ten times ("throttled", "overloaded") must not outweigh the one sentence
+// that names the cause.
+const repeatDecay = 0.5
+
+// minFamilyScore is the least score a family needs to be a cause.
+const minFamilyScore = 0.3
+
+// familyScore sums a family's hit weights, the strongest first, each next
+// one counting repeatDecay times the one before it.
+func familyScore(weights []float64) float64 {
+	ws := slices.Clone(weights)
+	slices.SortFunc(ws, func(a, b float64) int {
+		switch {
+		case a > b:
+			return -1
+		case a < b:
+			return 1
+		}
+		return 0
+	})
+	score, f := 0.0, 1.0
+	for _, w := range ws {
+		score += w * f
+		f *= repeatDecay
+	}
+	return score
 }
 
 // parentOf is the parent of a hit's mode (empty when generic).
