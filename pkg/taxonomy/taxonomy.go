@@ -47,6 +47,14 @@ type Taxonomy struct {
 	Modes   []Mode
 
 	negBefore, negAfter, assertion *regexp.Regexp
+
+	// The prefilter (prefilter.go): one automaton over every mode's
+	// keywords and every cue's required literals, and per mode and cue
+	// the ids of its patterns.
+	auto      *automaton
+	nPatterns int
+	keywordIx [][]int32   // mode -> keyword pattern ids (nil: none)
+	literalIx [][][]int32 // mode -> cue -> literal pattern ids (nil: always run)
 }
 
 // Mode is one failure mode.
@@ -206,6 +214,7 @@ func Parse(data []byte) (*Taxonomy, error) {
 		}
 		t.Modes = append(t.Modes, m)
 	}
+	t.buildPrefilter()
 	// Two levels: a parent is a mode of the taxonomy without a parent.
 	for _, m := range t.Modes {
 		if m.Parent == "" {
@@ -220,6 +229,45 @@ func Parse(data []byte) (*Taxonomy, error) {
 		}
 	}
 	return t, nil
+}
+
+// buildPrefilter indexes the keywords and cue literals of t's modes.
+func (t *Taxonomy) buildPrefilter() {
+	var patterns []string
+	ids := map[string]int32{}
+	id := func(p string) int32 {
+		if i, ok := ids[p]; ok {
+			return i
+		}
+		i := int32(len(patterns))
+		ids[p] = i
+		patterns = append(patterns, p)
+		return i
+	}
+	t.keywordIx = make([][]int32, len(t.Modes))
+	t.literalIx = make([][][]int32, len(t.Modes))
+	for mi, m := range t.Modes {
+		for _, k := range m.Keywords {
+			t.keywordIx[mi] = append(t.keywordIx[mi], id(k))
+		}
+		t.literalIx[mi] = make([][]int32, len(m.Cues))
+		for ci, c := range m.Cues {
+			for _, l := range cueLiterals(c.Pattern) {
+				t.literalIx[mi][ci] = append(t.literalIx[mi][ci], id(l))
+			}
+		}
+	}
+	t.auto = newAutomaton(patterns)
+	t.nPatterns = len(patterns)
+}
+
+func anyFound(found []bool, ids []int32) bool {
+	for _, i := range ids {
+		if found[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // Generic returns the generic mode a mode belongs to: its parent, or the
@@ -277,25 +325,38 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 		sentences = []Span{{0, len(text)}}
 	}
 	var hits []Hit
+	found := make([]bool, t.nPatterns)
 	for _, s := range sentences {
 		if s.Start < 0 || s.End > len(text) || s.Start >= s.End {
 			continue
 		}
 		sent := text[s.Start:s.End]
-		lower := strings.ToLower(sent)
-		asserted := t.assertion != nil && t.assertion.MatchString(sent)
-		for _, m := range t.Modes {
-			if len(m.Keywords) > 0 && !slices.ContainsFunc(m.Keywords, func(k string) bool { return strings.Contains(lower, k) }) {
+		clear(found)
+		t.auto.scan(strings.ToLower(sent), found)
+		exact := foldsToASCII(sent) // literals cannot decide: run every cue
+		assertedKnown, asserted := false, false
+		for mi, m := range t.Modes {
+			if len(m.Keywords) > 0 && !anyFound(found, t.keywordIx[mi]) {
 				continue
 			}
-			for _, c := range m.Cues {
+			for ci, c := range m.Cues {
+				if lits := t.literalIx[mi][ci]; lits != nil && !exact && !anyFound(found, lits) {
+					continue
+				}
+				locs := c.re.FindAllStringIndex(sent, -1)
+				if len(locs) == 0 {
+					continue
+				}
 				if c.req != nil && !c.req.MatchString(sent) {
 					continue
 				}
 				if c.exc != nil && c.exc.MatchString(sent) {
 					continue
 				}
-				for _, loc := range c.re.FindAllStringIndex(sent, -1) {
+				if !assertedKnown {
+					assertedKnown, asserted = true, t.assertion != nil && t.assertion.MatchString(sent)
+				}
+				for _, loc := range locs {
 					hits = append(hits, Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
 						Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
 						Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
