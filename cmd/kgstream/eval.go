@@ -83,8 +83,22 @@ func row(rel string, s eval.Score) evalRow {
 
 func evalExtraction(ctx context.Context, o evalOptions, w io.Writer) error {
 	if o.labels != "" {
+		// The corpora are scored with the built-in gazetteer only; a
+		// taxonomy or pattern file replaces the built-in one.
+		cfg := offline.Config{NounPhrases: offline.NounPhraseConfig{Enabled: o.nounPhrases, IncludeIncidents: true}}
+		var err error
+		if o.patterns != "" {
+			if cfg.Patterns, err = offline.LoadPatterns(o.patterns); err != nil {
+				return err
+			}
+		}
+		if o.taxonomy != "" {
+			if cfg.Taxonomy, err = taxonomy.Load(o.taxonomy); err != nil {
+				return err
+			}
+		}
 		return eval.CorporaCommand(ctx, eval.CorporaOptions{Labels: o.labels, Dir: o.corpora,
-			DocType: o.docType, Verbose: o.verbose, JSON: o.json}, w)
+			DocType: o.docType, Verbose: o.verbose, JSON: o.json, Config: cfg}, w)
 	}
 	gold, err := eval.LoadGold(o.gold)
 	if err != nil {

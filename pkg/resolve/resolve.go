@@ -23,9 +23,10 @@ var ErrInvalidRef = errkind.New(errkind.Invalid, "invalid entity reference")
 // lower-case form so it is never empty.
 func Key(name string) string {
 	s := name
-	if !ascii(s) { // NFKC leaves ASCII as it is
-		s = norm.NFKC.String(s)
+	if ascii(s) {
+		return asciiKey(s)
 	}
+	s = norm.NFKC.String(s)
 	words := strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 	if len(words) == 0 {
 		return strings.ToLower(strings.TrimSpace(s))
@@ -41,6 +42,56 @@ func Key(name string) string {
 		b.WriteString(strings.ToLower(w))
 	}
 	return b.String()
+}
+
+// asciiKey is Key of an ASCII name (NFKC leaves ASCII as it is), in one
+// pass without splitting the name into words: the gazetteer matcher asks
+// for the key of every run of words of every text.
+func asciiKey(s string) string {
+	isWord := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	words, code := 0, false
+	lastStart, lastEnd := -1, -1
+	for i := 0; i < len(s); {
+		if !isWord(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isWord(s[j]) {
+			if s[j] >= '0' && s[j] <= '9' {
+				code = true
+			}
+			j++
+		}
+		words++
+		lastStart, lastEnd = i, j
+		i = j
+	}
+	if words == 0 {
+		return strings.ToLower(strings.TrimSpace(s))
+	}
+	var buf [64]byte
+	b := buf[:0]
+	for i := 0; i < lastStart; i++ {
+		if c := s[i]; isWord(c) {
+			b = append(b, lower(c))
+		}
+	}
+	last := s[lastStart:lastEnd]
+	if words > 1 && !code {
+		last = singular(last)
+	}
+	for i := 0; i < len(last); i++ {
+		b = append(b, lower(last[i]))
+	}
+	return string(b)
+}
+
+func lower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 func ascii(s string) bool {

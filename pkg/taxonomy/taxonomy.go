@@ -47,6 +47,14 @@ type Taxonomy struct {
 	Modes   []Mode
 
 	negBefore, negAfter, assertion *regexp.Regexp
+
+	// The prefilter (prefilter.go): one automaton over every mode's
+	// keywords and every cue's required literals, and per mode and cue
+	// the ids of its patterns.
+	auto      *automaton
+	nPatterns int
+	keywordIx [][]int32   // mode -> keyword pattern ids (nil: none)
+	literalIx [][][]int32 // mode -> cue -> literal pattern ids (nil: always run)
 }
 
 // Mode is one failure mode.
@@ -206,6 +214,7 @@ func Parse(data []byte) (*Taxonomy, error) {
 		}
 		t.Modes = append(t.Modes, m)
 	}
+	t.buildPrefilter()
 	// Two levels: a parent is a mode of the taxonomy without a parent.
 	for _, m := range t.Modes {
 		if m.Parent == "" {
@@ -220,6 +229,45 @@ func Parse(data []byte) (*Taxonomy, error) {
 		}
 	}
 	return t, nil
+}
+
+// buildPrefilter indexes the keywords and cue literals of t's modes.
+func (t *Taxonomy) buildPrefilter() {
+	var patterns []string
+	ids := map[string]int32{}
+	id := func(p string) int32 {
+		if i, ok := ids[p]; ok {
+			return i
+		}
+		i := int32(len(patterns))
+		ids[p] = i
+		patterns = append(patterns, p)
+		return i
+	}
+	t.keywordIx = make([][]int32, len(t.Modes))
+	t.literalIx = make([][][]int32, len(t.Modes))
+	for mi, m := range t.Modes {
+		for _, k := range m.Keywords {
+			t.keywordIx[mi] = append(t.keywordIx[mi], id(k))
+		}
+		t.literalIx[mi] = make([][]int32, len(m.Cues))
+		for ci, c := range m.Cues {
+			for _, l := range cueLiterals(c.Pattern) {
+				t.literalIx[mi][ci] = append(t.literalIx[mi][ci], id(l))
+			}
+		}
+	}
+	t.auto = newAutomaton(patterns)
+	t.nPatterns = len(patterns)
+}
+
+func anyFound(found []bool, ids []int32) bool {
+	for _, i := range ids {
+		if found[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // Generic returns the generic mode a mode belongs to: its parent, or the
@@ -277,25 +325,38 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 		sentences = []Span{{0, len(text)}}
 	}
 	var hits []Hit
+	found := make([]bool, t.nPatterns)
 	for _, s := range sentences {
 		if s.Start < 0 || s.End > len(text) || s.Start >= s.End {
 			continue
 		}
 		sent := text[s.Start:s.End]
-		lower := strings.ToLower(sent)
-		asserted := t.assertion != nil && t.assertion.MatchString(sent)
-		for _, m := range t.Modes {
-			if len(m.Keywords) > 0 && !slices.ContainsFunc(m.Keywords, func(k string) bool { return strings.Contains(lower, k) }) {
+		clear(found)
+		t.auto.scan(strings.ToLower(sent), found)
+		exact := foldsToASCII(sent) // literals cannot decide: run every cue
+		assertedKnown, asserted := false, false
+		for mi, m := range t.Modes {
+			if len(m.Keywords) > 0 && !anyFound(found, t.keywordIx[mi]) {
 				continue
 			}
-			for _, c := range m.Cues {
+			for ci, c := range m.Cues {
+				if lits := t.literalIx[mi][ci]; lits != nil && !exact && !anyFound(found, lits) {
+					continue
+				}
+				locs := c.re.FindAllStringIndex(sent, -1)
+				if len(locs) == 0 {
+					continue
+				}
 				if c.req != nil && !c.req.MatchString(sent) {
 					continue
 				}
 				if c.exc != nil && c.exc.MatchString(sent) {
 					continue
 				}
-				for _, loc := range c.re.FindAllStringIndex(sent, -1) {
+				if !assertedKnown {
+					assertedKnown, asserted = true, t.assertion != nil && t.assertion.MatchString(sent)
+				}
+				for _, loc := range locs {
 					hits = append(hits, Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
 						Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
 						Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
@@ -407,6 +468,7 @@ func Select(hits []Hit) []Hit {
 	}
 	type fam struct {
 		score      float64
+		weights    []float64
 		named      bool
 		tier, rank int // best tier, first hit's rank in order
 	}
@@ -421,9 +483,41 @@ func Select(hits []Hit) []Hit {
 			fams[f] = fa
 			famOrder = append(famOrder, f)
 		}
-		fa.score += a.score
 		fa.named = fa.named || a.named
 		fa.tier = min(fa.tier, a.first.Tier)
+	}
+	// A family's hits at one place (a finer mode's cue and its generic
+	// mode's inside it) count once, at the highest weight.
+	type place struct {
+		fam        string
+		start, end int
+	}
+	var places []place
+	var weights []float64
+	for _, h := range hits {
+		if h.Negated || h.Weight <= 0 {
+			continue
+		}
+		f := family(Mode{Name: h.Mode, Parent: parentOf(h)})
+		i := slices.IndexFunc(places, func(p place) bool { return p.fam == f && p.start < h.End && h.Start < p.end })
+		if i < 0 {
+			places = append(places, place{f, h.Start, h.End})
+			weights = append(weights, h.Weight)
+			continue
+		}
+		weights[i] = max(weights[i], h.Weight)
+	}
+	for i, p := range places {
+		fams[p.fam].weights = append(fams[p.fam].weights, weights[i])
+	}
+	for _, fa := range fams {
+		fa.score = familyScore(fa.weights)
+	}
+	// A family whose evidence is one weak cue ("throttled" once) is no
+	// cause at all.
+	famOrder = slices.DeleteFunc(famOrder, func(n string) bool { return fams[n].score < minFamilyScore })
+	if len(famOrder) == 0 {
+		return nil
 	}
 	candidates := famOrder
 	if named := slices.DeleteFunc(slices.Clone(famOrder), func(n string) bool { return !fams[n].named }); len(named) > 0 {
@@ -471,6 +565,36 @@ func Select(hits []Hit) []Hit {
 		}
 	}
 	return out
+}
+
+// repeatDecay is how much each further hit of a family counts relative to
+// the one before (hits ranked by weight): a symptom the timeline repeats
+// ten times ("throttled", "overloaded") must not outweigh the one sentence
+// that names the cause.
+const repeatDecay = 0.5
+
+// minFamilyScore is the least score a family needs to be a cause.
+const minFamilyScore = 0.3
+
+// familyScore sums a family's hit weights, the strongest first, each next
+// one counting repeatDecay times the one before it.
+func familyScore(weights []float64) float64 {
+	ws := slices.Clone(weights)
+	slices.SortFunc(ws, func(a, b float64) int {
+		switch {
+		case a > b:
+			return -1
+		case a < b:
+			return 1
+		}
+		return 0
+	})
+	score, f := 0.0, 1.0
+	for _, w := range ws {
+		score += w * f
+		f *= repeatDecay
+	}
+	return score
 }
 
 // parentOf is the parent of a hit's mode (empty when generic).

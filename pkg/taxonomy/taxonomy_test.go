@@ -59,7 +59,7 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"A fiber cut between the two sites caused packet loss.", []string{"network failure"}},
 		{"A faulty release introduced a null pointer in the login path.", []string{"bad deploy"}},
 		{"The version bump of the ingress controller caused restarts.", []string{"bad upgrade"}},
-		{"A traffic spike overloaded the frontends.", []string{"capacity exhaustion"}},
+		{"A traffic spike overloaded the frontends.", []string{"traffic surge"}},
 		{"Our upstream payment provider outage made checkouts fail.", []string{"dependency failure"}},
 		{"Latency rose for ten minutes.", nil},
 	} {
@@ -211,4 +211,31 @@ func TestTaxonomyV2GenericModes(t *testing.T) {
 	require.ErrorIs(t, err, taxonomy.ErrInvalid, "a parent must be a mode")
 	_, err = taxonomy.Parse([]byte("modes:\n  - {name: a, parent: b, tier: 1, cues: [{pattern: x}]}\n  - {name: b, parent: c, tier: 1, cues: [{pattern: y}]}\n  - {name: c, tier: 1, cues: [{pattern: z}]}\n"))
 	require.ErrorIs(t, err, taxonomy.ErrInvalid, "two levels only")
+}
+
+// TestSelectReadsTheCauseNotTheRepeatedSymptom: a symptom repeated through
+// a text counts less with every repetition, a finer mode's cue and its
+// generic mode's at one place count once, one weak cue alone is no cause,
+// and "was not" negates only the cue it follows, not the next clause's.
+func TestSelectReadsTheCauseNotTheRepeatedSymptom(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{"Requests were throttled. Clients were throttled again. Jobs were throttled. Users were throttled. " +
+			"The cause was a configuration error in the proxy.", []string{"configuration change"}},
+		{"The cluster was overloaded. The web tier was overloaded. Later the API was overloaded. " +
+			"A configuration error in the scheduler broke the job queue.", []string{"configuration change"}},
+		{"The web servers ran out of disk space. A race condition in the uploader was found.", []string{"disk full"}},
+		{"Requests were throttled for a while.", nil},
+		{"A network device experienced a hardware fault and that traffic was not automatically rerouted.", []string{"hardware"}},
+		{"A recent deployment introduced a task that was not validating subscriptions.", []string{"bad deploy"}},
+		{"The hardware fault was not the cause of the outage.", nil},
+		{"A backend service had reached an operational threshold, preventing requests from completing.", []string{"resource exhaustion"}},
+		{"A breaker tripped during planned power maintenance.", []string{"power or cooling"}},
+		{"The Grafana Agent pod was using a high amount of memory on the node.", []string{"memory exhaustion"}},
+	} {
+		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
+	}
 }

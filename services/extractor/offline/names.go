@@ -220,7 +220,7 @@ func (f *componentFinder) find(text string) []span {
 		}
 		add(span{s, e, w, typ})
 	}
-	for _, loc := range f.host.FindAllStringIndex(text, -1) {
+	for _, loc := range findInRuns(f.host, text) {
 		s, e := loc[0], loc[1]
 		if (s > 0 && strings.ContainsRune("./-_", rune(text[s-1]))) || inURL(text, s, e) || !hostName(text[s:e]) {
 			continue
@@ -287,6 +287,40 @@ func (f *componentFinder) find(text string) []span {
 
 // hostName reports whether w is shaped like a host or network device name
 // rather than a version, a region, a hash or a unit.
+// findInRuns is re.FindAllStringIndex(text, -1) for a host-name
+// expression: one whose matches hold only letters, digits, dots and
+// hyphens and at least one digit and one lower-case letter. It runs re
+// only on the maximal runs of identifier bytes ([A-Za-z0-9_.-]) that hold
+// a digit and a lower-case letter: a match cannot cross a run's end, and
+// at a run's end a word boundary falls as at the end of a text.
+func findInRuns(re *regexp.Regexp, text string) [][]int {
+	var out [][]int
+	for i := 0; i < len(text); {
+		if !identByte(text[i]) {
+			i++
+			continue
+		}
+		j, digit, lower := i, false, false
+		for j < len(text) && identByte(text[j]) {
+			c := text[j]
+			digit = digit || c >= '0' && c <= '9'
+			lower = lower || c >= 'a' && c <= 'z'
+			j++
+		}
+		if digit && lower {
+			for _, loc := range re.FindAllStringIndex(text[i:j], -1) {
+				out = append(out, []int{i + loc[0], i + loc[1]})
+			}
+		}
+		i = j
+	}
+	return out
+}
+
+func identByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+}
+
 func hostName(w string) bool {
 	l := strings.ToLower(w)
 	for _, p := range []string{"us-", "eu-", "ap-", "sa-", "ca-", "me-", "af-", "asia-", "europe-", "northamerica-",

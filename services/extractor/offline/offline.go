@@ -55,6 +55,21 @@ type matcher struct {
 	fallback *matcher
 	drop     map[string]bool
 	exclude  string
+	// prefixes holds every prefix of every key of byKey: a run of words
+	// whose leading words' keys are no key's prefix is not looked up.
+	prefixes map[string]struct{}
+}
+
+// mayPrefix reports whether p begins a key of m or of its fallback.
+func (m *matcher) mayPrefix(p string) bool {
+	if _, ok := m.prefixes[p]; ok {
+		return true
+	}
+	if m.fallback != nil {
+		_, ok := m.fallback.prefixes[p]
+		return ok
+	}
+	return false
 }
 
 // lookup returns the entries of key k.
@@ -111,6 +126,14 @@ func newMatcher(entries []Entry, exclude string, minKey, maxWords int) *matcher 
 		ids[k][e.ID] = true
 		m.byKey[k] = append(m.byKey[k], e)
 	}
+	defer func() {
+		m.prefixes = map[string]struct{}{}
+		for k := range m.byKey {
+			for i := 1; i <= len(k); i++ {
+				m.prefixes[k[:i]] = struct{}{}
+			}
+		}
+	}()
 	for _, e := range entries {
 		if e.ID == exclude || e.ID == "" {
 			continue
@@ -134,6 +157,30 @@ func newMatcher(entries []Entry, exclude string, minKey, maxWords int) *matcher 
 }
 
 type word struct{ start, end int }
+
+// asciiWords reports whether the words ws of text are ASCII.
+func asciiWords(text string, ws []word) bool {
+	for _, w := range ws {
+		for i := w.start; i < w.end; i++ {
+			if text[i] >= utf8.RuneSelf {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// appendLower appends the ASCII lower case of s to b.
+func appendLower(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return b
+}
 
 type hit struct {
 	start, end int // byte offsets of text in the searched string
@@ -250,8 +297,28 @@ func (m *matcher) find(text string) []hit {
 			i++
 			continue
 		}
+		// Only runs of words whose leading words key to a key prefix can
+		// name an entry (ASCII words key to their lower case; the last word
+		// of several may fold to its singular, so it is not checked).
+		limit := n
+		if asciiWords(text, ws[i:i+n]) {
+			var p []byte
+			j := 0
+			for j < n {
+				p = appendLower(p, text[ws[i+j].start:ws[i+j].end])
+				if !m.mayPrefix(string(p)) {
+					break
+				}
+				j++
+			}
+			if j == 0 {
+				i++
+				continue
+			}
+			limit = min(n, j+1)
+		}
 		matched := 0
-		for k := n; k >= 1; k-- {
+		for k := limit; k >= 1; k-- {
 			last := i + k - 1
 			if last+1 < len(ws) && glued(text[ws[last].end:ws[last+1].start]) {
 				continue // would end inside an identifier

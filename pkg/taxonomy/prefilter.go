@@ -1,0 +1,196 @@
+package taxonomy
+
+import (
+	"regexp/syntax"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The cue search is the hot path of offline extraction: every sentence of
+// every document against every cue. A cue's regular expression runs only
+// on a sentence holding one of the literal strings every match of it must
+// contain ("cert" for `\bcert(ificate)?s?\b`), and a mode's keywords and
+// those literals are found by one pass of an Aho-Corasick automaton over
+// the lower-cased sentence. The result is the same as running every cue.
+
+// requiredLiterals returns lower-case strings one of which every match of
+// re contains, or nil when there is no such set (a cue that may match
+// anything, or a literal the lower-case comparison cannot decide).
+func requiredLiterals(re *syntax.Regexp) []string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		s := strings.ToLower(string(re.Rune))
+		if s == "" || !asciiOnly(s) {
+			return nil
+		}
+		return []string{s}
+	case syntax.OpCapture:
+		return requiredLiterals(re.Sub[0])
+	case syntax.OpPlus:
+		return requiredLiterals(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredLiterals(re.Sub[0])
+		}
+		return nil
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			l := requiredLiterals(sub)
+			if l == nil {
+				return nil
+			}
+			out = append(out, l...)
+		}
+		return out
+	case syntax.OpConcat:
+		// Adjacent literals join into one ("time" "out" -> "timeout");
+		// of the candidate sets the one whose shortest string is longest
+		// filters best.
+		var best []string
+		bestLen := 0
+		consider := func(l []string) {
+			if l == nil {
+				return
+			}
+			m := len(l[0])
+			for _, s := range l[1:] {
+				m = min(m, len(s))
+			}
+			if m > bestLen {
+				best, bestLen = l, m
+			}
+		}
+		var run strings.Builder
+		flush := func() {
+			if run.Len() > 0 {
+				consider([]string{run.String()})
+				run.Reset()
+			}
+		}
+		for _, sub := range re.Sub {
+			if sub.Op == syntax.OpLiteral {
+				if l := requiredLiterals(sub); l != nil {
+					run.WriteString(l[0])
+					continue
+				}
+			}
+			flush()
+			consider(requiredLiterals(sub))
+		}
+		flush()
+		return best
+	}
+	return nil
+}
+
+func asciiOnly(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// cueLiterals parses a cue's expression (as compile does) and returns its
+// required literals, nil when it has none.
+func cueLiterals(expr string) []string {
+	re, err := syntax.Parse("(?i)"+expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	return requiredLiterals(re.Simplify())
+}
+
+// foldsToASCII reports whether s holds a rune that case-insensitive
+// matching folds to an ASCII letter while strings.ToLower does not (the
+// Kelvin sign, the long s): there the lower-case comparison could miss a
+// match, so the prefilter is not used.
+func foldsToASCII(s string) bool {
+	if asciiOnly(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < utf8.RuneSelf {
+			continue
+		}
+		if l := unicode.ToLower(r); l < utf8.RuneSelf {
+			continue
+		}
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < utf8.RuneSelf {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// automaton is an Aho-Corasick automaton over bytes: Scan reports which
+// of its patterns occur in a text, in one pass.
+type automaton struct {
+	next [][256]int32 // state x byte -> state (complete transition table)
+	out  [][]int32    // state -> patterns ending there (with suffixes)
+}
+
+func newAutomaton(patterns []string) *automaton {
+	a := &automaton{next: make([][256]int32, 1), out: make([][]int32, 1)}
+	for i := range a.next[0] {
+		a.next[0][i] = -1
+	}
+	for id, p := range patterns {
+		s := int32(0)
+		for i := 0; i < len(p); i++ {
+			c := p[i]
+			if a.next[s][c] < 0 {
+				a.next = append(a.next, [256]int32{})
+				a.out = append(a.out, nil)
+				n := int32(len(a.next) - 1)
+				for j := range a.next[n] {
+					a.next[n][j] = -1
+				}
+				a.next[s][c] = n
+			}
+			s = a.next[s][c]
+		}
+		a.out[s] = append(a.out[s], int32(id))
+	}
+	// Breadth first: failure links, outputs of suffixes, full transitions.
+	fail := make([]int32, len(a.next))
+	var queue []int32
+	for c := 0; c < 256; c++ {
+		if n := a.next[0][c]; n >= 0 {
+			fail[n] = 0
+			queue = append(queue, n)
+		} else {
+			a.next[0][c] = 0
+		}
+	}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		a.out[s] = append(a.out[s], a.out[fail[s]]...)
+		for c := 0; c < 256; c++ {
+			if n := a.next[s][c]; n >= 0 {
+				fail[n] = a.next[fail[s]][c]
+				queue = append(queue, n)
+			} else {
+				a.next[s][c] = a.next[fail[s]][c]
+			}
+		}
+	}
+	return a
+}
+
+// scan marks in found every pattern occurring in text.
+func (a *automaton) scan(text string, found []bool) {
+	s := int32(0)
+	for i := 0; i < len(text); i++ {
+		s = a.next[s][text[i]]
+		for _, id := range a.out[s] {
+			found[id] = true
+		}
+	}
+}

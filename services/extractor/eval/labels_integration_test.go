@@ -1,0 +1,65 @@
+//go:build integration
+
+package eval_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/taxonomy"
+	"github.com/kgstream/kgstream/services/extractor/eval"
+)
+
+// TestHeldOutLabelsAreValid checks the held-out labelled set
+// (testdata/corpus-labels-heldout.json): every document exists in its
+// corpus under the id the evaluation gives it, none is in the tuning set
+// (testdata/corpus-labels.json) or listed twice, every corpus of the
+// tuning set is represented, and every cause is a generic mode of the
+// default taxonomy.
+func TestHeldOutLabelsAreValid(t *testing.T) {
+	tuning, err := eval.LoadCorpusLabels("../testdata/corpus-labels.json")
+	require.NoError(t, err)
+	heldOut, err := eval.LoadCorpusLabels("../testdata/corpus-labels-heldout.json")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(heldOut.Docs), 45)
+	tax, err := taxonomy.Default()
+	require.NoError(t, err)
+	generic := func(mode string) bool {
+		m, ok := tax.Mode(mode)
+		return ok && m.Parent == "" && m.Name == mode
+	}
+	inTuning := map[string]bool{}
+	tuningCorpora := map[string]bool{}
+	for _, d := range tuning.Docs {
+		inTuning[d.Corpus+"/"+d.File] = true
+		inTuning[d.Corpus+"#"+d.ID] = true
+		tuningCorpora[d.Corpus] = true
+	}
+	seen := map[string]bool{}
+	perCorpus := map[string]int{}
+	for _, d := range heldOut.Docs {
+		key := d.Corpus + "/" + d.File
+		require.False(t, seen[key], "%s listed twice", key)
+		seen[key] = true
+		require.False(t, inTuning[key], "%s is in the tuning set", key)
+		require.False(t, inTuning[d.Corpus+"#"+d.ID], "id %s of %s is in the tuning set", d.ID, d.Corpus)
+		st, err := os.Stat(filepath.Join(corporaDir, d.Corpus, d.File))
+		require.NoError(t, err, "%s is not in the corpora", key)
+		require.False(t, st.IsDir(), key)
+		require.Equal(t, eval.CorpusDocID(d.File), d.ID, "%s: id", key)
+		if d.Cause != "" {
+			require.True(t, generic(d.Cause), "%s: cause %q is not a generic mode", key, d.Cause)
+		}
+		for _, a := range d.Also {
+			require.True(t, generic(a), "%s: accepted cause %q is not a generic mode", key, a)
+			require.NotEqual(t, d.Cause, a, "%s: %q is the cause and an alternative", key, a)
+		}
+		perCorpus[d.Corpus]++
+	}
+	for c := range tuningCorpora {
+		require.Positive(t, perCorpus[c], "no held-out document of %s", c)
+	}
+}
