@@ -310,7 +310,16 @@ func (c *Commands) recordVersion(ctx context.Context, tenant string, by Authorit
 	if cur != nil {
 		a.ACL, a.Title = cur.ACL, cur.Title
 	}
-	_, err := c.registry.Announce(ctx, tenant, a)
+	// The new version and the deletion are two registry writes. The first
+	// already records the deletion's event at that version (the same message
+	// id the second records again), so a process dying between them leaves
+	// the deletion pending in the outbox, not a version with no event.
+	receivedAt := c.now().UTC()
+	pend, _ := c.recording(ctx, tenant, nil, func(_ *provenance.SourceState, st provenance.SourceState) []outgoing {
+		return []outgoing{{kind: events.KindDocDeleted, id: events.DeletedID(tenant, cmd.DocID, st.Version),
+			ev: &events.DocDeleted{Header: events.Header{Tenant: tenant}, DocID: cmd.DocID, Version: st.Version, ReceivedAt: receivedAt}}}
+	})
+	_, err := c.registry.AnnounceRecording(ctx, tenant, a, pend)
 	if err != nil && !errors.Is(err, store.ErrStaleVersion) {
 		return c.registryError(err, "recording the deletion")
 	}

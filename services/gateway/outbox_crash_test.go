@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -349,4 +351,70 @@ func TestLargePendingEventFollowsTheVersionTaken(t *testing.T) {
 	require.NoError(t, events.Decode(data, &ev))
 	require.EqualValues(t, 2, ev.Version)
 	require.Equal(t, text, ev.Text, "the republished event is whole")
+}
+
+// failingDeletion is the registry of a process that dies between the two
+// registry writes of a deletion that carries a later version: the new
+// version is written, the deletion never is.
+type failingDeletion struct{ store.Stores }
+
+func (r *failingDeletion) MarkDeletedRecording(context.Context, string, string, store.PendingFunc) (provenance.SourceState, error) {
+	return provenance.SourceState{}, errors.New("the process died")
+}
+
+// A webhook deletion with a later version writes the version, then the
+// deletion. A process dying between the two used to leave a new version
+// with no event at all; now the first write already holds the deletion's
+// event, and a restarted gateway publishes it.
+func TestDeletionAtALaterVersionIsPendingFromItsFirstWrite(t *testing.T) {
+	ctx := t.Context()
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	a, err := auth.New([]auth.Token{{Token: "w", Tenant: "acme", Principal: "writer", Writer: true}}, nil)
+	require.NoError(t, err)
+	cfg := gateway.Config{MaxBodyBytes: 1 << 20, Webhooks: hooksConfig(), PublishTimeout: 2 * time.Second, OutboxEvery: 20 * time.Millisecond}
+
+	serve := func(reg gateway.Registry) *fixture {
+		g, err := gateway.New(cfg, reg, bus, a, nil, prometheus.NewRegistry())
+		require.NoError(t, err)
+		srv := httptest.NewServer(g.Handler())
+		t.Cleanup(srv.Close)
+		return &fixture{srv: srv, reg: st, bus: bus}
+	}
+	created := ownPayload(t, "jira/issue_created.json")
+	status, out := serve(st).jira(t, created)
+	require.Equal(t, 202, status, out)
+
+	deleted := edit(t, created, func(m map[string]any) {
+		m["webhookEvent"] = "jira:issue_deleted"
+		obj(obj(m, "issue"), "fields")["updated"] = "2025-04-03T10:00:00.000+0000"
+	})
+	status, out = serve(&failingDeletion{Stores: st}).jira(t, deleted)
+	require.GreaterOrEqual(t, status, 500, "the dying process answers nothing useful: %v", out)
+
+	version := ms(t, "2006-01-02T15:04:05.000-0700", "2025-04-03T10:00:00.000+0000")
+	src, err := st.Sources(ctx, "ops", []string{"jira:OPS-12"})
+	require.NoError(t, err)
+	require.Equal(t, version, src["jira:OPS-12"].Version, "the first write took the deletion's version")
+	want := "ops/jira:OPS-12/" + strconv.FormatInt(version, 10) + "/deleted"
+	require.Contains(t, pendingIDs(t, st), want, "the deletion is pending from the first write on")
+
+	g, err := gateway.New(cfg, st, bus, a, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f := &fixture{reg: st, bus: bus}
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		if !hasMsgID(t, f, want) {
+			return fmt.Errorf("%s not published", want)
+		}
+		if ids := pendingIDs(t, st); len(ids) != 0 {
+			return fmt.Errorf("still pending: %v", ids)
+		}
+		return nil
+	})
 }
