@@ -125,15 +125,6 @@ func ApplyConfig(path, keys string, lookup func(name string) (ConfigFlag, bool))
 	return nil
 }
 
-// MustParse is Parse for a service's main: an error is printed with the
-// flag set's name and the process exits with status 2.
-func MustParse(fs *flag.FlagSet, args []string) {
-	if err := Parse(fs, args); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", fs.Name(), err)
-		os.Exit(2)
-	}
-}
-
 // configValues reads the value of key k in config file path: one plain
 // value, or, where list allows it (a repeatable flag), a list of plain
 // values. Errors name the file, the line and the key.
