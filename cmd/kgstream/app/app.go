@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,8 +163,10 @@ type App struct {
 
 	ready *serve.Readiness
 	api   *serve.Routes
-	wg    sync.WaitGroup
-	errc  chan error
+	// components are the names of what the run group runs.
+	components []string
+	wg         sync.WaitGroup
+	errc       chan error
 	// stop cancels every component: the first to fail calls it.
 	stop  context.CancelFunc
 	close []func()
@@ -424,6 +427,10 @@ func (a *App) serve(ctx context.Context, w *workers) error {
 	return nil
 }
 
+// Components names what the run group runs: the servers, every service's
+// actors, the audit and the status recorder.
+func (a *App) Components() []string { return slices.Clone(a.components) }
+
 // Routes is the API's routes, as the services list them (and the OpenAPI
 // document): nil before Start has opened the listeners.
 func (a *App) Routes() *serve.Routes { return a.api }
@@ -457,6 +464,7 @@ func orDefault(s, d string) string {
 // goRun runs one component of the group: the first to fail stops the
 // others (they drain as on shutdown) and its error reaches Wait.
 func (a *App) goRun(name string, f func() error) {
+	a.components = append(a.components, name)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()

@@ -13,15 +13,19 @@ import (
 	"github.com/kgstream/kgstream/pkg/service"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
+	"github.com/kgstream/kgstream/services/clusterer"
+	"github.com/kgstream/kgstream/services/extractor"
 	"github.com/kgstream/kgstream/services/gateway"
 	"github.com/kgstream/kgstream/services/query"
+	"github.com/kgstream/kgstream/services/reporter"
+	"github.com/kgstream/kgstream/services/resolver"
 )
 
 // TestAPIRoutesAreTheServicesRoutes: the all-in-one's API is exactly the
 // routes the gateway's and the query service's NewService list (what
 // their own binaries serve) plus the OpenAPI document, each once. A route
 // the all-in-one lists itself, or one a service adds that it misses, fails
-// here.
+// here. Its run group runs exactly the services' actors besides its own.
 func TestAPIRoutesAreTheServicesRoutes(t *testing.T) {
 	a := startApp(t, app.Config{})
 
@@ -43,4 +47,30 @@ func TestAPIRoutesAreTheServicesRoutes(t *testing.T) {
 	slices.Sort(want)
 	require.Greater(t, len(want), 8, "the services list too few routes: %v", want)
 	require.Equal(t, want, a.Routes().Patterns())
+
+	// The run group runs the actors of the services the constructors
+	// build (the query service sharing the resolver's alias table, as in
+	// the all-in-one), besides the servers, the audit and the recorder.
+	ex, err := extractor.NewService(extractor.ServiceConfig{}, d)
+	require.NoError(t, err)
+	rs, err := resolver.NewService(resolver.ServiceConfig{}, d)
+	require.NoError(t, err)
+	cl, err := clusterer.NewService(clusterer.Config{}, d)
+	require.NoError(t, err)
+	rp, err := reporter.NewService(reporter.Config{}, d)
+	require.NoError(t, err)
+	qcfg := query.ServiceConfig{}
+	qcfg.Aliases = rs.Aliases()
+	shared, err := query.NewService(qcfg, d)
+	require.NoError(t, err)
+	actors := []string{"http", "ops", "audit", "status figures"}
+	for _, s := range []service.Service{gw, ex, rs, cl, rp, shared} {
+		for _, act := range s.Actors() {
+			actors = append(actors, act.Name)
+		}
+	}
+	slices.Sort(actors)
+	got := a.Components()
+	slices.Sort(got)
+	require.Equal(t, actors, got)
 }
