@@ -49,6 +49,40 @@ func EnvOf(flagName string) string {
 // ApplyConfigFile sets the flags of fs from the YAML file at path, as Parse
 // describes.
 func ApplyConfigFile(fs *flag.FlagSet, path string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return ApplyConfig(path, "the flags of "+fs.Name()+"; see -help", func(name string) (ConfigFlag, bool) {
+		f := fs.Lookup(name)
+		if f == nil || name == "config" {
+			return ConfigFlag{}, false
+		}
+		return ConfigFlag{
+			Keep: given[name] || os.Getenv(EnvOf(name)) != "",
+			// The flag package's own values hold one value; a list is for
+			// a repeatable flag a service defines itself.
+			List: !strings.HasPrefix(fmt.Sprintf("%T", f.Value), "*flag."),
+			Set:  func(v string) error { return fs.Set(name, v) },
+		}, true
+	})
+}
+
+// ConfigFlag is a flag as a config file sees it.
+type ConfigFlag struct {
+	// Keep: the flag was given on the command line or its environment
+	// variable is set, so the file leaves it alone.
+	Keep bool
+	// List: the flag is repeatable and the file may give a list.
+	List bool
+	// Set sets one value (called once per list item).
+	Set func(string) error
+}
+
+// ApplyConfig is the one reader of kgstream's config files, for the
+// services' flag sets and for kgstream up's: it sets flags from the YAML
+// mapping of flag names to values in the file at path. lookup returns the
+// flag of a key, false for a key that is no flag the file may set, an
+// error naming the key, its line and keys (what the valid keys are).
+func ApplyConfig(path, keys string, lookup func(name string) (ConfigFlag, bool)) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("reading config file: %w", err)
@@ -58,36 +92,32 @@ func ApplyConfigFile(fs *flag.FlagSet, path string) error {
 		return fmt.Errorf("parsing config file %s: %w", path, err)
 	}
 	if doc.Kind == 0 {
-		return nil
+		return nil // empty file
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		return fmt.Errorf("config file %s: line %d: the top level must be a mapping of flag names to values", path, root.Line)
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
-		f := fs.Lookup(k.Value)
-		if f == nil || k.Value == "config" {
-			return fmt.Errorf("config file %s: line %d: unknown key %q (keys are the flags of %s; see -help)", path, k.Line, k.Value, fs.Name())
+		f, ok := lookup(k.Value)
+		if !ok {
+			return fmt.Errorf("config file %s: line %d: unknown key %q (keys are %s)", path, k.Line, k.Value, keys)
 		}
 		if seen[k.Value] {
 			return fmt.Errorf("config file %s: line %d: key %q given twice", path, k.Line, k.Value)
 		}
 		seen[k.Value] = true
-		if given[k.Value] || os.Getenv(EnvOf(k.Value)) != "" {
+		if f.Keep {
 			continue
 		}
-		// The flag package's own values hold one value; a list is for a
-		// repeatable flag a service defines itself.
-		values, err := ConfigValues(path, k, v, !strings.HasPrefix(fmt.Sprintf("%T", f.Value), "*flag."))
+		values, err := configValues(path, k, v, f.List)
 		if err != nil {
 			return err
 		}
 		for _, s := range values {
-			if err := fs.Set(k.Value, s); err != nil {
+			if err := f.Set(s); err != nil {
 				return fmt.Errorf("config file %s: line %d: %s: %w", path, v.Line, k.Value, err)
 			}
 		}
@@ -95,19 +125,10 @@ func ApplyConfigFile(fs *flag.FlagSet, path string) error {
 	return nil
 }
 
-// MustParse is Parse for a service's main: an error is printed with the
-// flag set's name and the process exits with status 2.
-func MustParse(fs *flag.FlagSet, args []string) {
-	if err := Parse(fs, args); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", fs.Name(), err)
-		os.Exit(2)
-	}
-}
-
-// ConfigValues reads the value of key k in config file path: one plain
+// configValues reads the value of key k in config file path: one plain
 // value, or, where list allows it (a repeatable flag), a list of plain
 // values. Errors name the file, the line and the key.
-func ConfigValues(path string, k, v *yaml.Node, list bool) ([]string, error) {
+func configValues(path string, k, v *yaml.Node, list bool) ([]string, error) {
 	switch v.Kind {
 	case yaml.ScalarNode:
 		return []string{v.Value}, nil

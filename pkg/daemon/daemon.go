@@ -24,6 +24,7 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/buildinfo"
 	"github.com/kgstream/kgstream/pkg/serve"
+	"github.com/kgstream/kgstream/pkg/service"
 	"github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
@@ -152,6 +153,38 @@ type Env struct {
 	// Recorder records the process's status figures (Run runs it); a
 	// status collector in the process may flush it (WithRecorder).
 	Recorder *status.Recorder
+
+	closers []func()
+}
+
+// Deps are env's connections as every service's constructor takes them.
+func (env *Env) Deps() service.Deps {
+	return service.Deps{Bus: env.Bus, Stores: env.Stores, Log: env.Log, Registry: env.Registry, Recorder: env.Recorder}
+}
+
+// Defer has Run call f once the service has stopped (for what the body
+// opened, such as a vector index).
+func (env *Env) Defer(f func()) { env.closers = append(env.closers, f) }
+
+// Build makes a service from what the process opened; deps are
+// env.Deps() plus what the service's main adds (tokens, vector index, LLM).
+type Build func(ctx context.Context, env *Env) (service.Service, error)
+
+// ServiceBody is the Body of the service build makes: its actors run as
+// one group, and its routes with the OpenAPI document are the API.
+func ServiceBody(build Build) Body {
+	return func(ctx context.Context, env *Env) (func(context.Context) error, http.Handler, error) {
+		svc, err := build(ctx, env)
+		if err != nil {
+			return nil, nil, err
+		}
+		var api http.Handler
+		if service.HasAPI(svc) {
+			api = service.API(svc)
+		}
+		actors := svc.Actors()
+		return func(ctx context.Context) error { return service.Run(ctx, actors) }, api, nil
+	}
 }
 
 // Body builds a service's worker and API from env. It returns the function
@@ -167,6 +200,38 @@ func Run(f Flags, needStores bool, body Body) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, f, needStores, body)
+}
+
+// RunContext is Run until ctx ends instead of a signal.
+func RunContext(ctx context.Context, f Flags, needStores bool, body Body) error {
+	return run(ctx, f, needStores, body)
+}
+
+// UsageError marks an error in the command line (exit status 2).
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Main is a service binary's main: run parses args (a parse error wrapped
+// in a UsageError) and runs the service until SIGINT or SIGTERM. -help
+// exits 0, a command-line error 2, any other error 1, each error printed
+// after the binary's name.
+func Main(name string, run func(ctx context.Context, args []string) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	var usage *UsageError
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &usage):
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
 }
 
 func run(ctx context.Context, f Flags, needStores bool, body Body) error {
@@ -202,6 +267,11 @@ func run(ctx context.Context, f Flags, needStores bool, body Body) error {
 		defer st.Close()
 		env.Stores = st
 	}
+	defer func() {
+		for i := len(env.closers) - 1; i >= 0; i-- {
+			env.closers[i]()
+		}
+	}()
 	runBody, api, err := body(ctx, env)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/kgstream/kgstream/pkg/embed"
+	"github.com/kgstream/kgstream/pkg/service"
 	"github.com/kgstream/kgstream/pkg/vector"
 	vecembedded "github.com/kgstream/kgstream/pkg/vector/embedded"
 	"github.com/kgstream/kgstream/pkg/vector/weaviate"
@@ -61,4 +62,20 @@ func (v *VectorFlags) Open(ctx context.Context, log *slog.Logger) (vector.Index,
 	}
 	ix, err := OpenVectors(ctx, v.VectorConfig, log)
 	return ix, emb, err
+}
+
+// DepsWithVectors is env.Deps() with the vector index v selects (none
+// when it selects none) and its embedder; the index is closed when the
+// service has stopped.
+func (env *Env) DepsWithVectors(ctx context.Context, v VectorFlags) (service.Deps, error) {
+	d := env.Deps()
+	ix, emb, err := v.Open(ctx, env.Log)
+	if err != nil {
+		return d, err
+	}
+	if ix != nil {
+		env.Defer(func() { _ = ix.Close() })
+		d.Vectors, d.Embedder = ix, emb
+	}
+	return d, nil
 }

@@ -167,6 +167,10 @@ func (c *Collector) WithRecorder(rec *Recorder) *Collector {
 	return c
 }
 
+// Stages are the consumers of the pipeline, in order: the stages whose
+// pending counts status reports.
+var Stages = []string{"extractor", "resolver", "clusterer", "reporter"}
+
 // NewCollector returns a Collector; stages are the consumer names whose
 // pending counts are reported. bus may be nil (no pending or dead letters).
 func NewCollector(st Stores, bus *stream.Bus, stages []string, log *slog.Logger, reg prometheus.Registerer) (*Collector, error) {

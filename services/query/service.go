@@ -38,6 +38,7 @@ type Service struct {
 	units    unitCache       // tokenized text units of applied versions
 	names    nameWordCache   // name words and keys of entity names
 	cache    caches          // per-tenant reads, dropped by events (Config.Events)
+	composed *composed       // NewService's: status, web UI, owned aliases
 
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec

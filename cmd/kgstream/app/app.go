@@ -15,9 +15,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,9 +32,8 @@ import (
 	kgembed "github.com/kgstream/kgstream/pkg/embed"
 	"github.com/kgstream/kgstream/pkg/httpretry"
 	"github.com/kgstream/kgstream/pkg/llm"
-	"github.com/kgstream/kgstream/pkg/openapi"
-	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/serve"
+	"github.com/kgstream/kgstream/pkg/service"
 	"github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
@@ -46,7 +45,6 @@ import (
 	extractcache "github.com/kgstream/kgstream/services/extractor/redis"
 	"github.com/kgstream/kgstream/services/gateway"
 	"github.com/kgstream/kgstream/services/query"
-	"github.com/kgstream/kgstream/services/query/webui"
 	"github.com/kgstream/kgstream/services/reporter"
 	"github.com/kgstream/kgstream/services/resolver"
 )
@@ -141,7 +139,7 @@ func (c *Config) setDefaults() {
 		c.AuditEvery = time.Minute
 	}
 	if c.Log == nil {
-		c.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Log, _ = daemon.NewLogger(os.Stderr, daemon.LogFormatText, "info")
 	}
 }
 
@@ -149,7 +147,7 @@ func (c *Config) setDefaults() {
 const DefaultOpsAddr = "127.0.0.1:9090"
 
 // Stages are the consumers of the pipeline, in order.
-var Stages = []string{"extractor", "resolver", "clusterer", "reporter"}
+var Stages = status.Stages
 
 // App is a running all-in-one.
 type App struct {
@@ -164,8 +162,11 @@ type App struct {
 	Status   *status.Collector
 
 	ready *serve.Readiness
-	wg    sync.WaitGroup
-	errc  chan error
+	api   *serve.Routes
+	// components are the names of what the run group runs.
+	components []string
+	wg         sync.WaitGroup
+	errc       chan error
 	// stop cancels every component: the first to fail calls it.
 	stop  context.CancelFunc
 	close []func()
@@ -202,16 +203,12 @@ func Start(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	api, err := a.apiMux(w, authn)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.serve(ctx, api, w); err != nil {
+	if err := a.serve(ctx, w); err != nil {
 		return nil, err
 	}
 	cfg.Log.Info("kgstream is up", "addr", a.Addr, "ops", a.OpsAddr, "data", cfg.DataDir, "nats", orDefault(cfg.NATSURL, "embedded"),
 		"stores", orDefault(cfg.RedisURL, "embedded"), "vectors", orDefault(cfg.WeaviateURL, "embedded"),
-		"embedder", emb.Name(), "extractor", w.ext.Name())
+		"embedder", emb.Name(), "extractor", w.ex.Extractor().Name())
 	return a, nil
 }
 
@@ -310,19 +307,21 @@ func loadAuth(cfg Config) (*auth.Authenticator, error) {
 	return authn, nil
 }
 
-// workers are the all-in-one's components.
+// workers are the all-in-one's services, each built by the constructor
+// its service binary uses, and the process's status recorder.
 type workers struct {
-	aliases *resolve.AliasWatcher
-	ext     extractor.Extractor
-	ew      *extractor.Worker
-	rx      *extractor.Reextractor
-	rw      *resolver.Worker
-	cw      *clusterer.Worker
-	pw      *reporter.Worker
-	gw      *gateway.Gateway
-	qs      *query.Service
-	stc     *status.Collector
-	rec     *status.Recorder
+	gw  *gateway.Service
+	ex  *extractor.Service
+	rs  *resolver.Service
+	cl  *clusterer.Service
+	rp  *reporter.Service
+	qs  *query.Service
+	rec *status.Recorder
+}
+
+// services are the workers in pipeline order, the API's first.
+func (w *workers) services() []service.Service {
+	return []service.Service{w.gw, w.ex, w.rs, w.cl, w.rp, w.qs}
 }
 
 // extractionCache is the LLM extraction cache: in Redis when the stores
@@ -340,100 +339,66 @@ func (a *App) extractionCache() (llmx.Cache, error) {
 	return extractcache.New(rdb, a.cfg.RedisPrefix+":xcache:", 30*24*time.Hour)
 }
 
-// newWorkers builds the pipeline's workers, the gateway, the query service
-// and the status collector.
+// newWorkers builds every service on the process's bus, stores, vector
+// index, LLM and authenticator; the query service shares the resolver's
+// alias table.
 func (a *App) newWorkers(emb kgembed.Embedder, authn *auth.Authenticator) (*workers, error) {
-	cfg, log, st, bus, vix := a.cfg, a.cfg.Log, a.Stores, a.Bus, a.Vectors
+	cfg := a.cfg
 	w := &workers{}
 	var err error
-	if w.aliases, err = resolve.NewAliasWatcher(cfg.AliasesFile, log); err != nil {
-		return nil, err
-	}
-	cache, err := a.extractionCache()
-	if err != nil {
-		return nil, err
-	}
-	if w.ext, err = NewExtractor(cfg.LLM, cache, st, log, a.Registry); err != nil {
-		return nil, err
-	}
-	if w.ew, err = extractor.New(extractor.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, w.ext, log.With("stage", "extractor"), a.Registry); err != nil {
-		return nil, err
-	}
-	if w.rx, err = extractor.NewReextractor(extractor.ReextractConfig{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, bus, st, w.ext,
-		log.With("stage", "extractor-catalog"), a.Registry); err != nil {
-		return nil, err
-	}
-	if w.rw, err = resolver.New(resolver.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, Aliases: w.aliases}, bus, st, log.With("stage", "resolver"), a.Registry); err != nil {
-		return nil, err
-	}
-	if w.cw, err = clusterer.New(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: cfg.FullEvery, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{})},
-		bus, st, log.With("stage", "clusterer"), a.Registry); err != nil {
-		return nil, err
-	}
-	rcfg := reporter.Config{Vectors: vix, Embedder: emb, MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}
-	var llmClient *llm.Client
-	if cfg.LLM.BaseURL != "" {
-		if llmClient, err = llm.New(cfg.LLM); err != nil {
-			return nil, fmt.Errorf("configuring the LLM client: %w", err)
-		}
-		rcfg.LLM = reporter.NewLLMWriter(llmClient)
-	}
-	if w.pw, err = reporter.New(rcfg, bus, st, log.With("stage", "reporter"), a.Registry); err != nil {
-		return nil, err
-	}
-	gcfg := gateway.Config{Graph: st}
-	if cfg.WebhooksFile != "" {
-		if gcfg.Webhooks, err = gateway.LoadWebhooks(cfg.WebhooksFile); err != nil {
-			return nil, err
-		}
-	}
-	if w.gw, err = gateway.New(gcfg, st, bus, authn, log.With("component", "gateway"), a.Registry); err != nil {
-		return nil, err
-	}
-	qcfg := query.DefaultConfig()
-	qcfg.Aliases = w.aliases
-	qcfg.ExcludedPathTypes, qcfg.ExcludedPathEntities = cfg.ExcludedPathTypes, cfg.ExcludedPathEntities
-	qcfg.Vectors, qcfg.Embedder, qcfg.LLM = vix, emb, llmClient
-	qcfg.Events = bus
-	if w.qs, err = query.New(qcfg, st, authn, log.With("component", "query"), a.Registry); err != nil {
-		return nil, err
-	}
-	if w.stc, err = status.NewCollector(st, bus, Stages, log, a.Registry); err != nil {
-		return nil, err
-	}
 	// One process, one set of figures: recorded and read back like those
 	// of the separate services.
-	if w.rec, err = status.NewRecorder(status.RecorderConfig{Service: "kgstream"}, bus, a.Registry, log); err != nil {
+	if w.rec, err = status.NewRecorder(status.RecorderConfig{Service: "kgstream"}, a.Bus, a.Registry, cfg.Log); err != nil {
 		return nil, err
 	}
-	a.Status = w.stc.WithRecorder(w.rec).WithVectors(vix)
+	d := service.Deps{Bus: a.Bus, Stores: a.Stores, Log: cfg.Log, Registry: a.Registry, Auth: authn,
+		Vectors: a.Vectors, Embedder: emb, Recorder: w.rec}
+	if cfg.LLM.BaseURL != "" {
+		if d.LLM, err = llm.New(cfg.LLM); err != nil {
+			return nil, fmt.Errorf("configuring the LLM client: %w", err)
+		}
+	}
+	if w.gw, err = gateway.NewService(gateway.ServiceConfig{WebhooksFile: cfg.WebhooksFile}, d); err != nil {
+		return nil, err
+	}
+	xcfg := extractor.ServiceConfig{Config: extractor.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, Prices: pricesFromEnv(cfg.LLM.Model)}
+	if xcfg.Cache, err = a.extractionCache(); err != nil {
+		return nil, err
+	}
+	// KG_GAZETTEER lists operators' gazetteer files (comma-separated),
+	// looked for besides the bundled one.
+	if xcfg.Extra, err = offline.LoadGazetteers(os.Getenv("KG_GAZETTEER")); err != nil {
+		return nil, fmt.Errorf("loading the gazetteer: %w", err)
+	}
+	if w.ex, err = extractor.NewService(xcfg, d); err != nil {
+		return nil, err
+	}
+	if w.rs, err = resolver.NewService(resolver.ServiceConfig{Config: resolver.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff},
+		AliasesFile: cfg.AliasesFile}, d); err != nil {
+		return nil, err
+	}
+	if w.cl, err = clusterer.NewService(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: cfg.FullEvery}, d); err != nil {
+		return nil, err
+	}
+	if w.rp, err = reporter.NewService(reporter.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, d); err != nil {
+		return nil, err
+	}
+	qcfg := query.ServiceConfig{Config: query.DefaultConfig()}
+	qcfg.Aliases = w.rs.Aliases()
+	qcfg.ExcludedPathTypes, qcfg.ExcludedPathEntities = cfg.ExcludedPathTypes, cfg.ExcludedPathEntities
+	if w.qs, err = query.NewService(qcfg, d); err != nil {
+		return nil, err
+	}
+	a.Status = w.qs.Status()
 	return w, nil
 }
 
-// apiMux is the API's routes: the gateway's writes, status, the OpenAPI
-// document, the web UI and the query service's reads.
-func (a *App) apiMux(w *workers, authn *auth.Authenticator) (*http.ServeMux, error) {
-	api := http.NewServeMux()
-	gwh := w.gw.Handler()
-	api.Handle("/v1/documents", gwh)
-	api.Handle("/v1/documents/", gwh)
-	api.Handle("/v1/catalog", gwh)
-	api.Handle("POST /v1/entities/reresolve", gwh)
-	api.Handle("POST /webhooks/{provider}", gwh)
-	api.Handle("GET /v1/status", w.stc.Handler(authn))
-	api.Handle("GET "+openapi.Path, openapi.Handler())
-	api.Handle("/v1/status/", w.stc.DeadLetterHandler(authn))
-	if err := webui.Mount(api); err != nil {
-		return nil, err
-	}
-	api.Handle("/", w.qs.Handler())
-	return api, nil
-}
-
-// serve opens the API and ops listeners and runs every component, each in
-// the run group (the first to fail stops the rest).
-func (a *App) serve(ctx context.Context, api *http.ServeMux, w *workers) error {
+// serve opens the API and ops listeners and runs every service's actors,
+// the servers, the audit and the status recorder, each in the run group
+// (the first to fail stops the rest). The API is the services' routes.
+func (a *App) serve(ctx context.Context, w *workers) error {
 	cfg, log := a.cfg, a.cfg.Log
+	a.api = service.API(w.services()...)
 	l, err := serve.Listen(cfg.HTTPAddr)
 	if err != nil {
 		return err
@@ -449,48 +414,32 @@ func (a *App) serve(ctx context.Context, api *http.ServeMux, w *workers) error {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop = cancel
 	a.close = append(a.close, func() { cancel(); a.wg.Wait() })
-	a.goRun("http", func() error { return serve.Serve(wctx, l, serve.Mux(api, nil, a.ready), log) })
+	a.goRun("http", func() error { return serve.Serve(wctx, l, serve.Mux(a.api, nil, a.ready), log) })
 	a.goRun("ops", func() error { return serve.Serve(wctx, ol, serve.Mux(nil, a.Registry, a.ready), log) })
-	a.goRun("gateway outbox", func() error { return w.gw.Run(wctx) })
-	a.goRun("extractor", func() error { return w.ew.Run(wctx) })
-	a.goRun("extractor catalog", func() error { return w.rx.Run(wctx) })
-	a.goRun("resolver", func() error { return w.rw.Run(wctx) })
-	a.goRun("clusterer", func() error { return w.cw.Run(wctx) })
-	a.goRun("reporter", func() error { return w.pw.Run(wctx) })
-	a.goRun("query", func() error { return w.qs.Run(wctx) })
+	for _, svc := range w.services() {
+		for _, act := range svc.Actors() {
+			a.goRun(act.Name, func() error { return act.Run(wctx) })
+		}
+	}
 	a.goRun("audit", func() error { return a.auditLoop(wctx) })
-	a.goRun("aliases", func() error { return w.aliases.Run(wctx, 5*time.Second) })
-	a.goRun("resolver aliases", func() error { return w.rw.WatchAliases(wctx, time.Second) })
 	a.goRun("status figures", func() error { return w.rec.Run(wctx) })
 	a.ready.Set(true)
 	return nil
 }
+
+// Components names what the run group runs: the servers, every service's
+// actors, the audit and the status recorder.
+func (a *App) Components() []string { return slices.Clone(a.components) }
+
+// Routes is the API's routes, as the services list them (and the OpenAPI
+// document): nil before Start has opened the listeners.
+func (a *App) Routes() *serve.Routes { return a.api }
 
 // OpenVectors opens the Weaviate vector index when cfg names one, else the
 // embedded index in DataDir/vectors.db.
 func OpenVectors(ctx context.Context, cfg Config) (vector.Index, error) {
 	return daemon.OpenVectors(ctx, daemon.VectorConfig{Dir: cfg.DataDir, URL: cfg.WeaviateURL, GRPC: cfg.WeaviateGRPC,
 		Collection: cfg.WeaviateCollection, APIKey: cfg.WeaviateAPIKey}, cfg.Log)
-}
-
-// NewExtractor returns the LLM extractor (its extraction cache in cache)
-// when cfg has a base URL, else the offline one whose gazetteer reads the
-// graph store.
-func NewExtractor(cfg llm.Config, cache llmx.Cache, st store.GraphStore, log *slog.Logger, reg prometheus.Registerer) (extractor.Extractor, error) {
-	if cfg.BaseURL != "" {
-		client, err := llm.New(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("configuring the LLM client: %w", err)
-		}
-		return llmx.New(llmx.Config{Cache: cache, Prices: pricesFromEnv(cfg.Model)}, client, log, reg)
-	}
-	// KG_GAZETTEER lists operators' gazetteer files (comma-separated),
-	// looked for besides the bundled one.
-	extra, err := offline.LoadGazetteers(os.Getenv("KG_GAZETTEER"))
-	if err != nil {
-		return nil, fmt.Errorf("loading the gazetteer: %w", err)
-	}
-	return offline.New(offline.Config{Gazetteer: offline.NewCatalogGazetteer(st, 0), Extra: extra})
 }
 
 // pricesFromEnv reads KG_LLM_PRICE_PROMPT and KG_LLM_PRICE_COMPLETION
@@ -515,6 +464,7 @@ func orDefault(s, d string) string {
 // goRun runs one component of the group: the first to fail stops the
 // others (they drain as on shutdown) and its error reaches Wait.
 func (a *App) goRun(name string, f func() error) {
+	a.components = append(a.components, name)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()

@@ -154,7 +154,7 @@ func matchETag(h, tag string) bool {
 }
 
 // Mount serves the UI on mux under Prefix, and redirects /ui to it.
-func Mount(mux *http.ServeMux) error {
+func Mount(mux interface{ Handle(string, http.Handler) }) error {
 	h, err := New()
 	if err != nil {
 		return err

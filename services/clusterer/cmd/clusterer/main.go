@@ -4,36 +4,30 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"net/http"
-	"os"
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/daemon"
+	"github.com/kgstream/kgstream/pkg/service"
 	"github.com/kgstream/kgstream/services/clusterer"
 )
 
-func main() {
+func main() { daemon.Main("clusterer", run) }
+
+func run(ctx context.Context, args []string) error {
 	f := daemon.Flags{Name: "clusterer"}
-	fs := flag.NewFlagSet("clusterer", flag.ExitOnError)
+	fs := flag.NewFlagSet("clusterer", flag.ContinueOnError)
 	f.Register(fs, "127.0.0.1:8084")
-	quiet := fs.Duration("quiet", 2*time.Second, "quiet period before re-clustering")
-	maxDelay := fs.Duration("max-delay", 30*time.Second, "maximum delay of a re-clustering")
-	maxSize := fs.Int("max-cluster-size", 10, "hierarchical Leiden max cluster size")
-	weightBy := fs.String("weight-by", "sources", "edge weight: sources or strength")
-	fullEvery := fs.Int("full-every", 100, "every n-th re-clustering of a tenant is from scratch, the others start from the previous partition (0: all from scratch)")
-	leaseTTL := fs.Duration("lease-ttl", 15*time.Second, "clustering lease TTL: replicas cluster one at a time, a standby takes over this long after the holder dies (0: no lease, a single replica)")
-	daemon.MustParse(fs, os.Args[1:])
-	err := daemon.Run(f, true, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
-		w, err := clusterer.New(clusterer.Config{Quiet: *quiet, MaxDelay: *maxDelay, WeightBy: *weightBy,
-			FullEvery: *fullEvery, MaxClusterSize: *maxSize, LeaseTTL: *leaseTTL, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: *maxSize})}, env.Bus, env.Stores, env.Log, env.Registry)
-		if err != nil {
-			return nil, nil, err
-		}
-		return w.Run, nil, nil
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "clusterer:", err)
-		os.Exit(1)
+	var cfg clusterer.Config
+	fs.DurationVar(&cfg.Quiet, "quiet", 2*time.Second, "quiet period before re-clustering")
+	fs.DurationVar(&cfg.MaxDelay, "max-delay", 30*time.Second, "maximum delay of a re-clustering")
+	fs.IntVar(&cfg.MaxClusterSize, "max-cluster-size", 10, "hierarchical Leiden max cluster size")
+	fs.StringVar(&cfg.WeightBy, "weight-by", "sources", "edge weight: sources or strength")
+	fs.IntVar(&cfg.FullEvery, "full-every", 100, "every n-th re-clustering of a tenant is from scratch, the others start from the previous partition (0: all from scratch)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "clustering lease TTL: replicas cluster one at a time, a standby takes over this long after the holder dies (0: no lease, a single replica)")
+	if err := daemon.Parse(fs, args); err != nil {
+		return &daemon.UsageError{Err: err}
 	}
+	return daemon.RunContext(ctx, f, true, daemon.ServiceBody(func(_ context.Context, env *daemon.Env) (service.Service, error) {
+		return clusterer.NewService(cfg, env.Deps())
+	}))
 }

@@ -6,112 +6,54 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/daemon"
 	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/service"
 	"github.com/kgstream/kgstream/services/extractor"
 	"github.com/kgstream/kgstream/services/extractor/chunk"
-	"github.com/kgstream/kgstream/services/extractor/llmx"
 	"github.com/kgstream/kgstream/services/extractor/offline"
 )
 
-func main() {
+func main() { daemon.Main("extractor", run) }
+
+func run(ctx context.Context, args []string) error {
 	f := daemon.Flags{Name: "extractor"}
-	fs := flag.NewFlagSet("extractor", flag.ExitOnError)
+	fs := flag.NewFlagSet("extractor", flag.ContinueOnError)
 	f.Register(fs, "127.0.0.1:8086")
-	chunkTokens := fs.Int("chunk-tokens", chunk.DefaultTokens, "text unit size in cl100k_base tokens")
-	chunkOverlap := fs.Int("chunk-overlap", chunk.DefaultOverlap, "tokens shared by consecutive text units (negative: none)")
-	maxDeliver := fs.Int("max-deliver", 5, "deliveries before an event is dead-lettered")
-	gleanings := fs.Int("llm-gleanings", 1, "\"entities were missed\" passes per text unit (negative: none)")
+	var cfg extractor.ServiceConfig
+	fs.IntVar(&cfg.ChunkTokens, "chunk-tokens", chunk.DefaultTokens, "text unit size in cl100k_base tokens")
+	fs.IntVar(&cfg.ChunkOverlap, "chunk-overlap", chunk.DefaultOverlap, "tokens shared by consecutive text units (negative: none)")
+	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 5, "deliveries before an event is dead-lettered")
+	fs.IntVar(&cfg.Gleanings, "llm-gleanings", 1, "\"entities were missed\" passes per text unit (negative: none)")
 	llmTimeout := fs.Duration("llm-timeout", 120*time.Second, "timeout of one LLM request")
 	llmRetries := fs.Int("llm-retries", 3, "retries of a timed-out, rate-limited or 5xx LLM request (negative: none)")
-	gazetteerTTL := fs.Duration("gazetteer-ttl", 30*time.Second, "how long the offline extractor caches the catalog's entities")
+	fs.DurationVar(&cfg.GazetteerTTL, "gazetteer-ttl", 30*time.Second, "how long the offline extractor caches the catalog's entities")
 	gazetteerFiles := fs.String("gazetteer", os.Getenv("KG_GAZETTEER"), "comma-separated gazetteer YAML files the offline extractor looks for besides the bundled one (env KG_GAZETTEER)")
-	daemon.MustParse(fs, os.Args[1:])
-	extra, err := offline.LoadGazetteers(*gazetteerFiles)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "extractor:", err)
-		os.Exit(2)
+	if err := daemon.Parse(fs, args); err != nil {
+		return &daemon.UsageError{Err: err}
 	}
-
-	lc, err := llm.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "extractor:", err)
-		os.Exit(2)
+	// Checked before connecting anything: a bad gazetteer or LLM config is
+	// the operator's to fix, not a NATS problem.
+	var err error
+	if cfg.Extra, err = offline.LoadGazetteers(*gazetteerFiles); err != nil {
+		return &daemon.UsageError{Err: err}
 	}
-	lc.Timeout, lc.MaxRetries = *llmTimeout, *llmRetries
-	useLLM := lc.BaseURL != ""
+	client, err := daemon.LLMFromEnv(func(c *llm.Config) { c.Timeout, c.MaxRetries = *llmTimeout, *llmRetries })
+	if err != nil {
+		return &daemon.UsageError{Err: err}
+	}
 	// The offline extractor's gazetteer and the catalog re-extraction read
 	// the shared graph store, so it is only opened when it is shared
 	// (Redis): the embedded store belongs to the single process that owns
 	// its file.
 	needStores := f.RedisURL != ""
-	var client *llm.Client
-	if useLLM {
-		// Checked before connecting anything: a bad LLM config is the
-		// operator's to fix, not a NATS problem.
-		var err error
-		if client, err = llm.New(lc); err != nil {
-			fmt.Fprintln(os.Stderr, "extractor:", err)
-			os.Exit(2)
-		}
-	}
-
-	err = daemon.Run(f, needStores, func(_ context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
-		var ext extractor.Extractor
-		if useLLM {
-			x, err := llmx.New(llmx.Config{Gleanings: *gleanings}, client, env.Log, env.Registry)
-			if err != nil {
-				return nil, nil, err
-			}
-			ext = x
-			env.Log.Info("extracting with an LLM", "base_url", lc.BaseURL, "model", lc.Model)
-		} else {
-			oc := offline.Config{Extra: extra}
-			if env.Stores != nil {
-				oc.Gazetteer = offline.NewCatalogGazetteer(env.Stores, *gazetteerTTL)
-			} else {
-				env.Log.Warn("offline extraction without --redis: only document entities, no catalog mentions")
-			}
-			x, err := offline.New(oc)
-			if err != nil {
-				return nil, nil, err
-			}
-			ext = x
-		}
-		w, err := extractor.New(extractor.Config{ChunkTokens: *chunkTokens, ChunkOverlap: *chunkOverlap,
-			MaxDeliver: *maxDeliver}, env.Bus, ext, env.Log, env.Registry)
-		if err != nil {
-			return nil, nil, err
-		}
-		if env.Stores == nil {
-			env.Log.Warn("without --redis, documents are not re-extracted when the catalog changes")
-			return w.Run, nil, nil
-		}
-		rx, err := extractor.NewReextractor(extractor.ReextractConfig{MaxDeliver: *maxDeliver}, env.Bus, env.Stores, ext,
-			env.Log, env.Registry)
-		if err != nil {
-			return nil, nil, err
-		}
-		return func(ctx context.Context) error {
-			errc := make(chan error, 2)
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			go func() { errc <- w.Run(ctx) }()
-			go func() { errc <- rx.Run(ctx) }()
-			err := <-errc
-			cancel()
-			return errors.Join(err, <-errc)
-		}, nil, nil
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "extractor:", err)
-		os.Exit(1)
-	}
+	return daemon.RunContext(ctx, f, needStores, daemon.ServiceBody(func(_ context.Context, env *daemon.Env) (service.Service, error) {
+		d := env.Deps()
+		d.LLM = client
+		return extractor.NewService(cfg, d)
+	}))
 }

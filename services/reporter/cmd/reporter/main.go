@@ -7,61 +7,36 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"net/http"
-	"os"
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/daemon"
-	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/service"
 	"github.com/kgstream/kgstream/services/reporter"
 )
 
-func main() {
+func main() { daemon.Main("reporter", run) }
+
+func run(ctx context.Context, args []string) error {
 	f := daemon.Flags{Name: "reporter"}
-	fs := flag.NewFlagSet("reporter", flag.ExitOnError)
+	fs := flag.NewFlagSet("reporter", flag.ContinueOnError)
 	f.Register(fs, "127.0.0.1:8085")
 	var vf daemon.VectorFlags
 	vf.Register(fs)
-	reconcileEvery := fs.Duration("reconcile-every", time.Minute, "how often the reports are reconciled with the stored communities, besides at start and after each communities event (negative: never)")
-	daemon.MustParse(fs, os.Args[1:])
-	err := daemon.Run(f, true, func(ctx context.Context, env *daemon.Env) (func(context.Context) error, http.Handler, error) {
-		cfg := reporter.Config{ReconcileEvery: *reconcileEvery}
-		if base := os.Getenv("KG_LLM_BASE_URL"); base != "" {
-			client, err := newLLM()
-			if err != nil {
-				return nil, nil, err
-			}
-			cfg.LLM = reporter.NewLLMWriter(client)
-		}
-		ix, emb, err := vf.Open(ctx, env.Log)
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg.Vectors, cfg.Embedder = ix, emb
-		w, err := reporter.New(cfg, env.Bus, env.Stores, env.Log, env.Registry)
-		if err != nil {
-			return nil, nil, err
-		}
-		return func(ctx context.Context) error {
-			if ix != nil {
-				defer ix.Close()
-			}
-			return w.Run(ctx)
-		}, nil, nil
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "reporter:", err)
-		os.Exit(1)
+	var cfg reporter.Config
+	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-every", time.Minute, "how often the reports are reconciled with the stored communities, besides at start and after each communities event (negative: never)")
+	if err := daemon.Parse(fs, args); err != nil {
+		return &daemon.UsageError{Err: err}
 	}
-}
-
-// newLLM is the LLM client KG_LLM_* configures (endpoint, model, key,
-// concurrency cap and tokens per minute).
-func newLLM() (*llm.Client, error) {
-	cfg, err := llm.ConfigFromEnv(os.Getenv)
+	client, err := daemon.LLMFromEnv(nil)
 	if err != nil {
-		return nil, err
+		return &daemon.UsageError{Err: err}
 	}
-	return llm.New(cfg)
+	return daemon.RunContext(ctx, f, true, daemon.ServiceBody(func(ctx context.Context, env *daemon.Env) (service.Service, error) {
+		d, err := env.DepsWithVectors(ctx, vf)
+		if err != nil {
+			return nil, err
+		}
+		d.LLM = client
+		return reporter.NewService(cfg, d)
+	}))
 }
