@@ -258,6 +258,10 @@ func TestCuesThatAreNoCause(t *testing.T) {
 		{"The namespace labels were modified, accidentally overwriting the existing annotations.", []string{"configuration change"}},
 		{"An engineer accidentally deleted the production volume.", []string{"operator error"}},
 		{"The rate limiting configuration has been added and deployed that day.", []string{"configuration change"}},
+		{"He moved on to preparing for the tracker upgrade at midnight.", nil},
+		{"We will move the tracker upgrade window away from the deploy window.", nil},
+		{"The database upgrade broke replication.", []string{"bad upgrade"}},
+		{"The patch https://review.example.org/c/1234/ brought down the API cluster.", []string{"deploy"}},
 	} {
 		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
 	}
