@@ -81,10 +81,75 @@ var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 	}
 })
 
+// incidentSignals are what marks a written-up incident even when it
+// names fewer of the postmortem parts: a title or first heading that
+// calls it one, a timeline of timestamped entries, the questions and
+// follow-up lists of a retrospective, and sentences that report a past
+// failure.
+type incidentSignals struct {
+	title, datedTitle, timelineEntry, retrospective, pastFailure, atTime, labels, heading *regexp.Regexp
+}
+
+var signals = sync.OnceValue(func() incidentSignals {
+	return incidentSignals{
+		// No word boundary at the start: titles are often CamelCase
+		// ("AllWikisOutage").
+		title: regexp.MustCompile(`(?i)(outage|incident|post-?mortem|disruption|downtime|service event|service interruption|root cause analysis)`),
+		// A title that carries its date ("20160509-CirrusSearch",
+		// "2023-01-05 database"): a report of what happened that day.
+		datedTitle: regexp.MustCompile(`(^|\D)(19|20)\d{2}-?(0[1-9]|1[0-2])-?(0[1-9]|[12]\d|3[01])(\D|$)`),
+		// A line that starts (after a bullet) with a time or a dated
+		// time: "• 11:01 - ...", "2016-05-09T21:43 ...", "1600 UTC: ...",
+		// "~2.40 ...". A version number (1.27.0) is not one.
+		timelineEntry: regexp.MustCompile(`(?m)^[ \t]*(?:[•*\-–|][ \t]*)?~?(?:\d{4}-\d{2}-\d{2}(?:[T ]|, )?)?(?:\d{1,2}[:.]\d{2}(?:[:.]\d{2})?|\d{4} ?UTC)(?:[ \t,:\-–|]|$)`),
+		// A line that is only a report's heading ("## Contributing
+		// Factors", "What went well?", "Impact:").
+		heading:       regexp.MustCompile(`(?im)^[ \t#*]*(summary|timeline|impact|root causes?|causes?|contributing factors?|detection|resolution|recovery|mitigation|conclusions?|lessons learned|action items?|actionables?|follow-?ups?|what went well|what went wrong|where did we get lucky)[ \t*]*[:?]?[ \t]*$`),
+		retrospective: regexp.MustCompile(`(?i)\b(what went well|what went wrong|where did we get lucky|lessons? learned|action ?items?|actionables?|follow-?ups?|next steps to prevent|prevent (this|it) from happening again|prevent (future )?recurrences?|post-?mortem|root cause|contributing factors?)\b`),
+		// "At 20:21 UTC", "between 15:07 and 17:25 PDT", "at 2014-11-18 14:42".
+		atTime: regexp.MustCompile(`(?i)\b(at|from|between|since|until|around|by|about) ~?(\d{4}-\d{2}-\d{2}[T ]?)?\d{1,2}[:.]\d{2}\b`),
+		// Labels and headings of a report: "Cause: ...", "The symptoms
+		// we saw", "Duration: ...", "this incident".
+		labels:      regexp.MustCompile(`(?im)(^[ \t•*\-#]*(summary|cause|root cause|duration|impact|symptoms?|detection|resolution|conclusions?|timeline|lessons learned)\b|\bthe (cause|symptoms?)\b|\b(this|site) (incident|outage)\b)`),
+		pastFailure: regexp.MustCompile(`(?i)\b((was|were|had been|went) (down|unavailable|unreachable|degraded|affected|impacted|broken|slow|lost)|(experienced|suffered|caused|causing|crashed|aborted|stopped|lagged|resulted in|resulting in|led to|leading to|traced to|outage lasted|service interruption|elevated (error )?rates?|slowdown|slowed down|compromised|(were|was) (being )?dropped|lost (connectivity|connections?|data)|(did|was|were) not (able to|validate|work|respond)|could not|couldn't)\b|(failed|failing) (for|to|with|because))`),
+	}
+})
+
+// timelineEntries is how many timestamped timeline lines s has, up to max.
+func (g incidentSignals) timelineEntries(s string, max int) int {
+	return len(g.timelineEntry.FindAllStringIndex(s, max))
+}
+
+// headings is how many different report headings text has.
+func (g incidentSignals) headings(text string) int {
+	seen := map[string]bool{}
+	for _, m := range g.heading.FindAllStringSubmatch(text, 32) {
+		seen[strings.ToLower(m[1])] = true
+	}
+	return len(seen)
+}
+
+// firstLine is the first non-empty line of text: the heading of a
+// Markdown report.
+func firstLine(text string) string {
+	for line := range strings.SplitSeq(text, "\n") {
+		if l := strings.TrimSpace(line); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
 // Infer reads a document's type from its text: a postmortem names
 // an impact, a cause, a timeline and a resolution; a text with outage
 // words and two of those four parts (or three of the four) is an
-// incident, anything else a document.
+// incident. So is a text with three of a report's headings (Summary,
+// Timeline, Contributing factors, Lessons learned, Action items, ...),
+// and a text that reports a past failure and is called an incident in
+// its title or first heading, carries a date in its title, has a
+// timeline of at least two timestamped entries, or has a retrospective's
+// questions or follow-up list. Anything else is a document: a how-to or a service
+// overview talks of failures that may happen, not of one that did.
 func Infer(title, text string) string {
 	s := title + "\n" + text
 	parts := postmortemParts()
@@ -95,6 +160,26 @@ func Infer(title, text string) string {
 		}
 	}
 	if n >= 3 || n >= 2 && parts[4].MatchString(s) {
+		return "incident"
+	}
+	g := signals()
+	if g.headings(text) >= 3 {
+		return "incident"
+	}
+	past := g.pastFailure.MatchString(text)
+	timeline := g.timelineEntries(text, 2) >= 2
+	if !past && !timeline && !g.atTime.MatchString(text) {
+		// Nothing says something happened.
+		return "document"
+	}
+	failed := past || parts[4].MatchString(s)
+	report := g.retrospective.MatchString(text) || g.labels.MatchString(text)
+	switch {
+	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)):
+		return "incident"
+	case past && parts[4].MatchString(s) && g.datedTitle.MatchString(title):
+		return "incident"
+	case (timeline || report) && failed, timeline && report:
 		return "incident"
 	}
 	return "document"

@@ -32,3 +32,49 @@ func TestDocTypesResolveAndInfer(t *testing.T) {
 	require.ErrorIs(t, err, doctype.ErrUnknown)
 
 }
+
+// Incident reports written as prose, with few of the postmortem parts by
+// name, are inferred as incidents; ordinary wiki pages that talk of
+// failures that may happen stay documents.
+func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
+	for _, tc := range []struct {
+		name, title, text, want string
+	}{
+		{"timeline and follow-ups", "20230114-Search",
+			"The search cluster slowed down for most users.\n" +
+				"• 09:12 latency rises on the search dashboard\n" +
+				"• 09:31 the search service is restarted\n" +
+				"What went well?\n• the dashboard showed the slow node\n" +
+				"• Task T4242 - alert on search latency", "incident"},
+		{"called an outage in its title", "20230301-QueueOutage",
+			"The job queue stopped processing jobs for two hours after a host was rebooted.", "incident"},
+		{"first heading names the incident", "gq-231",
+			"# Storage Incident #231\n\nDate: 03/02/2023\n\nRequests to the storage API experienced elevated error rates for 40 minutes.", "incident"},
+		{"prose with a cause label", "20220907-Mail",
+			"At 14:05 UTC outgoing mail was queued on both relays.\n" +
+				"The cause: a full disk on the spool partition; errors were logged for every message.", "incident"},
+		{"report headings", "Lost logs",
+			"# Lost logs\n\n## Summary\n\nLogs were not shipped for a day.\n\n## Timeline\n\n| 2023-01-05 11:25 | change applied |\n\n" +
+				"## Contributing Factors\n\n- no alert on shipping\n\n## Action Items\n\n- add an alert", "incident"},
+		{"overview with a summary heading", "Log shipping",
+			"# Log shipping\n\n## Summary\n\nEvery node runs a shipper that sends logs to the store.\n\n## Usage\n\n" +
+				"Add the label to your namespace. If shipping failed, check the shipper's errors.", "document"},
+		{"dated narrative", "20221104-Uploads",
+			"Uploads to the media store failed for an hour: the upload workers could not reach the store after its address changed.", "incident"},
+		{"dated meeting notes", "2022-11-04 ops meeting",
+			"Attendees: the platform team. We discussed the storage migration plan and the on-call rota; the error budget report is due next week.", "document"},
+		{"how-to", "Restarting the job queue",
+			"How to restart the job queue: log in to the queue host, run the restart script and check the dashboard. " +
+				"If errors appear, see the logs. Backups run at 02:00 UTC every day.", "document"},
+		{"service overview", "Search service",
+			"The search service indexes every page and answers queries from the web tier. It runs on six hosts behind " +
+				"the load balancer; an alert pages the on-call engineer when latency is high or the service is unavailable. " +
+				"Incident response for it is described on the on-call page.", "document"},
+		{"incident response guide", "Incident response",
+			"When an outage is declared, the incident commander opens a channel, pages the owners and writes the " +
+				"status updates. Action items go to the tracker after the incident review.", "document"},
+		{"empty page", "20230101-Train", "There is currently no text in this page.", "document"},
+	} {
+		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
+	}
+}

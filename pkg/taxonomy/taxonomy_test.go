@@ -239,3 +239,30 @@ func TestSelectReadsTheCauseNotTheRepeatedSymptom(t *testing.T) {
 		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
 	}
 }
+
+// Sentences that mention a cause word without naming a cause: a bug
+// report filed, a rate limit hit, a mistake made in a configuration
+// change (which is the configuration change).
+func TestCuesThatAreNoCause(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{"If your project has something missing, please file a bug on the tracker.", nil},
+		{"The team will open a bug with the upstream maintainers.", nil},
+		{"Greg escalated the bug report to the core list.", nil},
+		{"I grepped the limiter log to find out what is hitting the throttle limit.", nil},
+		{"The workers hit the memory limit and were killed.", []string{"resource exhaustion"}},
+		{"A typo in the web config change took every site down.", []string{"configuration change"}},
+		{"The namespace labels were modified, accidentally overwriting the existing annotations.", []string{"configuration change"}},
+		{"An engineer accidentally deleted the production volume.", []string{"operator error"}},
+		{"The rate limiting configuration has been added and deployed that day.", []string{"configuration change"}},
+		{"He moved on to preparing for the tracker upgrade at midnight.", nil},
+		{"We will move the tracker upgrade window away from the deploy window.", nil},
+		{"The database upgrade broke replication.", []string{"bad upgrade"}},
+		{"The patch https://review.example.org/c/1234/ brought down the API cluster.", []string{"deploy"}},
+	} {
+		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
+	}
+}
