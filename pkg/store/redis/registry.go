@@ -50,6 +50,7 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Set(ctx, key, data, 0)
 			p.SAdd(ctx, k.regDocs(), docID)
+			bumpRegistryGeneration(ctx, p, k)
 			return nil
 		})
 		return err
