@@ -122,15 +122,10 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	if v.docsLoaded {
 		return v.docs, nil
 	}
-	states, err := v.s.st.ListSources(v.ctx, v.tenant)
-	if err != nil {
-		return nil, fmt.Errorf("%w: listing sources: %w", errAdmissionUnavailable, err)
+	if err := v.listRegistry(); err != nil {
+		return nil, err
 	}
-	v.listed = make(map[string]provenance.SourceState, len(states))
-	for _, st := range states {
-		v.listed[st.DocID] = st
-	}
-	v.listedAll = true
+	states := v.reg.states
 	// The listing is this request's registry snapshot, which the admitter
 	// would serve these states from: the rule is applied to them directly.
 	caller := v.adm.Caller()

@@ -38,6 +38,7 @@ type Service struct {
 	units    unitCache       // tokenized text units of applied versions
 	names    nameWordCache   // name words and keys of entity names
 	cache    caches          // per-tenant reads, dropped by events (Config.Events)
+	regs     regViews        // per-tenant registry listings, checked by generation
 
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec

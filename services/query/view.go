@@ -64,13 +64,14 @@ type view struct {
 	names       *nameIndex    // the tenant's name index, once per request
 	docs        []readableDoc // readableDocs, loaded once
 	docsLoaded  bool
-	// listed holds the registry states ListSources gave this request;
-	// listedAll says they are every document of the tenant (an id absent
-	// is unknown to the registry).
-	listed    map[string]provenance.SourceState
-	listedAll bool
-	docIndex  map[string]*lexDoc // readable docs by id
-	lex       *lexQuery          // readable docs against the unit index, once
+	// reg is the registry snapshot this request admits against once it
+	// has one (regview.go); regGen the generation read at its first need.
+	reg        *regView
+	regChecked bool
+	regGen     uint64
+	regGenOK   bool
+	docIndex   map[string]*lexDoc // readable docs by id
+	lex        *lexQuery          // readable docs against the unit index, once
 }
 
 // canonicalID is the id a TYPE:NAME reference names: resolved through the
@@ -103,31 +104,7 @@ func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
 		entityCache: make(map[string]visibleEntity),
 		edgeCache:   make(map[edgeKey][]store.Edge),
 	}
-	lookup := func(ids []string) (map[string]provenance.SourceState, error) {
-		// States the request already listed (readableDocs) are this
-		// request's registry snapshot: served from it, not read again.
-		var missing []string
-		out := make(map[string]provenance.SourceState, len(ids))
-		for _, id := range ids {
-			if st, ok := v.listed[id]; ok {
-				out[id] = st
-			} else if v.listed == nil || !v.listedAll {
-				missing = append(missing, id)
-			}
-		}
-		if len(missing) == 0 {
-			return out, nil
-		}
-		m, err := s.st.Sources(ctx, tenant, missing)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errAdmissionUnavailable, err)
-		}
-		for id, st := range m {
-			out[id] = st
-		}
-		return out, nil
-	}
-	v.adm = provenance.NewAdmitter(caller, lookup)
+	v.adm = provenance.NewAdmitter(caller, v.lookupSources)
 	return v
 }
 
