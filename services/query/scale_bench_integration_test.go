@@ -374,7 +374,9 @@ func scaleLatencies(b *testing.B, clients, minN, maxN int, budget time.Duration,
 // follows the bus). KG_QUERY_SCALE_DATA keeps the data set in a directory
 // for the next run; KG_QUERY_SCALE_PPROF names a directory for a CPU
 // profile per mode and client count; KG_QUERY_SCALE_BUDGET bounds each
-// measurement (default 20s, at least 20 requests, at most 400).
+// measurement (default 20s, at least KG_QUERY_SCALE_MIN requests (default
+// 20, never fewer than the clients), at most 400); KG_QUERY_SCALE_MODES
+// lists the modes to measure (comma-separated; default all).
 func BenchmarkQueryScale(b *testing.B) {
 	n := 10000
 	if v := os.Getenv("KG_QUERY_SCALE_DOCS"); v != "" {
@@ -527,6 +529,22 @@ func BenchmarkQueryScale(b *testing.B) {
 		{"global", func(int) error { return ask("global", "What are the recurring root causes of our incidents?") }},
 		{"drift", func(int) error { return ask("drift", question) }},
 	}
+	minN := 20
+	if v := os.Getenv("KG_QUERY_SCALE_MIN"); v != "" {
+		var err error
+		if minN, err = strconv.Atoi(v); err != nil || minN <= 0 {
+			b.Fatalf("KG_QUERY_SCALE_MIN=%q: want a positive integer", v)
+		}
+	}
+	if v := os.Getenv("KG_QUERY_SCALE_MODES"); v != "" {
+		want := strings.Split(v, ",")
+		modes = slices.DeleteFunc(modes, func(m struct {
+			name string
+			do   func(i int) error
+		}) bool {
+			return !slices.Contains(want, m.name)
+		})
+	}
 	for range b.N {
 		for _, m := range modes {
 			if err := m.do(0); err != nil { // warm the caches
@@ -534,7 +552,7 @@ func BenchmarkQueryScale(b *testing.B) {
 			}
 			for _, clients := range []int{1, 8} {
 				stop := profile(fmt.Sprintf("%s-%d", m.name, clients))
-				p50, p99, count := scaleLatencies(b, clients, 20, 400, budget, m.do)
+				p50, p99, count := scaleLatencies(b, clients, max(minN, clients), 400, budget, m.do)
 				stop()
 				b.ReportMetric(p50, fmt.Sprintf("%s-%dc-p50-ms", m.name, clients))
 				b.ReportMetric(p99, fmt.Sprintf("%s-%dc-p99-ms", m.name, clients))
