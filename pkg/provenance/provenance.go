@@ -277,8 +277,10 @@ func (a *Admitter) Prefetch(ids []string) error {
 }
 
 func (a *Admitter) state(id string) (SourceState, bool, error) {
-	if err := a.Prefetch([]string{id}); err != nil {
-		return SourceState{}, false, err
+	if !a.known[id] { // known ids are answered without a lookup or an allocation
+		if err := a.Prefetch([]string{id}); err != nil {
+			return SourceState{}, false, err
+		}
 	}
 	s, ok := a.cache[id]
 	return s, ok, nil

@@ -61,8 +61,12 @@ func (s *Service) searchTextUnits(v *view, question string, k int, timings map[s
 		return nil, 0, err
 	}
 	applied := map[string]int64{} // doc -> applied version, per request
+	units := v.s.units.tenant(v.tenant)
 	current := func(ref citation) (bool, error) {
 		ver, ok := applied[ref.DocID]
+		if !ok {
+			ver, ok = v.appliedFromCache(units, ref.DocID)
+		}
 		if !ok {
 			rec, err := v.s.st.Source(v.ctx, v.tenant, ref.DocID)
 			switch {
@@ -107,6 +111,23 @@ func (s *Service) searchTextUnits(v *view, question string, k int, timings map[s
 			Tokens: ApproxTokens(h.Text), Score: h.Score})
 	}
 	return items, dropped, nil
+}
+
+// appliedFromCache returns doc's applied version without a store read
+// when the unit cache holds the version the registry announces last: the
+// applied version never goes down and never passes the announced one, so
+// it is that version.
+func (v *view) appliedFromCache(units *lexTenant, doc string) (int64, bool) {
+	m, err := v.lookupSources([]string{doc})
+	st, known := m[doc]
+	if err != nil || !known || st.Deleted {
+		return 0, false
+	}
+	d := units.lookup([]string{doc})[0]
+	if d == nil || d.version != st.Version {
+		return 0, false
+	}
+	return d.version, true
 }
 
 // directAll admits a vector item as a direct contribution: every source

@@ -139,6 +139,52 @@ type graphSet struct {
 	mu        sync.Mutex
 	relations map[relKey][]store.Edge
 	names     *nameIndex
+	// ents are entities read by id (found false: absent), edges the
+	// edges read per entity and direction: unadmitted, as stored.
+	ents  map[string]storedEntity
+	edges map[edgeKey][]store.Edge
+}
+
+// storedEntity is one entity read by id; found is false when absent.
+type storedEntity struct {
+	e     store.Entity
+	found bool
+}
+
+// cachedEntities returns the entities among ids the tenant's graph reads
+// hold (the name index's when built, else those read by id) and the ids
+// they do not hold.
+func (g *graphSet) cachedEntities(ids []string) (map[string]storedEntity, []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	got := make(map[string]storedEntity, len(ids))
+	var missing []string
+	for _, id := range ids {
+		if g.names != nil {
+			e, ok := g.names.byID[id]
+			got[id] = storedEntity{e, ok}
+			continue
+		}
+		if se, ok := g.ents[id]; ok {
+			got[id] = se
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	return got, missing
+}
+
+// keepEntities records what a read by id gave for ids.
+func (g *graphSet) keepEntities(ids []string, read map[string]store.Entity) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ents == nil {
+		g.ents = map[string]storedEntity{}
+	}
+	for _, id := range ids {
+		e, ok := read[id]
+		g.ents[id] = storedEntity{e, ok}
+	}
 }
 
 type relKey struct{ relation, sourceType string }

@@ -66,6 +66,15 @@ func (f *failingStores) ListSources(ctx context.Context, tenant string) ([]prove
 	return f.Stores.ListSources(ctx, tenant)
 }
 
+// RegistryGeneration fails with the registry; otherwise it is the inner
+// store's, so the service keeps its registry views behind failingStores.
+func (f *failingStores) RegistryGeneration(ctx context.Context, tenant string) (uint64, error) {
+	if f.fail.Load() {
+		return 0, errors.New("registry down")
+	}
+	return f.Stores.(store.RegistryGenerations).RegistryGeneration(ctx, tenant)
+}
+
 type fixture struct {
 	t   *testing.T
 	st  *failingStores

@@ -122,15 +122,10 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	if v.docsLoaded {
 		return v.docs, nil
 	}
-	states, err := v.s.st.ListSources(v.ctx, v.tenant)
-	if err != nil {
-		return nil, fmt.Errorf("%w: listing sources: %w", errAdmissionUnavailable, err)
+	if err := v.listRegistry(); err != nil {
+		return nil, err
 	}
-	v.listed = make(map[string]provenance.SourceState, len(states))
-	for _, st := range states {
-		v.listed[st.DocID] = st
-	}
-	v.listedAll = true
+	states := v.reg.states
 	// The listing is this request's registry snapshot, which the admitter
 	// would serve these states from: the rule is applied to them directly.
 	caller := v.adm.Caller()
@@ -178,9 +173,19 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 // unitText returns the text of a cited text unit when its document is
 // readable and applied at the cited version (from readableDocs' cache).
 func (v *view) unitText(c citation) (string, bool, error) {
+	u, err := v.unitAt(c)
+	if err != nil || u == nil {
+		return "", false, err
+	}
+	return u.text, true, nil
+}
+
+// unitAt returns the cached text unit c cites (its text and words) when
+// its document is readable and applied at the cited version, else nil.
+func (v *view) unitAt(c citation) (*lexUnit, error) {
 	docs, err := v.readableDocs()
 	if err != nil {
-		return "", false, err
+		return nil, err
 	}
 	if v.docIndex == nil {
 		v.docIndex = make(map[string]*lexDoc, len(docs))
@@ -190,14 +195,14 @@ func (v *view) unitText(c citation) (string, bool, error) {
 	}
 	d := v.docIndex[c.DocID]
 	if d == nil || d.version != c.Version {
-		return "", false, nil
+		return nil, nil
 	}
-	for _, u := range d.units {
-		if u.unit == c.TextUnit {
-			return u.text, true, nil
+	for i := range d.units {
+		if d.units[i].unit == c.TextUnit {
+			return &d.units[i], nil
 		}
 	}
-	return "", false, nil
+	return nil, nil
 }
 
 func newLexDoc(rec store.SourceRecord, title string) *lexDoc {

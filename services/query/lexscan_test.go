@@ -40,14 +40,14 @@ func (v *view) scanReadableDocs() ([]readableDoc, error) {
 		return nil, fmt.Errorf("%w: listing sources: %w", errAdmissionUnavailable, err)
 	}
 	ids := make([]string, 0, len(states))
-	v.listed = make(map[string]provenance.SourceState, len(states))
 	for _, st := range states {
-		v.listed[st.DocID] = st
 		if !st.Deleted {
 			ids = append(ids, st.DocID)
 		}
 	}
-	v.listedAll = true
+	// The listing is the request's registry snapshot, as readableDocs
+	// makes it.
+	v.regChecked, v.reg = true, newRegView(0, states)
 	if err := v.adm.Prefetch(ids); err != nil {
 		return nil, err
 	}

@@ -426,9 +426,21 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	}
 	// Stated relationships before co-occurrences and bare mentions, and
 	// those the question's words touch first.
-	slices.SortStableFunc(relItems, func(a, b ContextItem) int {
-		return cmp.Compare(relationRank(a, rank), relationRank(b, rank))
-	})
+	// (Each item's rank computed once, not at every comparison.)
+	{
+		type ranked struct {
+			it ContextItem
+			r  float64
+		}
+		rs := make([]ranked, len(relItems))
+		for i, it := range relItems {
+			rs[i] = ranked{it, relationRank(it, rank)}
+		}
+		slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Compare(a.r, b.r) })
+		for i := range rs {
+			relItems[i] = rs[i].it
+		}
+	}
 	// Text units: the ranked passages, then the units the seeds'
 	// relationships cite, by their relevance to the question.
 	have := map[string]bool{}
@@ -441,19 +453,15 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		if have[c.DocID+"#"+c.TextUnit] {
 			continue
 		}
-		text, ok, err := v.unitText(c)
+		u, err := v.unitAt(c)
 		if err != nil {
 			return QueryResponse{}, err
 		}
-		if !ok {
+		if u == nil {
 			continue
 		}
-		has := map[string]bool{}
-		for _, w := range wordsOf(text) {
-			has[w] = true
-		}
-		extra = append(extra, rankedUnit{lexUnit: lexUnit{docID: c.DocID, version: c.Version, unit: c.TextUnit, text: text},
-			score: rank.share(func(w string) bool { return has[w] })})
+		extra = append(extra, rankedUnit{lexUnit: lexUnit{docID: c.DocID, version: c.Version, unit: c.TextUnit, text: u.text},
+			score: rank.share(func(w string) bool { return u.words[w] })})
 	}
 	slices.SortFunc(extra, func(a, b rankedUnit) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/services/query"
 )
@@ -85,7 +86,9 @@ func TestAggregateListsNoEntities(t *testing.T) {
 	f.get("/v1/aggregate?type=service&rel=~affected", tokAlice, http.StatusOK, &a)
 	require.NotEmpty(t, a.Groups)
 	calls := cs.reset()
-	require.Equal(t, map[string]int{"EdgesByRelation": 2, "Entities": 2}, calls)
+	// One registry generation per request checks the kept registry view
+	// (no listing: the supports are few).
+	require.Equal(t, map[string]int{"EdgesByRelation": 2, "Entities": 2, "RegistryGeneration": 2}, calls)
 }
 
 // TestLocalReadsOnlyTheSeedsReports: local search finds the reports of
@@ -104,4 +107,16 @@ func TestLocalReadsOnlyTheSeedsReports(t *testing.T) {
 	calls := cs.reset()
 	require.Zero(t, calls["Reports"], "%v", calls)
 	require.Zero(t, calls["Communities"], "%v", calls)
+}
+
+func (c *countingStores) ListSources(ctx context.Context, tenant string) ([]provenance.SourceState, error) {
+	c.add("ListSources")
+	return c.Stores.ListSources(ctx, tenant)
+}
+
+// RegistryGeneration passes the registry generation through, so the
+// service keeps its registry views behind countingStores too.
+func (c *countingStores) RegistryGeneration(ctx context.Context, tenant string) (uint64, error) {
+	c.add("RegistryGeneration")
+	return c.Stores.(store.RegistryGenerations).RegistryGeneration(ctx, tenant)
 }

@@ -39,6 +39,7 @@ type Service struct {
 	names    nameWordCache   // name words and keys of entity names
 	cache    caches          // per-tenant reads, dropped by events (Config.Events)
 	composed *composed       // NewService's: status, web UI, owned aliases
+	regs     regViews        // per-tenant registry listings, checked by generation
 
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec

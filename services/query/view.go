@@ -5,7 +5,6 @@ import (
 	"github.com/kgstream/kgstream/pkg/resolve"
 
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -64,13 +63,14 @@ type view struct {
 	names       *nameIndex    // the tenant's name index, once per request
 	docs        []readableDoc // readableDocs, loaded once
 	docsLoaded  bool
-	// listed holds the registry states ListSources gave this request;
-	// listedAll says they are every document of the tenant (an id absent
-	// is unknown to the registry).
-	listed    map[string]provenance.SourceState
-	listedAll bool
-	docIndex  map[string]*lexDoc // readable docs by id
-	lex       *lexQuery          // readable docs against the unit index, once
+	// reg is the registry snapshot this request admits against once it
+	// has one (regview.go); regGen the generation read at its first need.
+	reg        *regView
+	regChecked bool
+	regGen     uint64
+	regGenOK   bool
+	docIndex   map[string]*lexDoc // readable docs by id
+	lex        *lexQuery          // readable docs against the unit index, once
 }
 
 // canonicalID is the id a TYPE:NAME reference names: resolved through the
@@ -103,31 +103,7 @@ func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
 		entityCache: make(map[string]visibleEntity),
 		edgeCache:   make(map[edgeKey][]store.Edge),
 	}
-	lookup := func(ids []string) (map[string]provenance.SourceState, error) {
-		// States the request already listed (readableDocs) are this
-		// request's registry snapshot: served from it, not read again.
-		var missing []string
-		out := make(map[string]provenance.SourceState, len(ids))
-		for _, id := range ids {
-			if st, ok := v.listed[id]; ok {
-				out[id] = st
-			} else if v.listed == nil || !v.listedAll {
-				missing = append(missing, id)
-			}
-		}
-		if len(missing) == 0 {
-			return out, nil
-		}
-		m, err := s.st.Sources(ctx, tenant, missing)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errAdmissionUnavailable, err)
-		}
-		for id, st := range m {
-			out[id] = st
-		}
-		return out, nil
-	}
-	v.adm = provenance.NewAdmitter(caller, lookup)
+	v.adm = provenance.NewAdmitter(caller, v.lookupSources)
 	return v
 }
 
@@ -206,23 +182,15 @@ func (v *view) entity(id string) (visibleEntity, error) {
 	if ve, hit := v.entityCache[id]; hit {
 		return ve, nil
 	}
-	e, err := v.s.st.Entity(v.ctx, v.tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		v.entityCache[id] = visibleEntity{}
-		return visibleEntity{}, nil
-	}
-	if err != nil {
-		return visibleEntity{}, fmt.Errorf("reading entity %q: %w", id, err)
-	}
-	ve, err := v.admit(e)
-	if err != nil {
+	if err := v.entities([]string{id}); err != nil {
 		return visibleEntity{}, err
 	}
-	v.entityCache[id] = ve
-	return ve, nil
+	return v.entityCache[id], nil
 }
 
 // entities loads and admits ids in one store call, filling the cache.
+// Entities the tenant's graph reads hold (graphSet, dropped by
+// kg.graph.changed) are not read again; admission is this request's.
 func (v *view) entities(ids []string) error {
 	var missing []string
 	for _, id := range ids {
@@ -233,24 +201,41 @@ func (v *view) entities(ids []string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	got, err := v.s.st.Entities(v.ctx, v.tenant, missing)
+	g, err := v.graphSet()
 	if err != nil {
-		return fmt.Errorf("reading entities: %w", err)
+		return err
+	}
+	got, unread := g.cachedEntities(missing)
+	if len(unread) > 0 {
+		read, err := v.s.st.Entities(v.ctx, v.tenant, unread)
+		if err != nil {
+			return fmt.Errorf("reading entities: %w", err)
+		}
+		g.keepEntities(unread, read)
+		for _, id := range unread {
+			e, ok := read[id]
+			got[id] = storedEntity{e, ok}
+		}
 	}
 	es := make([]store.Entity, 0, len(got))
-	for _, e := range got {
-		es = append(es, e)
+	for _, se := range got {
+		if se.found {
+			es = append(es, se.e)
+		}
 	}
 	if err := v.prefetchEntities(es); err != nil {
 		return err
 	}
 	for _, id := range missing {
-		e, ok := got[id]
-		if !ok {
+		if _, hit := v.entityCache[id]; hit {
+			continue // a duplicate id
+		}
+		se := got[id]
+		if !se.found {
 			v.entityCache[id] = visibleEntity{}
 			continue
 		}
-		ve, err := v.admit(e)
+		ve, err := v.admit(se.e)
 		if err != nil {
 			return err
 		}
@@ -300,9 +285,23 @@ func (v *view) edges(id string, dir store.Direction) ([]store.Edge, error) {
 	if es, hit := v.edgeCache[k]; hit {
 		return es, nil
 	}
-	es, err := v.s.st.Edges(v.ctx, v.tenant, id, dir)
+	g, err := v.graphSet()
 	if err != nil {
-		return nil, fmt.Errorf("reading edges of %q: %w", id, err)
+		return nil, err
+	}
+	g.mu.Lock()
+	es, hit := g.edges[k]
+	g.mu.Unlock()
+	if !hit {
+		if es, err = v.s.st.Edges(v.ctx, v.tenant, id, dir); err != nil {
+			return nil, fmt.Errorf("reading edges of %q: %w", id, err)
+		}
+		g.mu.Lock()
+		if g.edges == nil {
+			g.edges = map[edgeKey][]store.Edge{}
+		}
+		g.edges[k] = es
+		g.mu.Unlock()
 	}
 	if err := v.prefetchEdges(es); err != nil {
 		return nil, err

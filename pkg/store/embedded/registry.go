@@ -48,6 +48,9 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		if !write {
 			return nil
 		}
+		if err := bumpRegistryGeneration(tx, tenant); err != nil {
+			return err
+		}
 		return putJSON(b, docID, st)
 	})
 	return out, err

@@ -57,6 +57,7 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 			p.Set(ctx, key, data, 0)
 			p.SAdd(ctx, k.regDocs(), docID)
 			record(p)
+			bumpRegistryGeneration(ctx, p, k)
 			return nil
 		})
 		return err

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Registry/VersionBounds", testVersionBounds},
 		{"Registry/RecordContent", testRecordContent},
 		{"Registry/IDsAsPeopleWriteThem", testIDsAsPeopleWriteThem},
+		{"Registry/Generation", testRegistryGeneration},
 
 		{"Graph/Apply", testApply},
 		{"Graph/SameVersionIsDuplicate", testApplyDuplicate},

@@ -1,0 +1,133 @@
+package query
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// listThreshold is how many registry states one lookup may ask for before
+// the request lists the whole registry instead (one listing, kept for the
+// tenant, costs about what Sources of that many ids costs).
+const listThreshold = 256
+
+// regView is one listing of a tenant's registry, taken after reading the
+// registry generation gen: it holds every registry write up to gen, so it
+// is exact for every request that reads gen again (store.RegistryGenerations).
+// It is never modified once built.
+type regView struct {
+	gen    uint64
+	states []provenance.SourceState // sorted by doc id, deleted ones included
+	byID   map[string]int           // index into states
+}
+
+func newRegView(gen uint64, states []provenance.SourceState) *regView {
+	rv := &regView{gen: gen, states: states, byID: make(map[string]int, len(states))}
+	for i, st := range states {
+		rv.byID[st.DocID] = i
+	}
+	return rv
+}
+
+// regViews keeps the newest registry view of each tenant. A view is used
+// by a request only when the generation the request read equals the
+// view's: a revocation, deletion or edit raises the generation in the
+// transaction that records it, so the next request lists again and no
+// request ever admits against a registry older than its start.
+type regViews struct {
+	mu sync.Mutex
+	m  map[string]*regView
+}
+
+func (r *regViews) get(tenant string) *regView {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[tenant]
+}
+
+func (r *regViews) put(tenant string, rv *regView) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur := r.m[tenant]; cur != nil && cur.gen > rv.gen {
+		return
+	}
+	if r.m == nil {
+		r.m = map[string]*regView{}
+	}
+	r.m[tenant] = rv
+}
+
+// checkRegistry reads the tenant's registry generation once per request
+// (the first time the request needs the registry) and takes the kept view
+// when it is at that generation. Stores without a generation are read per
+// request, as before. A failed read fails the request closed.
+func (v *view) checkRegistry() error {
+	if v.regChecked {
+		return nil
+	}
+	g, ok := v.s.st.(store.RegistryGenerations)
+	if !ok {
+		v.regChecked = true
+		return nil
+	}
+	n, err := g.RegistryGeneration(v.ctx, v.tenant)
+	if err != nil {
+		return fmt.Errorf("%w: reading the registry generation: %w", errAdmissionUnavailable, err)
+	}
+	v.regChecked, v.regGen, v.regGenOK = true, n, true
+	if rv := v.s.regs.get(v.tenant); rv != nil && rv.gen == n {
+		v.reg = rv
+	}
+	return nil
+}
+
+// listRegistry makes a listing of the whole registry this request's
+// snapshot (kept for the tenant when the store has a generation, read
+// before the listing).
+func (v *view) listRegistry() error {
+	if err := v.checkRegistry(); err != nil {
+		return err
+	}
+	if v.reg != nil {
+		return nil
+	}
+	states, err := v.s.st.ListSources(v.ctx, v.tenant)
+	if err != nil {
+		return fmt.Errorf("%w: listing sources: %w", errAdmissionUnavailable, err)
+	}
+	v.reg = newRegView(v.regGen, states)
+	if v.regGenOK {
+		v.s.regs.put(v.tenant, v.reg)
+	}
+	return nil
+}
+
+// lookupSources is the request's Admitter lookup: from the request's
+// registry view when it has one (or when ids are many enough to list),
+// else from the registry itself.
+func (v *view) lookupSources(ids []string) (map[string]provenance.SourceState, error) {
+	if err := v.checkRegistry(); err != nil {
+		return nil, err
+	}
+	if v.reg == nil && len(ids) > listThreshold {
+		if err := v.listRegistry(); err != nil {
+			return nil, err
+		}
+	}
+	out := make(map[string]provenance.SourceState, len(ids))
+	if v.reg != nil {
+		for _, id := range ids {
+			if i, ok := v.reg.byID[id]; ok {
+				out[id] = v.reg.states[i]
+			}
+		}
+		return out, nil
+	}
+	m, err := v.s.st.Sources(v.ctx, v.tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errAdmissionUnavailable, err)
+	}
+	return m, nil
+}
