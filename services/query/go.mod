@@ -11,17 +11,6 @@ require (
 )
 
 require (
-	github.com/deckarep/golang-set v1.7.1 // indirect
-	github.com/dlclark/regexp2 v1.10.0 // indirect
-	github.com/jdkato/prose/v2 v2.0.0 // indirect
-	github.com/mingrammer/commonregex v1.0.1 // indirect
-	github.com/pkoukk/tiktoken-go v0.1.8 // indirect
-	github.com/pkoukk/tiktoken-go-loader v0.0.2 // indirect
-	gonum.org/v1/gonum v0.17.0 // indirect
-	gopkg.in/neurosnap/sentences.v1 v1.0.6 // indirect
-)
-
-require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
@@ -51,10 +40,6 @@ require (
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
-	github.com/kgstream/kgstream/services/clusterer v0.0.0
-	github.com/kgstream/kgstream/services/extractor v0.0.0
-	github.com/kgstream/kgstream/services/reporter v0.0.0
-	github.com/kgstream/kgstream/services/resolver v0.0.0
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
@@ -94,11 +79,3 @@ require (
 )
 
 replace github.com/kgstream/kgstream/pkg => ../../pkg
-
-replace github.com/kgstream/kgstream/services/extractor => ../extractor
-
-replace github.com/kgstream/kgstream/services/resolver => ../resolver
-
-replace github.com/kgstream/kgstream/services/clusterer => ../clusterer
-
-replace github.com/kgstream/kgstream/services/reporter => ../reporter

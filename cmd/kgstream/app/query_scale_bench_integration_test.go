@@ -1,6 +1,6 @@
 //go:build integration
 
-package query_test
+package app_test
 
 import (
 	"bytes"
@@ -44,7 +44,6 @@ import (
 )
 
 // scaleCorpusDirs are the corpora the query scale data set cycles through.
-var scaleCorpusDirs = []string{"dfds-postmortems", "cloud-incidents", "wikitech-incidents"}
 
 const scaleTenant = "acme"
 
@@ -72,7 +71,7 @@ func scaleDocs(tb testing.TB, n int) []events.DocChanged {
 	type base struct{ title, text string }
 	var bases []base
 	for _, dir := range scaleCorpusDirs {
-		root := filepath.Join("../../../shared/corpora", dir)
+		root := filepath.Join("../../../../shared/corpora", dir)
 		entries, err := os.ReadDir(root)
 		if err != nil || len(entries) == 0 {
 			tb.Fatalf("corpus %s not found beside the checkout: %v", dir, err)
