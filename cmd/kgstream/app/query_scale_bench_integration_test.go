@@ -430,34 +430,10 @@ func BenchmarkQueryScale(b *testing.B) {
 	b.ReportMetric(float64(len(g.Edges)), "edges")
 	b.ReportMetric(float64(len(reps)), "reports")
 
-	// The workload, chosen from the graph the same way every time: the
-	// hub (most edges) and the relation most edges into it carry; incidents
-	// by failure mode (aggregate) and the (subject type, relation) pair
-	// most edges have (aggregate-largest, a response listing every one).
-	degree := map[string]int{}
-	for _, e := range g.Edges {
-		degree[e.Source]++
-		degree[e.Target]++
-	}
-	hub := ""
-	for id, dg := range degree {
-		if hub == "" || dg > degree[hub] || dg == degree[hub] && id < hub {
-			hub = id
-		}
-	}
-	types := map[string]string{}
-	for _, e := range g.Entities {
-		types[e.ID] = e.Type
-	}
-	inRel, pairs := map[string]int{}, map[string]int{}
-	for _, e := range g.Edges {
-		if e.Target == hub {
-			inRel[e.Relation]++
-		}
-		pairs[types[e.Source]+" "+e.Relation]++
-	}
-	hubRel := scaleMaxKey(inRel)
-	agg := strings.SplitN(scaleMaxKey(pairs), " ", 2)
+	// The workload (scaleWorkload), plus incidents by failure mode
+	// (aggregate); the largest (subject type, relation) pair is
+	// aggregate-largest, a response listing every one.
+	hub, hubRel, agg := scaleWorkload(g)
 	hubName := ""
 	if e, err := d.st.Entity(ctx, scaleTenant, hub); err == nil {
 		hubName = e.Name
@@ -563,12 +539,3 @@ func BenchmarkQueryScale(b *testing.B) {
 }
 
 // scaleMaxKey is the key with the largest count (ties: the smallest key).
-func scaleMaxKey(m map[string]int) string {
-	best, first := "", true
-	for k, v := range m {
-		if first || v > m[best] || v == m[best] && k < best {
-			best, first = k, false
-		}
-	}
-	return best
-}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kgstream/kgstream/cmd/kgstream/app"
+	"github.com/kgstream/kgstream/pkg/store"
 )
 
 // scaleCorpusDirs are the corpora BenchmarkScale cycles through, in order.
@@ -247,33 +248,7 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(float64(len(g.Edges)), "edges")
 		b.ReportMetric(float64(len(reps)), "reports")
 
-		// The query workload, chosen from the graph the same way every time:
-		// the hub (most edges) and the relation most edges into it carry;
-		// the (subject type, relation) pair most edges have.
-		degree := map[string]int{}
-		for _, e := range g.Edges {
-			degree[e.Source]++
-			degree[e.Target]++
-		}
-		hub := ""
-		for id, d := range degree {
-			if hub == "" || d > degree[hub] || d == degree[hub] && id < hub {
-				hub = id
-			}
-		}
-		types := map[string]string{}
-		for _, e := range g.Entities {
-			types[e.ID] = e.Type
-		}
-		inRel, pairs := map[string]int{}, map[string]int{}
-		for _, e := range g.Edges {
-			if e.Target == hub {
-				inRel[e.Relation]++
-			}
-			pairs[types[e.Source]+" "+e.Relation]++
-		}
-		hubRel := maxKey(inRel)
-		agg := strings.SplitN(maxKey(pairs), " ", 2)
+		hub, hubRel, agg := scaleWorkload(g)
 		hubName := ""
 		if e, err := a.Stores.Entity(ctx, tenant, hub); err == nil {
 			hubName = e.Name
@@ -336,6 +311,34 @@ func BenchmarkScale(b *testing.B) {
 }
 
 // maxKey is the key with the largest count (ties: the smallest key).
+// scaleWorkload chooses the query workload from the graph the same way
+// every time: the hub (most edges) and the relation most edges into it
+// carry; the (subject type, relation) pair most edges have.
+func scaleWorkload(g store.Graph) (hub, hubRel string, agg []string) {
+	degree := map[string]int{}
+	for _, e := range g.Edges {
+		degree[e.Source]++
+		degree[e.Target]++
+	}
+	for id, d := range degree {
+		if hub == "" || d > degree[hub] || d == degree[hub] && id < hub {
+			hub = id
+		}
+	}
+	types := map[string]string{}
+	for _, e := range g.Entities {
+		types[e.ID] = e.Type
+	}
+	inRel, pairs := map[string]int{}, map[string]int{}
+	for _, e := range g.Edges {
+		if e.Target == hub {
+			inRel[e.Relation]++
+		}
+		pairs[types[e.Source]+" "+e.Relation]++
+	}
+	return hub, maxKey(inRel), strings.SplitN(maxKey(pairs), " ", 2)
+}
+
 func maxKey(m map[string]int) string {
 	best, first := "", true
 	for k, v := range m {
