@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	appsv1 "k8s.io/api/apps/v1"
@@ -183,9 +184,21 @@ func TestProductionOverlayRendersAndHoldsItsInvariants(t *testing.T) {
 	if got := r.deployments["query"].Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String(); got != "1" {
 		t.Errorf("production query cpu request %s, want 1", got)
 	}
-	if got := *r.deployments["clusterer"].Spec.Replicas; got != 1 {
-		t.Errorf("production clusterer replicas %d, want 1", got)
+	if got := *r.deployments["clusterer"].Spec.Replicas; got != 2 {
+		t.Errorf("production clusterer replicas %d, want 2 (one holds the lease, one stands by)", got)
 	}
+}
+
+// hasLease reports whether args set a clusterer lease (--lease-ttl above
+// zero; the binary's default is 15s, so leaving it out counts too).
+func hasLease(args []string) bool {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--lease-ttl="); ok {
+			d, err := time.ParseDuration(v)
+			return err == nil && d > 0
+		}
+	}
+	return true
 }
 
 // kgstreamContainers are the containers that run a kgstream binary.
@@ -214,8 +227,10 @@ func checkInvariants(t *testing.T, r *rendered) {
 	for name, d := range r.deployments {
 		checkDeployment(t, r, name, d)
 	}
-	if d := r.deployments["clusterer"]; *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("clusterer: %d replicas, strategy %s; it debounces in memory, so 1 and Recreate", *d.Spec.Replicas, d.Spec.Strategy.Type)
+	// Clusterer replicas take turns by a lease: more than one is safe only
+	// with a lease (--lease-ttl above zero).
+	if d := r.deployments["clusterer"]; *d.Spec.Replicas > 1 && !hasLease(d.Spec.Template.Spec.Containers[0].Args) {
+		t.Errorf("clusterer: %d replicas without --lease-ttl > 0; replicas would cluster at once", *d.Spec.Replicas)
 	}
 	for name, s := range r.statefulSets {
 		checkPodSpec(t, r, "statefulset "+name, &s.Spec.Template.Spec)
