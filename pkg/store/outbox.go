@@ -45,10 +45,12 @@ type Outbox interface {
 	AnnounceRecording(ctx context.Context, tenant string, a Announcement, pend PendingFunc) (provenance.SourceState, error)
 	// SetACLRecording is SetACL recording pend's events likewise.
 	SetACLRecording(ctx context.Context, tenant, docID string, acl provenance.ACL, pend PendingFunc) (provenance.SourceState, error)
-	// MarkDeletedRecording is MarkDeleted recording pend's events likewise;
-	// deleting a deleted document changes nothing in the registry but
+	// DeleteRecording deletes a.DocID as NextDeletedAt does (the deletion
+	// at a later a.Version announces that version first, in the same
+	// transaction), recording pend's events likewise; deleting a deleted
+	// document at no later version changes nothing in the registry but
 	// still records them (the deletion's event is published again).
-	MarkDeletedRecording(ctx context.Context, tenant, docID string, pend PendingFunc) (provenance.SourceState, error)
+	DeleteRecording(ctx context.Context, tenant string, a Announcement, pend PendingFunc) (provenance.SourceState, error)
 	// RecordPending records events that follow no registry change (a
 	// re-resolution), or that an older outbox held.
 	RecordPending(ctx context.Context, ps []Pending) error

@@ -114,6 +114,25 @@ func NextDeleted(cur *provenance.SourceState, docID string) (next provenance.Sou
 	return next, true, nil
 }
 
+// NextDeletedAt returns the state after a deletion that may carry the
+// version it happened at (a webhook's update time): when a.Version is above
+// the registry's latest (or the document is unknown), that version is
+// announced first, with a's ACL, source and title, and the deletion follows
+// it (NextDeleted), in one transition, so the registry never holds the
+// version without the deletion. A version at or below the latest is
+// ignored, and the deletion is NextDeleted's.
+func NextDeletedAt(cur *provenance.SourceState, tenant string, a Announcement) (next provenance.SourceState, changed bool, err error) {
+	if a.Version > 0 && (cur == nil || a.Version > cur.Version) {
+		announced, err := NextAnnounced(cur, tenant, a)
+		if err != nil {
+			return provenance.SourceState{}, false, err
+		}
+		next, _, err := NextDeleted(&announced, a.DocID)
+		return next, err == nil, err
+	}
+	return NextDeleted(cur, a.DocID)
+}
+
 // normalizeACL is ACL.Normalize with empty lists as nil, the form a JSON
 // round trip gives back, so what a transition returns equals what is read.
 func normalizeACL(a provenance.ACL) provenance.ACL {

@@ -274,22 +274,31 @@ func (c *Commands) Delete(ctx context.Context, tenant string, by Authority, cmd 
 	if cmd.Ordered && cur != nil && !cur.Deleted && cmd.Version > 0 && cmd.Version < cur.Version {
 		return Result{}, errkind.Errorf(errkind.Conflict, "stale_version", "%w: document %q is at version %d", store.ErrStaleVersion, cmd.DocID, cur.Version)
 	}
-	known := cur != nil
-	if cmd.Version > 0 && (cur == nil || cmd.Version > cur.Version) {
-		if err := c.recordVersion(ctx, tenant, by, cmd, cur); err != nil {
-			return Result{}, err
-		}
-		known = true
-	}
-	if !known {
+	if cur == nil && cmd.Version <= 0 {
 		return Result{}, unknownDocument(cmd.DocID)
+	}
+	// A deletion at a later version (a webhook's update time) announces that
+	// version and deletes in one registry write: the registry never holds
+	// the version without the deletion, and the outbox holds one event.
+	a := store.Announcement{DocID: cmd.DocID, UpdatedAt: cmd.UpdatedAt}
+	if cmd.Version > 0 && (cur == nil || cmd.Version > cur.Version) {
+		a.Version = cmd.Version
+	}
+	if rc := by.receiver; rc != nil {
+		a.ACL, a.Source = rc.acl, rc.kind
+	}
+	if cur != nil {
+		a.ACL, a.Title = cur.ACL, cur.Title
+		if a.Source == "" {
+			a.Source = cur.Source
+		}
 	}
 	receivedAt := c.now().UTC()
 	pend, taken := c.recording(ctx, tenant, nil, func(_ *provenance.SourceState, st provenance.SourceState) []outgoing {
 		return []outgoing{{kind: events.KindDocDeleted, id: events.DeletedID(tenant, cmd.DocID, st.Version),
 			ev: &events.DocDeleted{Header: events.Header{Tenant: tenant}, DocID: cmd.DocID, Version: st.Version, ReceivedAt: receivedAt}}}
 	})
-	st, err := c.registry.MarkDeletedRecording(ctx, tenant, cmd.DocID, pend)
+	st, err := c.registry.DeleteRecording(ctx, tenant, a, pend)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Result{}, unknownDocument(cmd.DocID)
@@ -299,31 +308,6 @@ func (c *Commands) Delete(ctx context.Context, tenant string, by Authority, cmd 
 	res := Result{DocID: cmd.DocID, Version: st.Version, EventID: events.DeletedID(tenant, cmd.DocID, st.Version)}
 	res.Duplicate, err = c.publishRecorded(ctx, tenant, taken())
 	return res, err
-}
-
-// recordVersion records a deletion's version before the deletion.
-func (c *Commands) recordVersion(ctx context.Context, tenant string, by Authority, cmd DeleteCommand, cur *provenance.SourceState) error {
-	a := store.Announcement{DocID: cmd.DocID, Version: cmd.Version, UpdatedAt: cmd.UpdatedAt}
-	if rc := by.receiver; rc != nil {
-		a.ACL, a.Source = rc.acl, rc.kind
-	}
-	if cur != nil {
-		a.ACL, a.Title = cur.ACL, cur.Title
-	}
-	// The new version and the deletion are two registry writes. The first
-	// already records the deletion's event at that version (the same message
-	// id the second records again), so a process dying between them leaves
-	// the deletion pending in the outbox, not a version with no event.
-	receivedAt := c.now().UTC()
-	pend, _ := c.recording(ctx, tenant, nil, func(_ *provenance.SourceState, st provenance.SourceState) []outgoing {
-		return []outgoing{{kind: events.KindDocDeleted, id: events.DeletedID(tenant, cmd.DocID, st.Version),
-			ev: &events.DocDeleted{Header: events.Header{Tenant: tenant}, DocID: cmd.DocID, Version: st.Version, ReceivedAt: receivedAt}}}
-	})
-	_, err := c.registry.AnnounceRecording(ctx, tenant, a, pend)
-	if err != nil && !errors.Is(err, store.ErrStaleVersion) {
-		return c.registryError(err, "recording the deletion")
-	}
-	return nil
 }
 
 // SetACL replaces a known document's ACL and publishes the ACL event of

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/store/redis"
+	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/gateway"
 )
@@ -64,8 +64,8 @@ func (r *dyingRegistry) SetACLRecording(ctx context.Context, tenant, docID strin
 	return r.after(r.Stores.SetACLRecording(ctx, tenant, docID, acl, pend))
 }
 
-func (r *dyingRegistry) MarkDeletedRecording(ctx context.Context, tenant, docID string, pend store.PendingFunc) (provenance.SourceState, error) {
-	return r.after(r.Stores.MarkDeletedRecording(ctx, tenant, docID, pend))
+func (r *dyingRegistry) DeleteRecording(ctx context.Context, tenant string, a store.Announcement, pend store.PendingFunc) (provenance.SourceState, error) {
+	return r.after(r.Stores.DeleteRecording(ctx, tenant, a, pend))
 }
 
 // pendingIDs lists the event ids the registry's outbox holds.
@@ -353,22 +353,18 @@ func TestLargePendingEventFollowsTheVersionTaken(t *testing.T) {
 	require.Equal(t, text, ev.Text, "the republished event is whole")
 }
 
-// failingDeletion is the registry of a process that dies between the two
-// registry writes of a deletion that carries a later version: the new
-// version is written, the deletion never is.
-type failingDeletion struct{ store.Stores }
-
-func (r *failingDeletion) MarkDeletedRecording(context.Context, string, string, store.PendingFunc) (provenance.SourceState, error) {
-	return provenance.SourceState{}, errors.New("the process died")
-}
-
-// A webhook deletion with a later version writes the version, then the
-// deletion. A process dying between the two used to leave a new version
-// with no event at all; now the first write already holds the deletion's
-// event, and a restarted gateway publishes it.
-func TestDeletionAtALaterVersionIsPendingFromItsFirstWrite(t *testing.T) {
+// A webhook deletion with a later version (the payload's update time)
+// announces that version and deletes in one registry write. It used to be
+// two writes: a process dying between them left the version without the
+// deletion, and a normal deletion left the first write's record of the
+// deletion at the announced version pending (a message id no one cleared,
+// published again later). Now a process dying right after the one write
+// leaves exactly the deletion pending, and a restarted gateway publishes
+// it.
+func TestDeletionAtALaterVersionIsOneWrite(t *testing.T) {
 	ctx := t.Context()
-	bus := streamtest.NewBus(t, streamtest.Options{})
+	buses := streamtest.NewBuses(t, 2, streamtest.Options{})
+	bus, doomed := buses[0], buses[1]
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
@@ -376,7 +372,7 @@ func TestDeletionAtALaterVersionIsPendingFromItsFirstWrite(t *testing.T) {
 	require.NoError(t, err)
 	cfg := gateway.Config{MaxBodyBytes: 1 << 20, Webhooks: hooksConfig(), PublishTimeout: 2 * time.Second, OutboxEvery: 20 * time.Millisecond}
 
-	serve := func(reg gateway.Registry) *fixture {
+	serve := func(reg gateway.Registry, bus *stream.Bus) *fixture {
 		g, err := gateway.New(cfg, reg, bus, a, nil, prometheus.NewRegistry())
 		require.NoError(t, err)
 		srv := httptest.NewServer(g.Handler())
@@ -384,22 +380,30 @@ func TestDeletionAtALaterVersionIsPendingFromItsFirstWrite(t *testing.T) {
 		return &fixture{srv: srv, reg: st, bus: bus}
 	}
 	created := ownPayload(t, "jira/issue_created.json")
-	status, out := serve(st).jira(t, created)
+	status, out := serve(st, bus).jira(t, created)
 	require.Equal(t, 202, status, out)
+	require.Empty(t, pendingIDs(t, st))
 
 	deleted := edit(t, created, func(m map[string]any) {
 		m["webhookEvent"] = "jira:issue_deleted"
 		obj(obj(m, "issue"), "fields")["updated"] = "2025-04-03T10:00:00.000+0000"
 	})
-	status, out = serve(&failingDeletion{Stores: st}).jira(t, deleted)
+	var heldAtDeath []string
+	dying := &dyingRegistry{Stores: st, died: func(provenance.SourceState) {
+		heldAtDeath = pendingIDs(t, st)
+		doomed.JetStream().Conn().Close()
+	}}
+	status, out = serve(dying, doomed).jira(t, deleted)
 	require.GreaterOrEqual(t, status, 500, "the dying process answers nothing useful: %v", out)
 
 	version := ms(t, "2006-01-02T15:04:05.000-0700", "2025-04-03T10:00:00.000+0000")
 	src, err := st.Sources(ctx, "ops", []string{"jira:OPS-12"})
 	require.NoError(t, err)
-	require.Equal(t, version, src["jira:OPS-12"].Version, "the first write took the deletion's version")
-	want := "ops/jira:OPS-12/" + strconv.FormatInt(version, 10) + "/deleted"
-	require.Contains(t, pendingIDs(t, st), want, "the deletion is pending from the first write on")
+	require.Equal(t, version+1, src["jira:OPS-12"].Version, "the payload's version, then the deletion")
+	require.True(t, src["jira:OPS-12"].Deleted)
+	want := "ops/jira:OPS-12/" + strconv.FormatInt(version+1, 10) + "/deleted"
+	require.Equal(t, []string{want}, heldAtDeath, "the one write held the deletion when it returned")
+	require.Equal(t, []string{want}, pendingIDs(t, st), "the deletion, and nothing else, is pending")
 
 	g, err := gateway.New(cfg, st, bus, a, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
@@ -417,4 +421,21 @@ func TestDeletionAtALaterVersionIsPendingFromItsFirstWrite(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A deletion at a later version that nothing interrupts leaves nothing
+	// pending (the two writes used to leave the first one's record).
+	other := edit(t, created, func(m map[string]any) { obj(m, "issue")["key"] = "OPS-13" })
+	status, out = serve(st, bus).jira(t, other)
+	require.Equal(t, 202, status, out)
+	status, out = serve(st, bus).jira(t, edit(t, other, func(m map[string]any) {
+		m["webhookEvent"] = "jira:issue_deleted"
+		obj(obj(m, "issue"), "fields")["updated"] = "2025-04-03T10:00:00.000+0000"
+	}))
+	require.Equal(t, 202, status, out)
+	src, err = st.Sources(ctx, "ops", []string{"jira:OPS-13"})
+	require.NoError(t, err)
+	require.Equal(t, version+1, src["jira:OPS-13"].Version)
+	require.True(t, src["jira:OPS-13"].Deleted)
+	require.True(t, hasMsgID(t, f, "ops/jira:OPS-13/"+strconv.FormatInt(version+1, 10)+"/deleted"))
+	require.Empty(t, pendingIDs(t, st), "nothing is left to publish again")
 }

@@ -82,14 +82,14 @@ func (s *Store) SetACLRecording(ctx context.Context, tenant, docID string, acl p
 	return st, nil
 }
 
-// MarkDeletedRecording is MarkDeleted recording pend's events in the same
-// transaction (see store.Outbox).
-func (s *Store) MarkDeletedRecording(ctx context.Context, tenant, docID string, pend store.PendingFunc) (provenance.SourceState, error) {
-	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
-		return store.NextDeleted(cur, docID)
+// DeleteRecording deletes a document, at a.Version when that is later,
+// recording pend's events in the same transaction (see store.Outbox).
+func (s *Store) DeleteRecording(ctx context.Context, tenant string, a store.Announcement, pend store.PendingFunc) (provenance.SourceState, error) {
+	st, err := s.registryUpdate(ctx, tenant, a.DocID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		return store.NextDeletedAt(cur, tenant, a)
 	}, pend)
 	if err != nil {
-		return provenance.SourceState{}, fmt.Errorf("deleting %q in %q: %w", docID, tenant, err)
+		return provenance.SourceState{}, fmt.Errorf("deleting %q in %q: %w", a.DocID, tenant, err)
 	}
 	return st, nil
 }

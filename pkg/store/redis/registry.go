@@ -67,26 +67,12 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 
 // Announce records a content version (see store.Registry).
 func (s *Store) Announce(ctx context.Context, tenant string, a store.Announcement) (provenance.SourceState, error) {
-	st, err := s.registryUpdate(ctx, tenant, a.DocID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
-		st, err := store.NextAnnounced(cur, tenant, a)
-		return st, err == nil, err
-	}, nil)
-	if err != nil {
-		return provenance.SourceState{}, fmt.Errorf("announcing %q in %q: %w", a.DocID, tenant, err)
-	}
-	return st, nil
+	return s.AnnounceRecording(ctx, tenant, a, nil)
 }
 
 // SetACL replaces a document's ACL (see store.Registry).
 func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance.ACL) (provenance.SourceState, error) {
-	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
-		st, err := store.NextACL(cur, docID, acl)
-		return st, err == nil, err
-	}, nil)
-	if err != nil {
-		return provenance.SourceState{}, fmt.Errorf("setting the ACL of %q in %q: %w", docID, tenant, err)
-	}
-	return st, nil
+	return s.SetACLRecording(ctx, tenant, docID, acl, nil)
 }
 
 // RecordContent records a version's content hash (see store.Registry).
@@ -102,13 +88,7 @@ func (s *Store) RecordContent(ctx context.Context, tenant, docID string, version
 
 // MarkDeleted records a deletion (see store.Registry).
 func (s *Store) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
-	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
-		return store.NextDeleted(cur, docID)
-	}, nil)
-	if err != nil {
-		return provenance.SourceState{}, fmt.Errorf("deleting %q in %q: %w", docID, tenant, err)
-	}
-	return st, nil
+	return s.DeleteRecording(ctx, tenant, store.Announcement{DocID: docID}, nil)
 }
 
 // Sources returns the state of the given documents; unknown ids are absent.

@@ -24,6 +24,7 @@ var outboxCases = []struct {
 	{"Outbox/ConcurrentChangesEachRecorded", testOutboxConcurrent},
 	{"Outbox/InterruptedTransactionRecordsOnlyWhatCommitted", testOutboxInterrupted},
 	{"Outbox/Paging", testOutboxPaging},
+	{"Outbox/DeletionAtALaterVersionIsOneWrite", testOutboxDeletionAtALaterVersion},
 }
 
 // eventOf is a PendingFunc recording one event named after the transition:
@@ -80,7 +81,7 @@ func testOutboxRecordedWithTheChange(t *testing.T, s store.Stores) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, acl.ACLRevision)
 	del, err := retryState(func() (provenance.SourceState, error) {
-		return s.MarkDeletedRecording(ctx, tenant, "d", eventOf(tenant, "deleted"))
+		return s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "d"}, eventOf(tenant, "deleted"))
 	})
 	require.NoError(t, err)
 	require.True(t, del.Deleted)
@@ -101,7 +102,7 @@ func testOutboxRecordedWithTheChange(t *testing.T, s store.Stores) {
 	// Deleting a deleted document leaves the registry as it is and still
 	// records its deletion's event: it is published again.
 	again, err := retryState(func() (provenance.SourceState, error) {
-		return s.MarkDeletedRecording(ctx, tenant, "d", eventOf(tenant, "deleted"))
+		return s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "d"}, eventOf(tenant, "deleted"))
 	})
 	require.NoError(t, err)
 	require.Equal(t, del, again)
@@ -150,8 +151,10 @@ func testOutboxRefusedWriteRecordsNothing(t *testing.T, s store.Stores) {
 	require.ErrorIs(t, err, store.ErrInvalid)
 	_, err = s.SetACLRecording(ctx, tenant, "ghost", provenance.PublicACL(), counting)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.MarkDeletedRecording(ctx, tenant, "ghost", counting)
+	_, err = s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "ghost"}, counting)
 	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "d", Version: provenance.MaxContentVersion + 1}, counting)
+	require.ErrorIs(t, err, store.ErrInvalid, "a deletion at a version the registry refuses")
 	require.Zero(t, called, "a refused transition records nothing")
 
 	// A PendingFunc that fails aborts the change.
@@ -163,13 +166,17 @@ func testOutboxRefusedWriteRecordsNothing(t *testing.T, s store.Stores) {
 	require.ErrorIs(t, err, boom)
 	_, err = s.SetACLRecording(ctx, tenant, "d", provenance.ACL{Groups: []string{"sre"}}, failing)
 	require.ErrorIs(t, err, boom)
-	_, err = s.MarkDeletedRecording(ctx, tenant, "d", failing)
+	_, err = s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "d"}, failing)
+	require.ErrorIs(t, err, boom)
+	_, err = s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "d", Version: 9}, failing)
+	require.ErrorIs(t, err, boom, "nor is the later version written alone")
+	_, err = s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "new", Version: 9}, failing)
 	require.ErrorIs(t, err, boom)
 	// So does a record of another tenant (it could not be written with
 	// this tenant's registry in one transaction) or without an id.
 	_, err = s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", Title: "six"}, eventOf(other, "changed"))
 	require.ErrorIs(t, err, store.ErrInvalid)
-	_, err = s.MarkDeletedRecording(ctx, tenant, "d", func(*provenance.SourceState, provenance.SourceState) ([]store.Pending, error) {
+	_, err = s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "d"}, func(*provenance.SourceState, provenance.SourceState) ([]store.Pending, error) {
 		return []store.Pending{{Tenant: tenant}}, nil
 	})
 	require.ErrorIs(t, err, store.ErrInvalid)
@@ -298,4 +305,65 @@ func testOutboxPaging(t *testing.T, s store.Stores) {
 	n, err := s.PendingCount(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 7, n)
+}
+
+// testOutboxDeletionAtALaterVersion checks a deletion that carries a later
+// version (a webhook's update time): the version is announced and the
+// document deleted in one transition, which records exactly one event,
+// the deletion's; a version at or below the latest is ignored; an unknown
+// document deleted at a version becomes known, deleted.
+func testOutboxDeletionAtALaterVersion(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	v1, err := retryState(func() (provenance.SourceState, error) {
+		return s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.ACL{Groups: []string{"sre"}}, Title: "one", Source: "jira"}, nil)
+	})
+	require.NoError(t, err)
+	calls := 0
+	counting := func(cur *provenance.SourceState, next provenance.SourceState) ([]store.Pending, error) {
+		calls++
+		require.NotNil(t, cur)
+		require.Equal(t, v1, *cur, "the PendingFunc sees the state before the whole transition")
+		return eventOf(tenant, "deleted")(cur, next)
+	}
+	del, err := retryState(func() (provenance.SourceState, error) {
+		calls = 0
+		return s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "d", Version: 5, ACL: v1.ACL, Title: "one", Source: "jira"}, counting)
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, calls)
+	require.EqualValues(t, 6, del.Version, "the later version is announced, the deletion follows it")
+	require.True(t, del.Deleted)
+	require.Equal(t, v1.ACL, del.ACL)
+	require.Equal(t, "one", del.Title)
+	stored, _ := state(t, s, tenant, "d")
+	require.Equal(t, del, stored)
+	require.Equal(t, map[string]string{
+		"acme acme/d/6/deleted": `{"from":1,"to":6,"acl_revision":0,"deleted":true}`,
+	}, pendingOf(t, s), "one event: no record of the announced version alone")
+
+	// A version at or below the latest changes nothing more.
+	again, err := retryState(func() (provenance.SourceState, error) {
+		return s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "d", Version: 6}, eventOf(tenant, "deleted"))
+	})
+	require.NoError(t, err)
+	require.Equal(t, del, again)
+	require.Len(t, pendingOf(t, s), 1)
+
+	// A later version than a deletion's deletes again at a new version.
+	later, err := retryState(func() (provenance.SourceState, error) {
+		return s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "d", Version: 10, ACL: v1.ACL}, eventOf(tenant, "deleted"))
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 11, later.Version)
+	require.True(t, later.Deleted)
+
+	// An unknown document deleted at a version: known from then on, deleted.
+	ghost, err := retryState(func() (provenance.SourceState, error) {
+		return s.DeleteRecording(ctx, tenant, store.Announcement{DocID: "ghost", Version: 3, ACL: provenance.PublicACL()}, eventOf(tenant, "deleted"))
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 4, ghost.Version)
+	require.True(t, ghost.Deleted)
+	require.Contains(t, pendingOf(t, s), "acme acme/ghost/4/deleted")
+	require.Len(t, pendingOf(t, s), 3)
 }
