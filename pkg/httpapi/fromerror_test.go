@@ -122,3 +122,20 @@ func (h recordingHandler) WithGroup(string) slog.Handler      { return h }
 func newRecordingLogger(lines *[]string) *slog.Logger {
 	return slog.New(recordingHandler{lines: lines})
 }
+
+// TestEncodedIsWrittenAsWriteJSONWrites: a body encoded once and written
+// later is byte for byte what WriteJSON writes for the value.
+func TestEncodedIsWrittenAsWriteJSONWrites(t *testing.T) {
+	v := map[string]any{"groups": []any{map[string]any{"name": "<a & b>", "count": 3}}}
+	direct := httptest.NewRecorder()
+	httpapi.WriteJSON(direct, http.StatusOK, v)
+	enc, err := httpapi.EncodeJSON(v)
+	require.NoError(t, err)
+	kept := httptest.NewRecorder()
+	httpapi.WriteJSON(kept, http.StatusOK, enc)
+	require.Equal(t, direct.Body.String(), kept.Body.String())
+	require.Equal(t, "application/json", kept.Header().Get("Content-Type"))
+	require.Contains(t, kept.Body.String(), "<a & b>", "no HTML escaping, as WriteJSON")
+	_, err = httpapi.EncodeJSON(func() {})
+	require.Error(t, err)
+}

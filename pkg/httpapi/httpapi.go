@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,11 +36,32 @@ func Errorf(status int, code, format string, args ...any) *Error {
 
 // WriteJSON writes v with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
+	if raw, ok := v.(Encoded); ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(raw)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+}
+
+// Encoded is a body EncodeJSON made: WriteJSON writes it as it is, so a
+// response kept for several requests is encoded once.
+type Encoded []byte
+
+// EncodeJSON encodes v exactly as WriteJSON writes it.
+func EncodeJSON(v any) (Encoded, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return Encoded(b.Bytes()), nil
 }
 
 // kindStatus is the one mapping of error kinds to HTTP: the status and the

@@ -240,6 +240,36 @@ type Admitter struct {
 	lookup Lookup
 	cache  map[string]SourceState
 	known  map[string]bool
+	// snap, once set, answers every id not already looked up (UseSnapshot).
+	snap func(id string) (SourceState, bool)
+	// prepare runs before the first answer (BeforeFirstUse).
+	prepare func() error
+}
+
+// BeforeFirstUse makes fn run once before the admitter first answers or
+// looks anything up (where a request takes its registry snapshot, so even
+// the first lookup can be answered from it). An error from fn fails that
+// call closed, and fn runs again on the next.
+func (a *Admitter) BeforeFirstUse(fn func() error) { a.prepare = fn }
+
+func (a *Admitter) ready() error {
+	if a.prepare == nil {
+		return nil
+	}
+	if err := a.prepare(); err != nil {
+		return fmt.Errorf("looking up sources: %w", err)
+	}
+	a.prepare = nil
+	return nil
+}
+
+// UseSnapshot gives the admitter a complete registry view taken for this
+// request (a listing of the tenant's registry): from then on every id not
+// already looked up is answered from it, with no lookup and no copy, and
+// an id it does not hold is unknown. States already looked up keep
+// answering as before, so no document changes its answer within a request.
+func (a *Admitter) UseSnapshot(state func(id string) (SourceState, bool)) {
+	a.snap = state
 }
 
 // NewAdmitter returns an Admitter for caller c.
@@ -252,6 +282,12 @@ func (a *Admitter) Caller() Caller { return a.caller }
 
 // Prefetch loads the state of ids in one registry call.
 func (a *Admitter) Prefetch(ids []string) error {
+	if err := a.ready(); err != nil {
+		return err
+	}
+	if a.snap != nil {
+		return nil // every id is answered from the snapshot
+	}
 	var missing []string
 	for _, id := range ids {
 		if !a.known[id] {
@@ -277,6 +313,13 @@ func (a *Admitter) Prefetch(ids []string) error {
 }
 
 func (a *Admitter) state(id string) (SourceState, bool, error) {
+	if err := a.ready(); err != nil {
+		return SourceState{}, false, err
+	}
+	if a.snap != nil && !a.known[id] {
+		s, ok := a.snap(id)
+		return s, ok, nil
+	}
 	if !a.known[id] { // known ids are answered without a lookup or an allocation
 		if err := a.Prefetch([]string{id}); err != nil {
 			return SourceState{}, false, err
@@ -311,7 +354,7 @@ func (a *Admitter) Derived(refs []SourceRef) (bool, error) {
 		return false, err
 	}
 	for _, r := range refs {
-		s, ok := a.cache[r.DocID]
+		s, ok, _ := a.state(r.DocID) // known after the prefetch, or from the snapshot
 		if !ok || !Readable(a.caller, s) || s.Version != r.Version {
 			return false, nil
 		}

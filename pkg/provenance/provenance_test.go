@@ -128,3 +128,86 @@ func TestDerivedAdmission(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, ok, "admission fails closed")
 }
+
+// TestAdmitterSnapshot checks UseSnapshot: ids looked up before keep their
+// answer, every other id is answered from the snapshot (an id it lacks is
+// unknown) with no further lookup, for Direct and Derived alike.
+func TestAdmitterSnapshot(t *testing.T) {
+	before := map[string]provenance.SourceState{
+		"a": {Tenant: "acme", DocID: "a", Version: 1, ACL: provenance.PublicACL()},
+	}
+	lookups := 0
+	ad := provenance.NewAdmitter(provenance.Caller{Tenant: "acme", Principal: "sam", Groups: []string{"sre"}}, func(ids []string) (map[string]provenance.SourceState, error) {
+		lookups++
+		out := map[string]provenance.SourceState{}
+		for _, id := range ids {
+			if s, ok := before[id]; ok {
+				out[id] = s
+			}
+		}
+		return out, nil
+	})
+	ok, err := ad.Direct("a")
+	require.NoError(t, err)
+	require.True(t, ok)
+	snap := map[string]provenance.SourceState{
+		"a": {Tenant: "acme", DocID: "a", Version: 2, Deleted: true},
+		"b": {Tenant: "acme", DocID: "b", Version: 4, ACL: provenance.ACL{Groups: []string{"sre"}}},
+		"c": {Tenant: "acme", DocID: "c", Version: 1, ACL: provenance.ACL{Groups: []string{"payments"}}},
+		"d": {Tenant: "globex", DocID: "d", Version: 1, ACL: provenance.PublicACL()},
+	}
+	ad.UseSnapshot(func(id string) (provenance.SourceState, bool) { s, ok := snap[id]; return s, ok })
+	require.NoError(t, ad.Prefetch([]string{"a", "b", "c", "z"}))
+	for id, want := range map[string]bool{"a": true, "b": true, "c": false, "d": false, "z": false} {
+		got, err := ad.Direct(id)
+		require.NoError(t, err)
+		require.Equal(t, want, got, id)
+	}
+	for _, c := range []struct {
+		refs []provenance.SourceRef
+		ok   bool
+	}{
+		{[]provenance.SourceRef{{DocID: "a", Version: 1}}, true},
+		{[]provenance.SourceRef{{DocID: "b", Version: 4}}, true},
+		{[]provenance.SourceRef{{DocID: "b", Version: 3}}, false},
+		{[]provenance.SourceRef{{DocID: "b", Version: 4}, {DocID: "c", Version: 1}}, false},
+		{[]provenance.SourceRef{{DocID: "z", Version: 1}}, false},
+	} {
+		got, err := ad.Derived(c.refs)
+		require.NoError(t, err)
+		require.Equal(t, c.ok, got, c.refs)
+	}
+	require.Equal(t, 1, lookups, "after the snapshot nothing is looked up")
+}
+
+// TestAdmitterBeforeFirstUse: the hook runs once, before the first lookup
+// (so it can hand over a snapshot that answers even that one); its error
+// fails the call closed and it runs again on the next.
+func TestAdmitterBeforeFirstUse(t *testing.T) {
+	lookups, runs := 0, 0
+	ad := provenance.NewAdmitter(provenance.Caller{Tenant: "acme"}, func([]string) (map[string]provenance.SourceState, error) {
+		lookups++
+		return nil, nil
+	})
+	snap := map[string]provenance.SourceState{"a": {Tenant: "acme", DocID: "a", Version: 1, ACL: provenance.PublicACL()}}
+	ad.BeforeFirstUse(func() error {
+		runs++
+		if runs == 1 {
+			return errors.New("registry down")
+		}
+		ad.UseSnapshot(func(id string) (provenance.SourceState, bool) { s, ok := snap[id]; return s, ok })
+		return nil
+	})
+	ok, err := ad.Direct("a")
+	require.Error(t, err)
+	require.False(t, ok, "fails closed")
+	ok, err = ad.Direct("a")
+	require.NoError(t, err)
+	require.True(t, ok, "answered from the snapshot the hook handed over")
+	require.NoError(t, ad.Prefetch([]string{"b"}))
+	ok, err = ad.Derived([]provenance.SourceRef{{DocID: "a", Version: 1}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 2, runs)
+	require.Zero(t, lookups)
+}

@@ -63,9 +63,12 @@ func (s *Service) aggregate(v *view, _ http.ResponseWriter, r *http.Request) (an
 	}
 	hop := hops[0]
 
-	groups, err := v.aggregateGroups(typ, hop)
+	groups, kept, err := v.keptGroups(typ, hop)
 	if err != nil {
 		return nil, err
+	}
+	if kept != nil {
+		return kept.response()
 	}
 	return aggregateResponse{Groups: groups}, nil
 }
@@ -79,6 +82,84 @@ func (s *Service) aggregate(v *view, _ http.ResponseWriter, r *http.Request) (an
 // of the relation, not of the tenant. /v1/aggregate and the theme counts
 // of global answers both count with it, so the two always agree.
 func (v *view) aggregateGroups(typ string, hop Hop) ([]groupJSON, error) {
+	groups, _, err := v.keptGroups(typ, hop)
+	return groups, err
+}
+
+// keptGroups is aggregateGroups with the kept aggregate it came from (nil
+// when nothing is kept): computed by the first request of a caller at a
+// registry generation, kept with the tenant's graph reads.
+func (v *view) keptGroups(typ string, hop Hop) ([]groupJSON, *keptAggregate, error) {
+	g, err := v.graphSet()
+	if err != nil {
+		return nil, nil, err
+	}
+	key, keep, err := v.aggregateKey(typ, hop)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keep {
+		if ka, ok := g.aggregate(key); ok {
+			return ka.groups, ka, nil
+		}
+	}
+	groups, err := v.countGroups(typ, hop)
+	if err != nil || !keep {
+		return groups, nil, err
+	}
+	ka := g.keepAggregate(key, groups)
+	return ka.groups, ka, nil
+}
+
+// visibleCount counts the visible entities of typ, kept like an aggregate
+// (per caller and registry generation, with the tenant's graph reads).
+func (v *view) visibleCount(typ string) (int, error) {
+	g, err := v.graphSet()
+	if err != nil {
+		return 0, err
+	}
+	key, keep, err := v.aggregateKey(typ, Hop{})
+	if err != nil {
+		return 0, err
+	}
+	if keep {
+		if n, ok := g.count(key); ok {
+			return n, nil
+		}
+	}
+	visible, err := v.entitiesOfType(typ)
+	if err != nil {
+		return 0, err
+	}
+	if keep {
+		g.keepCount(key, len(visible))
+	}
+	return len(visible), nil
+}
+
+// aggregateKey is the key under which the tenant's graph reads keep an
+// aggregate for this caller: the groups depend only on the graph (the
+// graph reads are dropped by kg.graph.changed), on the registry (its
+// generation, which every registry write raises) and on what the caller's
+// identity admits (tenant, principal, groups). keep is false when the
+// store has no registry generation: then nothing is kept.
+func (v *view) aggregateKey(typ string, hop Hop) (aggKey, bool, error) {
+	if err := v.checkRegistry(); err != nil {
+		return aggKey{}, false, err
+	}
+	if !v.regGenOK {
+		return aggKey{}, false, nil
+	}
+	c := v.adm.Caller()
+	groups := slices.Clone(c.Groups)
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	who := c.Tenant + "\x00" + c.Principal + "\x00" + strings.Join(groups, "\x00")
+	return aggKey{typ: typ, rel: hop.Relation, dir: hop.Dir, gen: v.regGen, caller: who}, true, nil
+}
+
+// countGroups is aggregateGroups without the kept results.
+func (v *view) countGroups(typ string, hop Hop) ([]groupJSON, error) {
 	srcType := ""
 	if hop.Dir == store.Out {
 		srcType = typ
@@ -177,7 +258,7 @@ func (v *view) groupsByTargets(subjType, rel, targetType string) ([]groupJSON, e
 	if err != nil {
 		return nil, err
 	}
-	out := groups[:0]
+	var out []groupJSON // groups may be kept for other requests: not filtered in place
 	for _, g := range groups {
 		if g.Target.Type == targetType {
 			out = append(out, g)

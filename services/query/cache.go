@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/httpapi"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 )
@@ -143,6 +144,89 @@ type graphSet struct {
 	// edges read per entity and direction: unadmitted, as stored.
 	ents  map[string]storedEntity
 	edges map[edgeKey][]store.Edge
+	// aggs are aggregates computed by earlier requests, per caller and
+	// registry generation (aggregateKey); read-only once kept.
+	aggs map[aggKey]*keptAggregate
+	// counts are counts of visible entities per type (visibleCount), kept
+	// likewise (the key's relation is empty).
+	counts map[aggKey]int
+}
+
+// keptAggregate is one kept aggregate: its groups and, once a request
+// asked /v1/aggregate for it, that response encoded.
+type keptAggregate struct {
+	groups  []groupJSON
+	once    sync.Once
+	encoded httpapi.Encoded
+	err     error
+}
+
+// response is the /v1/aggregate body of k, encoded once.
+func (k *keptAggregate) response() (httpapi.Encoded, error) {
+	k.once.Do(func() { k.encoded, k.err = httpapi.EncodeJSON(aggregateResponse{Groups: k.groups}) })
+	return k.encoded, k.err
+}
+
+// aggKey names one aggregate as one caller sees it at one registry
+// generation.
+type aggKey struct {
+	typ, rel string
+	dir      store.Direction
+	gen      uint64
+	caller   string
+}
+
+// maxKeptAggregates bounds the aggregates kept per tenant: callers and
+// registry generations beyond it start the set over.
+const maxKeptAggregates = 256
+
+func (g *graphSet) aggregate(k aggKey) (*keptAggregate, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ka, ok := g.aggs[k]
+	return ka, ok
+}
+
+func (g *graphSet) count(k aggKey) (int, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, ok := g.counts[k]
+	return n, ok
+}
+
+func (g *graphSet) keepCount(k aggKey, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.counts == nil || len(g.counts) >= maxKeptAggregates {
+		g.counts = map[aggKey]int{}
+	}
+	for ok := range g.counts {
+		if ok.gen < k.gen {
+			delete(g.counts, ok)
+		}
+	}
+	g.counts[k] = n
+}
+
+// keepAggregate keeps groups under k, or returns what another request
+// kept there first.
+func (g *graphSet) keepAggregate(k aggKey, groups []groupJSON) *keptAggregate {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ka, ok := g.aggs[k]; ok {
+		return ka
+	}
+	if g.aggs == nil || len(g.aggs) >= maxKeptAggregates {
+		g.aggs = map[aggKey]*keptAggregate{}
+	}
+	for ok := range g.aggs {
+		if ok.gen < k.gen { // an older registry generation is never asked for again
+			delete(g.aggs, ok)
+		}
+	}
+	ka := &keptAggregate{groups: groups}
+	g.aggs[k] = ka
+	return ka
 }
 
 // storedEntity is one entity read by id; found is false when absent.

@@ -326,10 +326,12 @@ func (v *view) exactThemes(themes map[string]bool, selected []store.Report, repo
 				continue
 			}
 			th := GlobalTheme{Target: g.Target, SubjectType: p.subj, Relation: p.rel, Count: g.Count}
+			seenCite := map[citation]bool{}
 			for _, m := range g.Members {
 				th.Members = append(th.Members, m.Name)
 				for _, c := range m.Citations {
-					if c := (citation{DocID: c.DocID, Version: c.Version}); !slices.Contains(th.memberCites, c) {
+					if c := (citation{DocID: c.DocID, Version: c.Version}); !seenCite[c] {
+						seenCite[c] = true
 						th.memberCites = append(th.memberCites, c)
 					}
 				}
@@ -348,11 +350,11 @@ func (v *view) exactThemes(themes map[string]bool, selected []store.Report, repo
 			best[g.Target.ID] = th
 		}
 		if p.subj == "incident" && p.target == "failure_mode" && cov == nil {
-			visible, err := v.entitiesOfType("incident")
+			n, err := v.visibleCount("incident")
 			if err != nil {
 				return nil, nil, err
 			}
-			cov = &Coverage{SubjectType: "incident", ThemeType: "failure_mode", Subjects: len(visible)}
+			cov = &Coverage{SubjectType: "incident", ThemeType: "failure_mode", Subjects: n}
 		}
 	}
 	if cov != nil {

@@ -78,9 +78,25 @@ func (v *view) checkRegistry() error {
 	}
 	v.regChecked, v.regGen, v.regGenOK = true, n, true
 	if rv := v.s.regs.get(v.tenant); rv != nil && rv.gen == n {
-		v.reg = rv
+		v.useRegView(rv)
 	}
 	return nil
+}
+
+// useRegView makes rv this request's registry snapshot: the admitter
+// answers from it from now on.
+func (v *view) useRegView(rv *regView) {
+	v.reg = rv
+	v.adm.UseSnapshot(rv.state)
+}
+
+// state is the registry state of id in the view.
+func (rv *regView) state(id string) (provenance.SourceState, bool) {
+	i, ok := rv.byID[id]
+	if !ok {
+		return provenance.SourceState{}, false
+	}
+	return rv.states[i], true
 }
 
 // listRegistry makes a listing of the whole registry this request's
@@ -97,7 +113,7 @@ func (v *view) listRegistry() error {
 	if err != nil {
 		return fmt.Errorf("%w: listing sources: %w", errAdmissionUnavailable, err)
 	}
-	v.reg = newRegView(v.regGen, states)
+	v.useRegView(newRegView(v.regGen, states))
 	if v.regGenOK {
 		v.s.regs.put(v.tenant, v.reg)
 	}

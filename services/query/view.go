@@ -104,6 +104,9 @@ func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
 		edgeCache:   make(map[edgeKey][]store.Edge),
 	}
 	v.adm = provenance.NewAdmitter(caller, v.lookupSources)
+	// The registry generation is read before the first admission, so a
+	// kept registry view answers every lookup of the request.
+	v.adm.BeforeFirstUse(v.checkRegistry)
 	return v
 }
 
