@@ -346,12 +346,17 @@ func (a *Admitter) Derived(refs []SourceRef) (bool, error) {
 	if len(refs) == 0 {
 		return false, nil
 	}
-	ids := make([]string, len(refs))
-	for i, r := range refs {
-		ids[i] = r.DocID
-	}
-	if err := a.Prefetch(ids); err != nil {
+	if err := a.ready(); err != nil {
 		return false, err
+	}
+	if a.snap == nil {
+		ids := make([]string, len(refs))
+		for i, r := range refs {
+			ids[i] = r.DocID
+		}
+		if err := a.Prefetch(ids); err != nil {
+			return false, err
+		}
 	}
 	for _, r := range refs {
 		s, ok, _ := a.state(r.DocID) // known after the prefetch, or from the snapshot

@@ -132,6 +132,65 @@ type derivedSet struct {
 	// reportDocs every document a report cites (for one prefetch).
 	byCommunity map[string]store.Report
 	reportDocs  []string
+	// reportTokens is each report's token estimate, by report id.
+	reportTokens map[string]int
+
+	mu sync.Mutex
+	// admitted is, per caller and registry generation (aggKey's caller and
+	// gen), which communities' reports byCommunity holds are admitted.
+	admitted map[aggKey]map[string]bool
+}
+
+// tokens is r's token estimate (computed once for the reports of the set).
+func (d *derivedSet) tokens(r store.Report) int {
+	if n, ok := d.reportTokens[r.ID]; ok {
+		return n
+	}
+	return reportTokens(r)
+}
+
+// admittedByCommunity says, per community of d's byCommunity, whether its
+// report is admitted for this request's caller: computed once per caller
+// and registry generation and kept with d (dropped with it by
+// kg.communities.changed and kg.reports.changed), like the aggregates.
+func (v *view) admittedByCommunity(d *derivedSet) (map[string]bool, error) {
+	key, keep, err := v.aggregateKey("", Hop{})
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		d.mu.Lock()
+		m, ok := d.admitted[key]
+		d.mu.Unlock()
+		if ok {
+			return m, nil
+		}
+	}
+	if err := v.adm.Prefetch(d.reportDocs); err != nil {
+		return nil, err
+	}
+	m := make(map[string]bool, len(d.byCommunity))
+	for cid, r := range d.byCommunity {
+		ok, err := v.adm.Derived(r.Sources)
+		if err != nil {
+			return nil, err
+		}
+		m[cid] = ok
+	}
+	if keep {
+		d.mu.Lock()
+		if d.admitted == nil || len(d.admitted) >= maxKeptAggregates {
+			d.admitted = map[aggKey]map[string]bool{}
+		}
+		for k := range d.admitted {
+			if k.gen < key.gen {
+				delete(d.admitted, k)
+			}
+		}
+		d.admitted[key] = m
+		d.mu.Unlock()
+	}
+	return m, nil
 }
 
 // graphSet is what requests have read of a tenant's graph; its maps fill
@@ -323,12 +382,13 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 
 // newDerivedSet indexes a tenant's communities and reports.
 func newDerivedSet(cs []store.Community, rs []store.Report) *derivedSet {
-	d := &derivedSet{communities: cs, reports: rs, byCommunity: make(map[string]store.Report, len(rs))}
+	d := &derivedSet{communities: cs, reports: rs, byCommunity: make(map[string]store.Report, len(rs)), reportTokens: make(map[string]int, len(rs))}
 	seen := map[string]bool{}
 	for _, r := range rs {
 		if prev, ok := d.byCommunity[r.Community]; !ok || r.UpdatedAt.After(prev.UpdatedAt) {
 			d.byCommunity[r.Community] = r
 		}
+		d.reportTokens[r.ID] = reportTokens(r)
 		for _, ref := range r.Sources {
 			if !seen[ref.DocID] {
 				seen[ref.DocID] = true

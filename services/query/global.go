@@ -107,16 +107,9 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 		return resp, err
 	}
 	cs, reports := d.communities, d.byCommunity // by community
-	if err := v.adm.Prefetch(d.reportDocs); err != nil {
+	admitted, err := v.admittedByCommunity(d)
+	if err != nil {
 		return resp, err
-	}
-	admitted := map[string]bool{}
-	for cid, r := range reports {
-		ok, err := v.adm.Derived(r.Sources)
-		if err != nil {
-			return resp, err
-		}
-		admitted[cid] = ok
 	}
 	themes := themeTypes(req.Question)
 	stats := &GlobalStats{ThemeTypes: sortedKeys(themes)}
@@ -215,7 +208,7 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 	}
 
 	// Map: token-bounded batches of reports, each yielding theme points.
-	batches := reportBatches(selected, budget)
+	batches := reportBatches(selected, budget, d.tokens)
 	stats.Batches = len(batches)
 	for _, batch := range batches {
 		for _, r := range batch {
@@ -435,12 +428,16 @@ func themeCitations(resp *QueryResponse) []citation {
 
 // reportBatches splits reports, in order, into batches of at most budget
 // tokens each (a report larger than the budget makes a batch of its own).
-func reportBatches(reports []store.Report, budget int) [][]store.Report {
+func reportBatches(reports []store.Report, budget int, tokens func(store.Report) int) [][]store.Report {
 	var out [][]store.Report
 	for start := 0; start < len(reports); {
 		used, end := 0, start
-		for end < len(reports) && (end == start || used+reportTokens(reports[end]) <= budget) {
-			used += reportTokens(reports[end])
+		for end < len(reports) {
+			n := tokens(reports[end])
+			if end > start && used+n > budget {
+				break
+			}
+			used += n
 			end++
 		}
 		out = append(out, reports[start:end])
