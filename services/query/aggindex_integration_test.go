@@ -9,6 +9,7 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/services/query"
 )
 
 func TestAggregateIndexMatchesScanOnSeed(t *testing.T) {
@@ -44,4 +45,40 @@ func TestNameIndexMapsAsTheScanOnSeed(t *testing.T) {
 		"What did the identity team own?",
 	}
 	require.Positive(t, requireSameMappings(t, st, callers, questions))
+}
+
+// TestKeptCommunitiesOfAnswersAsTheStore: local search reads the
+// communities of its seeds from the kept derived set when there is one;
+// for every entity of the seed, and for sets of them, that gives what the
+// store's member index gives, in the same order.
+func TestKeptCommunitiesOfAnswersAsTheStore(t *testing.T) {
+	st := openStore(t)
+	loadSeed(t, st, tenantAcme)
+	ctx := t.Context()
+	cs, err := st.Communities(ctx, tenantAcme)
+	require.NoError(t, err)
+	require.NotEmpty(t, cs)
+	es, err := st.EntitiesByType(ctx, tenantAcme, "")
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range es {
+		ids = append(ids, e.ID)
+	}
+	sets := [][]string{nil, {"component:absent"}, ids}
+	for i, id := range ids {
+		sets = append(sets, []string{id}, []string{id, ids[(i*7+3)%len(ids)]})
+	}
+	for _, set := range sets {
+		want, err := st.CommunitiesOf(ctx, tenantAcme, set)
+		require.NoError(t, err)
+		got := query.CommunitiesOfKept(cs, set)
+		wantIDs, gotIDs := []string{}, []string{}
+		for _, c := range want {
+			wantIDs = append(wantIDs, c.ID)
+		}
+		for _, c := range got {
+			gotIDs = append(gotIDs, c.ID)
+		}
+		require.Equal(t, wantIDs, gotIDs, "%v", set)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,6 +63,18 @@ func (c *tenantCache[T]) get(tenant string, load func() (T, error)) (T, error) {
 		c.vals[tenant] = cached[T]{v: v, gen: gen, when: time.Now()}
 	}
 	return v, nil
+}
+
+// peek returns the tenant's value when one is kept and still valid,
+// without loading one.
+func (c *tenantCache[T]) peek(tenant string) (T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.vals[tenant]; ok && c.live && e.gen == c.gen[tenant] && time.Since(e.when) < cacheMaxAge {
+		return e.v, true
+	}
+	var zero T
+	return zero, false
 }
 
 // isLive reports whether values are kept (the invalidating consumer runs).
@@ -134,6 +147,10 @@ type derivedSet struct {
 	reportDocs  []string
 	// reportTokens is each report's token estimate, by report id.
 	reportTokens map[string]int
+	// byID is every report by id; memberOf the indexes into communities
+	// of the communities holding each entity, ascending.
+	byID     map[string]store.Report
+	memberOf map[string][]int
 
 	mu sync.Mutex
 	// admitted is, per caller and registry generation (aggKey's caller and
@@ -382,13 +399,20 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 
 // newDerivedSet indexes a tenant's communities and reports.
 func newDerivedSet(cs []store.Community, rs []store.Report) *derivedSet {
-	d := &derivedSet{communities: cs, reports: rs, byCommunity: make(map[string]store.Report, len(rs)), reportTokens: make(map[string]int, len(rs))}
+	d := &derivedSet{communities: cs, reports: rs, byCommunity: make(map[string]store.Report, len(rs)), reportTokens: make(map[string]int, len(rs)),
+		byID: make(map[string]store.Report, len(rs)), memberOf: map[string][]int{}}
+	for i, c := range cs {
+		for _, m := range c.Members {
+			d.memberOf[m] = append(d.memberOf[m], i)
+		}
+	}
 	seen := map[string]bool{}
 	for _, r := range rs {
 		if prev, ok := d.byCommunity[r.Community]; !ok || r.UpdatedAt.After(prev.UpdatedAt) {
 			d.byCommunity[r.Community] = r
 		}
 		d.reportTokens[r.ID] = reportTokens(r)
+		d.byID[r.ID] = r
 		for _, ref := range r.Sources {
 			if !seen[ref.DocID] {
 				seen[ref.DocID] = true
@@ -397,6 +421,30 @@ func newDerivedSet(cs []store.Community, rs []store.Report) *derivedSet {
 		}
 	}
 	return d
+}
+
+// keptDerived returns the tenant's derived set when one is kept, else nil:
+// readers that need only a few communities use it when it is there but
+// never load it (that reads every community and report).
+func (v *view) keptDerived() *derivedSet {
+	d, _ := v.s.cache.derived.peek(v.tenant)
+	return d
+}
+
+// communitiesOf is store.CommunitiesOf from the set: the communities
+// holding any of ids, sorted by level then id.
+func (d *derivedSet) communitiesOf(ids []string) []store.Community {
+	var at []int
+	for _, id := range ids {
+		at = append(at, d.memberOf[id]...)
+	}
+	slices.Sort(at)
+	at = slices.Compact(at)
+	out := make([]store.Community, len(at))
+	for i, j := range at {
+		out[i] = d.communities[j]
+	}
+	return out
 }
 
 // derived returns the tenant's communities and reports (cached while

@@ -263,3 +263,8 @@ func (s *Service) scanMapQuestion(v *view, question string, top []rankedUnit) ([
 	}
 	return seeds, how, nil
 }
+
+// CommunitiesOfKept is the kept derived set's communitiesOf over cs.
+func CommunitiesOfKept(cs []store.Community, ids []string) []store.Community {
+	return newDerivedSet(cs, nil).communitiesOf(ids)
+}

@@ -298,7 +298,7 @@ func (v *view) exactThemes(themes map[string]bool, selected []store.Report, repo
 	}
 	best := map[string]GlobalTheme{}
 	var cov *Coverage
-	covered := map[string]bool{}
+	var covered map[string]bool
 	keys := make([]pair, 0, len(pairs))
 	for p := range pairs {
 		keys = append(keys, p)
@@ -319,7 +319,7 @@ func (v *view) exactThemes(themes map[string]bool, selected []store.Report, repo
 				continue
 			}
 			th := GlobalTheme{Target: g.Target, SubjectType: p.subj, Relation: p.rel, Count: g.Count}
-			seenCite := map[citation]bool{}
+			seenCite := make(map[citation]bool, len(g.Members))
 			for _, m := range g.Members {
 				th.Members = append(th.Members, m.Name)
 				for _, c := range m.Citations {
@@ -329,6 +329,9 @@ func (v *view) exactThemes(themes map[string]bool, selected []store.Report, repo
 					}
 				}
 				if p.subj == "incident" && g.Target.Type == "failure_mode" {
+					if covered == nil {
+						covered = make(map[string]bool, len(g.Members)*2)
+					}
 					covered[m.ID] = true
 				}
 			}
@@ -455,11 +458,15 @@ func reportTokens(r store.Report) int {
 }
 
 func splitEdgeID(id string) (src, rel, dst string) {
-	parts := strings.SplitN(id, "|", 3)
-	if len(parts) != 3 {
+	src, rest, ok := strings.Cut(id, "|")
+	if !ok {
 		return "", "", ""
 	}
-	return parts[0], parts[1], parts[2]
+	rel, dst, ok = strings.Cut(rest, "|")
+	if !ok {
+		return "", "", ""
+	}
+	return src, rel, dst
 }
 
 func edgeTargetType(id string) string {

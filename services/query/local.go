@@ -89,8 +89,11 @@ type QueryResponse struct {
 // close enough for English prose under common BPE tokenizers, and it needs
 // no tokenizer at query time.
 func ApproxTokens(text string) int {
-	return (len(strings.Fields(text))*4 + 2) / 3
+	return tokensOfWords(len(strings.Fields(text)))
 }
+
+// tokensOfWords is ApproxTokens of a text of n words.
+func tokensOfWords(n int) int { return (n*4 + 2) / 3 }
 
 func (s *Service) query(v *view, w http.ResponseWriter, r *http.Request) (any, error) {
 	began := time.Now()
@@ -366,7 +369,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 
 	var seedItems, relItems, unitItems, reportItems, neighborItems, ring2Items []ContextItem
 	for _, sd := range seeds {
-		it, err := entityItem(v, sd)
+		it, err := entityItem(v, sd, budget)
 		if err != nil {
 			return QueryResponse{}, err
 		}
@@ -473,7 +476,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		return QueryResponse{}, err
 	}
 	for _, n := range neighbors {
-		it, err := entityItem(v, v.entityCache[n])
+		it, err := entityItem(v, v.entityCache[n], budget)
 		if err != nil {
 			return QueryResponse{}, err
 		}
@@ -599,17 +602,27 @@ func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextIt
 }
 
 // entityItem describes a visible entity from its readable fragments only.
-func entityItem(v *view, ve visibleEntity) (ContextItem, error) {
+func entityItem(v *view, ve visibleEntity, budget int) (ContextItem, error) {
 	ds, err := v.descriptions(ve.raw)
 	if err != nil {
 		return ContextItem{}, err
 	}
-	text := fmt.Sprintf("%s (%s).", ve.out.Name, strings.ReplaceAll(ve.out.Type, "_", " "))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s).", ve.out.Name, strings.ReplaceAll(ve.out.Type, "_", " "))
+	words := len(strings.Fields(b.String()))
 	var cites []citation
 	for _, d := range ds {
-		text += " " + d.Text
+		words += len(strings.Fields(d.Text))
+		if tokensOfWords(words) > budget {
+			// Larger than the whole budget, the item can never be taken
+			// (fillBudget): it is not built further, only marked so.
+			return ContextItem{Kind: KindEntity, ID: ve.out.ID, Tokens: budget + 1}, nil
+		}
+		b.WriteString(" ")
+		b.WriteString(d.Text)
 		cites = append(cites, d.Citations...)
 	}
+	text := b.String()
 	if len(cites) == 0 {
 		// No description: cite the readable mentions that make it visible.
 		for _, f := range ve.raw.Sources {

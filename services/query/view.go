@@ -405,6 +405,9 @@ func (v *view) admittedCommunitiesOf(entityIDs []string) ([]store.Community, err
 	if len(entityIDs) == 0 {
 		return nil, nil
 	}
+	if d := v.keptDerived(); d != nil {
+		return v.admitCommunities(d.communitiesOf(entityIDs))
+	}
 	cs, err := v.s.st.CommunitiesOf(v.ctx, v.tenant, entityIDs)
 	if err != nil {
 		return nil, fmt.Errorf("reading communities of entities: %w", err)
@@ -425,9 +428,19 @@ func (v *view) admittedReportsOf(cs []store.Community) (map[string]store.Report,
 	for _, c := range cs {
 		ids = append(ids, reportIDOf(c.ID))
 	}
-	got, err := v.s.st.ReportsByID(v.ctx, v.tenant, ids)
-	if err != nil {
-		return nil, fmt.Errorf("reading reports: %w", err)
+	var got map[string]store.Report
+	if d := v.keptDerived(); d != nil {
+		got = make(map[string]store.Report, len(ids))
+		for _, id := range ids {
+			if r, ok := d.byID[id]; ok {
+				got[id] = r
+			}
+		}
+	} else {
+		var err error
+		if got, err = v.s.st.ReportsByID(v.ctx, v.tenant, ids); err != nil {
+			return nil, fmt.Errorf("reading reports: %w", err)
+		}
 	}
 	rs := make([]store.Report, 0, len(got))
 	for _, r := range got {
