@@ -423,12 +423,16 @@ func newDerivedSet(cs []store.Community, rs []store.Report) *derivedSet {
 	return d
 }
 
-// keptDerived returns the tenant's derived set when one is kept, else nil:
-// readers that need only a few communities use it when it is there but
-// never load it (that reads every community and report).
-func (v *view) keptDerived() *derivedSet {
-	d, _ := v.s.cache.derived.peek(v.tenant)
-	return d
+// keptDerived returns the tenant's derived set while events keep the
+// cache live (loading it when no request has since the last change), else
+// nil: then readers of a few communities read them through the store's
+// member index instead, as loading every community and report for one
+// request would cost more than it saves.
+func (v *view) keptDerived() (*derivedSet, error) {
+	if !v.s.cache.derived.isLive() {
+		return nil, nil
+	}
+	return v.derived()
 }
 
 // communitiesOf is store.CommunitiesOf from the set: the communities

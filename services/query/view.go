@@ -136,9 +136,12 @@ func (v *view) prefetchEdges(es []store.Edge) error {
 // picks a display name from readable fragments only, so a name seen only in
 // a document the caller may not read is not revealed through it.
 func (v *view) admit(e store.Entity) (visibleEntity, error) {
-	var readable []store.Fragment
-	named := false
-	for _, f := range e.Sources {
+	// One pass: the first readable fragment carrying the stored display
+	// name settles it (the rest need not be checked: a hub entity has
+	// thousands); else the best-ranked readable spelling.
+	named, visible, exact := false, false, false
+	best := -1
+	for i, f := range e.Sources {
 		if f.Name != "" {
 			named = true
 		}
@@ -146,30 +149,31 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 		if err != nil {
 			return visibleEntity{}, err
 		}
-		if ok {
-			readable = append(readable, f)
+		if !ok {
+			continue
+		}
+		visible = true
+		if f.Name == e.Name {
+			best, exact = i, true
+			break
+		}
+		if f.Name != "" && (best < 0 || f.NameRank < e.Sources[best].NameRank) {
+			best = i
 		}
 	}
-	if len(readable) == 0 {
+	if !visible {
 		return visibleEntity{raw: e}, nil
 	}
 	// The stored display name is shown only when a readable fragment
 	// carries it; otherwise the best readable spelling, else the id's key
 	// (never a name that only an unreadable document supplied).
 	_, name, _ := cutID(e.ID)
-	best := -1
-	for i, f := range readable {
-		if f.Name == e.Name {
-			best = i
-			break
-		}
-		if f.Name != "" && (best < 0 || f.NameRank < readable[best].NameRank) {
-			best = i
-		}
-	}
-	if best >= 0 {
-		name = readable[best].Name
-	} else if !named {
+	switch {
+	case exact:
+		name = e.Name
+	case best >= 0:
+		name = e.Sources[best].Name
+	case !named:
 		name = e.Name // fragments record no names at all (older data): the stored name is all there is
 	}
 	typ := e.Type
@@ -405,7 +409,11 @@ func (v *view) admittedCommunitiesOf(entityIDs []string) ([]store.Community, err
 	if len(entityIDs) == 0 {
 		return nil, nil
 	}
-	if d := v.keptDerived(); d != nil {
+	d, err := v.keptDerived()
+	if err != nil {
+		return nil, err
+	}
+	if d != nil {
 		return v.admitCommunities(d.communitiesOf(entityIDs))
 	}
 	cs, err := v.s.st.CommunitiesOf(v.ctx, v.tenant, entityIDs)
@@ -428,8 +436,12 @@ func (v *view) admittedReportsOf(cs []store.Community) (map[string]store.Report,
 	for _, c := range cs {
 		ids = append(ids, reportIDOf(c.ID))
 	}
+	d, err := v.keptDerived()
+	if err != nil {
+		return nil, err
+	}
 	var got map[string]store.Report
-	if d := v.keptDerived(); d != nil {
+	if d != nil {
 		got = make(map[string]store.Report, len(ids))
 		for _, id := range ids {
 			if r, ok := d.byID[id]; ok {
@@ -437,7 +449,6 @@ func (v *view) admittedReportsOf(cs []store.Community) (map[string]store.Report,
 			}
 		}
 	} else {
-		var err error
 		if got, err = v.s.st.ReportsByID(v.ctx, v.tenant, ids); err != nil {
 			return nil, fmt.Errorf("reading reports: %w", err)
 		}
