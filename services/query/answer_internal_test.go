@@ -65,3 +65,22 @@ func TestRankUnitsPrefersNamedDocuments(t *testing.T) {
 	require.NotEmpty(t, got)
 	require.Equal(t, "PM-7 - Kafka metrics missing", got[0].docID, "the document the question names comes first")
 }
+
+// TestCountFieldsIsFieldsLen: the token estimate's word count is
+// strings.Fields' on ASCII, Unicode spaces and invalid UTF-8 alike.
+func TestCountFieldsIsFieldsLen(t *testing.T) {
+	for _, s := range []string{"", " ", "a", " a ", "a  b\tc\nd", "\u00a0x\u2003y\u3000", "x\xffy z", "\xff", "one\u0085two", "日本 語"} {
+		if got, want := countFields(s), len(strings.Fields(s)); got != want {
+			t.Errorf("countFields(%q) = %d, strings.Fields gives %d", s, got, want)
+		}
+	}
+}
+
+func FuzzCountFields(f *testing.F) {
+	f.Add("a b\u00a0c")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := countFields(s), len(strings.Fields(s)); got != want {
+			t.Fatalf("countFields(%q) = %d, strings.Fields gives %d", s, got, want)
+		}
+	})
+}

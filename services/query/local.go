@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kgstream/kgstream/pkg/httpapi"
 	"github.com/kgstream/kgstream/pkg/resolve"
@@ -89,8 +90,24 @@ type QueryResponse struct {
 // close enough for English prose under common BPE tokenizers, and it needs
 // no tokenizer at query time.
 func ApproxTokens(text string) int {
-	return tokensOfWords(len(strings.Fields(text)))
+	return tokensOfWords(countFields(text))
 }
+
+// countFields is len(strings.Fields(s)) without building the slice.
+func countFields(s string) int {
+	n, inField := 0, false
+	for _, r := range s {
+		space := r < utf8.RuneSelf && asciiSpace[r] || r >= utf8.RuneSelf && unicode.IsSpace(r)
+		if !space && !inField {
+			n++
+		}
+		inField = !space
+	}
+	return n
+}
+
+// asciiSpace are the ASCII bytes strings.Fields splits at.
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 // tokensOfWords is ApproxTokens of a text of n words.
 func tokensOfWords(n int) int { return (n*4 + 2) / 3 }
@@ -609,10 +626,10 @@ func entityItem(v *view, ve visibleEntity, budget int) (ContextItem, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s).", ve.out.Name, strings.ReplaceAll(ve.out.Type, "_", " "))
-	words := len(strings.Fields(b.String()))
+	words := countFields(b.String())
 	var cites []citation
 	for _, d := range ds {
-		words += len(strings.Fields(d.Text))
+		words += countFields(d.Text)
 		if tokensOfWords(words) > budget {
 			// Larger than the whole budget, the item can never be taken
 			// (fillBudget): it is not built further, only marked so.
