@@ -32,7 +32,9 @@ const TypeFailureMode = "failure_mode"
 // titled root cause, cause, contributing factors or what went wrong, half
 // in timeline, impact, detection or mitigation, and nothing in lessons
 // learned, action items or next steps; a cue inside a quoted error
-// message or log line does not count.
+// message or log line does not count, nor one in a line pasted from a
+// chat transcript, a log, an alert or a stack trace, nor one in a
+// sentence holding program output (a memory address, a source location).
 type FailureStage struct {
 	Taxonomy *taxonomy.Taxonomy
 	// DocTypes are the document types classified (resolve.Type spelling).
@@ -58,9 +60,9 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 	var where []located
 	seen := map[string]bool{} // mode@document offset: units overlap
 	for i, u := range a.Units {
-		quoted := quotedSpans(u.Text)
+		quoted := append(quotedSpans(u.Text), pastedSpans(u.Text)...)
 		for _, h := range s.Taxonomy.Find(u.Text, u.Sentences) {
-			if overlapsSpans(quoted, h.Start, h.End) {
+			if overlapsSpans(quoted, h.Start, h.End) || machineSentence(u.Text[h.Sentence.Start:h.Sentence.End]) {
 				continue
 			}
 			dh := h
