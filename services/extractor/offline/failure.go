@@ -58,7 +58,11 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 	}
 	var all []taxonomy.Hit
 	var where []located
-	seen := map[string]bool{} // mode@document offset: units overlap
+	// Units overlap: a cue found twice at one document offset counts once.
+	// The key holds the cue too, so that a weaker cue of the mode starting
+	// at the same word ("deployment of") does not hide a stronger one
+	// ("deployment of ... brought down").
+	seen := map[string]bool{}
 	for i, u := range a.Units {
 		quoted := append(quotedSpans(u.Text), pastedSpans(u.Text)...)
 		for _, h := range s.Taxonomy.Find(u.Text, u.Sentences) {
@@ -68,7 +72,7 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 			dh := h
 			dh.Start += u.Start
 			dh.End += u.Start
-			k := fmt.Sprintf("%s@%d", h.Mode, dh.Start)
+			k := fmt.Sprintf("%s@%d@%s", h.Mode, dh.Start, h.Cue)
 			if seen[k] {
 				continue
 			}

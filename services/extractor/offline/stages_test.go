@@ -72,6 +72,11 @@ func TestFailureStageRules(t *testing.T) {
 		"## Root cause\nA feature flag was pushed to every region at once.\n\n## Action items\n- Alert before the certificate expires."))
 	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:configuration change"},
 		extractDoc(t, cfg, "incident", "Summary of impact: logins failed. Root cause: a misconfiguration of the gateway settings."))
+	// Two cues of a mode starting at one word: the stronger one counts
+	// ("deployment of" alone is weak, "deployment of ... brought down" is
+	// not), so the deploy outweighs the weak configuration cue before it.
+	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:deploy"},
+		extractDoc(t, cfg, "incident", "Someone modified the pool settings at noon. The deployment of build 7 brought down checkout."))
 	// Only incident documents are classified.
 	require.Empty(t, extractDoc(t, cfg, "page", "The TLS certificate expired."))
 	// A tenant's own taxonomy.
