@@ -7,7 +7,8 @@
 // tenants may load their own with Parse. Cues are RE2 regular expressions
 // matched case-insensitively within a sentence. A cue is ignored when it
 // is negated or hedged ("no certificate had expired", "DNS was ruled out",
-// "we suspected the network").
+// "we suspected the network", "an unrelated race condition") or stated as
+// a rule ("when there is such a config change, ...").
 //
 // Select implements the one-primary-cause rule: an incident gets ONE
 // failure mode, the most specific one its text shows (lowest tier, then
@@ -46,7 +47,7 @@ type Taxonomy struct {
 	Version int
 	Modes   []Mode
 
-	negBefore, negAfter, assertion *regexp.Regexp
+	negBefore, negAfter, negClause, assertion *regexp.Regexp
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
@@ -116,6 +117,7 @@ type file struct {
 	Negation struct {
 		Before string `yaml:"before"`
 		After  string `yaml:"after"`
+		Clause string `yaml:"clause"`
 	} `yaml:"negation"`
 	Assertion string `yaml:"assertion"`
 }
@@ -164,6 +166,9 @@ func Parse(data []byte) (*Taxonomy, error) {
 		return nil, err
 	}
 	if t.negAfter, err = compile("negation.after", f.Negation.After); err != nil {
+		return nil, err
+	}
+	if t.negClause, err = compile("negation.clause", f.Negation.Clause); err != nil {
 		return nil, err
 	}
 	if t.assertion, err = compile("assertion", f.Assertion); err != nil {
@@ -385,12 +390,17 @@ const prefixWords = 5
 var clauseBreak = regexp.MustCompile(`(?i)[,;:()]|\s(but|however|although|though|whereas|while|and then)\s`)
 
 func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {
+	clause := sent[:start]
+	if locs := clauseBreak.FindAllStringIndex(clause, -1); len(locs) > 0 {
+		clause = clause[locs[len(locs)-1][1]:]
+	}
+	// A conditional ("when there is such a change") scopes over the whole
+	// clause after it, however many words on.
+	if t.negClause != nil && t.negClause.MatchString(clause) {
+		return true
+	}
 	if t.negBefore != nil {
-		prefix := sent[:start]
-		if locs := clauseBreak.FindAllStringIndex(prefix, -1); len(locs) > 0 {
-			prefix = prefix[locs[len(locs)-1][1]:]
-		}
-		prefix = lastWords(prefix, prefixWords)
+		prefix := lastWords(clause, prefixWords)
 		if t.negBefore.MatchString(prefix) {
 			return true
 		}

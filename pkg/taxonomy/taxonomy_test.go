@@ -101,11 +101,19 @@ func TestNegatedAndHedgedCuesAreIgnored(t *testing.T) {
 		"We initially suspected a DNS outage.",
 		"We did not run out of disk space.",
 		"The config change was not pushed to all regions.",
+		// An unrelated failure, and a rule for the future, are no cause.
+		"There was also an unrelated race condition in the exporter.",
+		"When there is such a config change, it must be applied gradually.",
+		"In case of a traffic surge, the pool is scaled out.",
+		"If there is ever again a sudden and very large traffic surge, the pool scales out.",
 	} {
 		hits := tx.Find(text, nil)
 		require.NotEmpty(t, hits, "the cue is there: %s", text)
 		require.Empty(t, taxonomy.Select(hits), text)
 	}
+	// Nor does a conditional in another clause.
+	require.Equal(t, []string{"disk full"},
+		selected(tx, "When there is a page the on-call answers it; that night the log volume ran out of disk space."))
 	// A negation in another clause does not reach the cue.
 	require.Equal(t, []string{"expired certificate"},
 		selected(tx, "Nothing else changed, but the TLS certificate on the load balancer expired."))
