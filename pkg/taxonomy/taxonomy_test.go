@@ -54,6 +54,8 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"The log volume was full and writes failed with no space left on device.", []string{"disk full"}},
 		{"Nodes could not resolve the registry hostname after a DNS zone change.", []string{"dns misconfiguration"}},
 		{"Replication shipped corrupted index pages to the replicas.", []string{"data corruption"}},
+		{"The outage followed inconsistent metadata between the two stores.", []string{"data corruption"}},
+		{"A replication inconsistency left some accounts without keys.", []string{"data corruption"}},
 		{"The datacenter suffered a loss of utility power and the generators failed to start.", []string{"power failure"}},
 		{"Workers were OOMKilled repeatedly.", []string{"memory exhaustion"}},
 		{"A fiber cut between the two sites caused packet loss.", []string{"network failure"}},
