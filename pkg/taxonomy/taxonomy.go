@@ -48,6 +48,7 @@ type Taxonomy struct {
 	Modes   []Mode
 
 	negBefore, negAfter, negClause, assertion *regexp.Regexp
+	effectBefore, effectAfter                *regexp.Regexp
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
@@ -120,6 +121,10 @@ type file struct {
 		Clause string `yaml:"clause"`
 	} `yaml:"negation"`
 	Assertion string `yaml:"assertion"`
+	Effect    struct {
+		Before string `yaml:"before"`
+		After  string `yaml:"after"`
+	} `yaml:"effect"`
 }
 
 // Default parses the embedded default taxonomy.
@@ -172,6 +177,12 @@ func Parse(data []byte) (*Taxonomy, error) {
 		return nil, err
 	}
 	if t.assertion, err = compile("assertion", f.Assertion); err != nil {
+		return nil, err
+	}
+	if t.effectBefore, err = compile("effect.before", f.Effect.Before); err != nil {
+		return nil, err
+	}
+	if t.effectAfter, err = compile("effect.after", f.Effect.After); err != nil {
 		return nil, err
 	}
 	names := map[string]bool{}
@@ -321,7 +332,15 @@ type Hit struct {
 	Asserted bool
 	// Explicit is set when the cue names the cause with a judgment.
 	Explicit bool
+	// Effect is set when the sentence presents the cue as an effect
+	// ("..., causing the queue to be overloaded", "the data loss affected
+	// every table"): its Weight is EffectWeight times the cue's.
+	Effect bool
 }
+
+// EffectWeight is how much a cue counts where its sentence presents it as
+// an effect of something else rather than as a cause.
+const EffectWeight = 0.5
 
 // Find returns every cue of every mode found in text, sentence by
 // sentence (nil sentences: the whole text is one), in text order.
@@ -362,16 +381,25 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 					assertedKnown, asserted = true, t.assertion != nil && t.assertion.MatchString(sent)
 				}
 				for _, loc := range locs {
-					hits = append(hits, Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
-						Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
-						Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
-						Explicit: c.Explicit})
+					hits = append(hits, t.hit(m, c, sent, s, loc, asserted))
 				}
 			}
 		}
 	}
 	slices.SortStableFunc(hits, func(a, b Hit) int { return a.Start - b.Start })
 	return hits
+}
+
+// hit is the hit of cue c of mode m at loc of sentence s (text sent).
+func (t *Taxonomy) hit(m Mode, c Cue, sent string, s Span, loc []int, asserted bool) Hit {
+	h := Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
+		Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
+		Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
+		Explicit: c.Explicit, Effect: t.effect(sent, loc[0], loc[1])}
+	if h.Effect {
+		h.Weight *= EffectWeight
+	}
+	return h
 }
 
 func family(m Mode) string {
@@ -389,11 +417,27 @@ const prefixWords = 5
 // clauseBreak ends a clause for negation scope.
 var clauseBreak = regexp.MustCompile(`(?i)[,;:()]|\s(but|however|although|though|whereas|while|and then)\s`)
 
-func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {
+// clauseBefore is the part of sent before start in the clause of start.
+func clauseBefore(sent string, start int) string {
 	clause := sent[:start]
 	if locs := clauseBreak.FindAllStringIndex(clause, -1); len(locs) > 0 {
 		clause = clause[locs[len(locs)-1][1]:]
 	}
+	return clause
+}
+
+// effect reports whether sent presents the cue at start:end as an effect:
+// an effect.before phrase earlier in its clause, an effect.after phrase
+// right after it.
+func (t *Taxonomy) effect(sent string, start, end int) bool {
+	if t.effectBefore != nil && t.effectBefore.MatchString(clauseBefore(sent, start)) {
+		return true
+	}
+	return t.effectAfter != nil && t.effectAfter.MatchString(sent[end:])
+}
+
+func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {
+	clause := clauseBefore(sent, start)
 	// A conditional ("when there is such a change") scopes over the whole
 	// clause after it, however many words on.
 	if t.negClause != nil && t.negClause.MatchString(clause) {

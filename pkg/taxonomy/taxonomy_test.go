@@ -276,3 +276,49 @@ func TestCuesThatAreNoCause(t *testing.T) {
 		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
 	}
 }
+
+// TestEffectsWeighHalf: a cue its sentence presents as the effect of
+// something else ("..., causing X", "which in turn caused X", "X affected
+// Y") weighs EffectWeight times the cue's weight; elsewhere it weighs in
+// full, also after "caused by".
+func TestEffectsWeighHalf(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	effect := func(text, cue string) taxonomy.Hit {
+		t.Helper()
+		for _, h := range tx.Find(text, nil) {
+			if text[h.Start:h.End] == cue {
+				return h
+			}
+		}
+		t.Fatalf("no hit %q in %q", cue, text)
+		return taxonomy.Hit{}
+	}
+	for _, tc := range []struct {
+		text, cue string
+		effect    bool
+	}{
+		{"The scheduler did not restart after the reboot, causing the queue to be overloaded.", "overloaded", true},
+		{"The proxy dropped its cache, which in turn caused a retry storm.", "retry storm", true},
+		{"The data loss affected every table.", "data loss", true},
+		{"The queue was overloaded.", "overloaded", false},
+		{"The outage was caused by a retry storm.", "retry storm", false},
+		{"A retry storm took the proxy down.", "retry storm", false},
+	} {
+		h := effect(tc.text, tc.cue)
+		require.Equal(t, tc.effect, h.Effect, tc.text)
+		m, _ := tx.Mode(h.Mode)
+		var w float64
+		for _, c := range m.Cues {
+			if c.Pattern == h.Cue {
+				w = c.Weight
+			}
+		}
+		if tc.effect {
+			w *= taxonomy.EffectWeight
+		}
+		require.Equal(t, w, h.Weight, tc.text)
+	}
+	// An effect alone is too weak a cause when its cue is a weak one.
+	require.Empty(t, selected(tx, "The scheduler did not restart after the reboot, causing the queue to be overloaded."))
+	require.Equal(t, []string{"traffic surge"}, selected(tx, "The queue was overloaded by a sudden traffic surge."))
+}
