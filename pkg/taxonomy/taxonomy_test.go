@@ -143,6 +143,12 @@ func TestOnePrimaryModeUnlessAsserted(t *testing.T) {
 		"The disk was full. Contributing factors: a bad deploy that doubled log volume."))
 	require.Equal(t, []string{"expired certificate", "dns misconfiguration"}, selected(tx,
 		"The root causes were an expired certificate and a DNS record change."))
+	// "The reason was ..." at a sentence's start names a cause too; a
+	// reason elsewhere in a sentence does not.
+	require.Equal(t, []string{"configuration change"}, selected(tx,
+		"After the recent deployment of the exporter, alerts fired. Reason was the configuration change on the metric labels."))
+	require.Equal(t, []string{"deploy"}, selected(tx,
+		"After the recent deployment of the exporter, alerts fired. We found the reason in the configuration change on the metric labels."))
 }
 
 func TestParseRejectsBadTaxonomies(t *testing.T) {
