@@ -49,6 +49,7 @@ type Taxonomy struct {
 
 	negBefore, negAfter, negClause, assertion *regexp.Regexp
 	effectBefore, effectAfter                *regexp.Regexp
+	remedy, remedyKeeps                      *regexp.Regexp
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
@@ -122,8 +123,10 @@ type file struct {
 	} `yaml:"negation"`
 	Assertion string `yaml:"assertion"`
 	Effect    struct {
-		Before string `yaml:"before"`
-		After  string `yaml:"after"`
+		Before      string `yaml:"before"`
+		After       string `yaml:"after"`
+		Remedy      string `yaml:"remedy"`
+		RemedyKeeps string `yaml:"remedy_keeps"`
 	} `yaml:"effect"`
 }
 
@@ -183,6 +186,12 @@ func Parse(data []byte) (*Taxonomy, error) {
 		return nil, err
 	}
 	if t.effectAfter, err = compile("effect.after", f.Effect.After); err != nil {
+		return nil, err
+	}
+	if t.remedy, err = compile("effect.remedy", f.Effect.Remedy); err != nil {
+		return nil, err
+	}
+	if t.remedyKeeps, err = compile("effect.remedy_keeps", f.Effect.RemedyKeeps); err != nil {
 		return nil, err
 	}
 	names := map[string]bool{}
@@ -334,7 +343,9 @@ type Hit struct {
 	Explicit bool
 	// Effect is set when the sentence presents the cue as an effect
 	// ("..., causing the queue to be overloaded", "the data loss affected
-	// every table"): its Weight is EffectWeight times the cue's.
+	// every table") or as part of the remedy ("engineers made a
+	// configuration change to mitigate the issue"): its Weight is
+	// EffectWeight times the cue's.
 	Effect bool
 }
 
@@ -426,14 +437,29 @@ func clauseBefore(sent string, start int) string {
 	return clause
 }
 
-// effect reports whether sent presents the cue at start:end as an effect:
-// an effect.before phrase earlier in its clause, an effect.after phrase
-// right after it.
+// effect reports whether sent presents the cue at start:end as an effect
+// (an effect.before phrase earlier in its clause, an effect.after phrase
+// right after it) or as a remedy (an effect.remedy phrase in its clause,
+// unless the cue itself matches effect.remedy_keeps: rolling
+// back a deploy names the deploy as the cause).
 func (t *Taxonomy) effect(sent string, start, end int) bool {
 	if t.effectBefore != nil && t.effectBefore.MatchString(clauseBefore(sent, start)) {
 		return true
 	}
-	return t.effectAfter != nil && t.effectAfter.MatchString(sent[end:])
+	if t.effectAfter != nil && t.effectAfter.MatchString(sent[end:]) {
+		return true
+	}
+	return t.remedy != nil && t.remedy.MatchString(clauseBefore(sent, start)+sent[start:end]+clauseAfter(sent, end)) &&
+		(t.remedyKeeps == nil || !t.remedyKeeps.MatchString(sent[start:end]))
+}
+
+// clauseAfter is the part of sent after end in the clause of end.
+func clauseAfter(sent string, end int) string {
+	rest := sent[end:]
+	if loc := clauseBreak.FindStringIndex(rest); loc != nil {
+		rest = rest[:loc[0]]
+	}
+	return rest
 }
 
 func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {

@@ -288,8 +288,9 @@ func TestCuesThatAreNoCause(t *testing.T) {
 
 // TestEffectsWeighHalf: a cue its sentence presents as the effect of
 // something else ("..., causing X", "which in turn caused X", "X affected
-// Y") weighs EffectWeight times the cue's weight; elsewhere it weighs in
-// full, also after "caused by".
+// Y") or in the clause of the remedy ("... to mitigate the issue") weighs
+// EffectWeight times the cue's weight; elsewhere it weighs in full, also
+// after "caused by", and so does the rollback that mitigated.
 func TestEffectsWeighHalf(t *testing.T) {
 	tx := defaultTaxonomy(t)
 	effect := func(text, cue string) taxonomy.Hit {
@@ -312,6 +313,11 @@ func TestEffectsWeighHalf(t *testing.T) {
 		{"The queue was overloaded.", "overloaded", false},
 		{"The outage was caused by a retry storm.", "retry storm", false},
 		{"A retry storm took the proxy down.", "retry storm", false},
+		// The remedy is no cause either, unless it is the rollback.
+		{"Engineers made a config change and restarted the proxies to mitigate the issue.", "config change", true},
+		{"The team mitigated the impact by scaling out after a retry storm.", "retry storm", true},
+		{"Engineers rolled back the recent deployment to mitigate the issue.", "rolled back the recent deployment", false},
+		{"A retry storm overwhelmed the proxy, and engineers restarted it to restore service.", "retry storm", false},
 	} {
 		h := effect(tc.text, tc.cue)
 		require.Equal(t, tc.effect, h.Effect, tc.text)

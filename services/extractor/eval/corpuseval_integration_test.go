@@ -28,22 +28,22 @@ func TestCorpusEvalOnLabelledSet(t *testing.T) {
 		floors  map[string]floor
 	}{
 		{"corpus-labels.json", "incident", map[string]floor{
-			"cloud-incidents":    {0.91, 0.96, 0.71},
+			"cloud-incidents":    {0.91, 0.96, 0.70},
 			"dfds-postmortems":   {0.87, 0.75, 0.84},
 			"wikitech-incidents": {0.79, 0.75, 0.76},
 		}},
 		{"corpus-labels.json", "", map[string]floor{
-			"cloud-incidents":    {0.91, 0.96, 0.71},
+			"cloud-incidents":    {0.91, 0.96, 0.70},
 			"dfds-postmortems":   {0.87, 0.75, 0.84},
 			"wikitech-incidents": {0.80, 0.69, 0.73},
 		}},
 		{"corpus-labels-heldout.json", "incident", map[string]floor{
-			"cloud-incidents":    {0.82, 0.87, 0.71},
+			"cloud-incidents":    {0.82, 0.87, 0.70},
 			"dfds-postmortems":   {0, 0, 0.84},
 			"wikitech-incidents": {0.77, 0.70, 0.76},
 		}},
 		{"corpus-labels-heldout.json", "", map[string]floor{
-			"cloud-incidents":    {0.82, 0.87, 0.71},
+			"cloud-incidents":    {0.82, 0.87, 0.70},
 			"dfds-postmortems":   {0, 0, 0.84},
 			"wikitech-incidents": {0.76, 0.65, 0.73},
 		}},
