@@ -67,6 +67,8 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"A traffic spike overloaded the frontends.", []string{"traffic surge"}},
 		{"Our upstream payment provider outage made checkouts fail.", []string{"dependency failure"}},
 		{"Latency rose for ten minutes.", nil},
+		{"Instances that were live migrated from one host to another lost their routes.", nil},
+		{"We migrated the queue from the old cluster to the new one and consumers stalled.", []string{"upgrade"}},
 	} {
 		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
 	}
