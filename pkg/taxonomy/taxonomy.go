@@ -48,8 +48,8 @@ type Taxonomy struct {
 	Modes   []Mode
 
 	negBefore, negAfter, negClause, assertion *regexp.Regexp
-	effectBefore, effectAfter                *regexp.Regexp
-	remedy, remedyKeeps                      *regexp.Regexp
+	effectBefore, effectAfter                 *regexp.Regexp
+	remedy, remedyKeeps                       *regexp.Regexp
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
