@@ -27,6 +27,7 @@ type evalOptions struct {
 	gold, docs, catalog, docType, patterns, taxonomy string
 	labels, corpora                                  string
 	nounPhrases, allRelations, verbose, json         bool
+	showErrors                                       bool
 }
 
 // evalCmd is the `kgstream eval` group: offline scoring commands.
@@ -54,6 +55,7 @@ func evalCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.nounPhrases, "noun-phrases", false, "add noun-phrase co-occurrence (also for incidents)")
 	f.BoolVar(&o.allRelations, "all-relations", false, "score every extracted relation, not only those the gold set uses")
 	f.BoolVar(&o.verbose, "verbose", false, "list missed and spurious triples")
+	f.BoolVar(&o.showErrors, "show-errors", false, "with --labels: per document whose cause is wrong or missing, print id, label, prediction and the deciding sentence")
 	f.StringVar(&o.labels, "labels", "", "labelled corpus documents (cause and systems per document): score whole corpora instead of gold triples")
 	f.StringVar(&o.corpora, "corpora", "", "directory holding the labelled corpora (with --labels)")
 	return group("eval", "Evaluation commands: extraction against gold triples, answers against a question set", ex, evalAnswersCmd(g))
@@ -98,7 +100,7 @@ func evalExtraction(ctx context.Context, o evalOptions, w io.Writer) error {
 			}
 		}
 		return eval.CorporaCommand(ctx, eval.CorporaOptions{Labels: o.labels, Dir: o.corpora,
-			DocType: o.docType, Verbose: o.verbose, JSON: o.json, Config: cfg}, w)
+			DocType: o.docType, Verbose: o.verbose, ShowErrors: o.showErrors, JSON: o.json, Config: cfg}, w)
 	}
 	gold, err := eval.LoadGold(o.gold)
 	if err != nil {

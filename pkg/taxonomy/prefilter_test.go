@@ -25,10 +25,7 @@ func (t *Taxonomy) findEveryCue(text string, sentences []Span) []Hit {
 					continue
 				}
 				for _, loc := range c.re.FindAllStringIndex(sent, -1) {
-					hits = append(hits, Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
-						Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
-						Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
-						Explicit: c.Explicit})
+					hits = append(hits, t.hit(m, c, sent, s, loc, asserted))
 				}
 			}
 		}

@@ -7,7 +7,8 @@
 // tenants may load their own with Parse. Cues are RE2 regular expressions
 // matched case-insensitively within a sentence. A cue is ignored when it
 // is negated or hedged ("no certificate had expired", "DNS was ruled out",
-// "we suspected the network").
+// "we suspected the network", "an unrelated race condition") or stated as
+// a rule ("when there is such a config change, ...").
 //
 // Select implements the one-primary-cause rule: an incident gets ONE
 // failure mode, the most specific one its text shows (lowest tier, then
@@ -46,7 +47,9 @@ type Taxonomy struct {
 	Version int
 	Modes   []Mode
 
-	negBefore, negAfter, assertion *regexp.Regexp
+	negBefore, negAfter, negClause, assertion *regexp.Regexp
+	effectBefore, effectAfter                 *regexp.Regexp
+	remedy, remedyKeeps                       *regexp.Regexp
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
@@ -116,8 +119,15 @@ type file struct {
 	Negation struct {
 		Before string `yaml:"before"`
 		After  string `yaml:"after"`
+		Clause string `yaml:"clause"`
 	} `yaml:"negation"`
 	Assertion string `yaml:"assertion"`
+	Effect    struct {
+		Before      string `yaml:"before"`
+		After       string `yaml:"after"`
+		Remedy      string `yaml:"remedy"`
+		RemedyKeeps string `yaml:"remedy_keeps"`
+	} `yaml:"effect"`
 }
 
 // Default parses the embedded default taxonomy.
@@ -166,7 +176,22 @@ func Parse(data []byte) (*Taxonomy, error) {
 	if t.negAfter, err = compile("negation.after", f.Negation.After); err != nil {
 		return nil, err
 	}
+	if t.negClause, err = compile("negation.clause", f.Negation.Clause); err != nil {
+		return nil, err
+	}
 	if t.assertion, err = compile("assertion", f.Assertion); err != nil {
+		return nil, err
+	}
+	if t.effectBefore, err = compile("effect.before", f.Effect.Before); err != nil {
+		return nil, err
+	}
+	if t.effectAfter, err = compile("effect.after", f.Effect.After); err != nil {
+		return nil, err
+	}
+	if t.remedy, err = compile("effect.remedy", f.Effect.Remedy); err != nil {
+		return nil, err
+	}
+	if t.remedyKeeps, err = compile("effect.remedy_keeps", f.Effect.RemedyKeeps); err != nil {
 		return nil, err
 	}
 	names := map[string]bool{}
@@ -316,7 +341,17 @@ type Hit struct {
 	Asserted bool
 	// Explicit is set when the cue names the cause with a judgment.
 	Explicit bool
+	// Effect is set when the sentence presents the cue as an effect
+	// ("..., causing the queue to be overloaded", "the data loss affected
+	// every table") or as part of the remedy ("engineers made a
+	// configuration change to mitigate the issue"): its Weight is
+	// EffectWeight times the cue's.
+	Effect bool
 }
+
+// EffectWeight is how much a cue counts where its sentence presents it as
+// an effect of something else rather than as a cause.
+const EffectWeight = 0.5
 
 // Find returns every cue of every mode found in text, sentence by
 // sentence (nil sentences: the whole text is one), in text order.
@@ -357,16 +392,25 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 					assertedKnown, asserted = true, t.assertion != nil && t.assertion.MatchString(sent)
 				}
 				for _, loc := range locs {
-					hits = append(hits, Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
-						Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
-						Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
-						Explicit: c.Explicit})
+					hits = append(hits, t.hit(m, c, sent, s, loc, asserted))
 				}
 			}
 		}
 	}
 	slices.SortStableFunc(hits, func(a, b Hit) int { return a.Start - b.Start })
 	return hits
+}
+
+// hit is the hit of cue c of mode m at loc of sentence s (text sent).
+func (t *Taxonomy) hit(m Mode, c Cue, sent string, s Span, loc []int, asserted bool) Hit {
+	h := Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
+		Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
+		Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
+		Explicit: c.Explicit, Effect: t.effect(sent, loc[0], loc[1])}
+	if h.Effect {
+		h.Weight *= EffectWeight
+	}
+	return h
 }
 
 func family(m Mode) string {
@@ -384,13 +428,49 @@ const prefixWords = 5
 // clauseBreak ends a clause for negation scope.
 var clauseBreak = regexp.MustCompile(`(?i)[,;:()]|\s(but|however|although|though|whereas|while|and then)\s`)
 
+// clauseBefore is the part of sent before start in the clause of start.
+func clauseBefore(sent string, start int) string {
+	clause := sent[:start]
+	if locs := clauseBreak.FindAllStringIndex(clause, -1); len(locs) > 0 {
+		clause = clause[locs[len(locs)-1][1]:]
+	}
+	return clause
+}
+
+// effect reports whether sent presents the cue at start:end as an effect
+// (an effect.before phrase earlier in its clause, an effect.after phrase
+// right after it) or as a remedy (an effect.remedy phrase in its clause,
+// unless the cue itself matches effect.remedy_keeps: rolling
+// back a deploy names the deploy as the cause).
+func (t *Taxonomy) effect(sent string, start, end int) bool {
+	if t.effectBefore != nil && t.effectBefore.MatchString(clauseBefore(sent, start)) {
+		return true
+	}
+	if t.effectAfter != nil && t.effectAfter.MatchString(sent[end:]) {
+		return true
+	}
+	return t.remedy != nil && t.remedy.MatchString(clauseBefore(sent, start)+sent[start:end]+clauseAfter(sent, end)) &&
+		(t.remedyKeeps == nil || !t.remedyKeeps.MatchString(sent[start:end]))
+}
+
+// clauseAfter is the part of sent after end in the clause of end.
+func clauseAfter(sent string, end int) string {
+	rest := sent[end:]
+	if loc := clauseBreak.FindStringIndex(rest); loc != nil {
+		rest = rest[:loc[0]]
+	}
+	return rest
+}
+
 func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {
+	clause := clauseBefore(sent, start)
+	// A conditional ("when there is such a change") scopes over the whole
+	// clause after it, however many words on.
+	if t.negClause != nil && t.negClause.MatchString(clause) {
+		return true
+	}
 	if t.negBefore != nil {
-		prefix := sent[:start]
-		if locs := clauseBreak.FindAllStringIndex(prefix, -1); len(locs) > 0 {
-			prefix = prefix[locs[len(locs)-1][1]:]
-		}
-		prefix = lastWords(prefix, prefixWords)
+		prefix := lastWords(clause, prefixWords)
 		if t.negBefore.MatchString(prefix) {
 			return true
 		}

@@ -54,14 +54,21 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"The log volume was full and writes failed with no space left on device.", []string{"disk full"}},
 		{"Nodes could not resolve the registry hostname after a DNS zone change.", []string{"dns misconfiguration"}},
 		{"Replication shipped corrupted index pages to the replicas.", []string{"data corruption"}},
+		{"The outage followed inconsistent metadata between the two stores.", []string{"data corruption"}},
+		{"A replication inconsistency left some accounts without keys.", []string{"data corruption"}},
 		{"The datacenter suffered a loss of utility power and the generators failed to start.", []string{"power failure"}},
 		{"Workers were OOMKilled repeatedly.", []string{"memory exhaustion"}},
 		{"A fiber cut between the two sites caused packet loss.", []string{"network failure"}},
 		{"A faulty release introduced a null pointer in the login path.", []string{"bad deploy"}},
+		{"The translation changes did not deploy properly, and the cache then ran out of memory.", []string{"bad deploy"}},
+		{"Due to a logic bug, the worker dropped the table; the disk was full an hour later.", []string{"software bug"}},
+		{"A planned upgrade of the cluster from version 1.13 to 1.14 caused a resolver issue.", []string{"bad upgrade"}},
 		{"The version bump of the ingress controller caused restarts.", []string{"bad upgrade"}},
 		{"A traffic spike overloaded the frontends.", []string{"traffic surge"}},
 		{"Our upstream payment provider outage made checkouts fail.", []string{"dependency failure"}},
 		{"Latency rose for ten minutes.", nil},
+		{"Instances that were live migrated from one host to another lost their routes.", nil},
+		{"We migrated the queue from the old cluster to the new one and consumers stalled.", []string{"upgrade"}},
 	} {
 		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
 	}
@@ -101,11 +108,19 @@ func TestNegatedAndHedgedCuesAreIgnored(t *testing.T) {
 		"We initially suspected a DNS outage.",
 		"We did not run out of disk space.",
 		"The config change was not pushed to all regions.",
+		// An unrelated failure, and a rule for the future, are no cause.
+		"There was also an unrelated race condition in the exporter.",
+		"When there is such a config change, it must be applied gradually.",
+		"In case of a traffic surge, the pool is scaled out.",
+		"If there is ever again a sudden and very large traffic surge, the pool scales out.",
 	} {
 		hits := tx.Find(text, nil)
 		require.NotEmpty(t, hits, "the cue is there: %s", text)
 		require.Empty(t, taxonomy.Select(hits), text)
 	}
+	// Nor does a conditional in another clause.
+	require.Equal(t, []string{"disk full"},
+		selected(tx, "When there is a page the on-call answers it; that night the log volume ran out of disk space."))
 	// A negation in another clause does not reach the cue.
 	require.Equal(t, []string{"expired certificate"},
 		selected(tx, "Nothing else changed, but the TLS certificate on the load balancer expired."))
@@ -130,6 +145,12 @@ func TestOnePrimaryModeUnlessAsserted(t *testing.T) {
 		"The disk was full. Contributing factors: a bad deploy that doubled log volume."))
 	require.Equal(t, []string{"expired certificate", "dns misconfiguration"}, selected(tx,
 		"The root causes were an expired certificate and a DNS record change."))
+	// "The reason was ..." at a sentence's start names a cause too; a
+	// reason elsewhere in a sentence does not.
+	require.Equal(t, []string{"configuration change"}, selected(tx,
+		"After the recent deployment of the exporter, alerts fired. Reason was the configuration change on the metric labels."))
+	require.Equal(t, []string{"deploy"}, selected(tx,
+		"After the recent deployment of the exporter, alerts fired. We found the reason in the configuration change on the metric labels."))
 }
 
 func TestParseRejectsBadTaxonomies(t *testing.T) {
@@ -265,4 +286,56 @@ func TestCuesThatAreNoCause(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
 	}
+}
+
+// TestEffectsWeighHalf: a cue its sentence presents as the effect of
+// something else ("..., causing X", "which in turn caused X", "X affected
+// Y") or in the clause of the remedy ("... to mitigate the issue") weighs
+// EffectWeight times the cue's weight; elsewhere it weighs in full, also
+// after "caused by", and so does the rollback that mitigated.
+func TestEffectsWeighHalf(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	effect := func(text, cue string) taxonomy.Hit {
+		t.Helper()
+		for _, h := range tx.Find(text, nil) {
+			if text[h.Start:h.End] == cue {
+				return h
+			}
+		}
+		t.Fatalf("no hit %q in %q", cue, text)
+		return taxonomy.Hit{}
+	}
+	for _, tc := range []struct {
+		text, cue string
+		effect    bool
+	}{
+		{"The scheduler did not restart after the reboot, causing the queue to be overloaded.", "overloaded", true},
+		{"The proxy dropped its cache, which in turn caused a retry storm.", "retry storm", true},
+		{"The data loss affected every table.", "data loss", true},
+		{"The queue was overloaded.", "overloaded", false},
+		{"The outage was caused by a retry storm.", "retry storm", false},
+		{"A retry storm took the proxy down.", "retry storm", false},
+		// The remedy is no cause either, unless it is the rollback.
+		{"Engineers made a config change and restarted the proxies to mitigate the issue.", "config change", true},
+		{"The team mitigated the impact by scaling out after a retry storm.", "retry storm", true},
+		{"Engineers rolled back the recent deployment to mitigate the issue.", "rolled back the recent deployment", false},
+		{"A retry storm overwhelmed the proxy, and engineers restarted it to restore service.", "retry storm", false},
+	} {
+		h := effect(tc.text, tc.cue)
+		require.Equal(t, tc.effect, h.Effect, tc.text)
+		m, _ := tx.Mode(h.Mode)
+		var w float64
+		for _, c := range m.Cues {
+			if c.Pattern == h.Cue {
+				w = c.Weight
+			}
+		}
+		if tc.effect {
+			w *= taxonomy.EffectWeight
+		}
+		require.Equal(t, w, h.Weight, tc.text)
+	}
+	// An effect alone is too weak a cause when its cue is a weak one.
+	require.Empty(t, selected(tx, "The scheduler did not restart after the reboot, causing the queue to be overloaded."))
+	require.Equal(t, []string{"traffic surge"}, selected(tx, "The queue was overloaded by a sudden traffic surge."))
 }

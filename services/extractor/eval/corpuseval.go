@@ -87,6 +87,9 @@ type CorpusFigures struct {
 	Labelled int   `json:"labelled"`
 	Systems  Score `json:"systems"`
 	Causes   Score `json:"causes"`
+	// CauseErrors lists the labelled documents whose primary cause is
+	// wrong or missing, in label order.
+	CauseErrors []CauseError `json:"cause_errors,omitempty"`
 	// Top lists the most widespread entities (name and document count).
 	Top []EntityCount `json:"top,omitempty"`
 }
@@ -155,6 +158,7 @@ func (c Corpora) Run(ctx context.Context, labels *CorpusLabels) ([]CorpusFigures
 		type result struct {
 			entities []string // ids besides the document and failure modes
 			modes    []string // failure modes, primary first
+			evidence string   // the sentence of the primary mode's cue
 		}
 		results := map[string]result{}
 		docsOf := map[string]int{}
@@ -194,6 +198,9 @@ func (c Corpora) Run(ctx context.Context, labels *CorpusLabels) ([]CorpusFigures
 			}
 			for _, rel := range rels {
 				if rel.Relation == offline.RelFailure && !slices.Contains(r.modes, rel.Target) {
+					if len(r.modes) == 0 {
+						r.evidence = rel.Description
+					}
 					r.modes = append(r.modes, rel.Target)
 				}
 			}
@@ -214,6 +221,9 @@ func (c Corpora) Run(ctx context.Context, labels *CorpusLabels) ([]CorpusFigures
 			f.Labelled++
 			scoreSystems(&f.Systems, l, r.entities)
 			scoreCause(&f.Causes, l, r.modes, generic)
+			if e, ok := causeError(l, r.modes, r.evidence, generic); ok {
+				f.CauseErrors = append(f.CauseErrors, e)
+			}
 		}
 		for id, n := range docsOf {
 			f.Top = append(f.Top, EntityCount{ID: id, Docs: n, Discovered: discovered[id]})
@@ -275,6 +285,30 @@ func scoreSystems(s *Score, l CorpusLabel, ids []string) {
 	sort.Strings(s.Spurious)
 }
 
+// CauseError is a labelled document whose primary cause is wrong or
+// missing: its label, the generic mode extracted (empty: none), the finer
+// mode, and the sentence of the cue that decided.
+type CauseError struct {
+	ID        string   `json:"id"`
+	Label     string   `json:"label"`
+	Also      []string `json:"also,omitempty"`
+	Predicted string   `json:"predicted,omitempty"`
+	Mode      string   `json:"mode,omitempty"`
+	Evidence  string   `json:"evidence,omitempty"`
+}
+
+// causeError reports the document of l as a cause error when its primary
+// mode (the first of modes) is not the label nor an accepted one.
+func causeError(l CorpusLabel, modes []string, evidence string, generic func(string) string) (CauseError, bool) {
+	e := CauseError{ID: l.ID, Label: l.Cause, Also: l.Also}
+	if len(modes) == 0 {
+		return e, l.Cause != ""
+	}
+	e.Predicted, e.Mode, e.Evidence = generic(modes[0]), modes[0], evidence
+	right := l.Cause != "" && (e.Predicted == l.Cause || slices.Contains(l.Also, e.Predicted))
+	return e, !right
+}
+
 // scoreCause scores the primary failure mode (the first) at the generic
 // level: right when it is the labelled cause or an accepted one.
 func scoreCause(s *Score, l CorpusLabel, modes []string, generic func(string) string) {
@@ -303,6 +337,9 @@ func scoreCause(s *Score, l CorpusLabel, modes []string, generic func(string) st
 type CorporaOptions struct {
 	Labels, Dir, DocType string
 	Verbose, JSON        bool
+	// ShowErrors prints, per labelled document whose cause is wrong or
+	// missing, its id, label, prediction and the deciding sentence.
+	ShowErrors bool
 	// Config is the offline extractor's configuration (zero: defaults).
 	Config offline.Config
 }
@@ -342,6 +379,14 @@ func CorporaCommand(ctx context.Context, o CorporaOptions, w io.Writer) error {
 		fmt.Fprintf(w, "%-20s %5d %9.3f %10.3f %8d %7.3f %7.3f %7.3f %7.3f\n", f.Corpus, f.Docs, f.ConnectedShare(),
 			f.ClassifiedShare(), f.Labelled, f.Systems.Precision(), f.Systems.Recall(), f.Causes.Precision(), f.Causes.Recall())
 	}
+	if o.ShowErrors {
+		for _, f := range figs {
+			fmt.Fprintf(w, "\n== %s: %d cause errors\n", f.Corpus, len(f.CauseErrors))
+			for _, e := range f.CauseErrors {
+				writeCauseError(w, e)
+			}
+		}
+	}
 	if !o.Verbose {
 		return nil
 	}
@@ -372,4 +417,19 @@ func CorporaCommand(ctx context.Context, o CorporaOptions, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+func writeCauseError(w io.Writer, e CauseError) {
+	label := e.Label
+	if label == "" {
+		label = "(none)"
+	}
+	if len(e.Also) > 0 {
+		label += " (also " + strings.Join(e.Also, ", ") + ")"
+	}
+	if e.Predicted == "" {
+		fmt.Fprintf(w, "%s: labelled %s, predicted nothing\n", e.ID, label)
+		return
+	}
+	fmt.Fprintf(w, "%s: labelled %s, predicted %s (%s)\n    %s\n", e.ID, label, e.Predicted, e.Mode, e.Evidence)
 }

@@ -32,7 +32,9 @@ const TypeFailureMode = "failure_mode"
 // titled root cause, cause, contributing factors or what went wrong, half
 // in timeline, impact, detection or mitigation, and nothing in lessons
 // learned, action items or next steps; a cue inside a quoted error
-// message or log line does not count.
+// message or log line does not count, nor one in a line pasted from a
+// chat transcript, a log, an alert or a stack trace, nor one in a
+// sentence holding program output (a memory address, a source location).
 type FailureStage struct {
 	Taxonomy *taxonomy.Taxonomy
 	// DocTypes are the document types classified (resolve.Type spelling).
@@ -56,17 +58,21 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 	}
 	var all []taxonomy.Hit
 	var where []located
-	seen := map[string]bool{} // mode@document offset: units overlap
+	// Units overlap: a cue found twice at one document offset counts once.
+	// The key holds the cue too, so that a weaker cue of the mode starting
+	// at the same word ("deployment of") does not hide a stronger one
+	// ("deployment of ... brought down").
+	seen := map[string]bool{}
 	for i, u := range a.Units {
-		quoted := quotedSpans(u.Text)
+		quoted := append(quotedSpans(u.Text), pastedSpans(u.Text)...)
 		for _, h := range s.Taxonomy.Find(u.Text, u.Sentences) {
-			if overlapsSpans(quoted, h.Start, h.End) {
+			if overlapsSpans(quoted, h.Start, h.End) || machineSentence(u.Text[h.Sentence.Start:h.Sentence.End]) {
 				continue
 			}
 			dh := h
 			dh.Start += u.Start
 			dh.End += u.Start
-			k := fmt.Sprintf("%s@%d", h.Mode, dh.Start)
+			k := fmt.Sprintf("%s@%d@%s", h.Mode, dh.Start, h.Cue)
 			if seen[k] {
 				continue
 			}

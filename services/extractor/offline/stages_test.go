@@ -72,6 +72,11 @@ func TestFailureStageRules(t *testing.T) {
 		"## Root cause\nA feature flag was pushed to every region at once.\n\n## Action items\n- Alert before the certificate expires."))
 	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:configuration change"},
 		extractDoc(t, cfg, "incident", "Summary of impact: logins failed. Root cause: a misconfiguration of the gateway settings."))
+	// Two cues of a mode starting at one word: the stronger one counts
+	// ("deployment of" alone is weak, "deployment of ... brought down" is
+	// not), so the deploy outweighs the weak configuration cue before it.
+	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:deploy"},
+		extractDoc(t, cfg, "incident", "Someone modified the pool settings at noon. The deployment of build 7 brought down checkout."))
 	// Only incident documents are classified.
 	require.Empty(t, extractDoc(t, cfg, "page", "The TLS certificate expired."))
 	// A tenant's own taxonomy.
@@ -214,4 +219,30 @@ func TestPatternsReadCallsUsesAndImpact(t *testing.T) {
 			require.NotContains(t, r, "-calls->", text)
 		}
 	}
+}
+
+// TestFailureStageIgnoresPastedText: a cue in a line pasted from a chat
+// transcript, a log or a stack trace is what someone typed or a program
+// printed during the incident, not the postmortem's cause.
+func TestFailureStageIgnoresPastedText(t *testing.T) {
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
+	for _, pasted := range []string{
+		"[10:02] <kim> the scratch volume ran out of disk space again",
+		"10:02:11 <kim> looks like a deadlock in the exporter",
+		"2024-05-06 10:02:11,001 ERROR exporter - out of memory, heap exhausted",
+		"PROBLEM - Disk space on build4 is CRITICAL: disk full",
+		"\tat org.example.Exporter.flush(Exporter.java:88) deadlock detected",
+		"The dump showed thread 0x00007f00aa11bb22 in a deadlock.",
+	} {
+		// Alone, the pasted line names nothing.
+		require.Empty(t, extractDoc(t, cfg, "incident", "The exporter stopped.\n"+pasted+"\nIt was restarted."), pasted)
+		// Beside the prose cause, the prose cause is the failure mode.
+		require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:configuration change"},
+			extractDoc(t, cfg, "incident", "The exporter stopped after a config change to its batch settings.\n"+pasted+"\nIt was restarted."), pasted)
+	}
+	// The same words in prose count.
+	require.Equal(t, []string{
+		"failure_mode:disk full -is_a-> failure_mode:resource exhaustion",
+		"incident:D-1 -failure-> failure_mode:disk full",
+	}, extractDoc(t, cfg, "incident", "The exporter stopped.\nAt 10:02 the scratch volume ran out of disk space.\nIt was restarted."))
 }

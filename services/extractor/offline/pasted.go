@@ -1,0 +1,58 @@
+package offline
+
+import (
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// Pasted text: lines a postmortem copies from a chat channel, a log, a
+// monitoring alert or a stack trace. What they say is what someone typed
+// or what a program printed while the incident went on, not the
+// postmortem's account of its cause, so a failure cue in them does not
+// count (as in a quoted error message).
+var (
+	// lineStart is a line's bullet and timestamps: "• ", "[12:34:56] ",
+	// "2016-07-08 01:59 ", "07/08/16 01:59 - ".
+	lineStart = `^[ \t]*(?:[•*+\-][ \t]*)?(?:(?:\[[^\]\n]{1,32}\]|\d[\d:/.,TZ\-]*|UTC|GMT)[ \t]*[:\-–]?[ \t]*){0,3}`
+
+	pastedLine = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?m)` + strings.Join([]string{
+			// A chat transcript line: "<nick> text" or "* nick does" at
+			// the start, after the timestamps ("[12:34] <alice> ...",
+			// "12:34:56 <bob> ...", "<SAL> [ts] <carol> ...").
+			lineStart + `(?:<[^<>\s]{1,32}>[ \t]*(?:\[[^\]\n]{1,32}\][ \t]*)?)?<[A-Za-z_\[\]\\^{}|` + "`" + `][\w\[\]\\^{}|` + "`" + `\-.]{0,31}>[ \t]+[^\n]*$`,
+			// A monitoring alert: "PROBLEM - Disk space on host1 is CRITICAL".
+			lineStart + `(?:[\w\-]{1,32}:[ \t]*)?(?:PROBLEM|RECOVERY|ALERT|FIRING|RESOLVED)[ \t]*[-:][^\n]*\bis\s+(?:CRITICAL|WARNING|UNKNOWN|OK)\b[^\n]*$`,
+			// A log line: a timestamp, then a level ("2021-03-04 10:00:01,123 ERROR ...").
+			`^[ \t]*(?:[•*+\-][ \t]*)?\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+\-]\d{2}:?\d{2})?\]?[ \t]+(?:\S+[ \t]+){0,2}\[?(?:ERROR|ERR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL|CRIT|CRITICAL|SEVERE|NOTICE)\]?[: \t][^\n]*$`,
+			// A syslog line: "Mar  7 06:44:02 host1 daemon[123]: ...".
+			`^[ \t]*(?:[•*+\-][ \t]*)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[ \t]+\d{1,2}[ \t]+\d{2}:\d{2}:\d{2}[ \t]+\S+[ \t]+[\w\-./]+(?:\[\d+\])?:[^\n]*$`,
+			// A stack trace: a Java frame, "Caused by:", a Python
+			// traceback and its frames, a Go goroutine header.
+			`^[ \t]*at[ \t]+[\w$.<>]+\((?:[\w$.\-]+:\d+|Native Method|Unknown Source)\)[^\n]*$`,
+			`^[ \t]*(?:Caused by:|Exception in thread\b)[^\n]*$`,
+			`^[ \t]*(?:Traceback \(most recent call last\):|File "[^"\n]+", line \d+)[^\n]*$`,
+			`^[ \t]*goroutine \d+ \[[^\]\n]+\]:[^\n]*$`,
+		}, "|"))
+	})
+
+	// machineOutput marks a sentence as printed by a program: a memory
+	// address, a source location ("Foo.java:123"), a frame.
+	machineOutput = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`\b0x[0-9a-fA-F]{8,}\b|\b[\w$]+\.(?:java|kt|scala|py|go|rb|php|cc|cpp|c|js|ts):\d+\b|\bat [\w$]+(?:\.[\w$<>]+)+\(|\bTraceback \(most recent call last\)|\bException in thread\b`)
+	})
+)
+
+// pastedSpans are the byte ranges of the lines of text pasted from a chat
+// transcript, a log, an alert or a stack trace.
+func pastedSpans(text string) []span {
+	var out []span
+	for _, m := range pastedLine().FindAllStringIndex(text, -1) {
+		out = append(out, span{start: m[0], end: m[1]})
+	}
+	return out
+}
+
+// machineSentence reports whether a sentence holds program output.
+func machineSentence(s string) bool { return machineOutput().MatchString(s) }
