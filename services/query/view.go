@@ -200,8 +200,12 @@ func (v *view) entity(id string) (visibleEntity, error) {
 // kg.graph.changed) are not read again; admission is this request's.
 func (v *view) entities(ids []string) error {
 	var missing []string
+	asked := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		if _, hit := v.entityCache[id]; !hit {
+		if _, hit := v.entityCache[id]; !hit && !asked[id] {
+			// Each id once: an aggregate names a hub at every edge, and
+			// the store decodes an entity for every time it is asked.
+			asked[id] = true
 			missing = append(missing, id)
 		}
 	}

@@ -341,6 +341,9 @@ func (s *Store) Entities(ctx context.Context, tenant string, ids []string) (map[
 	out := make(map[string]store.Entity, len(ids))
 	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
 		for _, id := range ids {
+			if _, done := out[id]; done {
+				continue // asked again: decoded once
+			}
 			e, found, err := g.entity(id)
 			if err != nil {
 				return err

@@ -265,6 +265,7 @@ func (s *Store) Entities(ctx context.Context, tenant string, ids []string) (map[
 		return nil, fmt.Errorf("getting entities: %w", err)
 	}
 	k := s.tenantKeys(tenant)
+	ids = slices.Compact(slices.Sorted(slices.Values(ids))) // each asked once: decoded once
 	out := make(map[string]store.Entity, len(ids))
 	err := s.consistent(ctx, k, func() error {
 		clear(out)
