@@ -529,10 +529,12 @@ func BenchmarkQueryScale(b *testing.B) {
 	}
 	for range b.N {
 		for _, m := range modes {
+			began := time.Now()
 			if err := m.do(0); err != nil { // warm the caches
 				b.Fatal(err)
 			}
-			b.Logf("%s: a response is %d bytes", m.name, lastSize.Load())
+			b.Logf("%s: a response is %d bytes; the first request (caches cold for this mode) took %.1f ms",
+				m.name, lastSize.Load(), float64(time.Since(began).Microseconds())/1000)
 			for _, clients := range []int{1, 8} {
 				stop := profile(fmt.Sprintf("%s-%d", m.name, clients))
 				p50, p99, count := scaleLatencies(b, clients, max(minN, clients), 400, budget, m.do)
