@@ -92,6 +92,8 @@ type lexUnit struct {
 	unit    string
 	text    string
 	words   map[string]bool
+	// tokens is ApproxTokens(text), computed once with the unit.
+	tokens int
 }
 
 // lexDoc is what the unit cache keeps of one applied document version.
@@ -214,7 +216,7 @@ func newLexDoc(rec store.SourceRecord, title string) *lexDoc {
 		d.titleWords[w] = true
 	}
 	for _, tu := range rec.TextUnits {
-		u := lexUnit{docID: rec.DocID, version: rec.Version, unit: tu.ID, text: tu.Text, words: map[string]bool{}}
+		u := lexUnit{docID: rec.DocID, version: rec.Version, unit: tu.ID, text: tu.Text, words: map[string]bool{}, tokens: ApproxTokens(tu.Text)}
 		for _, w := range wordsOf(tu.Text) {
 			u.words[w] = true
 		}
@@ -309,8 +311,12 @@ func bestUnits(out []rankedUnit, limit int) []rankedUnit {
 // unitItem is the context item of a ranked unit.
 func unitItem(u rankedUnit) ContextItem {
 	c := citation{DocID: u.docID, Version: u.version, TextUnit: u.unit}
+	tokens := u.tokens
+	if tokens == 0 {
+		tokens = ApproxTokens(u.text)
+	}
 	return ContextItem{Kind: KindTextUnit, ID: u.docID + "#" + u.unit, Text: u.text, Citations: []citation{c},
-		Tokens: ApproxTokens(u.text), Score: float32(u.score)}
+		Tokens: tokens, Score: float32(u.score)}
 }
 
 // newLexDocFromText tokenizes one text as a document of one unit "u0" at

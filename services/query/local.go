@@ -480,7 +480,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		if u == nil {
 			continue
 		}
-		extra = append(extra, rankedUnit{lexUnit: lexUnit{docID: c.DocID, version: c.Version, unit: c.TextUnit, text: u.text},
+		extra = append(extra, rankedUnit{lexUnit: lexUnit{docID: c.DocID, version: c.Version, unit: c.TextUnit, text: u.text, tokens: u.tokens},
 			score: rank.share(func(w string) bool { return u.words[w] })})
 	}
 	slices.SortFunc(extra, func(a, b rankedUnit) int {
@@ -620,24 +620,32 @@ func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextIt
 
 // entityItem describes a visible entity from its readable fragments only.
 func entityItem(v *view, ve visibleEntity, budget int) (ContextItem, error) {
-	ds, err := v.descriptions(ve.raw)
-	if err != nil {
-		return ContextItem{}, err
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s).", ve.out.Name, strings.ReplaceAll(ve.out.Type, "_", " "))
 	words := countFields(b.String())
 	var cites []citation
-	for _, d := range ds {
-		words += countFields(d.Text)
+	// The readable fragments' descriptions (as v.descriptions gives them),
+	// read only until the item outgrows the budget.
+	for _, f := range ve.raw.Sources {
+		if f.Description == "" {
+			continue
+		}
+		ok, err := v.adm.Direct(f.DocID)
+		if err != nil {
+			return ContextItem{}, err
+		}
+		if !ok {
+			continue
+		}
+		words += countFields(f.Description)
 		if tokensOfWords(words) > budget {
 			// Larger than the whole budget, the item can never be taken
 			// (fillBudget): it is not built further, only marked so.
 			return ContextItem{Kind: KindEntity, ID: ve.out.ID, Tokens: budget + 1}, nil
 		}
 		b.WriteString(" ")
-		b.WriteString(d.Text)
-		cites = append(cites, d.Citations...)
+		b.WriteString(f.Description)
+		cites = appendFragmentCitations(cites, f)
 	}
 	text := b.String()
 	if len(cites) == 0 {
