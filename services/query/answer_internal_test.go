@@ -1,6 +1,9 @@
 package query
 
 import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,4 +86,29 @@ func FuzzCountFields(f *testing.F) {
 			t.Fatalf("countFields(%q) = %d, strings.Fields gives %d", s, got, want)
 		}
 	})
+}
+
+// TestTopScoredIsTheSortedPrefix: keeping the best in a heap gives the
+// first limit of the full sort, for every limit, ties broken as the sort
+// breaks them.
+func TestTopScoredIsTheSortedPrefix(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	var cs []scored
+	for i := range 500 {
+		cs = append(cs, scored{doc: i, unit: r.IntN(3), score: float64(r.IntN(40)) / 8})
+	}
+	cmpf := func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.doc, b.doc), cmp.Compare(a.unit, b.unit))
+	}
+	want := slices.SortedFunc(slices.Values(cs), cmpf)
+	for _, limit := range []int{0, 1, 2, 7, 100, 249, 250, 251, 499, 500, 800} {
+		got := topScored(slices.Clone(cs), limit, cmpf)
+		n := len(cs)
+		if limit > 0 {
+			n = min(limit, len(cs))
+		}
+		if !slices.Equal(got[:n], want[:n]) {
+			t.Fatalf("limit %d: not the sorted prefix", limit)
+		}
+	}
 }

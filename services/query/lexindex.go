@@ -2,6 +2,7 @@ package query
 
 import (
 	"cmp"
+	"container/heap"
 	"math"
 	"math/bits"
 	"slices"
@@ -323,7 +324,7 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 		}
 	}
 	flush()
-	slices.SortFunc(best, func(a, b scored) int { return q.compare(a, b) })
+	best = topScored(best, limit, q.compare)
 	out := make([]rankedUnit, 0, min(limit, len(best)))
 	for _, c := range best[:min(limit, len(best))] {
 		d := q.docs[c.doc]
@@ -494,4 +495,42 @@ func (v *view) docTitles() (map[string]string, error) {
 		}
 	}
 	return q.titles, nil
+}
+
+// topScored returns the first limit of cs in cmp's order, sorted: the
+// whole of cs sorted when limit does not cut it, else the limit best kept
+// in a heap (cmp is a total order, so the result is the same).
+func topScored(cs []scored, limit int, cmp func(a, b scored) int) []scored {
+	if limit <= 0 || len(cs) <= 2*limit {
+		slices.SortFunc(cs, cmp)
+		return cs
+	}
+	h := &worstFirst{cmp: cmp}
+	for _, c := range cs {
+		switch {
+		case len(h.s) < limit:
+			heap.Push(h, c)
+		case cmp(c, h.s[0]) < 0:
+			h.s[0] = c
+			heap.Fix(h, 0)
+		}
+	}
+	slices.SortFunc(h.s, cmp)
+	return h.s
+}
+
+// worstFirst is a heap whose top is the last of its items in cmp's order.
+type worstFirst struct {
+	s   []scored
+	cmp func(a, b scored) int
+}
+
+func (h *worstFirst) Len() int           { return len(h.s) }
+func (h *worstFirst) Less(i, j int) bool { return h.cmp(h.s[i], h.s[j]) > 0 }
+func (h *worstFirst) Swap(i, j int)      { h.s[i], h.s[j] = h.s[j], h.s[i] }
+func (h *worstFirst) Push(x any)         { h.s = append(h.s, x.(scored)) }
+func (h *worstFirst) Pop() any {
+	x := h.s[len(h.s)-1]
+	h.s = h.s[:len(h.s)-1]
+	return x
 }
