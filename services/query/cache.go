@@ -223,6 +223,9 @@ type graphSet struct {
 	// aggs are aggregates computed by earlier requests, per caller and
 	// registry generation (aggregateKey); read-only once kept.
 	aggs map[aggKey]*keptAggregate
+	// admissions are entity admissions per caller and registry generation
+	// (the key's type and relation are empty).
+	admissions map[aggKey]*admissions
 	// counts are counts of visible entities per type (visibleCount), kept
 	// likewise (the key's relation is empty).
 	counts map[aggKey]int
@@ -261,6 +264,79 @@ func (g *graphSet) aggregate(k aggKey) (*keptAggregate, bool) {
 	defer g.mu.Unlock()
 	ka, ok := g.aggs[k]
 	return ka, ok
+}
+
+// admissions are the entities one caller has been shown at one registry
+// generation: admission depends only on the entity (kept while the graph
+// reads are) and on the registry (the generation), so a request of that
+// caller at that generation admits them again without checking a source.
+// A nil *admissions keeps nothing.
+type admissions struct {
+	mu sync.RWMutex
+	m  map[string]visibleEntity
+}
+
+func (a *admissions) get(id string) (visibleEntity, bool) {
+	if a == nil {
+		return visibleEntity{}, false
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	ve, ok := a.m[id]
+	return ve, ok
+}
+
+func (a *admissions) put(id string, ve visibleEntity) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.m[id] = ve
+}
+
+// admissionsFor returns the admissions kept under k, made when absent.
+func (g *graphSet) admissionsFor(k aggKey) *admissions {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if a, ok := g.admissions[k]; ok {
+		return a
+	}
+	if g.admissions == nil || len(g.admissions) >= maxKeptAggregates {
+		g.admissions = map[aggKey]*admissions{}
+	}
+	for ok := range g.admissions {
+		if ok.gen < k.gen {
+			delete(g.admissions, ok)
+		}
+	}
+	a := &admissions{m: map[string]visibleEntity{}}
+	g.admissions[k] = a
+	return a
+}
+
+// keptAdmissions returns the entity admissions kept for this request's
+// caller at its registry generation, nil when nothing can be kept (the
+// cache is not live, or the store has no registry generation, or it could
+// not be read: the admission that follows then fails on its own).
+func (v *view) keptAdmissions() *admissions {
+	if v.keptChecked {
+		return v.kept
+	}
+	v.keptChecked = true
+	if !v.s.cache.graph.isLive() {
+		return nil
+	}
+	g, err := v.graphSet()
+	if err != nil {
+		return nil
+	}
+	key, keep, err := v.aggregateKey("", Hop{})
+	if err != nil || !keep {
+		return nil
+	}
+	v.kept = g.admissionsFor(key)
+	return v.kept
 }
 
 func (g *graphSet) count(k aggKey) (int, bool) {

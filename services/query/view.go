@@ -70,7 +70,11 @@ type view struct {
 	regGen     uint64
 	regGenOK   bool
 	docIndex   map[string]*lexDoc // readable docs by id
-	lex        *lexQuery          // readable docs against the unit index, once
+	// kept is the tenant's kept entity admissions for this caller at this
+	// registry generation (keptAdmissions), once looked up.
+	kept        *admissions
+	keptChecked bool
+	lex         *lexQuery // readable docs against the unit index, once
 }
 
 // canonicalID is the id a TYPE:NAME reference names: resolved through the
@@ -201,8 +205,16 @@ func (v *view) entity(id string) (visibleEntity, error) {
 func (v *view) entities(ids []string) error {
 	var missing []string
 	asked := make(map[string]bool, len(ids))
+	kept := v.keptAdmissions()
 	for _, id := range ids {
-		if _, hit := v.entityCache[id]; !hit && !asked[id] {
+		if _, hit := v.entityCache[id]; hit {
+			continue
+		}
+		if ve, ok := kept.get(id); ok {
+			v.entityCache[id] = ve
+			continue
+		}
+		if !asked[id] {
 			// Each id once: an aggregate names a hub at every edge, and
 			// the store decodes an entity for every time it is asked.
 			asked[id] = true
@@ -244,6 +256,7 @@ func (v *view) entities(ids []string) error {
 		se := got[id]
 		if !se.found {
 			v.entityCache[id] = visibleEntity{}
+			kept.put(id, visibleEntity{})
 			continue
 		}
 		ve, err := v.admit(se.e)
@@ -251,6 +264,7 @@ func (v *view) entities(ids []string) error {
 			return err
 		}
 		v.entityCache[id] = ve
+		kept.put(id, ve)
 	}
 	return nil
 }
@@ -274,12 +288,16 @@ func (v *view) admitAll(es []store.Entity) ([]visibleEntity, error) {
 		return nil, err
 	}
 	out := make([]visibleEntity, 0, len(es))
+	kept := v.keptAdmissions()
 	for _, e := range es {
 		ve, hit := v.entityCache[e.ID]
 		if !hit {
-			var err error
-			if ve, err = v.admit(e); err != nil {
-				return nil, err
+			if ve, hit = kept.get(e.ID); !hit {
+				var err error
+				if ve, err = v.admit(e); err != nil {
+					return nil, err
+				}
+				kept.put(e.ID, ve)
 			}
 			v.entityCache[e.ID] = ve
 		}
