@@ -244,6 +244,8 @@ type Admitter struct {
 	snap func(id string) (SourceState, bool)
 	// prepare runs before the first answer (BeforeFirstUse).
 	prepare func() error
+	// direct keeps Direct's answers by id.
+	direct map[string]bool
 }
 
 // BeforeFirstUse makes fn run once before the admitter first answers or
@@ -332,11 +334,21 @@ func (a *Admitter) state(id string) (SourceState, bool, error) {
 // Direct reports whether a direct contribution of document id (any version)
 // may be shown: the document is readable now. It fails closed on error.
 func (a *Admitter) Direct(id string) (bool, error) {
+	if r, ok := a.direct[id]; ok {
+		return r, nil
+	}
 	s, ok, err := a.state(id)
-	if err != nil || !ok {
+	if err != nil {
 		return false, err
 	}
-	return Readable(a.caller, s), nil
+	r := ok && Readable(a.caller, s)
+	// An id's state does not change within the admitter (looked up once,
+	// or from an immutable snapshot): its answer is kept.
+	if a.direct == nil {
+		a.direct = map[string]bool{}
+	}
+	a.direct[id] = r
+	return r, nil
 }
 
 // Derived reports whether an artifact built from refs may be shown: every
