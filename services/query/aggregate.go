@@ -150,12 +150,14 @@ func (v *view) aggregateKey(typ string, hop Hop) (aggKey, bool, error) {
 	if !v.regGenOK {
 		return aggKey{}, false, nil
 	}
-	c := v.adm.Caller()
-	groups := slices.Clone(c.Groups)
-	slices.Sort(groups)
-	groups = slices.Compact(groups)
-	who := c.Tenant + "\x00" + c.Principal + "\x00" + strings.Join(groups, "\x00")
-	return aggKey{typ: typ, rel: hop.Relation, dir: hop.Dir, gen: v.regGen, caller: who}, true, nil
+	if v.who == "" { // the caller's identity as admission sees it, once per request
+		c := v.adm.Caller()
+		groups := slices.Clone(c.Groups)
+		slices.Sort(groups)
+		groups = slices.Compact(groups)
+		v.who = c.Tenant + "\x00" + c.Principal + "\x00" + strings.Join(groups, "\x00")
+	}
+	return aggKey{typ: typ, rel: hop.Relation, dir: hop.Dir, gen: v.regGen, caller: v.who}, true, nil
 }
 
 // countGroups is aggregateGroups without the kept results.

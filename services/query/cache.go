@@ -196,15 +196,7 @@ func (v *view) admittedByCommunity(d *derivedSet) (map[string]bool, error) {
 	}
 	if keep {
 		d.mu.Lock()
-		if d.admitted == nil || len(d.admitted) >= maxKeptAggregates {
-			d.admitted = map[aggKey]map[string]bool{}
-		}
-		for k := range d.admitted {
-			if k.gen < key.gen {
-				delete(d.admitted, k)
-			}
-		}
-		d.admitted[key] = m
+		d.admitted = keepKeyed(d.admitted, key, m)
 		d.mu.Unlock()
 	}
 	return m, nil
@@ -259,6 +251,22 @@ type aggKey struct {
 // registry generations beyond it start the set over.
 const maxKeptAggregates = 256
 
+// keepKeyed sets m[k] = v in a map of kept values (made when nil, started
+// over when full), dropping the values of older registry generations,
+// which no request asks for again; the caller holds the lock guarding m.
+func keepKeyed[V any](m map[aggKey]V, k aggKey, v V) map[aggKey]V {
+	if m == nil || len(m) >= maxKeptAggregates {
+		m = map[aggKey]V{}
+	}
+	for old := range m {
+		if old.gen < k.gen {
+			delete(m, old)
+		}
+	}
+	m[k] = v
+	return m
+}
+
 func (g *graphSet) aggregate(k aggKey) (*keptAggregate, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -302,16 +310,8 @@ func (g *graphSet) admissionsFor(k aggKey) *admissions {
 	if a, ok := g.admissions[k]; ok {
 		return a
 	}
-	if g.admissions == nil || len(g.admissions) >= maxKeptAggregates {
-		g.admissions = map[aggKey]*admissions{}
-	}
-	for ok := range g.admissions {
-		if ok.gen < k.gen {
-			delete(g.admissions, ok)
-		}
-	}
 	a := &admissions{m: map[string]visibleEntity{}}
-	g.admissions[k] = a
+	g.admissions = keepKeyed(g.admissions, k, a)
 	return a
 }
 
@@ -349,15 +349,7 @@ func (g *graphSet) count(k aggKey) (int, bool) {
 func (g *graphSet) keepCount(k aggKey, n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.counts == nil || len(g.counts) >= maxKeptAggregates {
-		g.counts = map[aggKey]int{}
-	}
-	for ok := range g.counts {
-		if ok.gen < k.gen {
-			delete(g.counts, ok)
-		}
-	}
-	g.counts[k] = n
+	g.counts = keepKeyed(g.counts, k, n)
 }
 
 // keepAggregate keeps groups under k, or returns what another request
@@ -368,16 +360,8 @@ func (g *graphSet) keepAggregate(k aggKey, groups []groupJSON) *keptAggregate {
 	if ka, ok := g.aggs[k]; ok {
 		return ka
 	}
-	if g.aggs == nil || len(g.aggs) >= maxKeptAggregates {
-		g.aggs = map[aggKey]*keptAggregate{}
-	}
-	for ok := range g.aggs {
-		if ok.gen < k.gen { // an older registry generation is never asked for again
-			delete(g.aggs, ok)
-		}
-	}
 	ka := &keptAggregate{groups: groups}
-	g.aggs[k] = ka
+	g.aggs = keepKeyed(g.aggs, k, ka)
 	return ka
 }
 

@@ -74,7 +74,9 @@ type view struct {
 	// registry generation (keptAdmissions), once looked up.
 	kept        *admissions
 	keptChecked bool
-	lex         *lexQuery // readable docs against the unit index, once
+	// who is the caller's part of the kept values' keys (aggregateKey).
+	who string
+	lex *lexQuery // readable docs against the unit index, once
 }
 
 // canonicalID is the id a TYPE:NAME reference names: resolved through the
