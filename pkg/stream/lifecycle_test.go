@@ -43,6 +43,11 @@ func logBus(t *testing.T, cfg stream.Config) (*stream.Bus, *stream.Metrics, *syn
 	m := stream.NewMetrics(prometheus.NewRegistry())
 	bus := streamtest.NewBus(t, streamtest.Options{Config: cfg, Metrics: m,
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the bus's log:\n%s", logs.String())
+		}
+	})
 	return bus, m, logs
 }
 
@@ -110,7 +115,7 @@ func TestRunStopsAllKindsWhenOneConsumerIsGone(t *testing.T) {
 
 // TestRunBatchStopsWhenConsumerIsGone: the batch runner fails the same way.
 func TestRunBatchStopsWhenConsumerIsGone(t *testing.T) {
-	bus, _, _ := logBus(t, stream.Config{})
+	bus, _, logs := logBus(t, stream.Config{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	cc := stream.ConsumerConfig{Stage: "bgrp", Kinds: []events.Kind{events.KindDocChanged, events.KindDocDeleted}}
@@ -118,9 +123,10 @@ func TestRunBatchStopsWhenConsumerIsGone(t *testing.T) {
 	go func() {
 		done <- bus.RunBatch(ctx, cc, func(_ context.Context, ms []*stream.Message) []error { return make([]error, len(ms)) })
 	}()
-	waitFor(t, "the consumers created", func() bool {
-		_, err := bus.JetStream().Consumer(t.Context(), bus.StreamName(), "bgrp-doc_changed")
-		return err == nil
+	// Started: both consumers are created, so no retry of a creation
+	// whose answer was lost can bring the deleted one back.
+	waitFor(t, "the stage started", func() bool {
+		return strings.Contains(logs.String(), `msg="stage started" stage=bgrp`)
 	})
 	if err := bus.JetStream().DeleteConsumer(t.Context(), bus.StreamName(), "bgrp-doc_changed"); err != nil {
 		t.Fatal(err)

@@ -562,6 +562,11 @@ func (b *Bus) run(ctx context.Context, cc ConsumerConfig, consume func(context.C
 		g.Go(func() error { return consume(gctx, s, c) })
 	}
 	err := g.Wait()
+	// The fetches' unsubscriptions reach the server before Run returns
+	// (see nakBuffered).
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushWait)
+	_ = b.nc.FlushWithContext(fctx)
+	cancel()
 	if err != nil {
 		b.log.Error("stage stopped", "stage", cc.Stage, "reason", "failed", "error", err)
 	} else {
@@ -618,6 +623,9 @@ var ErrConsumerGone = errors.New("consumer no longer exists")
 // maxGone is how many consecutive fetches must find a consumer gone
 // before its stage fails: one answer could be a passing glitch.
 const maxGone = 3
+
+// flushWait bounds the flush at the end of a run.
+const flushWait = 2 * time.Second
 
 // fetchPause is the wait after a failed fetch, so a persistent failure is
 // not a hot loop.
@@ -738,18 +746,16 @@ func (b *Bus) consume(ctx context.Context, s *stage, cons jetstream.Consumer, h 
 }
 
 // nakBuffered naks what a stopped consumer still holds, so it is
-// redelivered at once rather than after AckWait.
+// redelivered at once rather than after AckWait. It returns once the
+// fetch has closed ch: ch's pull request ends with the run's context,
+// which is done when nakBuffered is called, and the fetch's buffer never
+// blocks it, so the close comes at once. The fetch drops its inbox right
+// after closing ch; run then flushes the connection, so the server has
+// dropped the request (it delivers only to an inbox with interest) before
+// Run returns and no later message goes to an inbox nobody reads.
 func nakBuffered(ch <-chan jetstream.Msg) {
-	for {
-		select {
-		case msg, ok := <-ch:
-			if !ok {
-				return
-			}
-			_ = msg.Nak()
-		default:
-			return
-		}
+	for msg := range ch {
+		_ = msg.Nak()
 	}
 }
 
