@@ -221,6 +221,49 @@ type graphSet struct {
 	// counts are counts of visible entities per type (visibleCount), kept
 	// likewise (the key's relation is empty).
 	counts map[aggKey]int
+	// readable are the caller's readable documents (readableDocs)
+	// resolved against the unit index, per caller and registry
+	// generation (the key's type and relation are empty). Which
+	// documents are readable and applied at their latest version depends
+	// only on the registry (the generation) and on what was applied (a
+	// graph change drops the set).
+	readable map[aggKey]*lexQuery
+}
+
+func (g *graphSet) lexQuery(k aggKey) *lexQuery {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.readable[k]
+}
+
+// keepLexQuery keeps q under k, or returns what another request kept
+// there first.
+func (g *graphSet) keepLexQuery(k aggKey, q *lexQuery) *lexQuery {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if kept, ok := g.readable[k]; ok {
+		return kept
+	}
+	g.readable = keepKeyed(g.readable, k, q)
+	return q
+}
+
+// keptDocsKey returns the tenant's graph set and the key of this
+// request's readable documents in it; keep is false when nothing can be
+// kept (as keptAdmissions).
+func (v *view) keptDocsKey() (g *graphSet, key aggKey, keep bool) {
+	if !v.s.cache.graph.isLive() {
+		return nil, aggKey{}, false
+	}
+	g, err := v.graphSet()
+	if err != nil {
+		return nil, aggKey{}, false
+	}
+	key, keep, err = v.aggregateKey("", Hop{})
+	if err != nil || !keep {
+		return nil, aggKey{}, false
+	}
+	return g, key, true
 }
 
 // keptAggregate is one kept aggregate: its groups and, once a request

@@ -124,6 +124,16 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	if v.docsLoaded {
 		return v.docs, nil
 	}
+	// The kept set is looked up before the store is read: a graph change
+	// (an apply) after this point drops g, so what is read below is never
+	// kept in a set made after the change.
+	g, key, keep := v.keptDocsKey()
+	if keep {
+		if q := g.lexQuery(key); q != nil {
+			v.lex, v.docs, v.docsLoaded = q, q.docs, true
+			return q.docs, nil
+		}
+	}
 	if err := v.listRegistry(); err != nil {
 		return nil, err
 	}
@@ -168,6 +178,10 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 		}
 		out = append(out, readableDoc{id: st.DocID, title: title, doc: d})
 	}
+	if keep {
+		v.lex = g.keepLexQuery(key, newLexQuery(t, out))
+		out = v.lex.docs
+	}
 	v.docs, v.docsLoaded = out, true
 	return out, nil
 }
@@ -185,17 +199,11 @@ func (v *view) unitText(c citation) (string, bool, error) {
 // unitAt returns the cached text unit c cites (its text and words) when
 // its document is readable and applied at the cited version, else nil.
 func (v *view) unitAt(c citation) (*lexUnit, error) {
-	docs, err := v.readableDocs()
+	byID, err := v.docVersions()
 	if err != nil {
 		return nil, err
 	}
-	if v.docIndex == nil {
-		v.docIndex = make(map[string]*lexDoc, len(docs))
-		for _, d := range docs {
-			v.docIndex[d.id] = d.doc
-		}
-	}
-	d := v.docIndex[c.DocID]
+	d := byID[c.DocID]
 	if d == nil || d.version != c.Version {
 		return nil, nil
 	}

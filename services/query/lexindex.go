@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // unitCache holds the tokenized text units of applied document versions,
@@ -170,58 +171,80 @@ func (t *lexTenant) compact() {
 	}
 }
 
-// lexQuery is one request's readable documents resolved against its
-// tenant's index: slot maps a live version's seq to its position in docs
-// (plus one), base numbers the units of docs densely, and extra lists the
-// documents the index does not hold at their request's version (replaced
-// since, or never cached), which are scanned as a whole.
+// lexQuery is a caller's readable documents resolved against its
+// tenant's index: base numbers the units of docs densely, and the
+// numbering (per index epoch) maps a live version's seq to its position
+// in docs and lists the documents the index does not hold at their
+// request's version (replaced since, or never cached), which are scanned
+// as a whole. A lexQuery is read-only once made, apart from its numbering
+// (an immutable value swapped when the index's epoch moves) and the maps
+// built once on first use, so requests of one caller at one registry
+// generation share it (keptLexQuery).
 type lexQuery struct {
-	t     *lexTenant
-	docs  []readableDoc
+	t    *lexTenant
+	docs []readableDoc
+	base []int // base[i] is the dense number of docs[i].doc.units[0]; base[len(docs)] the total
+	num  atomic.Pointer[lexNumbering]
+	// titles are the documents' titles by id (docTitles), byID their
+	// cached versions (unitAt), each built once.
+	titlesOnce sync.Once
+	titles     map[string]string
+	byIDOnce   sync.Once
+	byID       map[string]*lexDoc
+}
+
+// lexNumbering is a lexQuery's numbering against one epoch of its index.
+type lexNumbering struct {
+	epoch uint64
 	slot  []int32
-	base  []int // base[i] is the dense number of docs[i].doc.units[0]; base[len(docs)] the total
 	extra []int
 	whole []bool // whole[i]: i is in extra
-	epoch uint64
-	// titles are the documents' titles by id (docTitles).
-	titles map[string]string
 }
 
-// resolve (re)builds q's numbering; t.mu is held.
-func (q *lexQuery) resolve() {
-	t := q.t
-	q.slot = make([]int32, len(t.bySeq))
-	q.base = make([]int, len(q.docs)+1)
-	q.extra = q.extra[:0]
-	q.whole = make([]bool, len(q.docs))
-	q.epoch = t.epoch
+func newLexQuery(t *lexTenant, docs []readableDoc) *lexQuery {
+	q := &lexQuery{t: t, docs: docs, base: make([]int, len(docs)+1)}
 	n := 0
-	for i, d := range q.docs {
+	for i, d := range docs {
 		q.base[i] = n
 		n += len(d.doc.units)
-		if s := d.doc.seq; s != 0 && int(s) < len(t.bySeq) && t.bySeq[s] == d.doc {
-			q.slot[s] = int32(i + 1)
-		} else {
-			q.extra = append(q.extra, i)
-			q.whole[i] = true
-		}
 	}
-	q.base[len(q.docs)] = n
+	q.base[len(docs)] = n
+	return q
 }
 
-// lock read-locks the index and makes q's numbering current.
-func (q *lexQuery) lock() {
-	q.t.mu.RLock()
-	if q.slot == nil || q.epoch != q.t.epoch {
-		q.resolve()
+// resolve builds q's numbering for the index's epoch; t.mu is held.
+func (q *lexQuery) resolve() *lexNumbering {
+	t := q.t
+	n := &lexNumbering{epoch: t.epoch, slot: make([]int32, len(t.bySeq)), whole: make([]bool, len(q.docs))}
+	for i, d := range q.docs {
+		if s := d.doc.seq; s != 0 && int(s) < len(t.bySeq) && t.bySeq[s] == d.doc {
+			n.slot[s] = int32(i + 1)
+		} else {
+			n.extra = append(n.extra, i)
+			n.whole[i] = true
+		}
 	}
+	return n
+}
+
+// lock read-locks the index and returns q's numbering for its epoch
+// (made when the epoch moved; two requests making it at once make the
+// same value).
+func (q *lexQuery) lock() *lexNumbering {
+	q.t.mu.RLock()
+	if n := q.num.Load(); n != nil && n.epoch == q.t.epoch {
+		return n
+	}
+	n := q.resolve()
+	q.num.Store(n)
+	return n
 }
 
 // docOf is the position in docs of the version numbered seq, or -1 when
 // the request cannot read it.
-func (q *lexQuery) docOf(seq uint32) int {
-	if int(seq) < len(q.slot) {
-		return int(q.slot[seq]) - 1
+func (n *lexNumbering) docOf(seq uint32) int {
+	if int(seq) < len(n.slot) {
+		return int(n.slot[seq]) - 1
 	}
 	return -1
 }
@@ -231,22 +254,22 @@ func (q *lexQuery) docOf(seq uint32) int {
 // postings of the question's words that the request can read.
 func (q *lexQuery) ranking(question string) unitRanking {
 	r := unitRanking{words: contentWords(question), unitIDF: map[string]float64{}, titleIDF: map[string]float64{}}
-	q.lock()
+	num := q.lock()
 	defer q.t.mu.RUnlock()
 	units := q.base[len(q.docs)]
 	for _, w := range r.words {
 		udf, tdf := 0, 0
 		for _, p := range q.t.units[w] {
-			if q.docOf(p.seq) >= 0 {
+			if num.docOf(p.seq) >= 0 {
 				udf++
 			}
 		}
 		for _, s := range q.t.titles[w] {
-			if q.docOf(s) >= 0 {
+			if num.docOf(s) >= 0 {
 				tdf++
 			}
 		}
-		for _, i := range q.extra {
+		for _, i := range num.extra {
 			d := q.docs[i].doc
 			if d.titleWords[w] {
 				tdf++
@@ -297,8 +320,8 @@ type scored struct {
 // document's best maxUnitsPerDoc before taking the best limit keeps
 // what sorting all and skipping a document's extra units keeps.
 func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []rankedUnit {
-	q.lock()
-	set, got, titleShares := q.candidates(r, priors)
+	num := q.lock()
+	set, got, titleShares := q.candidates(num, r, priors)
 	q.t.mu.RUnlock()
 	var best []scored
 	perDoc := make([]scored, 0, maxUnitsPerDoc+1)
@@ -317,7 +340,7 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 					i++
 				}
 			}
-			c, ok := q.score(r, priors, i, n-q.base[i], got, titleShares)
+			c, ok := q.score(num, r, priors, i, n-q.base[i], got, titleShares)
 			if ok {
 				perDoc = keepBest(perDoc, c, q.less)
 			}
@@ -335,11 +358,11 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 
 // score scores unit j of docs[i] as the full scan does; ok is false when
 // it is not relevant.
-func (q *lexQuery) score(r unitRanking, priors map[string]float64, i, j int, got []float64, titleShares map[int]float64) (scored, bool) {
+func (q *lexQuery) score(num *lexNumbering, r unitRanking, priors map[string]float64, i, j int, got []float64, titleShares map[int]float64) (scored, bool) {
 	u := &q.docs[i].doc.units[j]
 	var s float64
 	switch {
-	case q.whole[i]:
+	case num.whole[i]:
 		s = r.share(func(w string) bool { return u.words[w] })
 	case r.unitSum != 0:
 		s = got[q.base[i]+j] / r.unitSum
@@ -385,7 +408,7 @@ func keepBest(best []scored, c scored, less func(a, b scored) bool) []scored {
 // IDF sum of the question words each indexed unit holds, added in the
 // question's word order as unitRanking.share adds them; and the title
 // share of the documents that have one. t.mu is held.
-func (q *lexQuery) candidates(r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares map[int]float64) {
+func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares map[int]float64) {
 	n := q.base[len(q.docs)]
 	set = make(unitSet, (n+63)/64)
 	got = make([]float64, n)
@@ -395,7 +418,7 @@ func (q *lexQuery) candidates(r unitRanking, priors map[string]float64) (set uni
 			continue
 		}
 		for _, p := range q.t.units[w] {
-			if i := q.docOf(p.seq); i >= 0 {
+			if i := num.docOf(p.seq); i >= 0 {
 				k := q.base[i] + int(p.unit)
 				set.add(k)
 				got[k] += idf
@@ -405,7 +428,7 @@ func (q *lexQuery) candidates(r unitRanking, priors map[string]float64) (set uni
 	titleShares = map[int]float64{}
 	for w := range r.titleIDF {
 		for _, s := range q.t.titles[w] {
-			if i := q.docOf(s); i >= 0 {
+			if i := num.docOf(s); i >= 0 {
 				if _, done := titleShares[i]; !done {
 					titleShares[i] = r.titleShare(q.docs[i].doc)
 					set.addRange(q.base[i], q.base[i+1])
@@ -413,14 +436,14 @@ func (q *lexQuery) candidates(r unitRanking, priors map[string]float64) (set uni
 			}
 		}
 	}
-	for _, i := range q.extra {
+	for _, i := range num.extra {
 		if ts := r.titleShare(q.docs[i].doc); ts != 0 {
 			titleShares[i] = ts
 		}
 		set.addRange(q.base[i], q.base[i+1])
 	}
 	for key := range priors {
-		q.addPrior(set, key)
+		q.addPrior(num, set, key)
 	}
 	return set, got, titleShares
 }
@@ -428,11 +451,11 @@ func (q *lexQuery) candidates(r unitRanking, priors map[string]float64) (set uni
 // addPrior adds the units a prior key ("doc#unit") names. A doc id may
 // itself hold '#', so every split is tried; a document the request
 // cannot read through the index is extra and already in the set.
-func (q *lexQuery) addPrior(set unitSet, key string) {
+func (q *lexQuery) addPrior(num *lexNumbering, set unitSet, key string) {
 	for at := strings.IndexByte(key, '#'); at >= 0; {
 		doc, unit := key[:at], key[at+1:]
 		if d := q.t.docs[doc]; d != nil {
-			if i := q.docOf(d.seq); i >= 0 && q.docs[i].doc == d {
+			if i := num.docOf(d.seq); i >= 0 && q.docs[i].doc == d {
 				for j, u := range d.units {
 					if u.unit == unit {
 						set.add(q.base[i] + j)
@@ -449,7 +472,8 @@ func (q *lexQuery) addPrior(set unitSet, key string) {
 }
 
 // lexQuery returns the request's readable documents resolved against the
-// tenant's index, built once per request.
+// tenant's index: the one kept for the caller at this registry generation
+// when there is one (readableDocs), else made once per request.
 func (v *view) lexQuery() (*lexQuery, error) {
 	if v.lex != nil {
 		return v.lex, nil
@@ -458,7 +482,9 @@ func (v *view) lexQuery() (*lexQuery, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.lex = &lexQuery{t: v.s.units.tenant(v.tenant), docs: docs}
+	if v.lex == nil {
+		v.lex = newLexQuery(v.s.units.tenant(v.tenant), docs)
+	}
 	return v.lex, nil
 }
 
@@ -482,19 +508,35 @@ func (v *view) rankUnits(r unitRanking, priors map[string]float64, limit int) ([
 }
 
 // docTitles returns the titles of the caller's readable documents by id,
-// built once per request (callers only read it).
+// built once (callers only read it).
 func (v *view) docTitles() (map[string]string, error) {
 	q, err := v.lexQuery()
 	if err != nil {
 		return nil, err
 	}
-	if q.titles == nil {
+	q.titlesOnce.Do(func() {
 		q.titles = make(map[string]string, len(q.docs))
 		for _, d := range q.docs {
 			q.titles[d.id] = d.title
 		}
-	}
+	})
 	return q.titles, nil
+}
+
+// docVersions returns the cached versions of the caller's readable
+// documents by id, built once (callers only read it).
+func (v *view) docVersions() (map[string]*lexDoc, error) {
+	q, err := v.lexQuery()
+	if err != nil {
+		return nil, err
+	}
+	q.byIDOnce.Do(func() {
+		q.byID = make(map[string]*lexDoc, len(q.docs))
+		for _, d := range q.docs {
+			q.byID[d.id] = d.doc
+		}
+	})
+	return q.byID, nil
 }
 
 // topScored returns the first limit of cs in cmp's order, sorted: the

@@ -69,7 +69,6 @@ type view struct {
 	regChecked bool
 	regGen     uint64
 	regGenOK   bool
-	docIndex   map[string]*lexDoc // readable docs by id
 	// kept is the tenant's kept entity admissions for this caller at this
 	// registry generation (keptAdmissions), once looked up.
 	kept        *admissions
