@@ -246,6 +246,9 @@ type Admitter struct {
 	prepare func() error
 	// direct keeps Direct's answers by id.
 	direct map[string]bool
+	// readable, once set with the snapshot, is Direct's answer for every id
+	// the snapshot answers (UseSnapshotReadable).
+	readable func(id string) bool
 }
 
 // BeforeFirstUse makes fn run once before the admitter first answers or
@@ -271,7 +274,16 @@ func (a *Admitter) ready() error {
 // an id it does not hold is unknown. States already looked up keep
 // answering as before, so no document changes its answer within a request.
 func (a *Admitter) UseSnapshot(state func(id string) (SourceState, bool)) {
-	a.snap = state
+	a.snap, a.readable = state, nil
+}
+
+// UseSnapshotReadable is UseSnapshot with Direct's answers for the caller
+// computed ahead from the same snapshot: readable(id) must equal
+// "state(id) is known and Readable(caller, it)" for every id (a view kept
+// for many requests computes it once per caller). Direct then answers an
+// id not already looked up with one call, keeping nothing.
+func (a *Admitter) UseSnapshotReadable(state func(id string) (SourceState, bool), readable func(id string) bool) {
+	a.snap, a.readable = state, readable
 }
 
 // NewAdmitter returns an Admitter for caller c.
@@ -336,6 +348,12 @@ func (a *Admitter) state(id string) (SourceState, bool, error) {
 func (a *Admitter) Direct(id string) (bool, error) {
 	if r, ok := a.direct[id]; ok {
 		return r, nil
+	}
+	if err := a.ready(); err != nil {
+		return false, err
+	}
+	if a.readable != nil && !a.known[id] {
+		return a.readable(id), nil // from the snapshot, as state would answer
 	}
 	s, ok, err := a.state(id)
 	if err != nil {

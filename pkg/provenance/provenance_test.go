@@ -211,3 +211,44 @@ func TestAdmitterBeforeFirstUse(t *testing.T) {
 	require.Equal(t, 2, runs)
 	require.Zero(t, lookups)
 }
+
+// TestAdmitterSnapshotReadable checks UseSnapshotReadable: Direct answers
+// every id not looked up before from the readable function it was given
+// (ids looked up before keep their answer), Derived still from the
+// snapshot's states, and nothing is looked up after it.
+func TestAdmitterSnapshotReadable(t *testing.T) {
+	lookups := 0
+	ad := provenance.NewAdmitter(provenance.Caller{Tenant: "acme", Principal: "sam", Groups: []string{"sre"}}, func(ids []string) (map[string]provenance.SourceState, error) {
+		lookups++
+		return map[string]provenance.SourceState{"a": {Tenant: "acme", DocID: "a", Version: 1, ACL: provenance.PublicACL()}}, nil
+	})
+	ok, err := ad.Direct("a")
+	require.NoError(t, err)
+	require.True(t, ok)
+	snap := map[string]provenance.SourceState{
+		"a": {Tenant: "acme", DocID: "a", Version: 2, Deleted: true},
+		"b": {Tenant: "acme", DocID: "b", Version: 4, ACL: provenance.ACL{Groups: []string{"sre"}}},
+		"c": {Tenant: "acme", DocID: "c", Version: 1, ACL: provenance.ACL{Groups: []string{"payments"}}},
+	}
+	asked := map[string]int{}
+	// The readable function answers "b" only, as Readable does for sam; a
+	// wrong answer for "c" shows that Direct takes the function's word.
+	readable := func(id string) bool { asked[id]++; return id == "b" || id == "c" }
+	ad.UseSnapshotReadable(func(id string) (provenance.SourceState, bool) { s, ok := snap[id]; return s, ok }, readable)
+	for id, want := range map[string]bool{"a": true, "b": true, "c": true, "z": false} {
+		got, err := ad.Direct(id)
+		require.NoError(t, err)
+		require.Equal(t, want, got, id)
+	}
+	require.Equal(t, map[string]int{"b": 1, "c": 1, "z": 1}, asked, "ids looked up before keep their answer")
+	got, err := ad.Derived([]provenance.SourceRef{{DocID: "c", Version: 1}})
+	require.NoError(t, err)
+	require.False(t, got, "Derived admits from the snapshot's states")
+	require.Equal(t, 1, lookups)
+
+	ad.UseSnapshot(func(id string) (provenance.SourceState, bool) { s, ok := snap[id]; return s, ok })
+	got, err = ad.Direct("y")
+	require.NoError(t, err)
+	require.False(t, got)
+	require.Zero(t, asked["y"], "UseSnapshot drops the readable function")
+}

@@ -150,14 +150,20 @@ func (v *view) aggregateKey(typ string, hop Hop) (aggKey, bool, error) {
 	if !v.regGenOK {
 		return aggKey{}, false, nil
 	}
-	if v.who == "" { // the caller's identity as admission sees it, once per request
+	return aggKey{typ: typ, rel: hop.Relation, dir: hop.Dir, gen: v.regGen, caller: v.callerKey()}, true, nil
+}
+
+// callerKey is the caller's identity as admission sees it (tenant,
+// principal, groups: what Readable reads), computed once per request.
+func (v *view) callerKey() string {
+	if v.who == "" {
 		c := v.adm.Caller()
 		groups := slices.Clone(c.Groups)
 		slices.Sort(groups)
 		groups = slices.Compact(groups)
 		v.who = c.Tenant + "\x00" + c.Principal + "\x00" + strings.Join(groups, "\x00")
 	}
-	return aggKey{typ: typ, rel: hop.Relation, dir: hop.Dir, gen: v.regGen, caller: v.who}, true, nil
+	return v.who
 }
 
 // countGroups is aggregateGroups without the kept results.

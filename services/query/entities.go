@@ -168,43 +168,43 @@ func (s *Service) neighborEdges(v *view, id string, dir store.Direction, max int
 		e     edgeJSON
 		other string
 	}
-	var cands []cand
-	var others []string
-	for _, e := range es {
-		c, err := v.citations(e)
-		if err != nil {
-			return nil, false, err
-		}
-		if len(c) == 0 {
-			continue
-		}
-		other := e.Target
-		if dir == store.In {
-			other = e.Source
-		}
-		cands = append(cands, cand{edgeJSON{Source: e.Source, Relation: e.Relation, Target: e.Target, Citations: c}, other})
-		others = append(others, other)
-	}
-	// The neighbours are loaded a chunk at a time, only as many as the
-	// first max+1 visible ones need: a hub's thousands of neighbours are
-	// not read to show a few.
+	// The edges are taken a chunk at a time (their citations admitted, their
+	// neighbours loaded), only as many as the first max+1 visible ones
+	// need: a hub's thousands of edges are not admitted to show a few.
 	out := []neighborEdge{}
-	loaded := 0
-	for i, c := range cands {
-		if i == loaded {
-			loaded = min(len(others), i+2*(max+1-len(out)))
-			if err := v.entities(others[i:loaded]); err != nil {
+	var chunk []cand
+	var others []string
+	for i := 0; i < len(es); {
+		chunk, others = chunk[:0], others[:0]
+		for want := 2 * (max + 1 - len(out)); i < len(es) && len(chunk) < want; i++ {
+			e := es[i]
+			c, err := v.citations(e)
+			if err != nil {
 				return nil, false, err
 			}
+			if len(c) == 0 {
+				continue
+			}
+			other := e.Target
+			if dir == store.In {
+				other = e.Source
+			}
+			chunk = append(chunk, cand{edgeJSON{Source: e.Source, Relation: e.Relation, Target: e.Target, Citations: c}, other})
+			others = append(others, other)
 		}
-		n := v.entityCache[c.other]
-		if !n.ok {
-			continue
+		if err := v.entities(others); err != nil {
+			return nil, false, err
 		}
-		if len(out) >= max {
-			return out, true, nil
+		for _, c := range chunk {
+			n := v.entityCache[c.other]
+			if !n.ok {
+				continue
+			}
+			if len(out) >= max {
+				return out, true, nil
+			}
+			out = append(out, neighborEdge{edgeJSON: c.e, Neighbor: n.out})
 		}
-		out = append(out, neighborEdge{edgeJSON: c.e, Neighbor: n.out})
 	}
 	return out, false, nil
 }

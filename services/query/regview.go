@@ -21,6 +21,51 @@ type regView struct {
 	gen    uint64
 	states []provenance.SourceState // sorted by doc id, deleted ones included
 	byID   map[string]int           // index into states
+
+	mu sync.Mutex
+	// readable holds, per caller key (view.callerKey), which states the
+	// caller reads (bit i for states[i]), computed once from the
+	// immutable states; at most maxReadableCallers.
+	readable map[string][]uint64
+}
+
+// maxReadableCallers bounds the callers whose readable sets a view keeps;
+// the callers after them are admitted one lookup at a time, as before.
+const maxReadableCallers = 256
+
+// readableFor returns Direct's answers for caller (whose key is key)
+// against this view: one bit per state, computed the first time the
+// caller asks at this generation. ok is false when the view keeps no more
+// callers.
+func (rv *regView) readableFor(key string, c provenance.Caller) (func(id string) bool, bool) {
+	rv.mu.Lock()
+	bits, ok := rv.readable[key]
+	rv.mu.Unlock()
+	if !ok {
+		bits = make([]uint64, (len(rv.states)+63)/64)
+		for i, st := range rv.states {
+			if provenance.Readable(c, st) {
+				bits[i/64] |= 1 << (i % 64)
+			}
+		}
+		rv.mu.Lock()
+		if kept, ok := rv.readable[key]; ok {
+			bits = kept
+		} else if len(rv.readable) < maxReadableCallers {
+			if rv.readable == nil {
+				rv.readable = map[string][]uint64{}
+			}
+			rv.readable[key] = bits
+		} else {
+			rv.mu.Unlock()
+			return nil, false
+		}
+		rv.mu.Unlock()
+	}
+	return func(id string) bool {
+		i, ok := rv.byID[id]
+		return ok && bits[i/64]&(1<<(i%64)) != 0
+	}, true
 }
 
 func newRegView(gen uint64, states []provenance.SourceState) *regView {
@@ -87,6 +132,10 @@ func (v *view) checkRegistry() error {
 // answers from it from now on.
 func (v *view) useRegView(rv *regView) {
 	v.reg = rv
+	if readable, ok := rv.readableFor(v.callerKey(), v.adm.Caller()); ok {
+		v.adm.UseSnapshotReadable(rv.state, readable)
+		return
+	}
 	v.adm.UseSnapshot(rv.state)
 }
 
