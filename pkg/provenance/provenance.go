@@ -294,6 +294,16 @@ func NewAdmitter(c Caller, lookup Lookup) *Admitter {
 // Caller returns the identity the admitter checks for.
 func (a *Admitter) Caller() Caller { return a.caller }
 
+// Complete reports whether the admitter answers every id without a lookup
+// (a snapshot is in use), after the BeforeFirstUse hook ran: a caller can
+// then skip gathering ids for Prefetch. Its error is the hook's.
+func (a *Admitter) Complete() (bool, error) {
+	if err := a.ready(); err != nil {
+		return false, err
+	}
+	return a.snap != nil, nil
+}
+
 // Prefetch loads the state of ids in one registry call.
 func (a *Admitter) Prefetch(ids []string) error {
 	if err := a.ready(); err != nil {

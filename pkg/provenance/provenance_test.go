@@ -252,3 +252,22 @@ func TestAdmitterSnapshotReadable(t *testing.T) {
 	require.False(t, got)
 	require.Zero(t, asked["y"], "UseSnapshot drops the readable function")
 }
+
+// TestAdmitterComplete: Complete runs the hook and says whether a snapshot
+// answers every id; without one, Prefetch is still needed.
+func TestAdmitterComplete(t *testing.T) {
+	ad := provenance.NewAdmitter(provenance.Caller{Tenant: "acme"}, func([]string) (map[string]provenance.SourceState, error) { return nil, nil })
+	done, err := ad.Complete()
+	require.NoError(t, err)
+	require.False(t, done)
+	ad.BeforeFirstUse(func() error { return errors.New("registry down") })
+	_, err = ad.Complete()
+	require.Error(t, err, "the hook's error")
+	ad.BeforeFirstUse(func() error {
+		ad.UseSnapshot(func(string) (provenance.SourceState, bool) { return provenance.SourceState{}, false })
+		return nil
+	})
+	done, err = ad.Complete()
+	require.NoError(t, err)
+	require.True(t, done)
+}

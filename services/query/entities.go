@@ -171,9 +171,9 @@ func (s *Service) neighborEdges(v *view, id string, dir store.Direction, max int
 	// The edges are taken a chunk at a time (their citations admitted, their
 	// neighbours loaded), only as many as the first max+1 visible ones
 	// need: a hub's thousands of edges are not admitted to show a few.
-	out := []neighborEdge{}
-	var chunk []cand
-	var others []string
+	out := make([]neighborEdge, 0, min(len(es), max))
+	chunk := make([]cand, 0, min(len(es), 2*(max+1)))
+	others := make([]string, 0, cap(chunk))
 	for i := 0; i < len(es); {
 		chunk, others = chunk[:0], others[:0]
 		for want := 2 * (max + 1 - len(out)); i < len(es) && len(chunk) < want; i++ {

@@ -468,7 +468,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		unitItems = append(unitItems, unitItem(u))
 		have[u.docID+"#"+u.unit] = true
 	}
-	var extra []rankedUnit
+	extra := make([]rankedUnit, 0, len(unitRefs))
 	for c := range unitRefs {
 		if have[c.DocID+"#"+c.TextUnit] {
 			continue
@@ -567,11 +567,8 @@ func relationRank(it ContextItem, r unitRanking) float64 {
 	case "mentions", "co_occurs":
 		base = 10
 	}
-	has := map[string]bool{}
-	for _, w := range wordsOf(it.Text) {
-		has[w] = true
-	}
-	return base - r.share(func(w string) bool { return has[w] })
+	ws := wordsOf(it.Text) // a relationship's few words: a scan costs less than a set
+	return base - r.share(func(w string) bool { return slices.Contains(ws, w) })
 }
 
 // fillBudget takes the items of the four sections (entities,
@@ -583,8 +580,11 @@ func relationRank(it ContextItem, r unitRanking) float64 {
 func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextItem, int) {
 	sh := s.cfg.LocalShares
 	shares := [4]float64{sh.Entities, sh.Relationships, sh.TextUnits, sh.Reports}
-	taken := [4][]ContextItem{}
-	used := [4]map[int]bool{{}, {}, {}, {}}
+	taken := [4][]int{} // indices into sections
+	used := [4][]bool{}
+	for sec := range sections {
+		used[sec] = make([]bool, len(sections[sec]))
+	}
 	left := budget
 	take := func(sec int, limit int) {
 		for i, it := range sections[sec] {
@@ -594,7 +594,7 @@ func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextIt
 			used[sec][i] = true
 			limit -= it.Tokens
 			left -= it.Tokens
-			taken[sec] = append(taken[sec], it)
+			taken[sec] = append(taken[sec], i)
 		}
 	}
 	for sec := range sections {
@@ -603,17 +603,16 @@ func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextIt
 	for _, sec := range []int{2, 1, 0, 3} {
 		take(sec, left)
 	}
-	var out []ContextItem
+	n := 0
 	for sec := range taken {
-		// Keep each section in its rank order.
-		order := map[string]int{}
-		for i, it := range sections[sec] {
-			order[it.Kind+"|"+it.ID] = i
+		n += len(taken[sec])
+	}
+	out := make([]ContextItem, 0, n)
+	for sec := range taken {
+		slices.Sort(taken[sec]) // each section in its rank order
+		for _, i := range taken[sec] {
+			out = append(out, sections[sec][i])
 		}
-		slices.SortStableFunc(taken[sec], func(a, b ContextItem) int {
-			return cmp.Compare(order[a.Kind+"|"+a.ID], order[b.Kind+"|"+b.ID])
-		})
-		out = append(out, taken[sec]...)
 	}
 	return out, budget - left
 }

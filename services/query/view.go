@@ -117,6 +117,9 @@ func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
 
 // prefetchEntities asks the registry once for every source of es.
 func (v *view) prefetchEntities(es []store.Entity) error {
+	if done, err := v.adm.Complete(); done || err != nil {
+		return err
+	}
 	var ids []string
 	for _, e := range es {
 		for _, f := range e.Sources {
@@ -128,6 +131,9 @@ func (v *view) prefetchEntities(es []store.Entity) error {
 
 // prefetchEdges asks the registry once for every support of es.
 func (v *view) prefetchEdges(es []store.Edge) error {
+	if done, err := v.adm.Complete(); done || err != nil {
+		return err
+	}
 	var ids []string
 	for _, e := range es {
 		for _, f := range e.Supports {
@@ -404,14 +410,20 @@ func (v *view) admittedCommunities() ([]store.Community, error) {
 // admitCommunities keeps the communities of cs whose every source is
 // readable at its version, with one registry lookup for all of them.
 func (v *view) admitCommunities(cs []store.Community) ([]store.Community, error) {
-	var ids []string
-	for _, c := range cs {
-		for _, r := range c.Sources {
-			ids = append(ids, r.DocID)
-		}
-	}
-	if err := v.adm.Prefetch(ids); err != nil {
+	done, err := v.adm.Complete()
+	if err != nil {
 		return nil, err
+	}
+	if !done {
+		var ids []string
+		for _, c := range cs {
+			for _, r := range c.Sources {
+				ids = append(ids, r.DocID)
+			}
+		}
+		if err := v.adm.Prefetch(ids); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]store.Community, 0, len(cs))
 	for _, c := range cs {
@@ -497,14 +509,20 @@ func (v *view) admittedReports() (map[string]store.Report, error) {
 // registry lookup for all); when a community has several, the most
 // recently updated admitted one wins.
 func (v *view) admitReports(rs []store.Report) (map[string]store.Report, error) {
-	var ids []string
-	for _, r := range rs {
-		for _, ref := range r.Sources {
-			ids = append(ids, ref.DocID)
-		}
-	}
-	if err := v.adm.Prefetch(ids); err != nil {
+	done, err := v.adm.Complete()
+	if err != nil {
 		return nil, err
+	}
+	if !done {
+		var ids []string
+		for _, r := range rs {
+			for _, ref := range r.Sources {
+				ids = append(ids, ref.DocID)
+			}
+		}
+		if err := v.adm.Prefetch(ids); err != nil {
+			return nil, err
+		}
 	}
 	out := make(map[string]store.Report)
 	for _, r := range rs {

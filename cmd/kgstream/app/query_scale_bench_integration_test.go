@@ -377,7 +377,8 @@ func scaleLatencies(b *testing.B, clients, minN, maxN int, budget time.Duration,
 // profile per mode and client count; KG_QUERY_SCALE_BUDGET bounds each
 // measurement (default 20s, at least KG_QUERY_SCALE_MIN requests (default
 // 20, never fewer than the clients), at most 400); KG_QUERY_SCALE_MODES
-// lists the modes to measure (comma-separated; default all).
+// lists the modes to measure (comma-separated; default all);
+// KG_QUERY_SCALE_RESPONSES names a directory for each mode's last response.
 func BenchmarkQueryScale(b *testing.B) {
 	n := 10000
 	if v := os.Getenv("KG_QUERY_SCALE_DOCS"); v != "" {
@@ -463,6 +464,11 @@ func BenchmarkQueryScale(b *testing.B) {
 	b.Cleanup(srv.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	var lastSize atomic.Int64 // the size of the last response, for the log
+	// KG_QUERY_SCALE_RESPONSES names a directory for each mode's last
+	// response (its timings say where a request spent its time); the
+	// bodies are then read whole, which the latencies include.
+	keepDir := os.Getenv("KG_QUERY_SCALE_RESPONSES")
+	var lastBody atomic.Pointer[[]byte]
 	call := func(method, path string, body []byte) error {
 		req, err := http.NewRequestWithContext(ctx, method, srv.URL+path, bytes.NewReader(body))
 		if err != nil {
@@ -483,6 +489,15 @@ func BenchmarkQueryScale(b *testing.B) {
 		}
 		// The latency is the server's, up to the last byte received; what a
 		// client does with the JSON is its own cost, and not measured.
+		if keepDir != "" {
+			out, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			lastSize.Store(int64(len(out)))
+			lastBody.Store(&out)
+			return nil
+		}
 		n, err := io.Copy(io.Discard, resp.Body)
 		if err != nil {
 			return err
@@ -542,6 +557,11 @@ func BenchmarkQueryScale(b *testing.B) {
 				b.ReportMetric(p50, fmt.Sprintf("%s-%dc-p50-ms", m.name, clients))
 				b.ReportMetric(p99, fmt.Sprintf("%s-%dc-p99-ms", m.name, clients))
 				b.Logf("%s %d clients: p50 %.1f ms, p99 %.1f ms over %d requests", m.name, clients, p50, p99, count)
+			}
+			if body := lastBody.Load(); keepDir != "" && body != nil {
+				if err := os.WriteFile(filepath.Join(keepDir, m.name+".json"), *body, 0o644); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
 	}
