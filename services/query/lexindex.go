@@ -358,7 +358,7 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 
 // score scores unit j of docs[i] as the full scan does; ok is false when
 // it is not relevant.
-func (q *lexQuery) score(num *lexNumbering, r unitRanking, priors map[string]float64, i, j int, got []float64, titleShares map[int]float64) (scored, bool) {
+func (q *lexQuery) score(num *lexNumbering, r unitRanking, priors map[string]float64, i, j int, got []float64, titleShares []float64) (scored, bool) {
 	u := &q.docs[i].doc.units[j]
 	var s float64
 	switch {
@@ -408,7 +408,7 @@ func keepBest(best []scored, c scored, less func(a, b scored) bool) []scored {
 // IDF sum of the question words each indexed unit holds, added in the
 // question's word order as unitRanking.share adds them; and the title
 // share of the documents that have one. t.mu is held.
-func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares map[int]float64) {
+func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares []float64) {
 	n := q.base[len(q.docs)]
 	set = make(unitSet, (n+63)/64)
 	got = make([]float64, n)
@@ -425,15 +425,32 @@ func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[strin
 			}
 		}
 	}
-	titleShares = map[int]float64{}
-	for w := range r.titleIDF {
+	// Title shares from the postings, each document's added in the
+	// question's word order as unitRanking.titleShare adds them (every
+	// question word is indexable, so the postings hold every title that
+	// has one).
+	titleShares = make([]float64, len(q.docs))
+	titled := make(unitSet, (len(q.docs)+63)/64)
+	for _, w := range r.words {
+		idf, ok := r.titleIDF[w]
+		if !ok {
+			continue
+		}
 		for _, s := range q.t.titles[w] {
 			if i := num.docOf(s); i >= 0 {
-				if _, done := titleShares[i]; !done {
-					titleShares[i] = r.titleShare(q.docs[i].doc)
+				titleShares[i] += idf
+				if titled[i>>6]&(1<<(i&63)) == 0 {
+					titled.add(i)
 					set.addRange(q.base[i], q.base[i+1])
 				}
 			}
+		}
+	}
+	for wi, word := range titled {
+		for word != 0 {
+			i := wi<<6 + bits.TrailingZeros64(word)
+			word &= word - 1
+			titleShares[i] /= r.titleSum
 		}
 	}
 	for _, i := range num.extra {
