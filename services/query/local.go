@@ -386,7 +386,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 
 	var seedItems, relItems, unitItems, reportItems, neighborItems, ring2Items []ContextItem
 	for _, sd := range seeds {
-		it, err := entityItem(v, sd, budget)
+		it, err := entityItem(v, sd, s.entityItemLimit(budget))
 		if err != nil {
 			return QueryResponse{}, err
 		}
@@ -493,7 +493,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		return QueryResponse{}, err
 	}
 	for _, n := range neighbors {
-		it, err := entityItem(v, v.entityCache[n], budget)
+		it, err := entityItem(v, v.entityCache[n], s.entityItemLimit(budget))
 		if err != nil {
 			return QueryResponse{}, err
 		}
@@ -617,14 +617,19 @@ func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextIt
 	return out, budget - left
 }
 
-// entityItem describes a visible entity from its readable fragments only.
-func entityItem(v *view, ve visibleEntity, budget int) (ContextItem, error) {
+// entityItem describes a visible entity from its readable fragments only,
+// in at most limit tokens: its name and type, then the readable fragments'
+// descriptions in order (as v.descriptions gives them) while they fit. An
+// entity described by thousands of documents is not read whole to be
+// dropped: its first descriptions stand for it. Without a description it
+// cites its first readable mentions (until it holds maxMentionCites
+// citations).
+func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s).", ve.out.Name, strings.ReplaceAll(ve.out.Type, "_", " "))
 	words := countFields(b.String())
 	var cites []citation
-	// The readable fragments' descriptions (as v.descriptions gives them),
-	// read only until the item outgrows the budget.
+	described := false
 	for _, f := range ve.raw.Sources {
 		if f.Description == "" {
 			continue
@@ -636,20 +641,23 @@ func entityItem(v *view, ve visibleEntity, budget int) (ContextItem, error) {
 		if !ok {
 			continue
 		}
-		words += countFields(f.Description)
-		if tokensOfWords(words) > budget {
-			// Larger than the whole budget, the item can never be taken
-			// (fillBudget): it is not built further, only marked so.
-			return ContextItem{Kind: KindEntity, ID: ve.out.ID, Tokens: budget + 1}, nil
+		described = true
+		n := countFields(f.Description)
+		if tokensOfWords(words+n) > limit {
+			break
 		}
+		words += n
 		b.WriteString(" ")
 		b.WriteString(f.Description)
 		cites = appendFragmentCitations(cites, f)
 	}
 	text := b.String()
-	if len(cites) == 0 {
+	if !described {
 		// No description: cite the readable mentions that make it visible.
 		for _, f := range ve.raw.Sources {
+			if len(cites) >= maxMentionCites {
+				break
+			}
 			ok, err := v.adm.Direct(f.DocID)
 			if err != nil {
 				return ContextItem{}, err
@@ -660,6 +668,21 @@ func entityItem(v *view, ve visibleEntity, budget int) (ContextItem, error) {
 		}
 	}
 	return ContextItem{Kind: KindEntity, ID: ve.out.ID, Text: text, Citations: cites, Tokens: ApproxTokens(text)}, nil
+}
+
+// maxMentionCites bounds the mentions an entity item without a description
+// cites; minEntityItemTokens is the least an entity item may hold whatever
+// the entities' share of the budget.
+const (
+	maxMentionCites     = 8
+	minEntityItemTokens = 64
+)
+
+// entityItemLimit is how large one entity item may grow: the entities'
+// share of the budget (an item larger could only be taken from what the
+// other sections leave).
+func (s *Service) entityItemLimit(budget int) int {
+	return min(budget, max(int(s.cfg.LocalShares.Entities*float64(budget)), minEntityItemTokens))
 }
 
 // reportItems returns the admitted reports of admitted communities holding a

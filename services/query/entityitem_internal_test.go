@@ -1,0 +1,75 @@
+package query
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// TestEntityItemStaysWithinItsLimit: an entity described by hundreds of
+// documents gets an item of its first readable descriptions that fits the
+// limit (not one too large to be taken), citing only what it quotes and
+// never an unreadable fragment; one without descriptions cites its first
+// readable mentions only.
+func TestEntityItemStaysWithinItsLimit(t *testing.T) {
+	caller := provenance.Caller{Tenant: "acme", Principal: "sam", Groups: []string{"sre"}}
+	states := map[string]provenance.SourceState{}
+	var described, mentioned []store.Fragment
+	for i := range 400 {
+		id := fmt.Sprintf("doc-%03d", i)
+		acl := provenance.PublicACL()
+		if i%5 == 0 {
+			acl = provenance.ACL{Groups: []string{"payments"}} // not sam's
+		}
+		states[id] = provenance.SourceState{Tenant: "acme", DocID: id, Version: 1, ACL: acl}
+		desc := fmt.Sprintf("Seen in %s when the gateway timed out behind the load balancer.", id)
+		if i%5 == 0 {
+			desc = "SECRET " + desc
+		}
+		described = append(described, store.Fragment{DocID: id, Version: 1, TextUnits: []string{"u1"}, Description: desc})
+		mentioned = append(mentioned, store.Fragment{DocID: id, Version: 1, TextUnits: []string{"u1"}})
+	}
+	view := func() *view {
+		v := &view{}
+		v.adm = provenance.NewAdmitter(caller, func(ids []string) (map[string]provenance.SourceState, error) {
+			out := map[string]provenance.SourceState{}
+			for _, id := range ids {
+				if s, ok := states[id]; ok {
+					out[id] = s
+				}
+			}
+			return out, nil
+		})
+		return v
+	}
+	hub := visibleEntity{raw: store.Entity{ID: "service:gateway", Type: "service", Name: "gateway", Sources: described},
+		out: entityJSON{ID: "service:gateway", Type: "service", Name: "gateway"}, ok: true}
+	const limit = 120
+	it, err := entityItem(view(), hub, limit)
+	require.NoError(t, err)
+	require.LessOrEqual(t, it.Tokens, limit)
+	require.Greater(t, it.Tokens, limit/2, "filled up to its limit")
+	require.True(t, strings.HasPrefix(it.Text, "gateway (service). Seen in doc-001 "), it.Text)
+	require.NotContains(t, it.Text, "SECRET")
+	quoted := strings.Count(it.Text, "Seen in ")
+	require.Len(t, it.Citations, quoted, "cites what it quotes")
+	for _, c := range it.Citations {
+		require.Contains(t, it.Text, c.DocID)
+		require.True(t, states[c.DocID].ACL.Public, c.DocID)
+	}
+
+	bare := hub
+	bare.raw.Sources = mentioned
+	it, err = entityItem(view(), bare, limit)
+	require.NoError(t, err)
+	require.Equal(t, "gateway (service).", it.Text)
+	require.Len(t, it.Citations, maxMentionCites)
+	for _, c := range it.Citations {
+		require.True(t, states[c.DocID].ACL.Public, c.DocID)
+	}
+}
