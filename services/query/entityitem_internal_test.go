@@ -73,3 +73,35 @@ func TestEntityItemStaysWithinItsLimit(t *testing.T) {
 		require.True(t, states[c.DocID].ACL.Public, c.DocID)
 	}
 }
+
+// TestRelationRankerRanksAsTheSentence: relationRanker gives what
+// relationRank gives for the sentence relationText writes, for every
+// relation phrase, an unknown relation and names with punctuation, digits
+// and the question's words.
+func TestRelationRankerRanksAsTheSentence(t *testing.T) {
+	r := unitRanking{words: contentWords("Why did the Kafka broker fail after the v2.3 upgrade of checkout-api?"), unitIDF: map[string]float64{}}
+	for i, w := range r.words {
+		r.unitIDF[w] = 1 + float64(i)/3
+		r.unitSum += r.unitIDF[w]
+	}
+	rr := relationRanker{r: r, words: map[string][]string{}, rels: map[string][]string{}}
+	names := []string{"Kafka broker", "checkout-api", "v2.3 upgrade", "PM-202", "the upgrade's rollback", "Failed (disk)", ""}
+	rels := []string{"custom_rel_upgrade"}
+	for rel := range relationPhrases {
+		rels = append(rels, rel)
+	}
+	n := 0
+	for _, rel := range rels {
+		for _, src := range names {
+			for _, tgt := range names {
+				text := relationText(src, rel, tgt)
+				want := relationRank(ContextItem{ID: store.EdgeID("a:x", rel, "b:y"), Text: text}, r)
+				require.Equal(t, want, rr.rank(src, rel, tgt), text)
+				if want != 0 && want != 10 {
+					n++
+				}
+			}
+		}
+	}
+	require.Greater(t, n, 100, "most cases share words with the question")
+}

@@ -320,14 +320,21 @@ type scored struct {
 // document's best maxUnitsPerDoc before taking the best limit keeps
 // what sorting all and skipping a document's extra units keeps.
 func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []rankedUnit {
+	if limit <= 0 {
+		return nil
+	}
 	num := q.lock()
 	set, got, titleShares := q.candidates(num, r, priors)
 	q.t.mu.RUnlock()
-	var best []scored
+	// The best limit so far: each document's best units enter as the
+	// document ends, so no list of every candidate is built.
+	best := newBestScored(limit, q.compare)
 	perDoc := make([]scored, 0, maxUnitsPerDoc+1)
 	i := 0
 	flush := func() {
-		best = append(best, perDoc...)
+		for _, c := range perDoc {
+			best.add(c)
+		}
 		perDoc = perDoc[:0]
 	}
 	for wi, word := range set {
@@ -347,9 +354,9 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 		}
 	}
 	flush()
-	best = topScored(best, limit, q.compare)
-	out := make([]rankedUnit, 0, min(limit, len(best)))
-	for _, c := range best[:min(limit, len(best))] {
+	top := best.sorted()
+	out := make([]rankedUnit, 0, len(top))
+	for _, c := range top {
 		d := q.docs[c.doc]
 		out = append(out, rankedUnit{lexUnit: d.doc.units[c.unit], title: d.title, titleShare: c.ts, score: c.score})
 	}
@@ -556,26 +563,31 @@ func (v *view) docVersions() (map[string]*lexDoc, error) {
 	return q.byID, nil
 }
 
-// topScored returns the first limit of cs in cmp's order, sorted: the
-// whole of cs sorted when limit does not cut it, else the limit best kept
-// in a heap (cmp is a total order, so the result is the same).
-func topScored(cs []scored, limit int, cmp func(a, b scored) int) []scored {
-	if limit <= 0 || len(cs) <= 2*limit {
-		slices.SortFunc(cs, cmp)
-		return cs
+// bestScored keeps the best limit (> 0) of the scored it is given, by
+// cmp (worst on top of a heap).
+type bestScored struct {
+	h     worstFirst
+	limit int
+}
+
+func newBestScored(limit int, cmp func(a, b scored) int) *bestScored {
+	return &bestScored{h: worstFirst{cmp: cmp, s: make([]scored, 0, limit)}, limit: limit}
+}
+
+func (b *bestScored) add(c scored) {
+	switch {
+	case len(b.h.s) < b.limit:
+		heap.Push(&b.h, c)
+	case b.h.cmp(c, b.h.s[0]) < 0:
+		b.h.s[0] = c
+		heap.Fix(&b.h, 0)
 	}
-	h := &worstFirst{cmp: cmp}
-	for _, c := range cs {
-		switch {
-		case len(h.s) < limit:
-			heap.Push(h, c)
-		case cmp(c, h.s[0]) < 0:
-			h.s[0] = c
-			heap.Fix(h, 0)
-		}
-	}
-	slices.SortFunc(h.s, cmp)
-	return h.s
+}
+
+// sorted returns what is kept, best first.
+func (b *bestScored) sorted() []scored {
+	slices.SortFunc(b.h.s, b.h.cmp)
+	return b.h.s
 }
 
 // worstFirst is a heap whose top is the last of its items in cmp's order.

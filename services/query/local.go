@@ -397,6 +397,8 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	var neighbors []string
 	seenNeighbor := make(map[string]bool)
 	unitRefs := make(map[citation]int) // (doc, version, unit) -> how many seed facts cite it
+	ranker := relationRanker{r: rank, words: map[string][]string{}, rels: map[string][]string{}}
+	var relRanks []float64 // relationRank of relItems[i]
 	relationships := func(ids []string, ring2 bool) error {
 		for _, id := range ids {
 			for _, dir := range []store.Direction{store.Out, store.In} {
@@ -418,6 +420,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 						continue
 					}
 					relItems = append(relItems, it)
+					relRanks = append(relRanks, ranker.rank(src.Name, e.Relation, tgt.Name))
 					for _, c := range e.Citations {
 						if c.TextUnit != "" {
 							unitRefs[c]++
@@ -454,7 +457,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		}
 		rs := make([]ranked, len(relItems))
 		for i, it := range relItems {
-			rs[i] = ranked{it, relationRank(it, rank)}
+			rs[i] = ranked{it, relRanks[i]}
 		}
 		slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Compare(a.r, b.r) })
 		for i := range rs {
@@ -557,6 +560,48 @@ const (
 	maxRing2Neighbors = 5
 	maxExpandedSeeds  = 10
 )
+
+// relationRanker computes relationRank from a relationship's ends and
+// relation, with the words of each name and relation phrase split once
+// per request (a hub's name is in hundreds of its relationships): the
+// words of relationText's sentence are those of its parts, since every
+// part is set off by spaces.
+type relationRanker struct {
+	r     unitRanking
+	words map[string][]string // by name
+	rels  map[string][]string // by relation: its phrase's own words
+}
+
+func (rr *relationRanker) wordsOf(s string) []string {
+	ws, ok := rr.words[s]
+	if !ok {
+		ws = wordsOf(s)
+		rr.words[s] = ws
+	}
+	return ws
+}
+
+// rank is relationRank of the item relationText(src, rel, tgt) makes.
+func (rr *relationRanker) rank(src, rel, tgt string) float64 {
+	base := 0.0
+	switch rel {
+	case "mentions", "co_occurs":
+		base = 10
+	}
+	rw, ok := rr.rels[rel]
+	if !ok {
+		phrase, known := relationPhrases[rel]
+		if !known {
+			phrase = strings.ReplaceAll(rel, "_", " ")
+		}
+		rw = wordsOf(strings.ReplaceAll(phrase, "%s", " "))
+		rr.rels[rel] = rw
+	}
+	ws := [3][]string{rr.wordsOf(src), rw, rr.wordsOf(tgt)}
+	return base - rr.r.share(func(w string) bool {
+		return slices.Contains(ws[0], w) || slices.Contains(ws[1], w) || slices.Contains(ws[2], w)
+	})
+}
 
 // relationRank orders relationships: stated ones before co-occurrences and
 // mentions; among equals, those sharing more of the question's words.
