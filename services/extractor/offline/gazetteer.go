@@ -124,9 +124,10 @@ const catalogRank = 1
 // CatalogGazetteer lists the entities a tenant's service catalog defines,
 // read from the graph store: only fragments a catalog made (name rank 0
 // or 1) count, so what other documents mention never changes what a
-// document extracts. Cached per tenant for TTL so that a burst of
-// documents costs one scan; a catalog change shows up after at most TTL,
-// or at once for the reads that start after Invalidate.
+// document extracts. Cached per tenant for TTL (an empty list for a
+// second) so that a burst of documents costs one scan; a catalog change
+// shows up after at most TTL, or at once for the reads that start after
+// Invalidate.
 type CatalogGazetteer struct {
 	gs    store.GraphStore
 	ttl   time.Duration
@@ -196,17 +197,24 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 			out = append(out, CatalogEntry(e.ID, e.Type, name, key))
 		}
 	}
-	// An empty list is not cached: it is what a tenant looks like just
-	// before its catalog import is applied.
-	if len(out) > 0 {
-		g.mu.Lock()
-		if g.gen[tenant] == gen {
-			g.cache[tenant] = cached{entries: out, at: g.now()}
-		}
-		g.mu.Unlock()
+	// An empty list is what a tenant looks like just before its catalog
+	// import is applied: it is kept for emptyTTL only (not at all would
+	// make every document of a tenant without a catalog read the whole
+	// graph: a backfill quadratic in its size).
+	at := g.now()
+	if len(out) == 0 {
+		at = at.Add(min(emptyTTL, g.ttl) - g.ttl)
 	}
+	g.mu.Lock()
+	if g.gen[tenant] == gen {
+		g.cache[tenant] = cached{entries: out, at: at}
+	}
+	g.mu.Unlock()
 	return out, nil
 }
+
+// emptyTTL is how long a tenant's empty catalog list is kept.
+const emptyTTL = time.Second
 
 // CatalogEntry is the gazetteer entry of a catalog entity's name: a name
 // that is also an ordinary word ("Issues", "Pages") matches only where

@@ -127,11 +127,25 @@ func TestCatalogGazetteerListsCatalogNamesOnly(t *testing.T) {
 
 	empty := &graphStore{}
 	eg := offline.NewCatalogGazetteer(empty, time.Hour)
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	offline.SetNow(eg, func() time.Time { return clock })
 	for range 2 {
 		_, err = eg.Entries(t.Context(), "acme")
 		require.NoError(t, err)
 	}
-	require.Equal(t, 2, empty.calls, "an empty graph is not cached")
+	require.Equal(t, 1, empty.calls, "an empty list is kept for a moment")
+	clock = clock.Add(999 * time.Millisecond)
+	_, err = eg.Entries(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 1, empty.calls)
+	clock = clock.Add(2 * time.Millisecond)
+	_, err = eg.Entries(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 2, empty.calls, "an empty list is kept a second only, not the TTL")
+	eg.Invalidate("acme")
+	_, err = eg.Entries(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 3, empty.calls, "Invalidate drops it")
 
 	_, rels := offlineExtract(t, g, "The Payments team saw checkout-api fail; payments were lost.")
 	require.Equal(t, []string{"team:payments", "service:checkoutapi"}, mentioned(rels),
