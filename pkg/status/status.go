@@ -241,7 +241,11 @@ func (c *Collector) audit(ctx context.Context, tenant string, srcs []provenance.
 	if c.vectors == nil {
 		return f, nil
 	}
-	va, err := vector.AuditSources(ctx, c.vectors, tenant, srcs)
+	// srcs was listed before the scans: a finding is confirmed against the
+	// registry read again (a document posted during the audit is no orphan).
+	va, err := vector.AuditSourcesConfirmed(ctx, c.vectors, tenant, srcs, func(ctx context.Context, ids []string) (map[string]provenance.SourceState, error) {
+		return c.st.Sources(ctx, tenant, ids)
+	})
 	if err != nil {
 		return f, err
 	}

@@ -3,6 +3,7 @@ package vector
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
 )
@@ -44,7 +45,11 @@ func (a *ACLAudit) problem(format string, args ...any) {
 // document of the tenant. ACLs are compared in NormalizeACL's form, the
 // form the index stores.
 func AuditACLs(ctx context.Context, ix Index, tenant string, live map[string]provenance.ACL) (ACLAudit, error) {
-	return audit(ctx, ix, tenant, live, nil)
+	norm := make(map[string]provenance.ACL, len(live))
+	for doc, acl := range live {
+		norm[doc] = NormalizeACL(acl)
+	}
+	return audit(ctx, ix, tenant, norm, nil, nil)
 }
 
 // AuditSources is AuditACLs against the registry's states of the tenant's
@@ -52,27 +57,75 @@ func AuditACLs(ctx context.Context, ix Index, tenant string, live map[string]pro
 // counting the items built from a version the registry no longer has
 // (Stale).
 func AuditSources(ctx context.Context, ix Index, tenant string, srcs []provenance.SourceState) (ACLAudit, error) {
+	return AuditSourcesConfirmed(ctx, ix, tenant, srcs, nil)
+}
+
+// Recheck reads the registry's current states of docIDs (absent: unknown).
+type Recheck func(ctx context.Context, docIDs []string) (map[string]provenance.SourceState, error)
+
+// AuditSourcesConfirmed is AuditSources with every finding confirmed by
+// recheck, read after the scan: srcs is listed before the scan, so while
+// documents keep arriving an item built from a document registered, re-
+// permissioned or edited after the listing would be a finding the
+// registry no longer backs. Only the items that are still findings
+// against the states read afterwards count. recheck nil confirms nothing.
+func AuditSourcesConfirmed(ctx context.Context, ix Index, tenant string, srcs []provenance.SourceState, recheck Recheck) (ACLAudit, error) {
+	live, versions := statesMaps(srcs)
+	var flagged []ItemSources
+	a, err := audit(ctx, ix, tenant, live, versions, func(it ItemSources) { flagged = append(flagged, it) })
+	if err != nil || recheck == nil || len(flagged) == 0 {
+		return a, err
+	}
+	var ids []string
+	for _, it := range flagged {
+		for _, s := range it.Sources {
+			ids = append(ids, s.DocID)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	fresh, err := recheck(ctx, ids)
+	if err != nil {
+		return a, fmt.Errorf("reading the registry again for %d documents: %w", len(ids), err)
+	}
+	for _, id := range ids {
+		delete(live, id)
+		delete(versions, id)
+		if s, ok := fresh[id]; ok && !s.Deleted {
+			live[id], versions[id] = NormalizeACL(s.ACL), s.Version
+		}
+	}
+	confirmed := ACLAudit{Items: a.Items}
+	for _, it := range flagged {
+		confirmed.check(it, live, versions)
+	}
+	return confirmed, nil
+}
+
+// statesMaps gives the live documents' normalized ACLs and versions.
+func statesMaps(srcs []provenance.SourceState) (map[string]provenance.ACL, map[string]int64) {
 	live := make(map[string]provenance.ACL, len(srcs))
 	versions := make(map[string]int64, len(srcs))
 	for _, s := range srcs {
 		if !s.Deleted {
-			live[s.DocID], versions[s.DocID] = s.ACL, s.Version
+			live[s.DocID], versions[s.DocID] = NormalizeACL(s.ACL), s.Version
 		}
 	}
-	return audit(ctx, ix, tenant, live, versions)
+	return live, versions
 }
 
-// audit scans the tenant's items; versions, when not nil, are the live
-// documents' current versions.
-func audit(ctx context.Context, ix Index, tenant string, live map[string]provenance.ACL, versions map[string]int64) (ACLAudit, error) {
-	norm := make(map[string]provenance.ACL, len(live))
-	for doc, acl := range live {
-		norm[doc] = NormalizeACL(acl)
-	}
+// audit scans the tenant's items against live (normalized ACLs); versions,
+// when not nil, are the live documents' current versions. flag, when not
+// nil, is given every item that is a finding.
+func audit(ctx context.Context, ix Index, tenant string, live map[string]provenance.ACL, versions map[string]int64, flag func(ItemSources)) (ACLAudit, error) {
 	var a ACLAudit
 	err := ix.ScanSources(ctx, tenant, "", func(it ItemSources) error {
 		a.Items++
-		a.check(it, norm, versions)
+		before := a.Orphans + a.Stale + a.ACLMismatches
+		a.check(it, live, versions)
+		if flag != nil && a.Orphans+a.Stale+a.ACLMismatches > before {
+			flag(it)
+		}
 		return nil
 	})
 	if err != nil {

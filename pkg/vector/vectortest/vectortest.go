@@ -4,6 +4,7 @@
 package vectortest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -530,6 +531,35 @@ func testAuditSources(t *testing.T, ix vector.Index) {
 	ver, err := vector.AuditACLs(ctx, ix, tenant, map[string]provenance.ACL{"d1": secret, "d2": public})
 	require.NoError(t, err)
 	require.Zero(t, ver.Stale, "AuditACLs knows no versions")
+
+	// Confirmed against the registry read after the scan: an item of a
+	// document registered after srcs was listed ("late"), or of one
+	// re-permissioned since ("d1" back to eng at version 1, as the index
+	// holds it), is no finding; the deleted "gone" still is one.
+	upsert(t, ix, tenant, unit("late-a", angle(6), "late", public))
+	a, err = vector.AuditSources(ctx, ix, tenant, srcs)
+	require.NoError(t, err)
+	require.Equal(t, 2, a.Orphans, "gone-a and late-a against the listing: %v", a.Problems)
+	var asked []string
+	recheck := func(_ context.Context, ids []string) (map[string]provenance.SourceState, error) {
+		asked = ids
+		return map[string]provenance.SourceState{
+			"d1":   {Tenant: tenant, DocID: "d1", Version: 1, ACL: eng},
+			"d2":   {Tenant: tenant, DocID: "d2", Version: 1, ACL: public},
+			"gone": {Tenant: tenant, DocID: "gone", Version: 2, Deleted: true, ACL: public},
+			"late": {Tenant: tenant, DocID: "late", Version: 1, ACL: public},
+		}, nil
+	}
+	a, err = vector.AuditSourcesConfirmed(ctx, ix, tenant, srcs, recheck)
+	require.NoError(t, err)
+	require.Equal(t, vector.ACLAudit{Items: 5, Orphans: 1,
+		Problems: []string{`text_unit "gone-a": built from "gone", which the registry has deleted or does not know`}}, a)
+	require.Equal(t, []string{"d1", "d2", "gone", "late"}, asked, "the documents of the findings, once each")
+	_, err = vector.AuditSourcesConfirmed(ctx, ix, tenant, srcs, func(context.Context, []string) (map[string]provenance.SourceState, error) {
+		return nil, errors.New("registry down")
+	})
+	require.ErrorContains(t, err, "registry down")
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "late"))
 
 	// Re-indexed at version 3.
 	v3 := src("d1", secret)
