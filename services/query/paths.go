@@ -202,7 +202,6 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 	}
 
 	truncated := false
-	cites := make(map[string][]citation) // by edge id: admitted once per request
 	frontier := []partial{{nodes: []string{start.out.ID}}}
 	for _, h := range hops {
 		type step struct {
@@ -232,12 +231,12 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 				if s.stepExcluded(other) || slices.Contains(p.nodes, other) {
 					continue
 				}
-				c, seen := cites[e.ID]
-				if !seen {
-					if c, err = v.citations(e); err != nil {
-						return nil, err
-					}
-					cites[e.ID] = c
+				// Admitted where met (each answer is the request's, kept
+				// by the admitter): an edge recurs only under several
+				// prefixes, rarer than a map of every edge is dear.
+				c, err := v.citations(e)
+				if err != nil {
+					return nil, err
 				}
 				if len(c) == 0 {
 					continue

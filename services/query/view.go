@@ -1,15 +1,15 @@
 package query
 
 import (
-	"github.com/kgstream/kgstream/pkg/errkind"
-	"github.com/kgstream/kgstream/pkg/resolve"
-
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 
+	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
@@ -210,6 +210,13 @@ func (v *view) entity(id string) (visibleEntity, error) {
 // Entities the tenant's graph reads hold (graphSet, dropped by
 // kg.graph.changed) are not read again; admission is this request's.
 func (v *view) entities(ids []string) error {
+	if n := len(v.entityCache); len(ids) > 256 && len(ids) > n {
+		// Many at once (a hub's neighbours): the cache grows once, not by
+		// doubling through every size on the way.
+		grown := make(map[string]visibleEntity, n+len(ids))
+		maps.Copy(grown, v.entityCache)
+		v.entityCache = grown
+	}
 	var missing []string
 	asked := make(map[string]bool, len(ids))
 	kept := v.keptAdmissions()
