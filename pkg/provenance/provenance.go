@@ -5,6 +5,7 @@ package provenance
 
 import (
 	"fmt"
+	"iter"
 	"regexp"
 	"slices"
 	"sort"
@@ -294,14 +295,18 @@ func NewAdmitter(c Caller, lookup Lookup) *Admitter {
 // Caller returns the identity the admitter checks for.
 func (a *Admitter) Caller() Caller { return a.caller }
 
-// Complete reports whether the admitter answers every id without a lookup
-// (a snapshot is in use), after the BeforeFirstUse hook ran: a caller can
-// then skip gathering ids for Prefetch. Its error is the hook's.
-func (a *Admitter) Complete() (bool, error) {
+// PrefetchSeq is Prefetch of the ids ids yields, which are gathered only
+// when a lookup is needed: with a snapshot in use (after the
+// BeforeFirstUse hook ran) ids is not iterated at all, so a caller with
+// thousands of sources to name pays nothing for them.
+func (a *Admitter) PrefetchSeq(ids iter.Seq[string]) error {
 	if err := a.ready(); err != nil {
-		return false, err
+		return err
 	}
-	return a.snap != nil, nil
+	if a.snap != nil {
+		return nil
+	}
+	return a.Prefetch(slices.Collect(ids))
 }
 
 // Prefetch loads the state of ids in one registry call.

@@ -150,13 +150,9 @@ func TestAdmitterSnapshot(t *testing.T) {
 	ok, err := ad.Direct("a")
 	require.NoError(t, err)
 	require.True(t, ok)
-	snap := map[string]provenance.SourceState{
-		"a": {Tenant: "acme", DocID: "a", Version: 2, Deleted: true},
-		"b": {Tenant: "acme", DocID: "b", Version: 4, ACL: provenance.ACL{Groups: []string{"sre"}}},
-		"c": {Tenant: "acme", DocID: "c", Version: 1, ACL: provenance.ACL{Groups: []string{"payments"}}},
-		"d": {Tenant: "globex", DocID: "d", Version: 1, ACL: provenance.PublicACL()},
-	}
-	ad.UseSnapshot(func(id string) (provenance.SourceState, bool) { s, ok := snap[id]; return s, ok })
+	snap := snapshotStates()
+	snap["d"] = provenance.SourceState{Tenant: "globex", DocID: "d", Version: 1, ACL: provenance.PublicACL()}
+	ad.UseSnapshot(snapshot(snap))
 	require.NoError(t, ad.Prefetch([]string{"a", "b", "c", "z"}))
 	for id, want := range map[string]bool{"a": true, "b": true, "c": false, "d": false, "z": false} {
 		got, err := ad.Direct(id)
@@ -195,7 +191,7 @@ func TestAdmitterBeforeFirstUse(t *testing.T) {
 		if runs == 1 {
 			return errors.New("registry down")
 		}
-		ad.UseSnapshot(func(id string) (provenance.SourceState, bool) { s, ok := snap[id]; return s, ok })
+		ad.UseSnapshot(snapshot(snap))
 		return nil
 	})
 	ok, err := ad.Direct("a")
@@ -225,16 +221,12 @@ func TestAdmitterSnapshotReadable(t *testing.T) {
 	ok, err := ad.Direct("a")
 	require.NoError(t, err)
 	require.True(t, ok)
-	snap := map[string]provenance.SourceState{
-		"a": {Tenant: "acme", DocID: "a", Version: 2, Deleted: true},
-		"b": {Tenant: "acme", DocID: "b", Version: 4, ACL: provenance.ACL{Groups: []string{"sre"}}},
-		"c": {Tenant: "acme", DocID: "c", Version: 1, ACL: provenance.ACL{Groups: []string{"payments"}}},
-	}
+	snap := snapshotStates()
 	asked := map[string]int{}
 	// The readable function answers "b" only, as Readable does for sam; a
 	// wrong answer for "c" shows that Direct takes the function's word.
 	readable := func(id string) bool { asked[id]++; return id == "b" || id == "c" }
-	ad.UseSnapshotReadable(func(id string) (provenance.SourceState, bool) { s, ok := snap[id]; return s, ok }, readable)
+	ad.UseSnapshotReadable(snapshot(snap), readable)
 	for id, want := range map[string]bool{"a": true, "b": true, "c": true, "z": false} {
 		got, err := ad.Direct(id)
 		require.NoError(t, err)
@@ -246,28 +238,61 @@ func TestAdmitterSnapshotReadable(t *testing.T) {
 	require.False(t, got, "Derived admits from the snapshot's states")
 	require.Equal(t, 1, lookups)
 
-	ad.UseSnapshot(func(id string) (provenance.SourceState, bool) { s, ok := snap[id]; return s, ok })
+	ad.UseSnapshot(snapshot(snap))
 	got, err = ad.Direct("y")
 	require.NoError(t, err)
 	require.False(t, got)
 	require.Zero(t, asked["y"], "UseSnapshot drops the readable function")
 }
 
-// TestAdmitterComplete: Complete runs the hook and says whether a snapshot
-// answers every id; without one, Prefetch is still needed.
-func TestAdmitterComplete(t *testing.T) {
-	ad := provenance.NewAdmitter(provenance.Caller{Tenant: "acme"}, func([]string) (map[string]provenance.SourceState, error) { return nil, nil })
-	done, err := ad.Complete()
-	require.NoError(t, err)
-	require.False(t, done)
-	ad.BeforeFirstUse(func() error { return errors.New("registry down") })
-	_, err = ad.Complete()
-	require.Error(t, err, "the hook's error")
-	ad.BeforeFirstUse(func() error {
-		ad.UseSnapshot(func(string) (provenance.SourceState, bool) { return provenance.SourceState{}, false })
+// TestAdmitterPrefetchSeq: without a snapshot the ids are gathered and
+// looked up at once; once the hook hands over a snapshot they are not even
+// iterated; the hook's error fails the call.
+func TestAdmitterPrefetchSeq(t *testing.T) {
+	var looked []string
+	ad := provenance.NewAdmitter(provenance.Caller{Tenant: "acme"}, func(ids []string) (map[string]provenance.SourceState, error) {
+		looked = append(looked, ids...)
+		return nil, nil
+	})
+	iterated := 0
+	ids := func(yield func(string) bool) {
+		for _, id := range []string{"b", "a", "b"} {
+			iterated++
+			if !yield(id) {
+				return
+			}
+		}
+	}
+	require.NoError(t, ad.PrefetchSeq(ids))
+	require.Equal(t, []string{"a", "b"}, looked, "one lookup of each id")
+	require.Equal(t, 3, iterated)
+
+	snapped := provenance.NewAdmitter(provenance.Caller{Tenant: "acme"}, func([]string) (map[string]provenance.SourceState, error) {
+		t.Fatal("nothing is looked up with a snapshot")
+		return nil, nil
+	})
+	snapped.BeforeFirstUse(func() error { return errors.New("registry down") })
+	require.Error(t, snapped.PrefetchSeq(ids), "the hook's error")
+	snapped.BeforeFirstUse(func() error {
+		snapped.UseSnapshot(snapshot(nil))
 		return nil
 	})
-	done, err = ad.Complete()
-	require.NoError(t, err)
-	require.True(t, done)
+	iterated = 0
+	require.NoError(t, snapped.PrefetchSeq(ids))
+	require.Zero(t, iterated, "ids are not gathered when a snapshot answers them")
+}
+
+// snapshot is UseSnapshot's state function over m.
+func snapshot(m map[string]provenance.SourceState) func(string) (provenance.SourceState, bool) {
+	return func(id string) (provenance.SourceState, bool) { s, ok := m[id]; return s, ok }
+}
+
+// snapshotStates are the states the snapshot tests hand over: a deleted,
+// b readable by sam (sre), c not.
+func snapshotStates() map[string]provenance.SourceState {
+	return map[string]provenance.SourceState{
+		"a": {Tenant: "acme", DocID: "a", Version: 2, Deleted: true},
+		"b": {Tenant: "acme", DocID: "b", Version: 4, ACL: provenance.ACL{Groups: []string{"sre"}}},
+		"c": {Tenant: "acme", DocID: "c", Version: 1, ACL: provenance.ACL{Groups: []string{"payments"}}},
+	}
 }

@@ -121,9 +121,7 @@ func audit(ctx context.Context, ix Index, tenant string, live map[string]provena
 	var a ACLAudit
 	err := ix.ScanSources(ctx, tenant, "", func(it ItemSources) error {
 		a.Items++
-		before := a.Orphans + a.Stale + a.ACLMismatches
-		a.check(it, live, versions)
-		if flag != nil && a.Orphans+a.Stale+a.ACLMismatches > before {
+		if a.check(it, live, versions) && flag != nil {
 			flag(it)
 		}
 		return nil
@@ -134,19 +132,22 @@ func audit(ctx context.Context, ix Index, tenant string, live map[string]provena
 	return a, nil
 }
 
-// check classifies one item (see ACLAudit).
-func (a *ACLAudit) check(it ItemSources, live map[string]provenance.ACL, versions map[string]int64) {
+// check classifies one item (see ACLAudit) and reports whether it is a
+// finding.
+func (a *ACLAudit) check(it ItemSources, live map[string]provenance.ACL, versions map[string]int64) bool {
 	for _, s := range it.Sources {
 		if _, ok := live[s.DocID]; !ok {
 			a.Orphans++
 			a.problem("%s %q: built from %q, which the registry has deleted or does not know", it.Kind, it.ID, s.DocID)
-			return
+			return true
 		}
 	}
+	found := false
 	for _, s := range it.Sources {
 		if cur, ok := versions[s.DocID]; ok && s.Version != cur {
 			a.Stale++
 			a.problem("%s %q: built from version %d of %q, the registry's is %d", it.Kind, it.ID, s.Version, s.DocID, cur)
+			found = true
 			break
 		}
 	}
@@ -154,7 +155,8 @@ func (a *ACLAudit) check(it ItemSources, live map[string]provenance.ACL, version
 		if want := live[s.DocID]; !NormalizeACL(s.ACL).Equal(want) {
 			a.ACLMismatches++
 			a.problem("%s %q: holds an ACL of %q other than the registry's", it.Kind, it.ID, s.DocID)
-			return
+			return true
 		}
 	}
+	return found
 }

@@ -297,6 +297,8 @@ type unitSet []uint64
 
 func (s unitSet) add(i int) { s[i>>6] |= 1 << (i & 63) }
 
+func (s unitSet) has(i int) bool { return s[i>>6]&(1<<(i&63)) != 0 }
+
 func (s unitSet) addRange(from, to int) {
 	for i := from; i < to; i++ {
 		s.add(i)
@@ -446,7 +448,7 @@ func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[strin
 		for _, s := range q.t.titles[w] {
 			if i := num.docOf(s); i >= 0 {
 				titleShares[i] += idf
-				if titled[i>>6]&(1<<(i&63)) == 0 {
+				if !titled.has(i) {
 					titled.add(i)
 					set.addRange(q.base[i], q.base[i+1])
 				}

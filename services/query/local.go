@@ -398,7 +398,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	seenNeighbor := make(map[string]bool)
 	unitRefs := make(map[citation]int) // (doc, version, unit) -> how many seed facts cite it
 	ranker := relationRanker{r: rank, words: map[string][]string{}, rels: map[string][]string{}}
-	var relRanks []float64 // relationRank of relItems[i]
+	var relRanks []float64 // ranker.rank of relItems[i]
 	relationships := func(ids []string, ring2 bool) error {
 		for _, id := range ids {
 			for _, dir := range []store.Direction{store.Out, store.In} {
@@ -561,7 +561,7 @@ const (
 	maxExpandedSeeds  = 10
 )
 
-// relationRanker computes relationRank from a relationship's ends and
+// relationRanker ranks relationships (rank) from their ends and
 // relation, with the words of each name and relation phrase split once
 // per request (a hub's name is in hundreds of its relationships): the
 // words of relationText's sentence are those of its parts, since every
@@ -581,7 +581,10 @@ func (rr *relationRanker) wordsOf(s string) []string {
 	return ws
 }
 
-// rank is relationRank of the item relationText(src, rel, tgt) makes.
+// rank orders relationships: stated ones before co-occurrences and
+// mentions; among equals, those sharing more of the question's words
+// (lower first). It is the rank of the sentence relationText(src, rel,
+// tgt) writes (the oracle relationRank of the tests).
 func (rr *relationRanker) rank(src, rel, tgt string) float64 {
 	base := 0.0
 	switch rel {
@@ -601,19 +604,6 @@ func (rr *relationRanker) rank(src, rel, tgt string) float64 {
 	return base - rr.r.share(func(w string) bool {
 		return slices.Contains(ws[0], w) || slices.Contains(ws[1], w) || slices.Contains(ws[2], w)
 	})
-}
-
-// relationRank orders relationships: stated ones before co-occurrences and
-// mentions; among equals, those sharing more of the question's words.
-func relationRank(it ContextItem, r unitRanking) float64 {
-	_, rel, _ := splitEdgeID(it.ID)
-	base := 0.0
-	switch rel {
-	case "mentions", "co_occurs":
-		base = 10
-	}
-	ws := wordsOf(it.Text) // a relationship's few words: a scan costs less than a set
-	return base - r.share(func(w string) bool { return slices.Contains(ws, w) })
 }
 
 // fillBudget takes the items of the four sections (entities,

@@ -231,9 +231,10 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 				if s.stepExcluded(other) || slices.Contains(p.nodes, other) {
 					continue
 				}
-				// Admitted where met (each answer is the request's, kept
-				// by the admitter): an edge recurs only under several
-				// prefixes, rarer than a map of every edge is dear.
+				// Admitted where met: the admitter keeps each document's
+				// answer for the request, and an edge recurs only under
+				// several prefixes, so a map of every edge's citations
+				// would cost more than it saves.
 				c, err := v.citations(e)
 				if err != nil {
 					return nil, err

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"fmt"
+	"iter"
 	"maps"
 	"regexp"
 	"strings"
@@ -117,31 +118,31 @@ func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
 
 // prefetchEntities asks the registry once for every source of es.
 func (v *view) prefetchEntities(es []store.Entity) error {
-	if done, err := v.adm.Complete(); done || err != nil {
-		return err
-	}
-	var ids []string
-	for _, e := range es {
-		for _, f := range e.Sources {
-			ids = append(ids, f.DocID)
-		}
-	}
-	return v.adm.Prefetch(ids)
+	return v.adm.PrefetchSeq(docsOf(es, func(e store.Entity) []store.Fragment { return e.Sources }, fragmentDoc))
 }
 
 // prefetchEdges asks the registry once for every support of es.
 func (v *view) prefetchEdges(es []store.Edge) error {
-	if done, err := v.adm.Complete(); done || err != nil {
-		return err
-	}
-	var ids []string
-	for _, e := range es {
-		for _, f := range e.Supports {
-			ids = append(ids, f.DocID)
+	return v.adm.PrefetchSeq(docsOf(es, func(e store.Edge) []store.Fragment { return e.Supports }, fragmentDoc))
+}
+
+// docsOf yields the document of every ref of every x (a document once per
+// ref: Prefetch drops repeats); PrefetchSeq gathers them only when the
+// registry must be asked.
+func docsOf[X, R any](xs []X, refs func(X) []R, doc func(R) string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, x := range xs {
+			for _, r := range refs(x) {
+				if !yield(doc(r)) {
+					return
+				}
+			}
 		}
 	}
-	return v.adm.Prefetch(ids)
 }
+
+func fragmentDoc(f store.Fragment) string { return f.DocID }
+func refDoc(r citation) string            { return r.DocID }
 
 // admit decides whether e is visible (one of its fragments is readable) and
 // picks a display name from readable fragments only, so a name seen only in
@@ -417,20 +418,8 @@ func (v *view) admittedCommunities() ([]store.Community, error) {
 // admitCommunities keeps the communities of cs whose every source is
 // readable at its version, with one registry lookup for all of them.
 func (v *view) admitCommunities(cs []store.Community) ([]store.Community, error) {
-	done, err := v.adm.Complete()
-	if err != nil {
+	if err := v.adm.PrefetchSeq(docsOf(cs, func(c store.Community) []citation { return c.Sources }, refDoc)); err != nil {
 		return nil, err
-	}
-	if !done {
-		var ids []string
-		for _, c := range cs {
-			for _, r := range c.Sources {
-				ids = append(ids, r.DocID)
-			}
-		}
-		if err := v.adm.Prefetch(ids); err != nil {
-			return nil, err
-		}
 	}
 	out := make([]store.Community, 0, len(cs))
 	for _, c := range cs {
@@ -516,20 +505,8 @@ func (v *view) admittedReports() (map[string]store.Report, error) {
 // registry lookup for all); when a community has several, the most
 // recently updated admitted one wins.
 func (v *view) admitReports(rs []store.Report) (map[string]store.Report, error) {
-	done, err := v.adm.Complete()
-	if err != nil {
+	if err := v.adm.PrefetchSeq(docsOf(rs, func(r store.Report) []citation { return r.Sources }, refDoc)); err != nil {
 		return nil, err
-	}
-	if !done {
-		var ids []string
-		for _, r := range rs {
-			for _, ref := range r.Sources {
-				ids = append(ids, ref.DocID)
-			}
-		}
-		if err := v.adm.Prefetch(ids); err != nil {
-			return nil, err
-		}
 	}
 	out := make(map[string]store.Report)
 	for _, r := range rs {

@@ -506,11 +506,7 @@ func (ix *Index) search(ctx context.Context, tenant string, kind vector.Kind, v 
 	results := make([]topK, parts)
 	var wg sync.WaitGroup
 	for p := range parts {
-		// Whole blocks per part (a block is scanned by one goroutine).
-		lo, hi := min(n, (p*n/parts+blockSize-1)/blockSize*blockSize), min(n, ((p+1)*n/parts+blockSize-1)/blockSize*blockSize)
-		if p == parts-1 {
-			hi = n
-		}
+		lo, hi := partEdge(p, parts, n), partEdge(p+1, parts, n)
 		wg.Go(func() { results[p] = ki.scan(q, lo, hi, k, admits) })
 	}
 	wg.Wait()
@@ -527,6 +523,12 @@ func (ix *Index) search(ctx context.Context, tenant string, kind vector.Kind, v 
 		hits[i] = vector.Hit{Item: cloneItem(ki.entries[c.i].item), Score: c.score}
 	}
 	return hits, nil
+}
+
+// partEdge is where part p of parts starts in n entries: on a block
+// boundary (a block is scanned by one goroutine), n for p == parts.
+func partEdge(p, parts, n int) int {
+	return min(n, (p*n/parts+blockSize-1)/blockSize*blockSize)
 }
 
 // admitter compiles a filter into a check of one entry.

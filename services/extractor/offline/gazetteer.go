@@ -143,7 +143,7 @@ type CatalogGazetteer struct {
 
 type cached struct {
 	entries []Entry
-	at      time.Time
+	until   time.Time // kept while now is before it
 }
 
 // NewCatalogGazetteer returns a catalog gazetteer over gs (TTL default 30s).
@@ -174,7 +174,7 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 	c, ok := g.cache[tenant]
 	gen := g.gen[tenant]
 	g.mu.Unlock()
-	if ok && g.now().Sub(c.at) < g.ttl {
+	if ok && g.now().Before(c.until) {
 		return c.entries, nil
 	}
 	ents, err := g.gs.EntitiesByType(ctx, tenant, "")
@@ -201,13 +201,13 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 	// import is applied: it is kept for emptyTTL only (not at all would
 	// make every document of a tenant without a catalog read the whole
 	// graph: a backfill quadratic in its size).
-	at := g.now()
+	ttl := g.ttl
 	if len(out) == 0 {
-		at = at.Add(min(emptyTTL, g.ttl) - g.ttl)
+		ttl = min(ttl, emptyTTL)
 	}
 	g.mu.Lock()
 	if g.gen[tenant] == gen {
-		g.cache[tenant] = cached{entries: out, at: at}
+		g.cache[tenant] = cached{entries: out, until: g.now().Add(ttl)}
 	}
 	g.mu.Unlock()
 	return out, nil

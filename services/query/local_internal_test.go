@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,4 +105,18 @@ func TestRelationRankerRanksAsTheSentence(t *testing.T) {
 		}
 	}
 	require.Greater(t, n, 100, "most cases share words with the question")
+}
+
+// relationRank is the definition relationRanker.rank keeps: it orders
+// relationships by their sentence: stated ones before co-occurrences and
+// mentions; among equals, those sharing more of the question's words.
+func relationRank(it ContextItem, r unitRanking) float64 {
+	_, rel, _ := splitEdgeID(it.ID)
+	base := 0.0
+	switch rel {
+	case "mentions", "co_occurs":
+		base = 10
+	}
+	ws := wordsOf(it.Text)
+	return base - r.share(func(w string) bool { return slices.Contains(ws, w) })
 }
