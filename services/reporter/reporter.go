@@ -209,7 +209,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.vectorsOn() {
 		vectors := stream.ConsumerConfig{Stage: w.cfg.Stage, Durable: w.cfg.Stage + "-vectors",
 			Kinds: []events.Kind{events.KindGraphChanged, events.KindDocACL}, MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff}
-		actors = append(actors, func(ctx context.Context) error { return w.bus.Run(ctx, vectors, w.Handle) })
+		actors = append(actors, func(ctx context.Context) error { return w.bus.RunBatch(ctx, vectors, w.HandleVectors) })
 	}
 	if w.cfg.ReconcileEvery > 0 {
 		actors = append(actors, w.reconcileLoop)

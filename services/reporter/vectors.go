@@ -43,64 +43,140 @@ func (w *Worker) vectorsOn() bool { return w.cfg.Vectors != nil }
 func (w *Worker) handleGraph(ctx context.Context, _ *stream.Message, ev *events.GraphChanged) error {
 	w.vmu.Lock()
 	defer w.vmu.Unlock()
-	tenant, doc := ev.Tenant, ev.DocID
-	rec, err := w.st.Source(ctx, tenant, doc)
-	if errors.Is(err, store.ErrNotFound) {
-		rec, err = store.SourceRecord{DocID: doc, Deleted: true}, nil
+	return w.reindex(ctx, ev.Tenant, []string{ev.DocID}, [][]string{ev.Touched, ev.Contributed})
+}
+
+// HandleVectors is the vector consumer's batch handler: the graph changes
+// of a batch are re-indexed together, per tenant (see reindex), and each
+// ACL change on its own. Graph changes are state-based (the stores are read,
+// not the events), so re-indexing several documents at once, or a document
+// named twice once, writes what handling them one by one would have
+// written last; what it saves is the per-document repetition: an entity
+// touched by every document of the batch (a hub) is read, and its item
+// rebuilt and written, once per batch instead of once per document.
+func (w *Worker) HandleVectors(ctx context.Context, ms []*stream.Message) []error {
+	errs := make([]error, len(ms))
+	type group struct {
+		docs  []string
+		extra [][]string
+		at    []int
 	}
-	if err != nil {
-		return fmt.Errorf("reading source %s: %w", doc, err)
+	groups := map[string]*group{}
+	var tenants []string
+	for i, m := range ms {
+		switch {
+		case m.Kind == events.KindGraphChanged && w.vectorsOn():
+			ev, err := stream.DecodeTyped[events.GraphChanged](m)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			g := groups[ev.Tenant]
+			if g == nil {
+				g = &group{}
+				groups[ev.Tenant] = g
+				tenants = append(tenants, ev.Tenant)
+			}
+			g.docs = append(g.docs, ev.DocID)
+			g.extra = append(g.extra, ev.Touched, ev.Contributed)
+			g.at = append(g.at, i)
+		default:
+			errs[i] = w.handle(ctx, m)
+		}
 	}
-	// Entities D contributes now, those it contributed before (they lost
-	// D's fragment but may live on through other documents: DeleteByDoc
-	// below removes their items, so they are written again) and those it
-	// touched.
-	entityIDs := append(slices.Clone(rec.Entities), ev.Touched...)
-	entityIDs = append(entityIDs, ev.Contributed...)
+	for _, t := range tenants {
+		g := groups[t]
+		w.vmu.Lock()
+		err := w.reindex(ctx, t, g.docs, g.extra)
+		w.vmu.Unlock()
+		for _, i := range g.at {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// reindex rewrites the vector items of docs (one tenant) from the graph
+// store: DeleteByDoc of each document, then one upsert of their text units,
+// the entities they contribute now, contributed before or touched (extra:
+// the events' Touched and Contributed lists) and the current reports built
+// on them at their applied versions. The caller holds vmu.
+func (w *Worker) reindex(ctx context.Context, tenant string, docs []string, extra [][]string) error {
+	docs = slices.Clone(docs)
+	slices.Sort(docs)
+	docs = slices.Compact(docs)
+	recs := make([]store.SourceRecord, len(docs))
+	var entityIDs []string
+	for i, doc := range docs {
+		rec, err := w.st.Source(ctx, tenant, doc)
+		if errors.Is(err, store.ErrNotFound) {
+			rec, err = store.SourceRecord{DocID: doc, Deleted: true}, nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading source %s: %w", doc, err)
+		}
+		recs[i] = rec
+		// Entities D contributes now, those it contributed before (they
+		// lost D's fragment but may live on through other documents:
+		// DeleteByDoc below removes their items, so they are written
+		// again) and those it touched.
+		entityIDs = append(entityIDs, rec.Entities...)
+	}
+	for _, ids := range extra {
+		entityIDs = append(entityIDs, ids...)
+	}
 	slices.Sort(entityIDs)
 	entityIDs = slices.Compact(entityIDs)
 	ents, err := w.st.Entities(ctx, tenant, entityIDs)
 	if err != nil {
-		return fmt.Errorf("reading entities of %s: %w", doc, err)
+		return fmt.Errorf("reading entities of %d documents: %w", len(docs), err)
 	}
 	var reports []store.Report
-	if !rec.Deleted {
-		all, err := w.st.ReportsBySource(ctx, tenant, doc)
+	seenReport := map[string]bool{}
+	for _, rec := range recs {
+		if rec.Deleted {
+			continue
+		}
+		all, err := w.st.ReportsBySource(ctx, tenant, rec.DocID)
 		if err != nil {
-			return fmt.Errorf("reading the reports citing %s: %w", doc, err)
+			return fmt.Errorf("reading the reports citing %s: %w", rec.DocID, err)
 		}
 		for _, r := range all {
-			if slices.Contains(r.Sources, provenance.SourceRef{DocID: doc, Version: rec.Version}) {
+			if !seenReport[r.ID] && slices.Contains(r.Sources, provenance.SourceRef{DocID: rec.DocID, Version: rec.Version}) {
+				seenReport[r.ID] = true
 				reports = append(reports, r)
 			}
 		}
 	}
 	// Every document whose ACL the items carry, in one registry call.
-	docs := []string{doc}
+	aclDocs := slices.Clone(docs)
 	for _, e := range ents {
 		for _, f := range e.Sources {
-			docs = append(docs, f.DocID)
+			aclDocs = append(aclDocs, f.DocID)
 		}
 	}
 	for _, r := range reports {
 		for _, s := range r.Sources {
-			docs = append(docs, s.DocID)
+			aclDocs = append(aclDocs, s.DocID)
 		}
 	}
-	acls, err := w.acls(ctx, tenant, docs)
+	acls, err := w.acls(ctx, tenant, aclDocs)
 	if err != nil {
 		return err
 	}
 
 	var items []vector.Item
-	if !rec.Deleted {
+	for _, rec := range recs {
+		if rec.Deleted {
+			continue
+		}
 		for _, tu := range rec.TextUnits {
 			if strings.TrimSpace(tu.Text) == "" {
 				continue
 			}
-			items = append(items, vector.Item{ID: unitItemID(doc, tu.ID), Kind: vector.KindTextUnit, Text: tu.Text,
-				Sources:  []vector.Source{{SourceRef: provenance.SourceRef{DocID: doc, Version: rec.Version, TextUnit: tu.ID}, ACL: acls[doc]}},
-				Metadata: map[string]string{"doc_id": doc, "text_unit": tu.ID, "title": rec.Title}})
+			items = append(items, vector.Item{ID: unitItemID(rec.DocID, tu.ID), Kind: vector.KindTextUnit, Text: tu.Text,
+				Sources:  []vector.Source{{SourceRef: provenance.SourceRef{DocID: rec.DocID, Version: rec.Version, TextUnit: tu.ID}, ACL: acls[rec.DocID]}},
+				Metadata: map[string]string{"doc_id": rec.DocID, "text_unit": tu.ID, "title": rec.Title}})
 		}
 	}
 	for _, id := range entityIDs {
@@ -118,15 +194,16 @@ func (w *Worker) handleGraph(ctx context.Context, _ *stream.Message, ev *events.
 	if err := w.embedItems(ctx, items); err != nil {
 		return err
 	}
-	if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, doc); err != nil {
-		return fmt.Errorf("removing the vector items of %s: %w", doc, err)
+	for _, doc := range docs {
+		if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, doc); err != nil {
+			return fmt.Errorf("removing the vector items of %s: %w", doc, err)
+		}
+		w.vectorOps.WithLabelValues("delete_doc").Inc()
 	}
-	w.vectorOps.WithLabelValues("delete_doc").Inc()
 	if err := w.upsert(ctx, tenant, items); err != nil {
 		return err
 	}
-	w.log.Debug("vector items rewritten", "tenant", tenant, "doc", doc, "version", rec.Version,
-		"deleted", rec.Deleted, "items", len(items))
+	w.log.Debug("vector items rewritten", "tenant", tenant, "docs", len(docs), "items", len(items))
 	return nil
 }
 

@@ -200,3 +200,99 @@ func TestVectorConsumersRun(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// TestHandleVectorsEqualsOneByOne: graph and ACL changes handled in
+// batches leave the index as handling them one by one does, through an
+// edit, a permission change, a redelivery in the same batch and a deletion
+// that leaves a shared entity to the other documents; a malformed message
+// of a batch is refused alone.
+func TestHandleVectorsEqualsOneByOne(t *testing.T) {
+	one, batched := newVectorRig(t), newVectorRig(t)
+	sre := vector.Filter{Principal: "bob", Groups: []string{"sre"}}
+	graph := func(doc string, version int64, deleted bool, touched, contributed []string) *stream.Message {
+		data, err := events.Encode(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: doc, Version: version,
+			Deleted: deleted, Touched: touched, Contributed: contributed})
+		require.NoError(t, err)
+		return &stream.Message{Kind: events.KindGraphChanged, Tenant: "acme", Data: data}
+	}
+	acl := func(doc string, rev int64) *stream.Message {
+		data, err := events.Encode(&events.DocACL{Header: events.Header{Tenant: "acme"}, DocID: doc, Version: 1, ACLRevision: rev, ACL: provenance.PublicACL()})
+		require.NoError(t, err)
+		return &stream.Message{Kind: events.KindDocACL, Tenant: "acme", Data: data}
+	}
+	// The same store changes on both rigs, then the same events.
+	step := func(change func(r *vectorRig), ms ...*stream.Message) {
+		t.Helper()
+		for _, r := range []*vectorRig{one, batched} {
+			change(r)
+		}
+		for _, m := range ms {
+			require.NoError(t, one.w.Handle(t.Context(), m))
+		}
+		for i, err := range batched.w.HandleVectors(t.Context(), ms) {
+			require.NoError(t, err, "message %d", i)
+		}
+		for _, kind := range []vector.Kind{vector.KindTextUnit, vector.KindEntity, vector.KindReport} {
+			want, got := one.search(kind, sre), batched.search(kind, sre)
+			require.Equal(t, ids(want), ids(got), "%s items", kind)
+			for id, h := range want {
+				require.Equal(t, h.Text, got[id].Text, "%s %s", kind, id)
+				require.Equal(t, h.Sources, got[id].Sources, "%s %s", kind, id)
+			}
+		}
+	}
+	var docs []string
+	for i := range 6 {
+		docs = append(docs, "INC-"+string(rune('1'+i)))
+	}
+	step(func(r *vectorRig) {
+		for i, d := range docs {
+			a := provenance.PublicACL()
+			if i%2 == 0 {
+				a = provenance.ACL{Groups: []string{"sre"}}
+			}
+			r.apply(d, 1, a, "The disk of "+d+" filled up.", "Logs of "+d+" were deleted.")
+		}
+		require.NoError(t, r.st.ReplaceCommunities(t.Context(), "acme", 1, []store.Community{
+			{ID: "c0-disk", Level: 0, Members: []string{"failure_mode:disk-full", "incident:INC-1", "incident:INC-2"}, MemberHash: "h"}}))
+		data, err := events.Encode(&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1,
+			Changed: []events.CommunityChange{{ID: "c0-disk", Level: 0, MemberHash: "h"}}})
+		require.NoError(t, err)
+		require.NoError(t, r.w.Handle(t.Context(), &stream.Message{Kind: events.KindCommunitiesChanged, Tenant: "acme", Data: data}))
+	}, graph("INC-1", 1, false, []string{"incident:INC-1", "failure_mode:disk-full"}, nil),
+		graph("INC-2", 1, false, []string{"incident:INC-2"}, nil), graph("INC-3", 1, false, nil, nil),
+		graph("INC-4", 1, false, nil, nil), graph("INC-5", 1, false, nil, nil), graph("INC-6", 1, false, nil, nil))
+	require.Len(t, batched.search(vector.KindReport, sre), 1)
+
+	// An edit and its redelivery, a permission change and a graph change of
+	// another document in one batch.
+	step(func(r *vectorRig) {
+		r.apply("INC-2", 2, provenance.PublicACL(), "Version two of INC-2: the disk was resized.")
+		_, err := r.st.SetACL(t.Context(), "acme", "INC-3", provenance.PublicACL())
+		require.NoError(t, err)
+	}, graph("INC-2", 2, false, []string{"incident:INC-2"}, nil), acl("INC-3", 1), graph("INC-2", 2, false, nil, nil),
+		graph("INC-4", 1, false, nil, nil))
+
+	// A deletion next to a permission change: the shared failure mode lives
+	// on through the others, named only by the deletion's Contributed.
+	step(func(r *vectorRig) {
+		_, err := r.st.MarkDeleted(t.Context(), "acme", "INC-1")
+		require.NoError(t, err)
+		_, err = r.st.Delete(t.Context(), "acme", "INC-1", 3)
+		require.NoError(t, err)
+		_, err = r.st.SetACL(t.Context(), "acme", "INC-5", provenance.PublicACL())
+		require.NoError(t, err)
+	}, graph("INC-1", 3, true, []string{"incident:INC-1"}, []string{"failure_mode:disk-full", "incident:INC-1"}),
+		acl("INC-5", 1))
+	ents := batched.search(vector.KindEntity, sre)
+	require.NotContains(t, ents, "incident:INC-1")
+	require.NotContains(t, ents["failure_mode:disk-full"].DocIDs(), "INC-1")
+	require.Contains(t, ents["failure_mode:disk-full"].DocIDs(), "INC-2")
+
+	// A malformed message is refused alone, permanently.
+	errs := batched.w.HandleVectors(t.Context(), []*stream.Message{
+		{Kind: events.KindGraphChanged, Tenant: "acme", Data: []byte("{")}, graph("INC-6", 1, false, nil, nil)})
+	require.Len(t, errs, 2)
+	require.True(t, stream.IsPermanent(errs[0]), "%v", errs[0])
+	require.NoError(t, errs[1])
+}

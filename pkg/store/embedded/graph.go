@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -31,6 +32,93 @@ const (
 // graphBuckets are one tenant's graph buckets.
 type graphBuckets struct {
 	sources, entities, edges, byType, out, in, byRel, byName, meta *bolt.Bucket
+	// pending, when set (a batch's transaction), holds the entities and
+	// edges written by the batch's earlier changes, decoded, until flush
+	// encodes each once: a hub that every change of the batch touches is
+	// decoded and encoded once per batch, not once per change.
+	pending *overlay
+}
+
+// overlay is a batch's written entities and edges by id; a nil value is
+// one the batch removed.
+type overlay struct {
+	entities map[string]*store.Entity
+	edges    map[string]*store.Edge
+}
+
+// flush writes the overlay's entities and edges to their buckets.
+func (g *graphBuckets) flush() error {
+	if g.pending == nil {
+		return nil
+	}
+	for _, id := range sortedIDs(g.pending.entities) {
+		e := g.pending.entities[id]
+		if e == nil {
+			if err := g.entities.Delete([]byte(id)); err != nil {
+				return err
+			}
+		} else if err := putJSON(g.entities, id, e); err != nil {
+			return err
+		}
+	}
+	for _, id := range sortedIDs(g.pending.edges) {
+		e := g.pending.edges[id]
+		if e == nil {
+			if err := g.edges.Delete([]byte(id)); err != nil {
+				return err
+			}
+		} else if err := putJSON(g.edges, id, e); err != nil {
+			return err
+		}
+	}
+	g.pending = nil
+	return nil
+}
+
+// sortedIDs are m's keys, sorted (bbolt writes keys in order best).
+func sortedIDs[V any](m map[string]V) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// putEntity stores e, in the overlay when there is one.
+func (g *graphBuckets) putEntity(e store.Entity) error {
+	if g.pending != nil {
+		g.pending.entities[e.ID] = &e
+		return nil
+	}
+	return putJSON(g.entities, e.ID, e)
+}
+
+// deleteEntity removes an entity, in the overlay when there is one.
+func (g *graphBuckets) deleteEntity(id string) error {
+	if g.pending != nil {
+		g.pending.entities[id] = nil
+		return nil
+	}
+	return g.entities.Delete([]byte(id))
+}
+
+// putEdge stores e, in the overlay when there is one.
+func (g *graphBuckets) putEdge(e store.Edge) error {
+	if g.pending != nil {
+		g.pending.edges[e.ID] = &e
+		return nil
+	}
+	return putJSON(g.edges, e.ID, e)
+}
+
+// deleteEdge removes an edge, in the overlay when there is one.
+func (g *graphBuckets) deleteEdge(id string) error {
+	if g.pending != nil {
+		g.pending.edges[id] = nil
+		return nil
+	}
+	return g.edges.Delete([]byte(id))
 }
 
 // openGraph returns the tenant's graph buckets, nil if the tenant has none
@@ -70,12 +158,28 @@ func (g *graphBuckets) record(docID string) (*store.SourceRecord, error) {
 }
 
 func (g *graphBuckets) entity(id string) (store.Entity, bool, error) {
+	if g.pending != nil {
+		if e, ok := g.pending.entities[id]; ok {
+			if e == nil {
+				return store.Entity{}, false, nil
+			}
+			return *e, true, nil
+		}
+	}
 	var e store.Entity
 	found, err := getJSON(g.entities, id, &e)
 	return e, found, err
 }
 
 func (g *graphBuckets) edge(id string) (store.Edge, bool, error) {
+	if g.pending != nil {
+		if e, ok := g.pending.edges[id]; ok {
+			if e == nil {
+				return store.Edge{}, false, nil
+			}
+			return *e, true, nil
+		}
+	}
 	var e store.Edge
 	found, err := getJSON(g.edges, id, &e)
 	return e, found, err
@@ -180,7 +284,9 @@ func (g *graphBuckets) apply(ch store.Change) (store.ApplyResult, error) {
 }
 
 // ApplyBatch applies changes in order in one write transaction: one
-// commit, one fsync for the batch (see store.GraphStore).
+// commit, one fsync for the batch (see store.GraphStore). The entities and
+// edges the changes write are kept decoded until the batch's end (see
+// overlay), so each is encoded once per batch.
 func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.Change) ([]store.ApplyResult, []error, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, nil, fmt.Errorf("applying a batch of %d changes: %w", len(changes), err)
@@ -193,6 +299,8 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 		if err != nil {
 			return err
 		}
+		g.pending = &overlay{entities: map[string]*store.Entity{}, edges: map[string]*store.Edge{}}
+		defer func() { g.pending = nil }()
 		for i, ch := range changes {
 			if err := ch.Validate(); err != nil {
 				errs[i] = fmt.Errorf("applying source %q version %d in %q: %w", ch.DocID, ch.Version, tenant, err)
@@ -203,7 +311,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 				return fmt.Errorf("applying source %q version %d: %w", ch.DocID, ch.Version, err)
 			}
 		}
-		return nil
+		return g.flush()
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("applying a batch of %d changes in %q: %w", len(changes), tenant, err)
@@ -214,7 +322,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 // write persists planned writes in the order store.Writes prescribes.
 func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
 	for _, e := range w.RemoveEntities {
-		if err := g.entities.Delete([]byte(e.ID)); err != nil {
+		if err := g.deleteEntity(e.ID); err != nil {
 			return err
 		}
 		if err := g.byType.Delete(pair(e.Type, e.ID)); err != nil {
@@ -225,7 +333,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
 		}
 	}
 	for _, e := range w.RemoveEdges {
-		if err := g.edges.Delete([]byte(e.ID)); err != nil {
+		if err := g.deleteEdge(e.ID); err != nil {
 			return err
 		}
 		if err := g.out.Delete(pair(e.Source, e.ID)); err != nil {
@@ -253,7 +361,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
 				return err
 			}
 		}
-		if err := putJSON(g.entities, e.ID, e); err != nil {
+		if err := g.putEntity(e); err != nil {
 			return err
 		}
 		if err := g.byType.Put(pair(e.Type, e.ID), nil); err != nil {
@@ -261,7 +369,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
 		}
 	}
 	for _, e := range w.PutEdges {
-		if err := putJSON(g.edges, e.ID, e); err != nil {
+		if err := g.putEdge(e); err != nil {
 			return err
 		}
 		if err := g.out.Put(pair(e.Source, e.ID), nil); err != nil {

@@ -126,10 +126,16 @@ func testAccessPaths(t *testing.T, s store.Stores) {
 }
 
 // testApplyBatch: a batch gives the results, errors and graph that the
-// same applies and deletes one at a time give; an invalid change changes
-// nothing and the others still apply.
+// same applies and deletes one at a time give, on a graph that already
+// holds a document whose entities and edge the batch changes and removes;
+// an invalid change changes nothing and the others still apply.
 func testApplyBatch(t *testing.T, s store.Stores) {
 	ctx := t.Context()
+	c0 := contrib(ents(ent(api, "API", 1, "u0"), ent(db, "DB", 2, "u0")), edge(api, "calls", db, 1, "u0"))
+	for _, tn := range []string{tenant, other} {
+		_, err := s.Apply(ctx, tn, "d0", 1, c0)
+		require.NoError(t, err)
+	}
 	c1 := contrib(ents(ent(api, "API", 1, "u1"), ent(db, "DB", 2, "u1")), edge(api, "calls", db, 1, "u1"))
 	c2 := contrib(ents(ent(api, "api", 2, "u2"), ent(cache, "Cache", 2, "u2")), edge(api, "calls", cache, 1, "u2"))
 	c1b := contrib(ents(ent(db, "DB", 2, "u3"), ent(cache, "Cache", 1, "u3")), edge(db, "calls", cache, 2, "u3"))
@@ -142,6 +148,7 @@ func testApplyBatch(t *testing.T, s store.Stores) {
 		{DocID: "d2", Version: 2, Delete: true},
 		{DocID: "d1", Version: 1, Contributions: c1},  // stale
 		{DocID: "d1", Version: 2, Contributions: c1b}, // duplicate
+		{DocID: "d0", Version: 2, Delete: true},       // api, api -calls-> db: gone
 	}
 	results, errs, err := s.ApplyBatch(ctx, tenant, changes)
 	require.NoError(t, err)
@@ -163,11 +170,13 @@ func testApplyBatch(t *testing.T, s store.Stores) {
 		require.NoError(t, errs[i], "change %d", i)
 		require.Equal(t, want, results[i], "change %d", i)
 	}
-	require.Equal(t, []store.Outcome{store.Applied, store.Applied, "", "", store.Applied, store.Applied, store.Stale, store.Duplicate},
+	require.Equal(t, []store.Outcome{store.Applied, store.Applied, "", "", store.Applied, store.Applied, store.Stale, store.Duplicate, store.Applied},
 		[]store.Outcome{results[0].Outcome, results[1].Outcome, results[2].Outcome, results[3].Outcome, results[4].Outcome,
-			results[5].Outcome, results[6].Outcome, results[7].Outcome})
+			results[5].Outcome, results[6].Outcome, results[7].Outcome, results[8].Outcome})
 	require.Equal(t, snapshot(t, s, other), snapshot(t, s, tenant))
-	for _, doc := range []string{"d1", "d2"} {
+	_, err = s.Entity(ctx, tenant, api)
+	require.ErrorIs(t, err, store.ErrNotFound, "the entity the batch removed is gone")
+	for _, doc := range []string{"d0", "d1", "d2"} {
 		a, b := source(t, s, tenant, doc), source(t, s, other, doc)
 		a.AppliedAt, b.AppliedAt = time.Time{}, time.Time{}
 		require.Equal(t, b, a)
