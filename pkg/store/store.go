@@ -305,6 +305,10 @@ type CommunityStore interface {
 	// CommunitiesOf returns the communities holding any of the entities,
 	// through the member index, sorted by level then id.
 	CommunitiesOf(ctx context.Context, tenant string, entityIDs []string) ([]Community, error)
+	// Clustered returns which of the entities some stored community holds,
+	// from the member index alone (no community is read); the others are
+	// absent from the map.
+	Clustered(ctx context.Context, tenant string, entityIDs []string) (map[string]bool, error)
 	// UpdateCommunities replaces the stored communities with the ids of cs
 	// (the others stay as they are) and their member index entries, in one
 	// transaction, if run is still the last stored run: ErrConflict if

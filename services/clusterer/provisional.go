@@ -68,15 +68,11 @@ func (w *Worker) Assign(ctx context.Context, tenant string, ids []string) error 
 	}
 	// Only the communities of the entities and of their neighbours are
 	// read (through the member index) and only the grown ones written.
-	own, err := w.st.CommunitiesOf(ctx, tenant, ids)
+	// Which entities are clustered comes from the member index alone (a
+	// hub among ids would otherwise have its communities read whole).
+	clustered, err := w.st.Clustered(ctx, tenant, ids)
 	if err != nil {
-		return fmt.Errorf("reading the communities of %d entities: %w", len(ids), err)
-	}
-	clustered := map[string]bool{}
-	for _, c := range own {
-		for _, m := range c.Members {
-			clustered[m] = true
-		}
+		return fmt.Errorf("reading the membership of %d entities: %w", len(ids), err)
 	}
 	var fresh []string
 	for _, id := range ids {

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -125,6 +126,30 @@ func (s *Store) CommunitiesOf(ctx context.Context, tenant string, entityIDs []st
 		return nil, fmt.Errorf("listing the communities of %d entities of %q: %w", len(entityIDs), tenant, err)
 	}
 	store.SortCommunities(out)
+	return out, nil
+}
+
+// Clustered reports which entities the member index lists (see
+// store.CommunityStore).
+func (s *Store) Clustered(ctx context.Context, tenant string, entityIDs []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := s.readTenant(ctx, bucketCommunities, tenant, func(t *bolt.Bucket) error {
+		members := t.Bucket([]byte(subMembers))
+		if members == nil {
+			return nil
+		}
+		c := members.Cursor()
+		for _, e := range entityIDs {
+			prefix := pairPrefix(e)
+			if k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
+				out[e] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up the membership of %d entities of %q: %w", len(entityIDs), tenant, err)
+	}
 	return out, nil
 }
 

@@ -91,6 +91,25 @@ func (s *Store) CommunitiesOf(ctx context.Context, tenant string, entityIDs []st
 	return out, nil
 }
 
+// Clustered reports which entities the member index lists (see
+// store.CommunityStore).
+func (s *Store) Clustered(ctx context.Context, tenant string, entityIDs []string) (map[string]bool, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("looking up the membership of %d entities: %w", len(entityIDs), err)
+	}
+	idx, err := hmgetJSON[[]string](ctx, s.client, s.tenantKeys(tenant).communityMembers(), entityIDs)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the membership of %d entities of %q: %w", len(entityIDs), tenant, err)
+	}
+	out := map[string]bool{}
+	for id, l := range idx {
+		if len(l) > 0 {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
 func (s *Store) communitiesOf(ctx context.Context, c goredis.Cmdable, k keys, entityIDs []string) ([]store.Community, error) {
 	idx, err := hmgetJSON[[]string](ctx, c, k.communityMembers(), entityIDs)
 	if err != nil {

@@ -178,9 +178,23 @@ func testCommunityMembers(t *testing.T, s store.Stores) {
 		cs, err := s.CommunitiesOf(ctx, tenant, ids)
 		require.NoError(t, err)
 		out := []string{}
+		held := map[string]bool{}
 		for _, c := range cs {
 			out = append(out, c.ID)
+			for _, m := range c.Members {
+				held[m] = true
+			}
 		}
+		// Clustered answers, from the index alone, what the communities say.
+		want := map[string]bool{}
+		for _, id := range ids {
+			if held[id] {
+				want[id] = true
+			}
+		}
+		got, err := s.Clustered(ctx, tenant, ids)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "Clustered(%v)", ids)
 		return out
 	}
 	require.Equal(t, []string{}, of(api), "nothing stored yet")
@@ -229,6 +243,11 @@ func testCommunityMembers(t *testing.T, s store.Stores) {
 	oc, err := s.CommunitiesOf(ctx, other, []string{api})
 	require.NoError(t, err)
 	require.Empty(t, oc)
+	cl, err := s.Clustered(ctx, other, []string{api})
+	require.NoError(t, err)
+	require.Empty(t, cl)
+	_, err = s.Clustered(ctx, "Bad Tenant", []string{api})
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 // testReportIndex checks the by-source index: it follows puts that change
