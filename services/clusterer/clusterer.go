@@ -324,12 +324,20 @@ func (w *Worker) cluster(ctx context.Context) error {
 func (w *Worker) loop(ctx context.Context) error {
 	tick := time.NewTicker(w.cfg.Tick)
 	defer tick.Stop()
+	// Provisional placement runs at every tick and, when kicked, if the
+	// last one is at least a Tick old: each run reads and rewrites the
+	// communities the new entities join (at the top levels, large ones),
+	// so under a stream of graph changes it runs at most about twice a
+	// Tick, whatever their rate, and the entities wait at most a Tick.
+	var assigned time.Time
 	for {
+		assign := true
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		case <-w.kick:
+			assign = time.Since(assigned) >= w.cfg.Tick
 		}
 		for _, t := range w.due() {
 			if err := w.Recluster(ctx, t); err != nil {
@@ -340,6 +348,10 @@ func (w *Worker) loop(ctx context.Context) error {
 				w.markDirty(t, time.Time{}, nil)
 			}
 		}
+		if !assign {
+			continue
+		}
+		assigned = time.Now()
 		for t, ids := range w.takeTouched() {
 			if err := w.Assign(ctx, t, ids); err != nil && ctx.Err() == nil {
 				// Not retried: the re-clustering that is due anyway places them.

@@ -103,6 +103,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store %q: %w", path, err)
 	}
+	db.MaxBatchDelay = batchDelay
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists([]byte(bucketMeta))
 		if err != nil {
@@ -175,6 +176,23 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return err
 	}
 	return s.db.Update(fn)
+}
+
+// batchDelay is how long a small write waits for others to share its
+// commit (bolt.DB.MaxBatchDelay; bbolt's default is 10ms).
+const batchDelay = 2 * time.Millisecond
+
+// batch is update for small writes that arrive concurrently (a gateway's
+// requests: registry changes, outbox records): bbolt groups concurrent
+// calls into one transaction, one commit and one fsync for all. fn may run
+// more than once (when another call of its group fails, the group is
+// retried without it), so it must only write through tx and set results
+// it overwrites on every run.
+func (s *Store) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.Batch(fn)
 }
 
 // tenantBucket returns the tenant's bucket under the top-level bucket name,

@@ -280,7 +280,7 @@ func (g *graphBuckets) apply(ch store.Change) (store.ApplyResult, error) {
 	if w.Record == nil {
 		return w.Result, nil
 	}
-	return w.Result, g.write(old, w)
+	return w.Result, g.write(old, w, entities)
 }
 
 // ApplyBatch applies changes in order in one write transaction: one
@@ -319,8 +319,10 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 	return results, errs, nil
 }
 
-// write persists planned writes in the order store.Writes prescribes.
-func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
+// write persists planned writes in the order store.Writes prescribes;
+// stored holds the entities as Plan read them, whose name index entries a
+// put replaces.
+func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map[string]store.Entity) error {
 	for _, e := range w.RemoveEntities {
 		if err := g.deleteEntity(e.ID); err != nil {
 			return err
@@ -347,11 +349,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes) error {
 		}
 	}
 	for _, e := range w.PutEntities {
-		old, found, err := g.entity(e.ID)
-		if err != nil {
-			return err
-		}
-		if found {
+		if old, found := stored[e.ID]; found {
 			if err := g.unindexNames(old); err != nil {
 				return err
 			}

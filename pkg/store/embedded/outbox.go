@@ -91,7 +91,7 @@ func (s *Store) RecordPending(ctx context.Context, ps []store.Pending) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	if err := s.update(ctx, func(tx *bolt.Tx) error { return putPendingTx(tx, ps) }); err != nil {
+	if err := s.batch(ctx, func(tx *bolt.Tx) error { return putPendingTx(tx, ps) }); err != nil {
 		return fmt.Errorf("recording pending events: %w", err)
 	}
 	return nil
@@ -141,7 +141,7 @@ func (s *Store) ClearPending(ctx context.Context, tenant, id string) error {
 	if err := store.ValidatePending(store.Pending{Tenant: tenant, ID: id}); err != nil {
 		return fmt.Errorf("clearing a pending event: %w", err)
 	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx *bolt.Tx) error {
 		top := tx.Bucket([]byte(bucketOutbox))
 		if top == nil {
 			return nil

@@ -23,7 +23,11 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		return provenance.SourceState{}, err
 	}
 	var out provenance.SourceState
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	// Registry changes come from concurrent requests: they share commits.
+	// next and pend are pure but for what they return (a pend that stores
+	// an event payload stores it under its content's name), so running
+	// them again is harmless.
+	err := s.batch(ctx, func(tx *bolt.Tx) error {
 		b, err := tenantBucket(tx, bucketRegistry, tenant, true)
 		if err != nil {
 			return err
