@@ -5,7 +5,9 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -177,15 +179,19 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 	if ok && g.now().Before(c.until) {
 		return c.entries, nil
 	}
-	ents, err := g.gs.EntitiesByType(ctx, tenant, "")
-	if err != nil {
-		return nil, fmt.Errorf("listing entities of tenant %s: %w", tenant, err)
+	// Only the catalog's types are read, through the type index.
+	var ents []store.Entity
+	for _, t := range slices.Sorted(maps.Keys(g.types)) {
+		es, err := g.gs.EntitiesByType(ctx, tenant, t)
+		if err != nil {
+			return nil, fmt.Errorf("listing the %s entities of tenant %s: %w", t, tenant, err)
+		}
+		ents = append(ents, es...)
 	}
+	// In id order, as one listing of every type gives them.
+	slices.SortFunc(ents, func(a, b store.Entity) int { return strings.Compare(a.ID, b.ID) })
 	var out []Entry
 	for _, e := range ents {
-		if !g.types[e.Type] {
-			continue
-		}
 		_, key := resolve.SplitID(e.ID)
 		seen := map[string]bool{}
 		for _, f := range e.Sources {
