@@ -370,6 +370,12 @@ type ConsumerConfig struct {
 	// DrainTimeout, when set, overrides the bus's Config.DrainTimeout for
 	// this stage.
 	DrainTimeout time.Duration
+	// Concurrency, with Run, is how many messages of one consumer are
+	// handled at once (default 1: one after the other). Each is settled on
+	// its own; handlers must then be safe for concurrent use and must not
+	// depend on the order of messages (every handler is version-gated).
+	// A stop waits for every message in flight, as for one.
+	Concurrency int
 }
 
 func (c *ConsumerConfig) setDefaults() {
@@ -406,6 +412,9 @@ func (c ConsumerConfig) Validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		return errors.New("stream: DrainTimeout must be >= 0")
+	}
+	if c.Concurrency < 0 {
+		return errors.New("stream: Concurrency must be >= 0")
 	}
 	return nil
 }
@@ -716,6 +725,23 @@ func (b *Bus) fetch(ctx context.Context, s *stage, w *watch) (jetstream.MessageB
 // AckWait for its redelivery.
 func (b *Bus) consume(ctx context.Context, s *stage, cons jetstream.Consumer, h Handler) error {
 	w := &watch{cons: cons}
+	// With Concurrency > 1, messages are handled on their own goroutines,
+	// at most Concurrency at once; consume returns once all have settled.
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	slots := make(chan struct{}, max(s.Concurrency, 1))
+	handle := func(msg jetstream.Msg) {
+		if s.Concurrency <= 1 {
+			b.handle(s, h, msg)
+			return
+		}
+		slots <- struct{}{}
+		inflight.Add(1)
+		go func() {
+			defer func() { <-slots; inflight.Done() }()
+			b.handle(s, h, msg)
+		}()
+	}
 	for {
 		mb, err := b.fetch(ctx, s, w)
 		if mb == nil {
@@ -735,7 +761,7 @@ func (b *Bus) consume(ctx context.Context, s *stage, cons jetstream.Consumer, h 
 				if !ok {
 					break fetch
 				}
-				b.handle(s, h, msg)
+				handle(msg)
 			}
 		}
 		w.done()

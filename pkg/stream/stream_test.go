@@ -200,3 +200,74 @@ func TestPanicIsDeadLettered(t *testing.T) {
 	}
 	waitFor(t, "dead letter", func() bool { return testutil.ToFloat64(m.DeadLetters.WithLabelValues("p")) == 1 })
 }
+
+// TestConcurrencyHandlesMessagesAtOnce: with Concurrency 3, three
+// messages are in their handlers at the same time (each waits until it
+// sees the others), never more; every message is settled on its own (one
+// fails permanently, the others are acked), and a stop waits for the ones
+// in flight.
+func TestConcurrencyHandlesMessagesAtOnce(t *testing.T) {
+	bus, m := newBus(t)
+	var inside, most atomic.Int32
+	release := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	h := func(_ context.Context, msg *stream.Message) error {
+		n := inside.Add(1)
+		defer inside.Add(-1)
+		for {
+			old := most.Load()
+			if n <= old || most.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		<-release
+		var ev events.DocChanged
+		if err := json.Unmarshal(msg.Data, &ev); err != nil {
+			return err
+		}
+		if ev.DocID == "d3" {
+			return stream.Permanent(errors.New("refused"))
+		}
+		return nil
+	}
+	go func() {
+		done <- bus.Run(ctx, stream.ConsumerConfig{Stage: "conc", Kinds: []events.Kind{events.KindDocChanged}, Concurrency: 3}, h)
+	}()
+	for i := range 7 {
+		id := fmt.Sprintf("d%d", i)
+		if _, err := bus.Publish(t.Context(), events.KindDocChanged, "acme", "acme/"+id+"/1/changed", doc(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "three handlers at once", func() bool { return inside.Load() == 3 })
+	time.Sleep(50 * time.Millisecond)
+	if got := inside.Load(); got != 3 {
+		t.Fatalf("%d handlers at once, want 3", got)
+	}
+	// Release four; then stop with the rest in flight: Run returns only
+	// once they finished.
+	for range 4 {
+		release <- struct{}{}
+	}
+	waitFor(t, "four settled", func() bool {
+		return testutil.ToFloat64(m.Events.WithLabelValues("conc", "ok"))+testutil.ToFloat64(m.DeadLetters.WithLabelValues("conc")) >= 4
+	})
+	waitFor(t, "three in flight again", func() bool { return inside.Load() == 3 })
+	cancel()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned with handlers in flight: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if inside.Load() != 0 || most.Load() != 3 {
+		t.Fatalf("inside %d, most at once %d; want 0 and 3", inside.Load(), most.Load())
+	}
+	if ok, dl := testutil.ToFloat64(m.Events.WithLabelValues("conc", "ok")), testutil.ToFloat64(m.DeadLetters.WithLabelValues("conc")); ok+dl != 7 || dl != 1 {
+		t.Fatalf("%v acked and %v dead-lettered, want 6 and 1", ok, dl)
+	}
+}

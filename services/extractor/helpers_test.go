@@ -1,6 +1,7 @@
 package extractor_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -128,6 +130,22 @@ func waitExtracted(t *testing.T, bus *stream.Bus, tenant string, n int) []events
 		require.NoError(t, events.Decode(m.Data, &out[i]))
 		require.Equal(t, events.ExtractedID(tenant, out[i].DocID, out[i].Version, 0), m.Header.Get(jetstream.MsgIDHeader))
 	}
+	// The worker extracts several documents at once, so extractions are
+	// published in any order: they are returned in the order of the
+	// changes they come from (then in publication order).
+	first := map[[2]string]int{}
+	for i, m := range messages(t, bus, bus.Subjects().For(events.KindDocChanged, tenant)) {
+		var ev events.DocChanged
+		require.NoError(t, events.Decode(m.Data, &ev))
+		k := [2]string{ev.DocID, strconv.FormatInt(ev.Version, 10)}
+		if _, ok := first[k]; !ok {
+			first[k] = i
+		}
+	}
+	slices.SortStableFunc(out, func(a, b events.Extracted) int {
+		return cmp.Compare(first[[2]string{a.DocID, strconv.FormatInt(a.Version, 10)}],
+			first[[2]string{b.DocID, strconv.FormatInt(b.Version, 10)}])
+	})
 	return out
 }
 

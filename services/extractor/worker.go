@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,10 @@ type Config struct {
 	// Batch is how many events are fetched ahead (default: the stream
 	// package's).
 	Batch int
+	// Concurrency is how many events are extracted at once (default: one
+	// per CPU for the offline extractor, whose work is CPU-bound, and 1
+	// for the LLM extractor, whose calls the provider's rate limits bound).
+	Concurrency int
 	// Tokenizer is shared when set; otherwise New loads one.
 	Tokenizer *chunk.Tokenizer
 }
@@ -68,6 +73,9 @@ func (c Config) Validate() error {
 	if c.MaxDeliver < 0 {
 		return fmt.Errorf("extractor: MaxDeliver %d must be >= 0", c.MaxDeliver)
 	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("extractor: Concurrency %d must be >= 0", c.Concurrency)
+	}
 	return nil
 }
 
@@ -97,6 +105,12 @@ func New(cfg Config, bus *stream.Bus, ext Extractor, log *slog.Logger, reg prome
 		// back, spending their delivery budget.
 		cfg.Batch = 1
 	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 1
+		if ext.Name() != "llm" {
+			cfg.Concurrency = runtime.GOMAXPROCS(0)
+		}
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -124,7 +138,8 @@ func New(cfg Config, bus *stream.Bus, ext Extractor, log *slog.Logger, reg prome
 // ConsumerConfig is the stage's consumer, as Run uses it.
 func (w *Worker) ConsumerConfig() stream.ConsumerConfig {
 	return stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindDocChanged},
-		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff, AckWait: w.cfg.AckWait, Batch: w.cfg.Batch}
+		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff, AckWait: w.cfg.AckWait, Batch: w.cfg.Batch,
+		Concurrency: w.cfg.Concurrency}
 }
 
 // Run consumes kg.doc.changed events until ctx is cancelled, finishing the

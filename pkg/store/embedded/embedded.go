@@ -84,6 +84,7 @@ func (o Options) Validate() error {
 type Store struct {
 	db  *bolt.DB
 	now func() time.Time
+	hot *hotCache // write transactions only (see hotCache)
 }
 
 var _ store.Stores = (*Store)(nil)
@@ -140,7 +141,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("opening store %q: %w", path, err)
 	}
-	return &Store{db: db, now: opts.Now}, nil
+	return &Store{db: db, now: opts.Now, hot: newHotCache()}, nil
 }
 
 // Ping reports whether the file is open.

@@ -37,6 +37,53 @@ type graphBuckets struct {
 	// encodes each once: a hub that every change of the batch touches is
 	// decoded and encoded once per batch, not once per change.
 	pending *overlay
+	// hot, in a write transaction, is the store's cache of large decoded
+	// entities and edges; written records what this transaction wrote, for
+	// the cache once it has committed (see hotCache).
+	hot     *hotCache
+	tenant  string
+	written *overlay
+}
+
+// useHot makes g, opened in the write transaction tx, read through the
+// store's cache and update it once tx has committed.
+func (g *graphBuckets) useHot(tx *bolt.Tx, tenant string, hot *hotCache) {
+	if hot == nil {
+		return
+	}
+	g.hot, g.tenant = hot, tenant
+	g.written = &overlay{entities: map[string]*store.Entity{}, edges: map[string]*store.Edge{}}
+	w := g.written
+	tx.OnCommit(func() {
+		for _, e := range w.entities {
+			if e != nil {
+				hot.putEntity(tenant, *e)
+			}
+		}
+		for _, e := range w.edges {
+			if e != nil {
+				hot.putEdge(tenant, *e)
+			}
+		}
+	})
+}
+
+// wroteEntity notes an entity this transaction wrote (nil: removed).
+func (g *graphBuckets) wroteEntity(id string, e *store.Entity) {
+	if g.hot == nil {
+		return
+	}
+	g.hot.dropEntity(g.tenant, id)
+	g.written.entities[id] = e
+}
+
+// wroteEdge notes an edge this transaction wrote (nil: removed).
+func (g *graphBuckets) wroteEdge(id string, e *store.Edge) {
+	if g.hot == nil {
+		return
+	}
+	g.hot.dropEdge(g.tenant, id)
+	g.written.edges[id] = e
 }
 
 // overlay is a batch's written entities and edges by id; a nil value is
@@ -44,6 +91,24 @@ type graphBuckets struct {
 type overlay struct {
 	entities map[string]*store.Entity
 	edges    map[string]*store.Edge
+}
+
+// entityOf and edgeOf report whether the overlay (which may be nil) has
+// the id, and its value there.
+func (o *overlay) entityOf(id string) (*store.Entity, bool) {
+	if o == nil {
+		return nil, false
+	}
+	e, ok := o.entities[id]
+	return e, ok
+}
+
+func (o *overlay) edgeOf(id string) (*store.Edge, bool) {
+	if o == nil {
+		return nil, false
+	}
+	e, ok := o.edges[id]
+	return e, ok
 }
 
 // flush writes the overlay's entities and edges to their buckets.
@@ -87,6 +152,7 @@ func sortedIDs[V any](m map[string]V) []string {
 
 // putEntity stores e, in the overlay when there is one.
 func (g *graphBuckets) putEntity(e store.Entity) error {
+	g.wroteEntity(e.ID, &e)
 	if g.pending != nil {
 		g.pending.entities[e.ID] = &e
 		return nil
@@ -96,6 +162,7 @@ func (g *graphBuckets) putEntity(e store.Entity) error {
 
 // deleteEntity removes an entity, in the overlay when there is one.
 func (g *graphBuckets) deleteEntity(id string) error {
+	g.wroteEntity(id, nil)
 	if g.pending != nil {
 		g.pending.entities[id] = nil
 		return nil
@@ -105,6 +172,7 @@ func (g *graphBuckets) deleteEntity(id string) error {
 
 // putEdge stores e, in the overlay when there is one.
 func (g *graphBuckets) putEdge(e store.Edge) error {
+	g.wroteEdge(e.ID, &e)
 	if g.pending != nil {
 		g.pending.edges[e.ID] = &e
 		return nil
@@ -114,6 +182,7 @@ func (g *graphBuckets) putEdge(e store.Edge) error {
 
 // deleteEdge removes an edge, in the overlay when there is one.
 func (g *graphBuckets) deleteEdge(id string) error {
+	g.wroteEdge(id, nil)
 	if g.pending != nil {
 		g.pending.edges[id] = nil
 		return nil
@@ -166,8 +235,17 @@ func (g *graphBuckets) entity(id string) (store.Entity, bool, error) {
 			return *e, true, nil
 		}
 	}
+	_, wrote := g.written.entityOf(id)
+	if g.hot != nil && !wrote {
+		if e, ok := g.hot.entity(g.tenant, id); ok {
+			return e, true, nil
+		}
+	}
 	var e store.Entity
 	found, err := getJSON(g.entities, id, &e)
+	if found && err == nil && g.hot != nil && !wrote {
+		g.hot.putEntity(g.tenant, e) // the committed value: nothing wrote it yet
+	}
 	return e, found, err
 }
 
@@ -180,8 +258,17 @@ func (g *graphBuckets) edge(id string) (store.Edge, bool, error) {
 			return *e, true, nil
 		}
 	}
+	_, wrote := g.written.edgeOf(id)
+	if g.hot != nil && !wrote {
+		if e, ok := g.hot.edge(g.tenant, id); ok {
+			return e, true, nil
+		}
+	}
 	var e store.Edge
 	found, err := getJSON(g.edges, id, &e)
+	if found && err == nil && g.hot != nil && !wrote {
+		g.hot.putEdge(g.tenant, e) // the committed value: nothing wrote it yet
+	}
 	return e, found, err
 }
 
@@ -240,6 +327,7 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if err != nil {
 			return err
 		}
+		g.useHot(tx, tenant, s.hot)
 		res, err = g.apply(ch)
 		return err
 	})
@@ -299,6 +387,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 		if err != nil {
 			return err
 		}
+		g.useHot(tx, tenant, s.hot)
 		g.pending = &overlay{entities: map[string]*store.Entity{}, edges: map[string]*store.Edge{}}
 		defer func() { g.pending = nil }()
 		for i, ch := range changes {

@@ -28,6 +28,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.ChunkTokens, "chunk-tokens", chunk.DefaultTokens, "text unit size in cl100k_base tokens")
 	fs.IntVar(&cfg.ChunkOverlap, "chunk-overlap", chunk.DefaultOverlap, "tokens shared by consecutive text units (negative: none)")
 	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 5, "deliveries before an event is dead-lettered")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 0, "events extracted at once (0: one per CPU offline, 1 with an LLM)")
 	fs.IntVar(&cfg.Gleanings, "llm-gleanings", 1, "\"entities were missed\" passes per text unit (negative: none)")
 	llmTimeout := fs.Duration("llm-timeout", 120*time.Second, "timeout of one LLM request")
 	llmRetries := fs.Int("llm-retries", 3, "retries of a timed-out, rate-limited or 5xx LLM request (negative: none)")
