@@ -63,7 +63,10 @@ func TestHotCacheKeepsAppliesExact(t *testing.T) {
 		require.NoError(t, f(plain))
 	}
 	for i := range 80 {
-		both(func(s *Store) error { _, err := s.Apply(ctx, "acme", fmt.Sprintf("d%03d", i), 1, hubDoc(i, 1)); return err })
+		both(func(s *Store) error {
+			_, err := s.Apply(ctx, "acme", fmt.Sprintf("d%03d", i), 1, hubDoc(i, 1))
+			return err
+		})
 	}
 	same("single applies")
 	var batch []store.Change
