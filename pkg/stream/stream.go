@@ -204,7 +204,27 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger, metrics *Metrics
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
 	b.js = js
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	want := streamConfig(cfg)
+	// A stream that already has this configuration is not updated: every
+	// process of a deployment connects, and an update racing with another
+	// process creating its consumers is a path the server gets wrong (a
+	// data race inside nats-server, seen under -race).
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil || !sameStreamConfig(st.CachedInfo().Config, want) {
+		st, err = js.CreateOrUpdateStream(ctx, want)
+	}
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("creating stream %s: %w", cfg.Stream, err)
+	}
+	b.stream = st
+	b.setInlineMax()
+	return b, nil
+}
+
+// streamConfig is the events stream's configuration (cfg with defaults).
+func streamConfig(cfg Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "kgstream events",
 		Subjects:    []string{cfg.Subjects.Wildcard()},
@@ -213,14 +233,17 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger, metrics *Metrics
 		MaxAge:      cfg.MaxAge,
 		Duplicates:  cfg.DuplicateWindow,
 		Discard:     jetstream.DiscardOld,
-	})
-	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("creating stream %s: %w", cfg.Stream, err)
 	}
-	b.stream = st
-	b.setInlineMax()
-	return b, nil
+}
+
+// sameStreamConfig reports whether the stored configuration has every
+// setting Connect asks for (the server fills in the others).
+func sameStreamConfig(have, want jetstream.StreamConfig) bool {
+	// A zero duplicate window asks for the server's default.
+	dup := want.Duplicates == 0 || have.Duplicates == want.Duplicates
+	return have.Name == want.Name && have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Storage == want.Storage && have.Retention == want.Retention && have.MaxAge == want.MaxAge && dup &&
+		have.Discard == want.Discard
 }
 
 // ObserveLag records the index lag of a change received at received that

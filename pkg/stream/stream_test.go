@@ -271,3 +271,39 @@ func TestConcurrencyHandlesMessagesAtOnce(t *testing.T) {
 		t.Fatalf("%v acked and %v dead-lettered, want 6 and 1", ok, dl)
 	}
 }
+
+// TestConnectUpdatesAChangedStream: connecting with the stream's own
+// settings leaves it as it is; with another retention it is updated.
+func TestConnectUpdatesAChangedStream(t *testing.T) {
+	emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	maxAge := func(age time.Duration) time.Duration {
+		t.Helper()
+		bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc, MaxAge: age}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := bus.JetStream().Stream(t.Context(), bus.StreamName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().Config.MaxAge
+	}
+	for _, age := range []time.Duration{time.Hour, time.Hour, 2 * time.Hour, 0} {
+		want := age
+		if age == 0 {
+			want = 7 * 24 * time.Hour // the default
+		}
+		if got := maxAge(age); got != want {
+			t.Fatalf("connected with MaxAge %s, the stream keeps %s", age, got)
+		}
+	}
+}
