@@ -152,6 +152,15 @@ func TestDeletedReportsComeBack(t *testing.T) {
 		&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1, Changed: changes(e.comms)})
 	require.NoError(t, err)
 	before := e.waitReports(t, e.comms)
+	// The event is acknowledged before the stop: redelivered to the next
+	// reporter, it would write the reports before the pass at start.
+	streamtest.Eventually(t, 20*time.Second, func() error {
+		n, err := e.bus.Pending(t.Context(), "reporter")
+		if err == nil && n > 0 {
+			err = fmt.Errorf("%d events pending", n)
+		}
+		return err
+	})
 	stop()
 
 	for id := range before {
