@@ -239,11 +239,9 @@ func streamConfig(cfg Config) jetstream.StreamConfig {
 // sameStreamConfig reports whether the stored configuration has every
 // setting Connect asks for (the server fills in the others).
 func sameStreamConfig(have, want jetstream.StreamConfig) bool {
-	// A zero duplicate window asks for the server's default.
-	dup := want.Duplicates == 0 || have.Duplicates == want.Duplicates
 	return have.Name == want.Name && have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
-		have.Storage == want.Storage && have.Retention == want.Retention && have.MaxAge == want.MaxAge && dup &&
-		have.Discard == want.Discard
+		have.Storage == want.Storage && have.Retention == want.Retention && have.MaxAge == want.MaxAge &&
+		have.Duplicates == want.Duplicates && have.Discard == want.Discard
 }
 
 // ObserveLag records the index lag of a change received at received that

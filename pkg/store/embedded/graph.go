@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -32,17 +33,28 @@ const (
 // graphBuckets are one tenant's graph buckets.
 type graphBuckets struct {
 	sources, entities, edges, byType, out, in, byRel, byName, meta *bolt.Bucket
-	// pending, when set (a batch's transaction), holds the entities and
+	// pending, in a batch's transaction (its maps are nil otherwise), holds the entities and
 	// edges written by the batch's earlier changes, decoded, until flush
 	// encodes each once: a hub that every change of the batch touches is
 	// decoded and encoded once per batch, not once per change.
-	pending *overlay
+	pending overlay
 	// hot, in a write transaction, is the store's cache of large decoded
 	// entities and edges; written records what this transaction wrote, for
 	// the cache once it has committed (see hotCache).
 	hot     *hotCache
 	tenant  string
-	written *overlay
+	written overlay
+}
+
+// overlay is entities and edges written by id; a nil value is one
+// removed.
+type overlay struct {
+	entities map[string]*store.Entity
+	edges    map[string]*store.Edge
+}
+
+func newOverlay() overlay {
+	return overlay{entities: map[string]*store.Entity{}, edges: map[string]*store.Edge{}}
 }
 
 // useHot makes g, opened in the write transaction tx, read through the
@@ -51,143 +63,81 @@ func (g *graphBuckets) useHot(tx *bolt.Tx, tenant string, hot *hotCache) {
 	if hot == nil {
 		return
 	}
-	g.hot, g.tenant = hot, tenant
-	g.written = &overlay{entities: map[string]*store.Entity{}, edges: map[string]*store.Edge{}}
+	g.hot, g.tenant, g.written = hot, tenant, newOverlay()
 	w := g.written
 	tx.OnCommit(func() {
-		for _, e := range w.entities {
-			if e != nil {
-				hot.putEntity(tenant, *e)
-			}
+		for id, e := range w.entities {
+			hot.setEntity(tenant, id, e)
 		}
-		for _, e := range w.edges {
-			if e != nil {
-				hot.putEdge(tenant, *e)
-			}
+		for id, e := range w.edges {
+			hot.setEdge(tenant, id, e)
 		}
 	})
 }
 
-// wroteEntity notes an entity this transaction wrote (nil: removed).
-func (g *graphBuckets) wroteEntity(id string, e *store.Entity) {
-	if g.hot == nil {
-		return
-	}
-	g.hot.dropEntity(g.tenant, id)
-	g.written.entities[id] = e
-}
-
-// wroteEdge notes an edge this transaction wrote (nil: removed).
-func (g *graphBuckets) wroteEdge(id string, e *store.Edge) {
-	if g.hot == nil {
-		return
-	}
-	g.hot.dropEdge(g.tenant, id)
-	g.written.edges[id] = e
-}
-
-// overlay is a batch's written entities and edges by id; a nil value is
-// one the batch removed.
-type overlay struct {
-	entities map[string]*store.Entity
-	edges    map[string]*store.Edge
-}
-
-// entityOf and edgeOf report whether the overlay (which may be nil) has
-// the id, and its value there.
-func (o *overlay) entityOf(id string) (*store.Entity, bool) {
-	if o == nil {
-		return nil, false
-	}
-	e, ok := o.entities[id]
-	return e, ok
-}
-
-func (o *overlay) edgeOf(id string) (*store.Edge, bool) {
-	if o == nil {
-		return nil, false
-	}
-	e, ok := o.edges[id]
-	return e, ok
-}
-
-// flush writes the overlay's entities and edges to their buckets.
+// flush writes the batch's overlay to the buckets, each entity and edge
+// once.
 func (g *graphBuckets) flush() error {
-	if g.pending == nil {
-		return nil
+	if err := flushInto(g.entities, g.pending.entities); err != nil {
+		return err
 	}
-	for _, id := range sortedIDs(g.pending.entities) {
-		e := g.pending.entities[id]
-		if e == nil {
-			if err := g.entities.Delete([]byte(id)); err != nil {
-				return err
-			}
-		} else if err := putJSON(g.entities, id, e); err != nil {
-			return err
-		}
+	if err := flushInto(g.edges, g.pending.edges); err != nil {
+		return err
 	}
-	for _, id := range sortedIDs(g.pending.edges) {
-		e := g.pending.edges[id]
-		if e == nil {
-			if err := g.edges.Delete([]byte(id)); err != nil {
-				return err
-			}
-		} else if err := putJSON(g.edges, id, e); err != nil {
-			return err
-		}
-	}
-	g.pending = nil
+	g.pending = overlay{}
 	return nil
 }
 
-// sortedIDs are m's keys, sorted (bbolt writes keys in order best).
-func sortedIDs[V any](m map[string]V) []string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
+// flushInto writes m's values to b (nil: deleted), in key order.
+func flushInto[T any](b *bolt.Bucket, m map[string]*T) error {
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		if v := m[id]; v == nil {
+			if err := b.Delete([]byte(id)); err != nil {
+				return err
+			}
+		} else if err := putJSON(b, id, v); err != nil {
+			return err
+		}
 	}
-	slices.Sort(ids)
-	return ids
+	return nil
 }
 
-// putEntity stores e, in the overlay when there is one.
+// putEntity stores e (in the batch's overlay when there is one) and notes
+// it for the cache.
 func (g *graphBuckets) putEntity(e store.Entity) error {
-	g.wroteEntity(e.ID, &e)
-	if g.pending != nil {
-		g.pending.entities[e.ID] = &e
-		return nil
-	}
-	return putJSON(g.entities, e.ID, e)
+	return writeTo(g, g.entities, g.written.entities, g.pending.entities, e.ID, &e)
 }
 
-// deleteEntity removes an entity, in the overlay when there is one.
+// deleteEntity removes an entity, as putEntity stores one.
 func (g *graphBuckets) deleteEntity(id string) error {
-	g.wroteEntity(id, nil)
-	if g.pending != nil {
-		g.pending.entities[id] = nil
-		return nil
-	}
-	return g.entities.Delete([]byte(id))
+	return writeTo(g, g.entities, g.written.entities, g.pending.entities, id, nil)
 }
 
-// putEdge stores e, in the overlay when there is one.
+// putEdge stores e, as putEntity stores an entity.
 func (g *graphBuckets) putEdge(e store.Edge) error {
-	g.wroteEdge(e.ID, &e)
-	if g.pending != nil {
-		g.pending.edges[e.ID] = &e
-		return nil
-	}
-	return putJSON(g.edges, e.ID, e)
+	return writeTo(g, g.edges, g.written.edges, g.pending.edges, e.ID, &e)
 }
 
-// deleteEdge removes an edge, in the overlay when there is one.
+// deleteEdge removes an edge, as putEntity stores an entity.
 func (g *graphBuckets) deleteEdge(id string) error {
-	g.wroteEdge(id, nil)
-	if g.pending != nil {
-		g.pending.edges[id] = nil
-		return nil
+	return writeTo(g, g.edges, g.written.edges, g.pending.edges, id, nil)
+}
+
+// writeTo writes v (nil: deletes id): into pending when the batch has an
+// overlay, else into b; and notes it in written when the cache is used.
+func writeTo[T any](g *graphBuckets, b *bolt.Bucket, written, pending map[string]*T, id string, v *T) error {
+	if g.hot != nil {
+		written[id] = v
 	}
-	return g.edges.Delete([]byte(id))
+	switch {
+	case pending != nil:
+		pending[id] = v
+		return nil
+	case v == nil:
+		return b.Delete([]byte(id))
+	default:
+		return putJSON(b, id, v)
+	}
 }
 
 // openGraph returns the tenant's graph buckets, nil if the tenant has none
@@ -227,49 +177,39 @@ func (g *graphBuckets) record(docID string) (*store.SourceRecord, error) {
 }
 
 func (g *graphBuckets) entity(id string) (store.Entity, bool, error) {
-	if g.pending != nil {
-		if e, ok := g.pending.entities[id]; ok {
-			if e == nil {
-				return store.Entity{}, false, nil
-			}
-			return *e, true, nil
-		}
-	}
-	_, wrote := g.written.entityOf(id)
-	if g.hot != nil && !wrote {
-		if e, ok := g.hot.entity(g.tenant, id); ok {
-			return e, true, nil
-		}
-	}
-	var e store.Entity
-	found, err := getJSON(g.entities, id, &e)
-	if found && err == nil && g.hot != nil && !wrote {
-		g.hot.putEntity(g.tenant, e) // the committed value: nothing wrote it yet
-	}
-	return e, found, err
+	return readThrough(g, g.entities, g.pending.entities, g.written.entities, id, g.hot.entity, g.hot.setEntity)
 }
 
 func (g *graphBuckets) edge(id string) (store.Edge, bool, error) {
-	if g.pending != nil {
-		if e, ok := g.pending.edges[id]; ok {
-			if e == nil {
-				return store.Edge{}, false, nil
-			}
-			return *e, true, nil
+	return readThrough(g, g.edges, g.pending.edges, g.written.edges, id, g.hot.edge, g.hot.setEdge)
+}
+
+// readThrough reads id from the batch's overlay (pending), else from the
+// cache (cached) unless this transaction wrote it, else from b, keeping
+// what b held in the cache (keep): nothing wrote it yet, so it is the
+// committed value. The cache is used only when g has one.
+func readThrough[T any](g *graphBuckets, b *bolt.Bucket, pending, written map[string]*T, id string,
+	cached func(tenant, id string) (T, bool), keep func(tenant, id string, v *T)) (T, bool, error) {
+	if v, ok := pending[id]; ok {
+		if v == nil {
+			var zero T
+			return zero, false, nil
+		}
+		return *v, true, nil
+	}
+	_, wrote := written[id]
+	hot := g.hot != nil && !wrote
+	if hot {
+		if v, ok := cached(g.tenant, id); ok {
+			return v, true, nil
 		}
 	}
-	_, wrote := g.written.edgeOf(id)
-	if g.hot != nil && !wrote {
-		if e, ok := g.hot.edge(g.tenant, id); ok {
-			return e, true, nil
-		}
+	var v T
+	found, err := getJSON(b, id, &v)
+	if found && err == nil && hot {
+		keep(g.tenant, id, &v)
 	}
-	var e store.Edge
-	found, err := getJSON(g.edges, id, &e)
-	if found && err == nil && g.hot != nil && !wrote {
-		g.hot.putEdge(g.tenant, e) // the committed value: nothing wrote it yet
-	}
-	return e, found, err
+	return v, found, err
 }
 
 // Apply retracts what docID contributed before and adds c, in one
@@ -388,8 +328,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 			return err
 		}
 		g.useHot(tx, tenant, s.hot)
-		g.pending = &overlay{entities: map[string]*store.Entity{}, edges: map[string]*store.Edge{}}
-		defer func() { g.pending = nil }()
+		g.pending = newOverlay()
 		for i, ch := range changes {
 			if err := ch.Validate(); err != nil {
 				errs[i] = fmt.Errorf("applying source %q version %d in %q: %w", ch.DocID, ch.Version, tenant, err)

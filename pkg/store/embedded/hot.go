@@ -13,11 +13,11 @@ import (
 // that a backfill's cost grew with the hub, i.e. with the graph.
 //
 // Only write transactions use it. They run one at a time and see exactly
-// the committed state, which is what the cache holds: a transaction drops
-// an id from the cache when it writes it and, once it has committed, puts
-// the written value back (a rolled-back one leaves the id out, which is
-// only a miss). Read transactions never consult it, so they cannot see a
-// value newer or older than their snapshot.
+// the committed state, which is what the cache holds: once a transaction
+// has committed, what it wrote replaces the cached values (a rolled-back
+// one changes nothing), and within it, what it wrote is read from its own
+// buckets, never from the cache. Read transactions never consult it, so
+// they cannot see a value newer or older than their snapshot.
 type hotCache struct {
 	mu       sync.Mutex
 	entities map[string]*store.Entity // tenant "\x00" id
@@ -27,8 +27,8 @@ type hotCache struct {
 
 // An entity or edge is kept when it has at least hotMinFragments
 // fragments (smaller ones decode quickly); the cache holds at most
-// hotMaxFragments fragments in all (about 50 MB) and is emptied when a put
-// would exceed that.
+// hotMaxFragments fragments in all and is emptied when a put would exceed
+// that.
 const (
 	hotMinFragments = 64
 	hotMaxFragments = 250_000
@@ -41,30 +41,54 @@ func newHotCache() *hotCache {
 func hotKey(tenant, id string) string { return tenant + "\x00" + id }
 
 func (h *hotCache) entity(tenant, id string) (store.Entity, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e, ok := h.entities[hotKey(tenant, id)]
-	if !ok {
-		return store.Entity{}, false
-	}
-	return *e, true
+	return hotGet(h, h.entities, tenant, id)
 }
 
-func (h *hotCache) edge(tenant, id string) (store.Edge, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e, ok := h.edges[hotKey(tenant, id)]
-	if !ok {
-		return store.Edge{}, false
+func (h *hotCache) edge(tenant, id string) (store.Edge, bool) { return hotGet(h, h.edges, tenant, id) }
+
+// setEntity makes e the cached value of id: nil, or an entity too small to
+// keep, drops it.
+func (h *hotCache) setEntity(tenant, id string, e *store.Entity) {
+	n := 0
+	if e != nil {
+		n = len(e.Sources)
 	}
-	return *e, true
+	hotSet(h, h.entities, tenant, id, e, n, func(e *store.Entity) int { return len(e.Sources) })
 }
 
-// room makes room for n more fragments, emptying the cache if needed; it
-// reports whether n fit at all.
-func (h *hotCache) room(n int) bool {
-	if n > hotMaxFragments {
-		return false
+// setEdge makes e the cached value of id, as setEntity does.
+func (h *hotCache) setEdge(tenant, id string, e *store.Edge) {
+	n := 0
+	if e != nil {
+		n = len(e.Supports)
+	}
+	hotSet(h, h.edges, tenant, id, e, n, func(e *store.Edge) int { return len(e.Supports) })
+}
+
+func hotGet[T any](h *hotCache, m map[string]*T, tenant, id string) (T, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := m[hotKey(tenant, id)]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return *v, true
+}
+
+// hotSet replaces m's entry for id by v of n fragments (size gives the
+// fragments of a stored value), keeping v only when it is large enough and
+// fits.
+func hotSet[T any](h *hotCache, m map[string]*T, tenant, id string, v *T, n int, size func(*T) int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := hotKey(tenant, id)
+	if old, ok := m[k]; ok {
+		h.frags -= size(old)
+		delete(m, k)
+	}
+	if v == nil || n < hotMinFragments || n > hotMaxFragments {
+		return
 	}
 	if h.frags+n > hotMaxFragments {
 		clear(h.entities)
@@ -72,57 +96,5 @@ func (h *hotCache) room(n int) bool {
 		h.frags = 0
 	}
 	h.frags += n
-	return true
-}
-
-func (h *hotCache) putEntity(tenant string, e store.Entity) {
-	if len(e.Sources) < hotMinFragments {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.dropEntityLocked(tenant, e.ID)
-	if h.room(len(e.Sources)) {
-		h.entities[hotKey(tenant, e.ID)] = &e
-	}
-}
-
-func (h *hotCache) putEdge(tenant string, e store.Edge) {
-	if len(e.Supports) < hotMinFragments {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.dropEdgeLocked(tenant, e.ID)
-	if h.room(len(e.Supports)) {
-		h.edges[hotKey(tenant, e.ID)] = &e
-	}
-}
-
-func (h *hotCache) dropEntity(tenant, id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.dropEntityLocked(tenant, id)
-}
-
-func (h *hotCache) dropEdge(tenant, id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.dropEdgeLocked(tenant, id)
-}
-
-func (h *hotCache) dropEntityLocked(tenant, id string) {
-	k := hotKey(tenant, id)
-	if e, ok := h.entities[k]; ok {
-		h.frags -= len(e.Sources)
-		delete(h.entities, k)
-	}
-}
-
-func (h *hotCache) dropEdgeLocked(tenant, id string) {
-	k := hotKey(tenant, id)
-	if e, ok := h.edges[k]; ok {
-		h.frags -= len(e.Supports)
-		delete(h.edges, k)
-	}
+	m[k] = v
 }

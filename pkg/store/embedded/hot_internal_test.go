@@ -119,4 +119,17 @@ func TestHotCacheKeepsAppliesExact(t *testing.T) {
 	got, ok := cached.hot.edge("acme", e[0].ID)
 	require.True(t, ok)
 	require.Equal(t, e[0], got)
+
+	// A batch leaving the hubs too few fragments to keep drops them from
+	// the cache: the next apply reads what is stored, not the hubs of
+	// before the batch.
+	var most []store.Change
+	for i := 10; i < 150; i++ {
+		most = append(most, store.Change{DocID: fmt.Sprintf("d%03d", i), Version: 6, Delete: true})
+	}
+	both(func(s *Store) error { _, _, err := s.ApplyBatch(ctx, "acme", most); return err })
+	_, ok = cached.hot.entity("acme", "service:hub")
+	require.False(t, ok, "a hub of few fragments is not kept")
+	both(func(s *Store) error { _, err := s.Apply(ctx, "acme", "d200", 1, hubDoc(200, 1)); return err })
+	same("an apply after the hubs shrank")
 }
