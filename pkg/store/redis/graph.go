@@ -3,6 +3,7 @@ package redis
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -212,7 +213,6 @@ func (k keys) writes(w store.Writes, stored map[string]store.Entity) ([]writeCmd
 		} else {
 			p.SAdd(ctx, k.live(), doc)
 		}
-		p.Incr(ctx, k.gen())
 	})
 	return cmds, nil
 }
@@ -258,8 +258,7 @@ func getOne[T any](ctx context.Context, s *Store, tenant string, key func(keys) 
 	return *v, nil
 }
 
-// Entities returns the entities among ids that exist (one MGET per chunk,
-// each atomic).
+// Entities returns the entities among ids that exist, read atomically.
 func (s *Store) Entities(ctx context.Context, tenant string, ids []string) (map[string]store.Entity, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("getting entities: %w", err)
@@ -267,10 +266,7 @@ func (s *Store) Entities(ctx context.Context, tenant string, ids []string) (map[
 	k := s.tenantKeys(tenant)
 	ids = slices.Compact(slices.Sorted(slices.Values(ids))) // each asked once: decoded once
 	out := make(map[string]store.Entity, len(ids))
-	err := s.consistent(ctx, k, func() error {
-		clear(out)
-		return mgetJSON(ctx, s.client, k.prefixed(k.entity, ids), func(i int, e store.Entity) { out[ids[i]] = e })
-	})
+	err := mgetAtomic(ctx, s.client, k.prefixed(k.entity, ids), func(i int, e store.Entity) { out[ids[i]] = e })
 	if err != nil {
 		return nil, fmt.Errorf("getting entities of %q: %w", tenant, err)
 	}
@@ -288,11 +284,7 @@ func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store
 	if typ == "" {
 		set = k.entities()
 	}
-	var out []store.Entity
-	err := s.consistent(ctx, k, func() (err error) {
-		out, err = readSet[store.Entity](ctx, s.client, set, k.entity)
-		return err
-	})
+	out, err := readSet[store.Entity](ctx, s.client, set, k.entity)
 	if err != nil {
 		return nil, fmt.Errorf("listing entities of type %q in %q: %w", typ, tenant, err)
 	}
@@ -311,11 +303,7 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 	if dir == store.In {
 		set = k.in(entityID)
 	}
-	var out []store.Edge
-	err := s.consistent(ctx, k, func() (err error) {
-		out, err = readSet[store.Edge](ctx, s.client, set, k.edge)
-		return err
-	})
+	out, err := readSet[store.Edge](ctx, s.client, set, k.edge)
 	if err != nil {
 		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
 	}
@@ -330,11 +318,7 @@ func (s *Store) EdgesByRelation(ctx context.Context, tenant, relation, sourceTyp
 		return nil, fmt.Errorf("listing %q edges: %w", relation, err)
 	}
 	k := s.tenantKeys(tenant)
-	var out []store.Edge
-	err := s.consistent(ctx, k, func() (err error) {
-		out, err = readSet[store.Edge](ctx, s.client, k.byRel(relation), k.edge)
-		return err
-	})
+	out, err := readSet[store.Edge](ctx, s.client, k.byRel(relation), k.edge)
 	if err != nil {
 		return nil, fmt.Errorf("listing %q edges in %q: %w", relation, tenant, err)
 	}
@@ -382,11 +366,7 @@ func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]stor
 		return []store.Entity{}, nil
 	}
 	k := s.tenantKeys(tenant)
-	var out []store.Entity
-	err := s.consistent(ctx, k, func() (err error) {
-		out, err = readSet[store.Entity](ctx, s.client, k.byName(key), k.entity)
-		return err
-	})
+	out, err := readSet[store.Entity](ctx, s.client, k.byName(key), k.entity)
 	if err != nil {
 		return nil, fmt.Errorf("finding entities named %q in %q: %w", name, tenant, err)
 	}
@@ -394,26 +374,14 @@ func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]stor
 	return out, nil
 }
 
-// readSet reads the JSON values of the keys named by a set's members. A
-// member without a value is errTorn: a concurrent removal, which the
-// caller's consistent read retries, or else a broken index.
-func readSet[T any](ctx context.Context, c goredis.Cmdable, set string, key func(string) string) ([]T, error) {
-	ids, err := c.SMembers(ctx, set).Result()
+// readSet reads the JSON values of the keys named by a set's members, in
+// one atomic step (see atomic.go).
+func readSet[T any](ctx context.Context, c goredis.Scripter, set string, key func(string) string) ([]T, error) {
+	svs, err := readSets(ctx, c, []string{set}, []string{key("")})
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = key(id)
-	}
-	out := make([]T, 0, len(ids))
-	if err := mgetJSON(ctx, c, keys, func(_ int, v T) { out = append(out, v) }); err != nil {
-		return nil, err
-	}
-	if len(out) != len(ids) {
-		return nil, fmt.Errorf("%w: index %q lists %d ids, %d of them missing", errTorn, set, len(ids), len(ids)-len(out))
-	}
-	return out, nil
+	return decodeSet[T](set, svs[0])
 }
 
 // Snapshot returns the whole tenant graph as of one generation.
@@ -421,24 +389,25 @@ func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error
 	if err := store.ValidateTenant(tenant); err != nil {
 		return store.Graph{}, fmt.Errorf("taking a snapshot: %w", err)
 	}
-	k := s.tenantKeys(tenant)
-	var g store.Graph
-	err := s.consistent(ctx, k, func() (err error) {
-		g, err = s.snapshot(ctx, k)
-		return err
-	})
+	g, err := s.snapshot(ctx, s.tenantKeys(tenant))
 	if err != nil {
 		return store.Graph{}, fmt.Errorf("taking a snapshot of %q: %w", tenant, err)
 	}
 	return g, nil
 }
 
+// snapshot reads the entity and edge sets and their values in one atomic
+// step.
 func (s *Store) snapshot(ctx context.Context, k keys) (store.Graph, error) {
-	entities, err := readSet[store.Entity](ctx, s.client, k.entities(), k.entity)
+	svs, err := readSets(ctx, s.client, []string{k.entities(), k.edges()}, []string{k.entity(""), k.edge("")})
 	if err != nil {
 		return store.Graph{}, err
 	}
-	edges, err := readSet[store.Edge](ctx, s.client, k.edges(), k.edge)
+	entities, err := decodeSet[store.Entity](k.entities(), svs[0])
+	if err != nil {
+		return store.Graph{}, err
+	}
+	edges, err := decodeSet[store.Edge](k.edges(), svs[1])
 	if err != nil {
 		return store.Graph{}, err
 	}
@@ -465,85 +434,120 @@ func (s *Store) Stats(ctx context.Context, tenant string) (store.Stats, error) {
 }
 
 // Audit scans every graph key of the tenant (not just what the id sets
-// list) as of one generation, and checks the id sets too.
+// list) and checks the id sets too, in one atomic step (auditScript).
 func (s *Store) Audit(ctx context.Context, tenant string) (store.AuditReport, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return store.AuditReport{}, fmt.Errorf("auditing the graph: %w", err)
 	}
-	k := s.tenantKeys(tenant)
-	var rep store.AuditReport
-	err := s.consistent(ctx, k, func() (err error) {
-		rep, err = s.audit(ctx, k)
-		return err
-	})
+	rep, err := s.audit(ctx, s.tenantKeys(tenant))
 	if err != nil {
 		return store.AuditReport{}, fmt.Errorf("auditing the graph of %q: %w", tenant, err)
 	}
 	return rep, nil
 }
 
-func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
-	var srcKeys, entKeys, edgeKeys []string
-	idxKeys := map[string]string{} // set key -> kind
-	idxOwner := map[string]string{}
-	iter := s.client.Scan(ctx, 0, globEscape(k.graph())+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		key := iter.Val()
-		rest := strings.TrimPrefix(key, k.graph())
-		for _, kind := range []string{"src:", "ent:", "edge:", "type:", "out:", "in:"} {
-			id, ok := strings.CutPrefix(rest, kind)
-			if !ok {
-				continue
-			}
-			switch kind {
-			case "src:":
-				srcKeys = append(srcKeys, key)
-			case "ent:":
-				entKeys = append(entKeys, key)
-			case "edge:":
-				edgeKeys = append(edgeKeys, key)
-			default:
-				idxKeys[key], idxOwner[key] = kind, id
-			}
-			break
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return store.AuditReport{}, err
-	}
-	var g store.Graph
-	var recs []store.SourceRecord
-	if err := mgetJSON(ctx, s.client, srcKeys, func(_ int, r store.SourceRecord) { recs = append(recs, r) }); err != nil {
-		return store.AuditReport{}, err
-	}
-	if err := mgetJSON(ctx, s.client, entKeys, func(_ int, e store.Entity) { g.Entities = append(g.Entities, e) }); err != nil {
-		return store.AuditReport{}, err
-	}
-	if err := mgetJSON(ctx, s.client, edgeKeys, func(_ int, e store.Edge) { g.Edges = append(g.Edges, e) }); err != nil {
-		return store.AuditReport{}, err
-	}
-	slices.SortFunc(g.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(g.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
+// auditScript: ARGV[1] is the SCAN pattern of the tenant's graph keys,
+// ARGV[2] their prefix; KEYS are the id sets. The reply is the keys found
+// (each once), what each holds (the value of a source, entity or edge key,
+// the members of a type or adjacency set, false for any other key), and
+// the members of every KEYS set.
+var auditScript = goredis.NewScript(`
+local seen, found, held = {}, {}, {}
+local cursor = '0'
+local n = #ARGV[2]
+repeat
+  local r = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
+  cursor = r[1]
+  for _, key in ipairs(r[2]) do
+    if not seen[key] then
+      seen[key] = true
+      local rest = string.sub(key, n + 1)
+      local v = false
+      if string.find(rest, '^src:') or string.find(rest, '^ent:') or string.find(rest, '^edge:') then
+        v = redis.call('GET', key)
+      elseif string.find(rest, '^type:') or string.find(rest, '^out:') or string.find(rest, '^in:') then
+        v = redis.call('SMEMBERS', key)
+      end
+      found[#found + 1] = key
+      held[#held + 1] = v
+    end
+  end
+until cursor == '0'
+local sets = {}
+for i, set in ipairs(KEYS) do sets[i] = redis.call('SMEMBERS', set) end
+return {found, held, sets}
+`)
 
-	idx := store.Indexes{ByType: map[string][]string{}, Out: map[string][]string{}, In: map[string][]string{}}
-	members := map[string]*goredis.StringSliceCmd{}
+func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	sets := []string{k.srcs(), k.live(), k.entities(), k.edges()}
-	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for key := range idxKeys {
-			members[key] = p.SMembers(ctx, key)
-		}
-		for _, key := range sets {
-			members[key] = p.SMembers(ctx, key)
-		}
-		return nil
-	})
+	reply, err := auditScript.Run(ctx, s.client, sets, globEscape(k.graph())+"*", k.graph()).Slice()
 	if err != nil {
 		return store.AuditReport{}, err
 	}
-	for key, kind := range idxKeys {
-		m := map[string]map[string][]string{"type:": idx.ByType, "out:": idx.Out, "in:": idx.In}[kind]
-		m[idxOwner[key]] = members[key].Val()
+	if len(reply) != 3 {
+		return store.AuditReport{}, fmt.Errorf("audit: unexpected reply of %d parts", len(reply))
 	}
+	found, _ := reply[0].([]any)
+	held, _ := reply[1].([]any)
+	setReplies, _ := reply[2].([]any)
+	if len(found) != len(held) || len(setReplies) != len(sets) {
+		return store.AuditReport{}, errors.New("audit: unexpected reply shape")
+	}
+	strs := func(v any) []string {
+		vs, _ := v.([]any)
+		out := make([]string, 0, len(vs))
+		for _, x := range vs {
+			if str, ok := x.(string); ok {
+				out = append(out, str)
+			}
+		}
+		return out
+	}
+	var g store.Graph
+	var recs []store.SourceRecord
+	idx := store.Indexes{ByType: map[string][]string{}, Out: map[string][]string{}, In: map[string][]string{}}
+	decode := func(key string, v any, into any) error {
+		str, ok := v.(string)
+		if !ok {
+			return nil // gone: not a key of this kind after all
+		}
+		if err := json.Unmarshal([]byte(str), into); err != nil {
+			return fmt.Errorf("decoding %q: %w", key, err)
+		}
+		return nil
+	}
+	for i, raw := range found {
+		key, _ := raw.(string)
+		rest := strings.TrimPrefix(key, k.graph())
+		switch {
+		case strings.HasPrefix(rest, "src:"):
+			var r store.SourceRecord
+			if err := decode(key, held[i], &r); err != nil {
+				return store.AuditReport{}, err
+			}
+			recs = append(recs, r)
+		case strings.HasPrefix(rest, "ent:"):
+			var e store.Entity
+			if err := decode(key, held[i], &e); err != nil {
+				return store.AuditReport{}, err
+			}
+			g.Entities = append(g.Entities, e)
+		case strings.HasPrefix(rest, "edge:"):
+			var e store.Edge
+			if err := decode(key, held[i], &e); err != nil {
+				return store.AuditReport{}, err
+			}
+			g.Edges = append(g.Edges, e)
+		default:
+			for kind, m := range map[string]map[string][]string{"type:": idx.ByType, "out:": idx.Out, "in:": idx.In} {
+				if id, ok := strings.CutPrefix(rest, kind); ok {
+					m[id] = strs(held[i])
+				}
+			}
+		}
+	}
+	slices.SortFunc(g.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(g.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
 	rep := store.Audit(g, recs, &idx)
 
 	// The id sets must list exactly the keys that exist.
@@ -560,8 +564,8 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	for _, e := range g.Edges {
 		want[k.edges()] = append(want[k.edges()], e.ID)
 	}
-	for _, key := range sets {
-		w, got := slices.Sorted(slices.Values(want[key])), slices.Sorted(slices.Values(members[key].Val()))
+	for i, key := range sets {
+		w, got := slices.Sorted(slices.Values(want[key])), slices.Sorted(slices.Values(strs(setReplies[i])))
 		if !slices.Equal(w, got) {
 			rep.AddIndexMismatch("set %q has %d ids, %d keys exist", key, len(got), len(w))
 		}

@@ -20,11 +20,11 @@
 // it ran; an optimistic transaction blocks nobody and only retries when it
 // actually collides.
 //
-// Multi-key reads (Snapshot, Audit, EntitiesByType, Edges) check a
-// per-tenant generation counter that every graph transaction increments:
-// read it, read the data, read it again; if it moved, a write interleaved
-// and the read is retried (then store.ErrConflict). So a snapshot never
-// shows an edge without its endpoints.
+// Multi-key reads (Snapshot, Audit, Entities, EntitiesByType, Edges, ...)
+// are one Lua script each, so they see the graph between two transactions
+// and never an edge without its endpoints, however busy the writers are
+// (see atomic.go). Reads are the one place scripts are used: they compute
+// nothing, so there is no second implementation of a rule to keep.
 //
 // # Keys
 //
@@ -49,7 +49,6 @@
 //	<p>:{<t>}:g:in:<entity>          set of ids of edges entering the entity
 //	<p>:{<t>}:g:rel:<relation>       set of ids of the relation's edges
 //	<p>:{<t>}:g:name:<name key>      set of ids of entities with the name (store.NameKey)
-//	<p>:{<t>}:g:gen                  generation counter (see above)
 //	<p>:{<t>}:communities            hash community id -> store.Community (JSON)
 //	<p>:{<t>}:communities-run        last run number
 //	<p>:{<t>}:cmembers               hash entity id -> ids of the communities holding it (JSON)
@@ -83,10 +82,6 @@ const DefaultMaxAttempts = 50
 // mgetChunk bounds the keys of one MGET so a huge source does not make one
 // huge reply.
 const mgetChunk = 1000
-
-// errTorn means a multi-key read saw a half-applied state: a write came
-// between two of its commands. consistent retries it.
-var errTorn = errors.New("torn read")
 
 // Option configures a Store.
 type Option func(*Store)
@@ -162,7 +157,6 @@ func (k keys) out(id string) string     { return k.base + "g:out:" + id }
 func (k keys) in(id string) string      { return k.base + "g:in:" + id }
 func (k keys) byRel(r string) string    { return k.base + "g:rel:" + r }
 func (k keys) byName(n string) string   { return k.base + "g:name:" + n }
-func (k keys) gen() string              { return k.base + "g:gen" }
 func (k keys) communities() string      { return k.base + "communities" }
 func (k keys) communitiesRun() string   { return k.base + "communities-run" }
 func (k keys) communityMembers() string { return k.base + "cmembers" }
@@ -194,42 +188,6 @@ func (s *Store) optimistic(ctx context.Context, fn func(*goredis.Tx) error, watc
 			return err
 		}
 	}
-}
-
-// consistent runs read until no graph transaction of the tenant committed
-// while it ran (the generation counter did not move).
-func (s *Store) consistent(ctx context.Context, k keys, read func() error) error {
-	for attempt := 0; ; attempt++ {
-		before, err := s.generation(ctx, k)
-		if err != nil {
-			return err
-		}
-		readErr := read()
-		after, err := s.generation(ctx, k)
-		if err != nil {
-			return err
-		}
-		if before == after {
-			return readErr
-		}
-		if readErr != nil && !errors.Is(readErr, errTorn) {
-			return readErr
-		}
-		if attempt+1 >= s.maxAttempts {
-			return fmt.Errorf("%w: the graph changed during %d read attempts", store.ErrConflict, s.maxAttempts)
-		}
-		if err := s.pause(ctx, attempt); err != nil {
-			return err
-		}
-	}
-}
-
-func (s *Store) generation(ctx context.Context, k keys) (int64, error) {
-	n, err := s.client.Get(ctx, k.gen()).Int64()
-	if errors.Is(err, goredis.Nil) {
-		return 0, nil
-	}
-	return n, err
 }
 
 // pause waits a jittered, exponentially growing delay (capped at 64 times

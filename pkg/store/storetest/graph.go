@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -632,5 +634,90 @@ func testUnicode(t *testing.T, s store.Stores) {
 	require.Equal(t, c.TextUnits, rec.TextUnits)
 	requireClean(t, s, tenant)
 	del(t, s, tenant, "dök-ünï", 2)
+	require.Equal(t, store.AuditReport{}, requireClean(t, s, tenant))
+}
+
+// testReadsDuringWrites reads the graph while writers apply and delete
+// sources: every read shows it between two writes. A snapshot never holds
+// an edge without both endpoints, its audit is clean; an entity's out
+// edges all leave it; a type listing holds only that type.
+func testReadsDuringWrites(t *testing.T, s store.Stores) {
+	const writers, rounds = 3, 12
+	version := func(i, v int) store.Contributions {
+		own := fmt.Sprintf("team:t%d-%d", i, v)
+		return contrib(ents(ent(api, "API", 1, "u"), ent(db, "DB", 1, "u"), ent(own, own, 1, "u")),
+			edge(api, "calls", db, float64(v), "u"), edge(own, "owns", api, 1, "u"), edge(own, "owns", db, 1, "u"))
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	done := make(chan struct{})
+	var readErr error
+	reads := 0
+	go func() {
+		defer close(done)
+		for ; ctx.Err() == nil; reads++ {
+			g, err := s.Snapshot(ctx, tenant)
+			if err != nil {
+				readErr = err
+				return
+			}
+			ids := map[string]bool{}
+			for _, e := range g.Entities {
+				ids[e.ID] = true
+			}
+			for _, e := range g.Edges {
+				if !ids[e.Source] || !ids[e.Target] {
+					readErr = fmt.Errorf("a snapshot holds edge %s without an endpoint", e.ID)
+					return
+				}
+			}
+			es, err := s.Edges(ctx, tenant, api, store.Out)
+			if err != nil {
+				readErr = err
+				return
+			}
+			for _, e := range es {
+				if e.Source != api {
+					readErr = fmt.Errorf("an out edge of %s leaves %s", api, e.Source)
+					return
+				}
+			}
+			teams, err := s.EntitiesByType(ctx, tenant, "team")
+			if err != nil {
+				readErr = err
+				return
+			}
+			for _, e := range teams {
+				if e.Type != "team" {
+					readErr = fmt.Errorf("listing teams returned a %s", e.Type)
+					return
+				}
+			}
+		}
+	}()
+	err := parallel(writers, func(i int) error {
+		for v := 1; v <= rounds; v++ {
+			doc := fmt.Sprintf("doc-%d", i)
+			if _, err := retry(func() (store.ApplyResult, error) {
+				return s.Apply(t.Context(), tenant, doc, int64(v), version(i, v))
+			}); err != nil {
+				return err
+			}
+		}
+		_, err := retry(func() (store.ApplyResult, error) {
+			return s.Delete(t.Context(), tenant, fmt.Sprintf("doc-%d", i), rounds+1)
+		})
+		return err
+	})
+	require.NoError(t, err)
+	// Stop the reader: a read cut by the cancellation ends the loop, it is
+	// not a failure.
+	stop()
+	<-done
+	if ctx.Err() != nil && errors.Is(readErr, context.Canceled) {
+		readErr = nil
+	}
+	require.NoError(t, readErr)
+	require.Positive(t, reads)
 	require.Equal(t, store.AuditReport{}, requireClean(t, s, tenant))
 }

@@ -69,6 +69,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Graph/AmbiguousEdgeID", testAmbiguousEdgeID},
 		{"Graph/ConcurrentSourcesSharingEntities", testConcurrentSources},
 		{"Graph/ConcurrentVersionsOfOneSource", testConcurrentVersions},
+		{"Graph/ReadsDuringWrites", testReadsDuringWrites},
 		{"Graph/LargeSource", testLargeSource},
 		{"Graph/Unicode", testUnicode},
 		{"Graph/Model", testModel},
