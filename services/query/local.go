@@ -396,12 +396,19 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	usedEdges := make(map[string]bool)
 	var neighbors []string
 	seenNeighbor := make(map[string]bool)
-	unitRefs := make(map[citation]int) // (doc, version, unit) -> how many seed facts cite it
+	unitRefs := make(map[citation]int) // (doc, version, unit) -> how many of the first seed facts cite it
 	ranker := relationRanker{r: rank, words: map[string][]string{}, rels: map[string][]string{}}
 	var relRanks []float64 // ranker.rank of relItems[i]
+	// relTokens counts the relationship section's tokens: the second ring
+	// is built only while the section holds less than the whole budget
+	// (see the neighbour items below).
+	relTokens := 0
 	relationships := func(ids []string, ring2 bool) error {
 		for _, id := range ids {
 			for _, dir := range []store.Direction{store.Out, store.In} {
+				if ring2 && relTokens > budget {
+					return nil
+				}
 				es, _, err := s.neighborEdges(v, id, dir, s.cfg.MaxEntityEdges)
 				if err != nil {
 					return err
@@ -415,17 +422,16 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 					src, tgt := v.entityCache[e.Source].out, v.entityCache[e.Target].out
 					text := relationText(src.Name, e.Relation, tgt.Name)
 					it := ContextItem{Kind: KindRelationship, ID: eid, Text: text, Citations: e.Citations, Tokens: ApproxTokens(text)}
+					relTokens += it.Tokens
 					if ring2 {
 						ring2Items = append(ring2Items, it)
+						if relTokens > budget {
+							return nil
+						}
 						continue
 					}
 					relItems = append(relItems, it)
 					relRanks = append(relRanks, ranker.rank(src.Name, e.Relation, tgt.Name))
-					for _, c := range e.Citations {
-						if c.TextUnit != "" {
-							unitRefs[c]++
-						}
-					}
 					if n := e.Neighbor.ID; !seedIDs[n] && !seenNeighbor[n] {
 						seenNeighbor[n] = true
 						neighbors = append(neighbors, n)
@@ -464,6 +470,22 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 			relItems[i] = rs[i].it
 		}
 	}
+	// The units the relationships cite, of those the budget could hold
+	// (in rank order, until they sum to the whole budget): a hub seed's
+	// hundreds of relationships cite thousands of units, each to be
+	// scored against the question, of which a handful fit.
+	tokens := 0
+	for _, it := range relItems {
+		if tokens > budget {
+			break
+		}
+		tokens += it.Tokens
+		for _, c := range it.Citations {
+			if c.TextUnit != "" {
+				unitRefs[c]++
+			}
+		}
+	}
 	// Text units: the ranked passages, then the units the seeds'
 	// relationships cite, by their relevance to the question.
 	have := map[string]bool{}
@@ -495,12 +517,24 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	if reportItems, err = s.reportItems(v, seedIDs, req.Level); err != nil {
 		return QueryResponse{}, err
 	}
+	// Neighbour items, in order, until the entity section holds more than
+	// the whole budget: past that, an item could only be taken where a
+	// larger one before it did not fit (a hub seed has hundreds of
+	// neighbours, each item read from its fragments).
+	sectionTokens := 0
+	for _, it := range seedItems {
+		sectionTokens += it.Tokens
+	}
 	for _, n := range neighbors {
+		if sectionTokens > budget {
+			break
+		}
 		it, err := entityItem(v, v.entityCache[n], s.entityItemLimit(budget))
 		if err != nil {
 			return QueryResponse{}, err
 		}
 		neighborItems = append(neighborItems, it)
+		sectionTokens += it.Tokens
 	}
 	// The second ring comes from the closest neighbours only: a hub seed
 	// would otherwise pull in the whole graph.
