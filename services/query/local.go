@@ -470,20 +470,20 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 			relItems[i] = rs[i].it
 		}
 	}
-	// The units the relationships cite, of those the budget could hold
-	// (in rank order, until they sum to the whole budget): a hub seed's
-	// hundreds of relationships cite thousands of units, each to be
-	// scored against the question, of which a handful fit.
-	tokens := 0
+	// The units the relationships cite, in the relationships' rank order,
+	// until maxRelationUnits distinct ones: a hub seed's hundreds of
+	// relationships cite thousands of units, each to be scored against
+	// the question, of which a handful fit the budget.
+collectUnits:
 	for _, it := range relItems {
-		if tokens > budget {
-			break
-		}
-		tokens += it.Tokens
 		for _, c := range it.Citations {
-			if c.TextUnit != "" {
-				unitRefs[c]++
+			if c.TextUnit == "" {
+				continue
 			}
+			if _, ok := unitRefs[c]; !ok && len(unitRefs) >= maxRelationUnits {
+				break collectUnits
+			}
+			unitRefs[c]++
 		}
 	}
 	// Text units: the ranked passages, then the units the seeds'
@@ -591,6 +591,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 // maxExpandedSeeds how many seeds lend their relationships.
 const (
 	maxRankedUnits    = 12
+	maxRelationUnits  = 64
 	maxRing2Neighbors = 5
 	maxExpandedSeeds  = 10
 )
