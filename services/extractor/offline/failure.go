@@ -129,27 +129,52 @@ type Section struct {
 // SectionMap lists a document's sections in order.
 type SectionMap []Section
 
-// sectionTitle finds section titles: markdown headings, bold lines, and
-// inline labels such as "Root cause:" or "ROOT CAUSE:" at a line or
-// sentence start.
-var sectionTitle = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(?m)^#{1,6}[ \t]*([^\n]+)$|^\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$|(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))[ \t]*:`)
-})
+// sectionLine finds a section title that is a whole line: a markdown
+// heading or a bold line. sectionLabel finds an inline label such as
+// "Root cause:" or "ROOT CAUSE:" at a line or sentence start. Both run on
+// one line at a time (titles never span lines): anchored at the line's
+// start, and the label only on lines with a colon, which is many times
+// faster than searching the whole text with one multi-line pattern.
+var (
+	sectionLine = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^#{1,6}[ \t]*([^\n]+)$|^\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$`)
+	})
+	sectionLabel = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))[ \t]*:`)
+	})
+)
 
-// Sections finds the titled sections of text.
+// Sections finds the titled sections of text: per line, a title line, or
+// else every label in it.
 func Sections(text string) SectionMap {
 	var out SectionMap
-	for _, m := range sectionTitle().FindAllStringSubmatchIndex(text, -1) {
-		var title string
-		for g := 1; g <= 3; g++ {
-			if m[2*g] >= 0 {
-				title = text[m[2*g]:m[2*g+1]]
-				break
+	for off := 0; off <= len(text); {
+		end := strings.IndexByte(text[off:], '\n')
+		if end < 0 {
+			end = len(text) - off
+		}
+		line := text[off : off+end]
+		if m := sectionLine().FindStringSubmatchIndex(line); m != nil {
+			out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
+		} else if strings.IndexByte(line, ':') >= 0 {
+			for _, m := range sectionLabel().FindAllStringSubmatchIndex(line, -1) {
+				out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
 			}
 		}
-		out = append(out, Section{Start: m[0], Kind: sectionKind(title)})
+		off += end + 1
 	}
 	return out
+}
+
+// firstGroup is the text of the first group of a submatch index that
+// matched.
+func firstGroup(s string, m []int) string {
+	for g := 1; 2*g+1 < len(m); g++ {
+		if m[2*g] >= 0 {
+			return s[m[2*g]:m[2*g+1]]
+		}
+	}
+	return ""
 }
 
 func sectionKind(title string) SectionKind {
