@@ -137,7 +137,7 @@ type SectionMap []Section
 // faster than searching the whole text with one multi-line pattern.
 var (
 	sectionLine = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`^#{1,6}[ \t]*([^\n]+)$|^\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$`)
+		return regexp.MustCompile(`^(?:#{1,6}[ \t]*([^\n]+)$|\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$)`)
 	})
 	sectionLabel = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))[ \t]*:`)

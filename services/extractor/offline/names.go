@@ -32,8 +32,8 @@ const TypeHost = "host"
 
 // componentFinder finds names shaped like infrastructure components.
 type componentFinder struct {
-	ident, pair, host, camel, acronym *regexp.Regexp
-	heads                             map[string]string // head noun -> entity type
+	ident, pair, host, camel *regexp.Regexp
+	heads                    map[string]string // head noun -> entity type
 }
 
 func newComponentFinder(components, services []string) *componentFinder {
@@ -49,10 +49,11 @@ func newComponentFinder(components, services []string) *componentFinder {
 		pair:  regexp.MustCompile(`\b([A-Z][A-Za-z0-9]+) ([A-Za-z]+)\b`),
 		// db1005, mw1234, labstore1005, cr2-esams, asw-d2-sdtpa,
 		// ip-10-0-32-54: lower-case letters with digits, maybe dashed.
-		host:    regexp.MustCompile(`\b[a-z]{2,}[0-9]{3,}(?:\.[a-z]+)*\b|\b[a-z]+[0-9]+(?:-[a-z0-9]+)+\b|\b[a-z]+(?:-[a-z0-9]+)*-[a-z]*[0-9][a-z0-9]*(?:-[a-z0-9]+)*\b`),
-		camel:   regexp.MustCompile(`\b[A-Z][a-z0-9]+(?:[A-Z]+[a-z0-9]+)+\b`),
-		acronym: regexp.MustCompile(`\b[A-Z]{3,6}\b`),
-		heads:   h,
+		host: regexp.MustCompile(`\b[a-z]{2,}[0-9]{3,}(?:\.[a-z]+)*\b|\b[a-z]+[0-9]+(?:-[a-z0-9]+)+\b|\b[a-z]+(?:-[a-z0-9]+)*-[a-z]*[0-9][a-z0-9]*(?:-[a-z0-9]+)*\b`),
+		// Both match whole words only (see wordRuns): camel is anchored and
+		// run on each word; acronym is a word of 3 to 6 capitals.
+		camel: regexp.MustCompile(`^[A-Z][a-z0-9]+(?:[A-Z]+[a-z0-9]+)+$`),
+		heads: h,
 	}
 }
 
@@ -194,6 +195,52 @@ func inURL(text string, s, e int) bool {
 	return strings.Contains(tok, "://") || strings.HasPrefix(tok, "www.") || strings.Contains(tok, "=")
 }
 
+// wordRuns returns the byte ranges of the maximal runs of word bytes
+// ([0-9A-Za-z_], what \b separates) for which keep holds: a pattern
+// bounded by \b at both ends whose matches hold only word bytes matches
+// exactly the whole words it matches, so it need not be searched for at
+// every byte.
+func wordRuns(text string, keep func(string) bool) [][]int {
+	var out [][]int
+	for i := 0; i < len(text); {
+		if !wordByte(text[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(text) && wordByte(text[j]) {
+			j++
+		}
+		if keep(text[i:j]) {
+			out = append(out, []int{i, j})
+		}
+		i = j
+	}
+	return out
+}
+
+func wordByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_'
+}
+
+// camelWord is a CamelCase word: CertManager, DynamoDb.
+func (f *componentFinder) camelWord(w string) bool {
+	return len(w) >= 4 && w[0] >= 'A' && w[0] <= 'Z' && f.camel.MatchString(w)
+}
+
+// acronymWord is a word of 3 to 6 capital letters.
+func acronymWord(w string) bool {
+	if len(w) < 3 || len(w) > 6 {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if w[i] < 'A' || w[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
 func (f *componentFinder) find(text string) []span {
 	quoted := quotedSpans(text)
 	var out []span
@@ -203,7 +250,9 @@ func (f *componentFinder) find(text string) []span {
 		}
 		out = append(out, s)
 	}
-	for _, loc := range f.ident.FindAllStringIndex(text, -1) {
+	// An identifier has a hyphen or an underscore: runs without one are
+	// not searched.
+	for _, loc := range findInRunsIf(f.ident, text, func(run string) bool { return strings.ContainsAny(run, "-_") }) {
 		s, e := loc[0], loc[1]
 		// Not part of a longer dotted or slashed name (a URL, a path).
 		if (s > 0 && strings.ContainsRune("./-_", rune(text[s-1]))) || (e < len(text) && strings.ContainsRune("/-_", rune(text[e]))) {
@@ -227,7 +276,7 @@ func (f *componentFinder) find(text string) []span {
 		}
 		add(span{s, e, text[s:e], TypeHost})
 	}
-	for _, loc := range f.camel.FindAllStringIndex(text, -1) {
+	for _, loc := range wordRuns(text, f.camelWord) {
 		s, e := loc[0], loc[1]
 		w := text[s:e]
 		if codeState(w) || operationName(w) || inURL(text, s, e) || (s > 0 && strings.ContainsRune("./-_$:", rune(text[s-1]))) {
@@ -269,7 +318,7 @@ func (f *componentFinder) find(text string) []span {
 	// Acronyms the text uses at least twice ("KIAM", "OCG"), outside SQL
 	// and log lines written in capitals.
 	counts := map[string]int{}
-	locs := f.acronym.FindAllStringIndex(text, -1)
+	locs := wordRuns(text, acronymWord)
 	for _, loc := range locs {
 		counts[text[loc[0]:loc[1]]]++
 	}
@@ -294,20 +343,27 @@ func (f *componentFinder) find(text string) []span {
 // a digit and a lower-case letter: a match cannot cross a run's end, and
 // at a run's end a word boundary falls as at the end of a text.
 func findInRuns(re *regexp.Regexp, text string) [][]int {
+	return findInRunsIf(re, text, func(run string) bool {
+		return strings.ContainsAny(run, "0123456789") && strings.IndexFunc(run, func(r rune) bool { return r >= 'a' && r <= 'z' }) >= 0
+	})
+}
+
+// findInRunsIf is re.FindAllStringIndex(text, -1) for an expression whose
+// matches hold only identifier bytes ([A-Za-z0-9_.-]) and start and end
+// at a word boundary: re runs on each maximal run of identifier bytes for
+// which need holds (a run it skips holds no match).
+func findInRunsIf(re *regexp.Regexp, text string, need func(run string) bool) [][]int {
 	var out [][]int
 	for i := 0; i < len(text); {
 		if !identByte(text[i]) {
 			i++
 			continue
 		}
-		j, digit, lower := i, false, false
+		j := i + 1
 		for j < len(text) && identByte(text[j]) {
-			c := text[j]
-			digit = digit || c >= '0' && c <= '9'
-			lower = lower || c >= 'a' && c <= 'z'
 			j++
 		}
-		if digit && lower {
+		if need(text[i:j]) {
 			for _, loc := range re.FindAllStringIndex(text[i:j], -1) {
 				out = append(out, []int{i + loc[0], i + loc[1]})
 			}

@@ -21,7 +21,7 @@ var (
 	// than a multi-line search of the whole text (Go's regexp tries a
 	// pattern without a literal prefix at every byte).
 	pastedLine = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(strings.Join([]string{
+		alts := []string{
 			// A chat transcript line: "<nick> text" or "* nick does" at
 			// the start, after the timestamps ("[12:34] <alice> ...",
 			// "12:34:56 <bob> ...", "<SAL> [ts] <carol> ...").
@@ -38,7 +38,13 @@ var (
 			`^[ \t]*(?:Caused by:|Exception in thread\b)[^\n]*$`,
 			`^[ \t]*(?:Traceback \(most recent call last\):|File "[^"\n]+", line \d+)[^\n]*$`,
 			`^[ \t]*goroutine \d+ \[[^\]\n]+\]:[^\n]*$`,
-		}, "|"))
+		}
+		// Every alternative starts with ^: written once, outside the
+		// alternation, it lets the matcher try the start of the line only.
+		for i, a := range alts {
+			alts[i] = strings.TrimPrefix(a, "^")
+		}
+		return regexp.MustCompile(`^(?:` + strings.Join(alts, "|") + `)`)
 	})
 
 	// machineOutput marks a sentence as printed by a program: a memory

@@ -1,27 +1,64 @@
+//go:build integration
+
 package offline
 
 import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 )
 
-// TestFindInRunsFindsWhatTheExpressionFinds: searching the identifier runs
-// only gives the host-name expression's matches over the whole text.
-func TestFindInRunsFindsWhatTheExpressionFinds(t *testing.T) {
-	re := newComponentFinder(nil, nil).host
-	for _, text := range []string{
-		"db1005 and cr2-esams failed; asw2-a-eqiad.mgmt was down (mw1017), see es1001.eqiad.wmnet.",
-		"db1005.eqiad-x db1005_x x-db1005 DB1005 ab12 ab123 a1-b2-c3 é-db1005 db1005é ...db2001... -db3001-",
-		"no digits here", "12345 2020-01-01 10.64.64.1/24", "", "db1", "kafka-main1001 kafka-jumbo1002-x",
-	} {
-		require.Equal(t, re.FindAllStringIndex(text, -1), nilIfEmpty(findInRuns(re, text)), text)
+// corpusTexts reads every file of the public corpora beside the checkout,
+// each with a tail of edge cases for word boundaries appended.
+func corpusTexts(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, cp := range []string{"dfds-postmortems", "cloud-incidents", "wikitech-incidents", "seed-postmortems", "github-status-stream"} {
+		err := filepath.Walk("../../../../shared/corpora/"+cp, func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			out = append(out, string(b)+" x_ABC ABCD_ é ÉAB CAFé FooBar_ _FooBar Foo9Bar8 ABCDEFG a-b x.y-z _a-b a-b_ -ab- é-a a-é db1005 db1005.eqiad a_b-c")
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
+	return out
 }
 
-func nilIfEmpty(l [][]int) [][]int {
-	if len(l) == 0 {
-		return nil
+// TestRunSearchesEqualWholeTextSearches: the component finder's word and
+// identifier-run searches find exactly what its patterns find searched
+// over the whole text, on every corpus file.
+func TestRunSearchesEqualWholeTextSearches(t *testing.T) {
+	f := newComponentFinder(nil, nil)
+	camel := regexp.MustCompile(`\b[A-Z][a-z0-9]+(?:[A-Z]+[a-z0-9]+)+\b`)
+	acronym := regexp.MustCompile(`\b[A-Z]{3,6}\b`)
+	texts := corpusTexts(t)
+	if len(texts) < 700 {
+		t.Fatalf("%d corpus files", len(texts))
 	}
-	return l
+	found := map[string]int{}
+	for i, text := range texts {
+		for _, c := range []struct {
+			name      string
+			got, want [][]int
+		}{
+			{"camel", wordRuns(text, f.camelWord), camel.FindAllStringIndex(text, -1)},
+			{"acronym", wordRuns(text, acronymWord), acronym.FindAllStringIndex(text, -1)},
+			{"ident", findInRunsIf(f.ident, text, func(run string) bool { return strings.ContainsAny(run, "-_") }), f.ident.FindAllStringIndex(text, -1)},
+			{"host", findInRuns(f.host, text), f.host.FindAllStringIndex(text, -1)},
+		} {
+			found[c.name] += len(c.got)
+			if !reflect.DeepEqual(c.got, c.want) {
+				t.Errorf("file %d, %s: %d matches, the whole-text search %d", i, c.name, len(c.got), len(c.want))
+			}
+		}
+	}
+	t.Logf("%d files: %v", len(texts), found)
 }
