@@ -181,12 +181,21 @@ func (pt *pattern) fromDocument(a *Analysis, out *Output) {
 			Target: m.Ref(), TargetType: m.Type, Description: evidence(u.Text, sent), Strength: 1}, sent))
 	}
 	for _, u := range a.Units {
+		// Whether each sentence is cued, decided once: a sentence holds
+		// many mentions.
+		cued := make([]int8, len(u.Sentences)) // 0 unknown, 1 cued, -1 not
 		for _, m := range u.Mentions {
 			if !pt.targetTypes[m.Type] || m.Sentence < 0 {
 				continue
 			}
 			s := u.Sentences[m.Sentence]
-			if pt.cued(u.Text[s.Start:s.End]) {
+			if cued[m.Sentence] == 0 {
+				cued[m.Sentence] = -1
+				if pt.cued(u.Text[s.Start:s.End]) {
+					cued[m.Sentence] = 1
+				}
+			}
+			if cued[m.Sentence] == 1 {
 				emit(u, m, s)
 				found = true
 			}
