@@ -87,10 +87,6 @@ func (w *Worker) Assign(ctx context.Context, tenant string, ids []string) error 
 	if err != nil {
 		return fmt.Errorf("reading entities: %w", err)
 	}
-	type cand struct {
-		ent   store.Entity
-		edges []store.Edge // every edge of the entity, both directions
-	}
 	var cands []*cand
 	for _, id := range fresh {
 		e, ok := ents[id]
@@ -128,6 +124,7 @@ func (w *Worker) Assign(ctx context.Context, tenant string, ids []string) error 
 	// Rounds: an entity joins when a neighbour is clustered at the start of
 	// the round, so the outcome does not depend on the order of ids.
 	grown := map[int]bool{}
+	added := map[int][]*cand{} // community index -> the entities joining it
 	assigned := 0
 	for {
 		type join struct {
@@ -158,7 +155,7 @@ func (w *Worker) Assign(ctx context.Context, tenant string, ids []string) error 
 						w.computed[tenant][comms[ci].ID] = cloneCommunity(comms[ci])
 					}
 				}
-				comms[ci] = withMember(comms[ci], j.c.ent, j.c.edges)
+				added[ci] = append(added[ci], j.c)
 				in[j.c.ent.ID] = append(in[j.c.ent.ID], ci)
 			}
 			assigned++
@@ -170,9 +167,12 @@ func (w *Worker) Assign(ctx context.Context, tenant string, ids []string) error 
 	if assigned == 0 {
 		return nil
 	}
+	// Each grown community is rebuilt once with all who joined it (a
+	// batch's new entities mostly join the same few large communities).
 	changed := make([]store.Community, 0, len(grown))
 	for i := range comms {
 		if grown[i] {
+			comms[i] = withMembers(comms[i], added[i])
 			changed = append(changed, comms[i])
 		}
 	}
@@ -212,30 +212,39 @@ func strongest(id string, edges []store.Edge, clustered func(string) bool, byStr
 	return best
 }
 
-// withMember returns c with e added to its members, and e's sources plus
-// the supports of e's edges into c added to its sources. Id and MemberHash
-// are kept: they name the computed member set.
-func withMember(c store.Community, e store.Entity, edges []store.Edge) store.Community {
+// cand is a new entity to place, with every edge of it, both directions.
+type cand struct {
+	ent   store.Entity
+	edges []store.Edge
+}
+
+// withMembers returns c with the entities of joined added to its members,
+// and their sources plus the supports of their edges into the grown
+// member set added to its sources. Id and MemberHash are kept: they name
+// the computed member set.
+func withMembers(c store.Community, joined []*cand) store.Community {
 	c = cloneCommunity(c)
-	i := sort.SearchStrings(c.Members, e.ID)
-	c.Members = append(c.Members, "")
-	copy(c.Members[i+1:], c.Members[i:])
-	c.Members[i] = e.ID
+	for _, j := range joined {
+		c.Members = append(c.Members, j.ent.ID)
+	}
+	sort.Strings(c.Members)
 	set := make(map[provenance.SourceRef]bool, len(c.Sources))
 	for _, s := range c.Sources {
 		set[s] = true
 	}
-	for _, f := range e.Sources {
-		set[provenance.SourceRef{DocID: f.DocID, Version: f.Version}] = true
-	}
-	for _, ed := range edges {
-		other := ed.Target
-		if other == e.ID {
-			other = ed.Source
+	for _, j := range joined {
+		for _, f := range j.ent.Sources {
+			set[provenance.SourceRef{DocID: f.DocID, Version: f.Version}] = true
 		}
-		if j := sort.SearchStrings(c.Members, other); j < len(c.Members) && c.Members[j] == other {
-			for _, s := range ed.Supports {
-				set[provenance.SourceRef{DocID: s.DocID, Version: s.Version}] = true
+		for _, ed := range j.edges {
+			other := ed.Target
+			if other == j.ent.ID {
+				other = ed.Source
+			}
+			if k := sort.SearchStrings(c.Members, other); k < len(c.Members) && c.Members[k] == other {
+				for _, s := range ed.Supports {
+					set[provenance.SourceRef{DocID: s.DocID, Version: s.Version}] = true
+				}
 			}
 		}
 	}
