@@ -105,8 +105,9 @@ type Config struct {
 	// full; 1 too.
 	FullEvery int
 	// MaxClusterSize is the size from which an incremental run splits a
-	// changed level-0 community with the Partitioner, as hierarchical
-	// Leiden does (default 10, GraphRAG's).
+	// community further, as hierarchical Leiden does (default 10,
+	// GraphRAG's): incrementally from its previous sub-communities, or
+	// with the Partitioner when it had none (see stable.go).
 	MaxClusterSize int
 	// Tick is how often Run checks for tenants due for re-clustering
 	// (default Quiet/4, at least 10ms).

@@ -30,9 +30,10 @@ import (
 // sub-hierarchy (same member sets, same ids); a changed one of at least
 // MaxClusterSize members starts from the previous sub-communities and
 // frees only what the edit touched, as level 0 does; only one that had no
-// sub-communities is split by the Partitioner on its own subgraph, as
-// hierarchical Leiden splits large clusters. So the cost and the changes
-// of a run follow what changed, not the size of the graph. The weights are kept in memory only: after a
+// sub-communities, or whose local moves leave it whole, is split by the
+// Partitioner on its own subgraph, as hierarchical Leiden splits large
+// clusters. So the cost and the changes of a run follow what changed, not
+// the size of the graph. The weights are kept in memory only: after a
 // restart the first run is a full one.
 
 // pairKey is an unordered entity pair (a < b).
@@ -111,17 +112,20 @@ func (w *Worker) stableRows(ctx context.Context, edges []WeightedEdge, prev []st
 }
 
 // subdivide returns the rows below the community members (cluster idx at
-// level), which the previous run's communities at that level overlapping
-// it (peers) preceded. Hierarchical Leiden splits every community of at
-// least MaxClusterSize members; so does this, incrementally:
+// level); peers are the previous run's candidates at that level (at
+// level 0 all its communities; below, the previous sub-communities of the
+// communities the parent overlapped). Hierarchical Leiden splits
+// every community of at least MaxClusterSize members; so does this,
+// incrementally:
 //   - a member set equal to a previous one keeps its sub-hierarchy (same
 //     member sets, same ids);
-//   - a changed one starts from the previous children of its peers,
-//     restricted to its members, and frees the entities in none of them
-//     and those of free (the edit's); local moves as at level 0, then the
-//     same one level down;
-//   - one whose peers had no children (it grew past the size) is split
-//     from scratch by the Partitioner.
+//   - a changed one starts from the previous children of the peers it
+//     overlaps, restricted to its members, and frees the entities in none
+//     of them and those of free (the edit's); local moves as at level 0,
+//     then the same one level down;
+//   - one whose overlapped peers had no children (it grew past the size),
+//     or whose local moves leave it in one piece, is split from scratch by
+//     the Partitioner.
 func (w *Worker) subdivide(ctx context.Context, edges []WeightedEdge, members []string, level, idx int,
 	peers []store.Community, prevByID map[string]store.Community, free map[string]bool, next *int) ([]Row, error) {
 	if len(members) < w.cfg.MaxClusterSize {

@@ -470,14 +470,22 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 			relItems[i] = rs[i].it
 		}
 	}
+	// Text units: the ranked passages, then the units the seeds'
+	// relationships cite, by their relevance to the question.
+	have := map[string]bool{}
+	for _, u := range top {
+		unitItems = append(unitItems, unitItem(u))
+		have[u.docID+"#"+u.unit] = true
+	}
 	// The units the relationships cite, in the relationships' rank order,
-	// until maxRelationUnits distinct ones: a hub seed's hundreds of
-	// relationships cite thousands of units, each to be scored against
-	// the question, of which a handful fit the budget.
+	// until maxRelationUnits distinct ones besides the ranked passages: a
+	// hub seed's hundreds of relationships cite thousands of units, each
+	// to be scored against the question, of which a handful fit the
+	// budget.
 collectUnits:
 	for _, it := range relItems {
 		for _, c := range it.Citations {
-			if c.TextUnit == "" {
+			if c.TextUnit == "" || have[c.DocID+"#"+c.TextUnit] {
 				continue
 			}
 			if _, ok := unitRefs[c]; !ok && len(unitRefs) >= maxRelationUnits {
@@ -485,13 +493,6 @@ collectUnits:
 			}
 			unitRefs[c]++
 		}
-	}
-	// Text units: the ranked passages, then the units the seeds'
-	// relationships cite, by their relevance to the question.
-	have := map[string]bool{}
-	for _, u := range top {
-		unitItems = append(unitItems, unitItem(u))
-		have[u.docID+"#"+u.unit] = true
 	}
 	extra := make([]rankedUnit, 0, len(unitRefs))
 	for c := range unitRefs {

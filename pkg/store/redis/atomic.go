@@ -23,7 +23,7 @@ import (
 // readSetsScript: KEYS are sets, ARGV[i] the key prefix of the members of
 // KEYS[i]. The reply holds, per set, its members and then the values of
 // the keys they name (false where a key is absent), MGET by chunks of
-// mgetChunk (unpack is bounded).
+// 1,000 keys (unpack is bounded).
 var readSetsScript = goredis.NewScript(`
 local out = {}
 for i, set in ipairs(KEYS) do

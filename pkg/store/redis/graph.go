@@ -384,7 +384,7 @@ func readSet[T any](ctx context.Context, c goredis.Scripter, set string, key fun
 	return decodeSet[T](set, svs[0])
 }
 
-// Snapshot returns the whole tenant graph as of one generation.
+// Snapshot returns the whole tenant graph, read in one atomic step.
 func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return store.Graph{}, fmt.Errorf("taking a snapshot: %w", err)
@@ -434,63 +434,94 @@ func (s *Store) Stats(ctx context.Context, tenant string) (store.Stats, error) {
 }
 
 // Audit scans every graph key of the tenant (not just what the id sets
-// list) and checks the id sets too, in one atomic step (auditScript).
+// list) and checks the id sets too. The key names are found with SCAN,
+// which does not block Redis (it walks the whole keyspace, every
+// tenant's); what they hold is then read in one atomic step
+// (auditScript), together with the id sets and every key they list. So
+// the only writes an audit can see half of are those creating keys
+// between the scan and the read: a report with findings is audited again
+// (auditPasses in all) and the last pass's findings are returned, which a
+// real inconsistency survives.
 func (s *Store) Audit(ctx context.Context, tenant string) (store.AuditReport, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return store.AuditReport{}, fmt.Errorf("auditing the graph: %w", err)
 	}
-	rep, err := s.audit(ctx, s.tenantKeys(tenant))
-	if err != nil {
-		return store.AuditReport{}, fmt.Errorf("auditing the graph of %q: %w", tenant, err)
+	k := s.tenantKeys(tenant)
+	var rep store.AuditReport
+	for pass := 0; pass < auditPasses; pass++ {
+		var err error
+		if rep, err = s.audit(ctx, k); err != nil {
+			return store.AuditReport{}, fmt.Errorf("auditing the graph of %q: %w", tenant, err)
+		}
+		if rep.OrphanEdges == 0 && rep.OrphanEntities == 0 && rep.IndexMismatches == 0 {
+			break
+		}
 	}
 	return rep, nil
 }
 
-// auditScript: ARGV[1] is the SCAN pattern of the tenant's graph keys,
-// ARGV[2] their prefix; KEYS are the id sets. The reply is the keys found
-// (each once), what each holds (the value of a source, entity or edge key,
-// the members of a type or adjacency set, false for any other key), and
-// the members of every KEYS set.
+// auditPasses bounds how many times Audit reads a tenant with findings.
+const auditPasses = 3
+
+// auditScript: KEYS are the id sets (sources, live sources, entities,
+// edges), then the keys a scan found; ARGV[1] is the graph keys' prefix.
+// The reply is the id sets' members, then the names of the keys read
+// (those found, and those the id sets name: each source's, entity's and
+// edge's key and each entity's adjacency sets), each once, each one's
+// type ("none" when absent) and what it holds (a string's value, a set's
+// members, else false).
 var auditScript = goredis.NewScript(`
-local seen, found, held = {}, {}, {}
-local cursor = '0'
-local n = #ARGV[2]
-repeat
-  local r = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
-  cursor = r[1]
-  for _, key in ipairs(r[2]) do
-    if not seen[key] then
-      seen[key] = true
-      local rest = string.sub(key, n + 1)
-      local v = false
-      if string.find(rest, '^src:') or string.find(rest, '^ent:') or string.find(rest, '^edge:') then
-        v = redis.call('GET', key)
-      elseif string.find(rest, '^type:') or string.find(rest, '^out:') or string.find(rest, '^in:') then
-        v = redis.call('SMEMBERS', key)
-      end
-      found[#found + 1] = key
-      held[#held + 1] = v
-    end
-  end
-until cursor == '0'
+local prefix = ARGV[1]
 local sets = {}
-for i, set in ipairs(KEYS) do sets[i] = redis.call('SMEMBERS', set) end
-return {found, held, sets}
+for i = 1, 4 do sets[i] = redis.call('SMEMBERS', KEYS[i]) end
+local names, seen = {}, {}
+local function want(key)
+  if not seen[key] then seen[key] = true; names[#names + 1] = key end
+end
+for i = 5, #KEYS do want(KEYS[i]) end
+for _, id in ipairs(sets[1]) do want(prefix .. 'src:' .. id) end
+for _, id in ipairs(sets[3]) do want(prefix .. 'ent:' .. id); want(prefix .. 'out:' .. id); want(prefix .. 'in:' .. id) end
+for _, id in ipairs(sets[4]) do want(prefix .. 'edge:' .. id) end
+local types, held = {}, {}
+for i, key in ipairs(names) do
+  local t = redis.call('TYPE', key)['ok']
+  types[i] = t
+  if t == 'string' then held[i] = redis.call('GET', key)
+  elseif t == 'set' then held[i] = redis.call('SMEMBERS', key)
+  else held[i] = false end
+end
+return {sets, names, types, held}
 `)
 
 func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	sets := []string{k.srcs(), k.live(), k.entities(), k.edges()}
-	reply, err := auditScript.Run(ctx, s.client, sets, globEscape(k.graph())+"*", k.graph()).Slice()
+	scanned := slices.Clone(sets)
+	iter := s.client.Scan(ctx, 0, globEscape(k.graph())+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		rest := strings.TrimPrefix(key, k.graph())
+		for _, kind := range []string{"src:", "ent:", "edge:", "type:", "out:", "in:"} {
+			if strings.HasPrefix(rest, kind) {
+				scanned = append(scanned, key)
+				break
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return store.AuditReport{}, err
+	}
+	reply, err := auditScript.Run(ctx, s.client, scanned, k.graph()).Slice()
 	if err != nil {
 		return store.AuditReport{}, err
 	}
-	if len(reply) != 3 {
+	if len(reply) != 4 {
 		return store.AuditReport{}, fmt.Errorf("audit: unexpected reply of %d parts", len(reply))
 	}
-	found, _ := reply[0].([]any)
-	held, _ := reply[1].([]any)
-	setReplies, _ := reply[2].([]any)
-	if len(found) != len(held) || len(setReplies) != len(sets) {
+	setReplies, _ := reply[0].([]any)
+	names, _ := reply[1].([]any)
+	types, _ := reply[2].([]any)
+	held, _ := reply[3].([]any)
+	if len(setReplies) != len(sets) || len(names) != len(types) || len(names) != len(held) {
 		return store.AuditReport{}, errors.New("audit: unexpected reply shape")
 	}
 	strs := func(v any) []string {
@@ -505,50 +536,56 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	}
 	var g store.Graph
 	var recs []store.SourceRecord
+	var wrongType []string
 	idx := store.Indexes{ByType: map[string][]string{}, Out: map[string][]string{}, In: map[string][]string{}}
-	decode := func(key string, v any, into any) error {
-		str, ok := v.(string)
-		if !ok {
-			return nil // gone: not a key of this kind after all
-		}
-		if err := json.Unmarshal([]byte(str), into); err != nil {
-			return fmt.Errorf("decoding %q: %w", key, err)
-		}
-		return nil
-	}
-	for i, raw := range found {
+	for i, raw := range names {
 		key, _ := raw.(string)
 		rest := strings.TrimPrefix(key, k.graph())
-		switch {
-		case strings.HasPrefix(rest, "src:"):
-			var r store.SourceRecord
-			if err := decode(key, held[i], &r); err != nil {
-				return store.AuditReport{}, err
+		typ, _ := types[i].(string)
+		if typ == "none" {
+			continue // absent: deleted since the scan, or an empty adjacency set
+		}
+		value, _ := held[i].(string)
+		isString, isSet := typ == "string", typ == "set"
+		var err error
+		switch kind := strings.SplitAfterN(rest, ":", 2)[0]; kind {
+		case "src:", "ent:", "edge:":
+			if !isString {
+				wrongType = append(wrongType, key)
+				continue
 			}
-			recs = append(recs, r)
-		case strings.HasPrefix(rest, "ent:"):
-			var e store.Entity
-			if err := decode(key, held[i], &e); err != nil {
-				return store.AuditReport{}, err
+			switch kind {
+			case "src:":
+				var r store.SourceRecord
+				err = json.Unmarshal([]byte(value), &r)
+				recs = append(recs, r)
+			case "ent:":
+				var e store.Entity
+				err = json.Unmarshal([]byte(value), &e)
+				g.Entities = append(g.Entities, e)
+			default:
+				var e store.Edge
+				err = json.Unmarshal([]byte(value), &e)
+				g.Edges = append(g.Edges, e)
 			}
-			g.Entities = append(g.Entities, e)
-		case strings.HasPrefix(rest, "edge:"):
-			var e store.Edge
-			if err := decode(key, held[i], &e); err != nil {
-				return store.AuditReport{}, err
+		case "type:", "out:", "in:":
+			if !isSet {
+				wrongType = append(wrongType, key)
+				continue
 			}
-			g.Edges = append(g.Edges, e)
-		default:
-			for kind, m := range map[string]map[string][]string{"type:": idx.ByType, "out:": idx.Out, "in:": idx.In} {
-				if id, ok := strings.CutPrefix(rest, kind); ok {
-					m[id] = strs(held[i])
-				}
-			}
+			m := map[string]map[string][]string{"type:": idx.ByType, "out:": idx.Out, "in:": idx.In}[kind]
+			m[strings.TrimPrefix(rest, kind)] = strs(held[i])
+		}
+		if err != nil {
+			return store.AuditReport{}, fmt.Errorf("decoding %q: %w", key, err)
 		}
 	}
 	slices.SortFunc(g.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(g.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
 	rep := store.Audit(g, recs, &idx)
+	for _, key := range wrongType {
+		rep.AddIndexMismatch("key %q does not hold the type its name says", key)
+	}
 
 	// The id sets must list exactly the keys that exist.
 	var want = map[string][]string{k.srcs(): {}, k.live(): {}, k.entities(): {}, k.edges(): {}}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,6 +110,26 @@ func TestAuditSeesStorage(t *testing.T) {
 	}
 	if rep.OrphanEdges != 1 || rep.IndexMismatches < 3 {
 		t.Fatalf("got %+v, want 1 orphan edge (missing endpoint) and mismatches for the record, the out set and the entity set", rep)
+	}
+
+	// A key no id set lists is found by the scan; a key of the wrong type
+	// is a finding, not a failure of the audit.
+	if err := c.Set(ctx, base+"ent:t:ghost", `{"id":"t:ghost","type":"t","name":"ghost"}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SAdd(ctx, base+"edge:t:x|r|t:y", "not an edge").Err(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Audit(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.OrphanEntities != rep.OrphanEntities+1 || again.IndexMismatches <= rep.IndexMismatches {
+		t.Fatalf("got %+v after adding an unlisted entity and a wrong-typed edge key; before %+v", again, rep)
+	}
+	if !slices.ContainsFunc(again.Problems, func(p string) bool { return strings.Contains(p, "does not hold the type") }) &&
+		len(again.Problems) < 5 {
+		t.Fatalf("the wrong-typed key is not among the problems: %q", again.Problems)
 	}
 }
 

@@ -639,8 +639,8 @@ func testUnicode(t *testing.T, s store.Stores) {
 
 // testReadsDuringWrites reads the graph while writers apply and delete
 // sources: every read shows it between two writes. A snapshot never holds
-// an edge without both endpoints, its audit is clean; an entity's out
-// edges all leave it; a type listing holds only that type.
+// an edge without both endpoints; an entity's out edges all leave it; a
+// type listing holds only that type. The audit at the end is clean.
 func testReadsDuringWrites(t *testing.T, s store.Stores) {
 	const writers, rounds = 3, 12
 	version := func(i, v int) store.Contributions {

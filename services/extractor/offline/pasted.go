@@ -27,7 +27,7 @@ var (
 			// "12:34:56 <bob> ...", "<SAL> [ts] <carol> ...").
 			lineStart + `(?:<[^<>\s]{1,32}>[ \t]*(?:\[[^\]\n]{1,32}\][ \t]*)?)?<[A-Za-z_\[\]\\^{}|` + "`" + `][\w\[\]\\^{}|` + "`" + `\-.]{0,31}>[ \t]+[^\n]*$`,
 			// A monitoring alert: "PROBLEM - Disk space on host1 is CRITICAL".
-			lineStart + `(?:[\w\-]{1,32}:[ \t]*)?(?:PROBLEM|RECOVERY|ALERT|FIRING|RESOLVED)[ \t]*[-:][^\n]*\bis[ \t]+(?:CRITICAL|WARNING|UNKNOWN|OK)\b[^\n]*$`,
+			lineStart + `(?:[\w\-]{1,32}:[ \t]*)?(?:PROBLEM|RECOVERY|ALERT|FIRING|RESOLVED)[ \t]*[-:][^\n]*\bis[\t\f\r ]+(?:CRITICAL|WARNING|UNKNOWN|OK)\b[^\n]*$`,
 			// A log line: a timestamp, then a level ("2021-03-04 10:00:01,123 ERROR ...").
 			`^[ \t]*(?:[•*+\-][ \t]*)?\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+\-]\d{2}:?\d{2})?\]?[ \t]+(?:\S+[ \t]+){0,2}\[?(?:ERROR|ERR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL|CRIT|CRITICAL|SEVERE|NOTICE)\]?[: \t][^\n]*$`,
 			// A syslog line: "Mar  7 06:44:02 host1 daemon[123]: ...".
