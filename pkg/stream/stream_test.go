@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -19,25 +18,9 @@ import (
 	"github.com/kgstream/kgstream/pkg/stream"
 )
 
-// embeddedConn starts an embedded server for the test and connects to it.
-func embeddedConn(t *testing.T) *nats.Conn {
-	t.Helper()
-	emb, err := stream.StartEmbedded(stream.EmbeddedConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
-
 func newBus(t *testing.T) (*stream.Bus, *stream.Metrics) {
 	t.Helper()
-	nc := embeddedConn(t)
+	nc := stream.EmbeddedConn(t)
 	m := stream.NewMetrics(prometheus.NewRegistry())
 	bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc}, nil, m)
 	if err != nil {
@@ -283,7 +266,7 @@ func TestConcurrencyHandlesMessagesAtOnce(t *testing.T) {
 // TestConnectUpdatesAChangedStream: connecting with the stream's own
 // settings leaves it as it is; with another retention it is updated.
 func TestConnectUpdatesAChangedStream(t *testing.T) {
-	nc := embeddedConn(t)
+	nc := stream.EmbeddedConn(t)
 	maxAge := func(age time.Duration) time.Duration {
 		t.Helper()
 		bus, err := stream.Connect(t.Context(), stream.Config{Conn: nc, MaxAge: age}, nil, nil)

@@ -396,7 +396,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	usedEdges := make(map[string]bool)
 	var neighbors []string
 	seenNeighbor := make(map[string]bool)
-	unitRefs := make(map[citation]int) // (doc, version, unit) -> how many of the first seed facts cite it
+	unitRefs := make(map[citation]bool) // the units the first seed facts cite
 	ranker := relationRanker{r: rank, words: map[string][]string{}, rels: map[string][]string{}}
 	var relRanks []float64 // ranker.rank of relItems[i]
 	// relTokens counts the relationship section's tokens: the second ring
@@ -491,7 +491,7 @@ collectUnits:
 			if _, ok := unitRefs[c]; !ok && len(unitRefs) >= maxRelationUnits {
 				break collectUnits
 			}
-			unitRefs[c]++
+			unitRefs[c] = true
 		}
 	}
 	extra := make([]rankedUnit, 0, len(unitRefs))

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -96,20 +95,12 @@ func readSets(ctx context.Context, c goredis.Scripter, sets, prefixes []string) 
 // error naming the set.
 func decodeSet[T any](set string, sv setValues) ([]T, error) {
 	out := make([]T, 0, len(sv.ids))
-	missing := 0
-	for i, raw := range sv.vals {
-		str, ok := raw.(string)
-		if !ok {
-			missing++
-			continue
-		}
-		var v T
-		if err := json.Unmarshal([]byte(str), &v); err != nil {
-			return nil, fmt.Errorf("decoding the value of %q in %q: %w", sv.ids[i], set, err)
-		}
-		out = append(out, v)
+	err := decodeJSON(sv.vals, func(i int) string { return fmt.Sprintf("the value of %q in %q", sv.ids[i], set) },
+		func(_ int, v T) { out = append(out, v) })
+	if err != nil {
+		return nil, err
 	}
-	if missing > 0 {
+	if missing := len(sv.ids) - len(out); missing > 0 {
 		return nil, fmt.Errorf("index %q lists %d ids, %d of them without a value", set, len(sv.ids), missing)
 	}
 	return out, nil
@@ -128,16 +119,5 @@ func mgetAtomic[T any](ctx context.Context, c goredis.Scripter, keys []string, f
 	if len(vals) != len(keys) {
 		return fmt.Errorf("reading %d keys: %d values", len(keys), len(vals))
 	}
-	for i, raw := range vals {
-		str, ok := raw.(string)
-		if !ok {
-			continue // absent
-		}
-		var v T
-		if err := json.Unmarshal([]byte(str), &v); err != nil {
-			return fmt.Errorf("decoding %q: %w", keys[i], err)
-		}
-		fn(i, v)
-	}
-	return nil
+	return decodeJSON(vals, func(i int) string { return fmt.Sprintf("%q", keys[i]) }, fn)
 }

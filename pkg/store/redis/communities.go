@@ -145,16 +145,10 @@ func hmgetJSON[T any](ctx context.Context, c goredis.Cmdable, key string, fields
 		if err != nil {
 			return nil, err
 		}
-		for i, raw := range vals {
-			str, ok := raw.(string)
-			if !ok {
-				continue // absent
-			}
-			var v T
-			if err := json.Unmarshal([]byte(str), &v); err != nil {
-				return nil, fmt.Errorf("decoding %q of %q: %w", chunk[i], key, err)
-			}
-			out[chunk[i]] = v
+		err = decodeJSON(vals, func(i int) string { return fmt.Sprintf("%q of %q", chunk[i], key) },
+			func(i int, v T) { out[chunk[i]] = v })
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

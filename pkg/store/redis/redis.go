@@ -229,17 +229,28 @@ func mgetJSON[T any](ctx context.Context, c goredis.Cmdable, keys []string, fn f
 		if err != nil {
 			return err
 		}
-		for i, raw := range vals {
-			str, ok := raw.(string)
-			if !ok {
-				continue // absent
-			}
-			var v T
-			if err := json.Unmarshal([]byte(str), &v); err != nil {
-				return fmt.Errorf("decoding %q: %w", chunk[i], err)
-			}
-			fn(start+i, v)
+		if err := decodeJSON(vals, func(i int) string { return fmt.Sprintf("%q", chunk[i]) },
+			func(i int, v T) { fn(start+i, v) }); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// decodeJSON decodes the JSON values of a reply (MGET, HMGET or a script
+// reading keys) and calls fn for each present one with its index; an
+// absent value (not a string) is skipped. name names value i in an error.
+func decodeJSON[T any](vals []any, name func(i int) string, fn func(i int, v T)) error {
+	for i, raw := range vals {
+		str, ok := raw.(string)
+		if !ok {
+			continue // absent
+		}
+		var v T
+		if err := json.Unmarshal([]byte(str), &v); err != nil {
+			return fmt.Errorf("decoding %s: %w", name(i), err)
+		}
+		fn(i, v)
 	}
 	return nil
 }

@@ -148,12 +148,7 @@ var (
 // else every label in it.
 func Sections(text string) SectionMap {
 	var out SectionMap
-	for off := 0; off <= len(text); {
-		end := strings.IndexByte(text[off:], '\n')
-		if end < 0 {
-			end = len(text) - off
-		}
-		line := text[off : off+end]
+	eachLine(text, func(off int, line string) {
 		if m := sectionLine().FindStringSubmatchIndex(line); m != nil {
 			out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
 		} else if strings.IndexByte(line, ':') >= 0 {
@@ -161,8 +156,7 @@ func Sections(text string) SectionMap {
 				out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
 			}
 		}
-		off += end + 1
-	}
+	})
 	return out
 }
 

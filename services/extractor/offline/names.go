@@ -202,21 +202,29 @@ func inURL(text string, s, e int) bool {
 // every byte.
 func wordRuns(text string, keep func(string) bool) [][]int {
 	var out [][]int
+	byteRuns(text, wordByte, func(i, j int) {
+		if keep(text[i:j]) {
+			out = append(out, []int{i, j})
+		}
+	})
+	return out
+}
+
+// byteRuns calls fn with the bounds of every maximal run of bytes of text
+// for which in holds, in order.
+func byteRuns(text string, in func(byte) bool, fn func(i, j int)) {
 	for i := 0; i < len(text); {
-		if !wordByte(text[i]) {
+		if !in(text[i]) {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(text) && wordByte(text[j]) {
+		for j < len(text) && in(text[j]) {
 			j++
 		}
-		if keep(text[i:j]) {
-			out = append(out, []int{i, j})
-		}
+		fn(i, j)
 		i = j
 	}
-	return out
 }
 
 func wordByte(b byte) bool {
@@ -354,22 +362,13 @@ func findInRuns(re *regexp.Regexp, text string) [][]int {
 // which need holds (a run it skips holds no match).
 func findInRunsIf(re *regexp.Regexp, text string, need func(run string) bool) [][]int {
 	var out [][]int
-	for i := 0; i < len(text); {
-		if !identByte(text[i]) {
-			i++
-			continue
-		}
-		j := i + 1
-		for j < len(text) && identByte(text[j]) {
-			j++
-		}
+	byteRuns(text, identByte, func(i, j int) {
 		if need(text[i:j]) {
 			for _, loc := range re.FindAllStringIndex(text[i:j], -1) {
 				out = append(out, []int{i + loc[0], i + loc[1]})
 			}
 		}
-		i = j
-	}
+	})
 	return out
 }
 

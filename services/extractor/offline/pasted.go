@@ -59,17 +59,25 @@ var (
 func pastedSpans(text string) []span {
 	var out []span
 	re := pastedLine()
+	eachLine(text, func(off int, line string) {
+		if m := re.FindStringIndex(line); m != nil {
+			out = append(out, span{start: off + m[0], end: off + m[1]})
+		}
+	})
+	return out
+}
+
+// eachLine calls fn with every line of text (without its newline) and the
+// offset it starts at.
+func eachLine(text string, fn func(off int, line string)) {
 	for off := 0; off <= len(text); {
 		end := strings.IndexByte(text[off:], '\n')
 		if end < 0 {
 			end = len(text) - off
 		}
-		if m := re.FindStringIndex(text[off : off+end]); m != nil {
-			out = append(out, span{start: off + m[0], end: off + m[1]})
-		}
+		fn(off, text[off:off+end])
 		off += end + 1
 	}
-	return out
 }
 
 // machineSentence reports whether a sentence holds program output.
