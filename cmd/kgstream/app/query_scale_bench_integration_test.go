@@ -550,6 +550,7 @@ func BenchmarkQueryScale(b *testing.B) {
 			}
 			b.Logf("%s: a response is %d bytes; the first request (caches cold for this mode) took %.1f ms",
 				m.name, lastSize.Load(), float64(time.Since(began).Microseconds())/1000)
+			heapProfile(b, profDir, m.name)
 			for _, clients := range []int{1, 8} {
 				stop := profile(fmt.Sprintf("%s-%d", m.name, clients))
 				p50, p99, count := scaleLatencies(b, clients, max(minN, clients), 400, budget, m.do)
@@ -566,6 +567,27 @@ func BenchmarkQueryScale(b *testing.B) {
 		}
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// heapProfile writes, when dir is set, the live heap after a collection
+// (the caches the modes measured so far have filled) to dir/name-heap.pprof.
+func heapProfile(b *testing.B, dir, name string) {
+	b.Helper()
+	if dir == "" {
+		return
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.Logf("%s: live heap after warming %.1f MB in %d objects", name, float64(ms.HeapAlloc)/(1<<20), ms.HeapObjects)
+	f, err := os.Create(filepath.Join(dir, name+"-heap.pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // scaleMaxKey is the key with the largest count (ties: the smallest key).

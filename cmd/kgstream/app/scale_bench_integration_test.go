@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -215,6 +216,7 @@ func BenchmarkScale(b *testing.B) {
 
 		// Backfill.
 		stop := profile("backfill")
+		stopWaits := waitProfiles(b, profDir, "backfill")
 		start := time.Now()
 		postAll(ctx, b, c, docs)
 		accepted := time.Since(start)
@@ -231,6 +233,7 @@ func BenchmarkScale(b *testing.B) {
 		scaleIdle(b, a, c, timeout, 1)
 		idleIn := time.Since(start)
 		stop()
+		stopWaits()
 		b.ReportMetric(float64(n)/accepted.Seconds(), "accept-docs/s")
 		b.ReportMetric(float64(n)/appliedIn.Seconds(), "applied-docs/s")
 		b.ReportMetric(float64(n)/idleIn.Seconds(), "idle-docs/s")
@@ -307,6 +310,33 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(1000*dt/max(dr, 1), "edit-recluster-ms")
 		b.Logf("edit of %s: %.0f of %d reports written, %.0f restamped, %.0f runs in %.3fs", d.ID, w, len(reps2), r, dr, dt)
 		b.ReportMetric(0, "ns/op")
+	}
+}
+
+// waitProfiles, when dir is set, records where goroutines wait (blocking
+// and mutex contention) until the returned function writes dir/name-block.pprof
+// and dir/name-mutex.pprof: what a pipeline that does not keep its cores
+// busy waits on.
+func waitProfiles(b *testing.B, dir, name string) func() {
+	b.Helper()
+	if dir == "" {
+		return func() {}
+	}
+	runtime.SetBlockProfileRate(int((100 * time.Microsecond).Nanoseconds()))
+	runtime.SetMutexProfileFraction(10)
+	return func() {
+		for _, kind := range []string{"block", "mutex"} {
+			f, err := os.Create(filepath.Join(dir, name+"-"+kind+".pprof"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.Lookup(kind).WriteTo(f, 0); err != nil {
+				b.Fatal(err)
+			}
+			_ = f.Close()
+		}
+		runtime.SetBlockProfileRate(0)
+		runtime.SetMutexProfileFraction(0)
 	}
 }
 

@@ -3,12 +3,12 @@ package redis
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 
 	goredis "github.com/redis/go-redis/v9"
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"

@@ -3,13 +3,13 @@ package redis
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/kgstream/kgstream/pkg/store"
 )

@@ -61,13 +61,13 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/kgstream/kgstream/pkg/store"
 )
