@@ -51,13 +51,39 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 	if s.Taxonomy == nil || !slices.Contains(s.DocTypes, a.DocType()) {
 		return nil
 	}
-	sections := Sections(a.Doc.Text)
-	type located struct {
-		taxonomy.Hit
-		unit int
+	all, where := s.weighedHits(a)
+	de := a.DocEntity
+	for _, sel := range taxonomy.Select(all) {
+		i := slices.IndexFunc(all, func(h taxonomy.Hit) bool { return h.Start == sel.Start && h.Mode == sel.Mode && h.Cue == sel.Cue })
+		u := a.Units[where[i].unit]
+		h := where[i].Hit
+		out.Entity(events.RawEntity{Name: h.Mode, Type: TypeFailureMode, TextUnit: u.ID,
+			Description: fmt.Sprintf("failure mode %q", h.Mode)})
+		out.Relationship(u.Cite(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: RelFailure,
+			Target: h.Mode, TargetType: TypeFailureMode, Description: evidence(u.Text, h.Sentence),
+			Strength: min(h.Weight, 1)}, h.Sentence))
+		if g := s.Taxonomy.Generic(h.Mode); g != h.Mode {
+			out.Entity(events.RawEntity{Name: g, Type: TypeFailureMode, TextUnit: u.ID,
+				Description: fmt.Sprintf("failure mode %q", g)})
+			out.Relationship(u.Cite(events.RawRelationship{Source: h.Mode, SourceType: TypeFailureMode, Relation: RelIsA,
+				Target: g, TargetType: TypeFailureMode, Description: fmt.Sprintf("%q is a kind of %q", h.Mode, g),
+				Strength: 1}, h.Sentence))
+		}
 	}
-	var all []taxonomy.Hit
-	var where []located
+	return nil
+}
+
+// locatedHit is a cue found in a unit: the hit with offsets into the
+// unit's text, and the unit's index.
+type locatedHit struct {
+	taxonomy.Hit
+	unit int
+}
+
+// weighedHits finds the cues of a's units that count, each weighed by its
+// section: all with document offsets, where with unit offsets and unit.
+func (s *FailureStage) weighedHits(a *Analysis) (all []taxonomy.Hit, where []locatedHit) {
+	sections := Sections(a.Doc.Text)
 	// Units overlap: a cue found twice at one document offset counts once.
 	// The key holds the cue too, so that a weaker cue of the mode starting
 	// at the same word ("deployment of") does not hide a stronger one
@@ -84,28 +110,10 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 			dh.Weight *= f
 			h.Weight = dh.Weight
 			all = append(all, dh)
-			where = append(where, located{h, i})
+			where = append(where, locatedHit{h, i})
 		}
 	}
-	de := a.DocEntity
-	for _, sel := range taxonomy.Select(all) {
-		i := slices.IndexFunc(all, func(h taxonomy.Hit) bool { return h.Start == sel.Start && h.Mode == sel.Mode && h.Cue == sel.Cue })
-		u := a.Units[where[i].unit]
-		h := where[i].Hit
-		out.Entity(events.RawEntity{Name: h.Mode, Type: TypeFailureMode, TextUnit: u.ID,
-			Description: fmt.Sprintf("failure mode %q", h.Mode)})
-		out.Relationship(u.Cite(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: RelFailure,
-			Target: h.Mode, TargetType: TypeFailureMode, Description: evidence(u.Text, h.Sentence),
-			Strength: min(h.Weight, 1)}, h.Sentence))
-		if g := s.Taxonomy.Generic(h.Mode); g != h.Mode {
-			out.Entity(events.RawEntity{Name: g, Type: TypeFailureMode, TextUnit: u.ID,
-				Description: fmt.Sprintf("failure mode %q", g)})
-			out.Relationship(u.Cite(events.RawRelationship{Source: h.Mode, SourceType: TypeFailureMode, Relation: RelIsA,
-				Target: g, TargetType: TypeFailureMode, Description: fmt.Sprintf("%q is a kind of %q", h.Mode, g),
-				Strength: 1}, h.Sentence))
-		}
-	}
-	return nil
+	return all, where
 }
 
 // SectionKind classifies a section of a postmortem by its title.
