@@ -52,6 +52,7 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"The API exhausted its database connection pool under load.", []string{"connection pool exhaustion"}},
 		{"Postgres refused new clients with too many connections.", []string{"connection pool exhaustion"}},
 		{"The log volume was full and writes failed with no space left on device.", []string{"disk full"}},
+		{"The outage came from the data disk filling up on the indexer.", []string{"disk full"}},
 		{"Nodes could not resolve the registry hostname after a DNS zone change.", []string{"dns misconfiguration"}},
 		{"Replication shipped corrupted index pages to the replicas.", []string{"data corruption"}},
 		{"The outage followed inconsistent metadata between the two stores.", []string{"data corruption"}},

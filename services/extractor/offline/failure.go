@@ -31,7 +31,8 @@ const TypeFailureMode = "failure_mode"
 // It reads the cause, not the symptom: a cue weighs twice in a section
 // titled root cause, cause, contributing factors or what went wrong, half
 // in timeline, impact, detection or mitigation, and nothing in lessons
-// learned, action items or next steps; a cue inside a quoted error
+// learned, action items or next steps, nor in an action item's line
+// anywhere (a task checkbox, a tracker status); a cue inside a quoted error
 // message or log line does not count, nor one in a line pasted from a
 // chat transcript, a log, an alert or a stack trace, nor one in a
 // sentence holding program output (a memory address, a source location).
@@ -90,7 +91,7 @@ func (s *FailureStage) weighedHits(a *Analysis) (all []taxonomy.Hit, where []loc
 	// ("deployment of ... brought down").
 	seen := map[string]bool{}
 	for i, u := range a.Units {
-		quoted := append(quotedSpans(u.Text), pastedSpans(u.Text)...)
+		quoted := append(append(quotedSpans(u.Text), pastedSpans(u.Text)...), actionItemSpans(u.Text)...)
 		for _, h := range s.Taxonomy.Find(u.Text, u.Sentences) {
 			if overlapsSpans(quoted, h.Start, h.End) || machineSentence(u.Text[h.Sentence.Start:h.Sentence.End]) {
 				continue
@@ -114,6 +115,28 @@ func (s *FailureStage) weighedHits(a *Analysis) (all []taxonomy.Hit, where []loc
 		}
 	}
 	return all, where
+}
+
+// actionItem matches a line that is an action item of a follow-up list,
+// wherever the list stands: a task checkbox ("- [ ] alert on ...", "[x]
+// ..."), a tracker status ("• Status: Done ...", "Status: Unresolved
+// ..."), a "TODO:" or "AI:" label. It says what is to be done (or was
+// done after the incident), not what went wrong. Run on one line at a
+// time, anchored at its start.
+var actionItem = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[ \t]*(?:[•*+\-][ \t]*|\d{1,2}[.)][ \t]*)?(?:\[[ xX]\]|(?i:status)[ \t]*:[ \t]*(?i:done|unresolved|in progress|open|declined|resolved|stalled|invalid|todo|to do|pending)\b|(?:TODO|AI|Action item|Action)[ \t]*:)[^\n]*$`)
+})
+
+// actionItemSpans are the byte ranges of the action-item lines of text.
+func actionItemSpans(text string) []span {
+	var out []span
+	re := actionItem()
+	eachLine(text, func(off int, line string) {
+		if m := re.FindStringIndex(line); m != nil {
+			out = append(out, span{start: off + m[0], end: off + m[1]})
+		}
+	})
+	return out
 }
 
 // SectionKind classifies a section of a postmortem by its title.

@@ -246,3 +246,25 @@ func TestFailureStageIgnoresPastedText(t *testing.T) {
 		"incident:D-1 -failure-> failure_mode:disk full",
 	}, extractDoc(t, cfg, "incident", "The exporter stopped.\nAt 10:02 the scratch volume ran out of disk space.\nIt was restarted."))
 }
+
+// An action item's line (a task checkbox, a tracker status, a TODO) says
+// what is to be done, wherever the follow-up list stands: its cue is no
+// cause.
+func TestFailureStageIgnoresActionItemLines(t *testing.T) {
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
+	for _, item := range []string{
+		"• Status: Done Add an alert before the spool volume is full",
+		"• Status: Unresolved Find the upstream bug behind the restarts",
+		"- [ ] page when the scratch disk runs out of disk space",
+		"[x] Fix the faulty release checklist",
+		"TODO: tune the pool so we never run out of memory again",
+	} {
+		text := "The report builder stopped for an hour.\n" + item + "\nIt was restarted."
+		require.Empty(t, extractDoc(t, cfg, "incident", text), item)
+	}
+	// The same words in a prose line count.
+	require.Equal(t, []string{
+		"failure_mode:disk full -is_a-> failure_mode:resource exhaustion",
+		"incident:D-1 -failure-> failure_mode:disk full",
+	}, extractDoc(t, cfg, "incident", "The report builder stopped.\n• Done at 10:00: the spool volume was full.\nIt was restarted."))
+}
