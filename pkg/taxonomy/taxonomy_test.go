@@ -107,6 +107,11 @@ func TestNegatedAndHedgedCuesAreIgnored(t *testing.T) {
 		"The certificate had not expired; the handshake failed for another reason.",
 		"A DNS change was not the cause.",
 		"We initially suspected a DNS outage.",
+		"At first it looked like a network outage.",
+		"It was thought that a DNS outage was behind it.",
+		"We checked whether the disk was full.",
+		"The ops team checked for hardware faults on the host.",
+		"Without the retry, the workers would have run out of memory.",
 		"We did not run out of disk space.",
 		"The config change was not pushed to all regions.",
 		// An unrelated failure, and a rule for the future, are no cause.
