@@ -440,8 +440,9 @@ func clauseBefore(sent string, start int) string {
 // effect reports whether sent presents the cue at start:end as an effect
 // (an effect.before phrase earlier in its clause, an effect.after phrase
 // right after it) or as a remedy (an effect.remedy phrase in its clause,
-// unless the cue itself matches effect.remedy_keeps: rolling
-// back a deploy names the deploy as the cause).
+// or opening the sentence: "To mitigate, engineers updated the records"
+// tells the remedy in every clause), unless the cue itself matches
+// effect.remedy_keeps: rolling back a deploy names the deploy as the cause.
 func (t *Taxonomy) effect(sent string, start, end int) bool {
 	if t.effectBefore != nil && t.effectBefore.MatchString(clauseBefore(sent, start)) {
 		return true
@@ -449,9 +450,21 @@ func (t *Taxonomy) effect(sent string, start, end int) bool {
 	if t.effectAfter != nil && t.effectAfter.MatchString(sent[end:]) {
 		return true
 	}
-	return t.remedy != nil && t.remedy.MatchString(clauseBefore(sent, start)+sent[start:end]+clauseAfter(sent, end)) &&
-		(t.remedyKeeps == nil || !t.remedyKeeps.MatchString(sent[start:end]))
+	if t.remedy == nil || t.remedyKeeps != nil && t.remedyKeeps.MatchString(sent[start:end]) {
+		return false
+	}
+	// A sentence that opens with the remedy ("To mitigate, engineers
+	// updated the DNS records") tells the remedy in all its clauses.
+	if t.remedy.MatchString(clauseBefore(sent, start) + sent[start:end] + clauseAfter(sent, end)) {
+		return true
+	}
+	lead := leadingLabel.ReplaceAllString(sent, "")
+	m := t.remedy.FindStringIndex(lead)
+	return m != nil && strings.IndexFunc(lead[:m[0]], unicode.IsLetter) < 0
 }
+
+// leadingLabel is an inline label opening a sentence ("Mitigation: ").
+var leadingLabel = regexp.MustCompile(`^\W*[A-Z][\w ]{0,30}:\s*`)
 
 // clauseAfter is the part of sent after end in the clause of end.
 func clauseAfter(sent string, end int) string {

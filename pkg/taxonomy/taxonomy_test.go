@@ -66,6 +66,8 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"A planned upgrade of the cluster from version 1.13 to 1.14 caused a resolver issue.", []string{"bad upgrade"}},
 		{"The version bump of the ingress controller caused restarts.", []string{"bad upgrade"}},
 		{"A traffic spike overloaded the frontends.", []string{"traffic surge"}},
+		{"Over the weekend the request rate on the shard had grown much faster than expected.", []string{"traffic surge"}},
+		{"Ingest throughput has increased significantly since the launch.", []string{"traffic surge"}},
 		{"Our upstream payment provider outage made checkouts fail.", []string{"dependency failure"}},
 		{"Latency rose for ten minutes.", nil},
 		{"Instances that were live migrated from one host to another lost their routes.", nil},
@@ -326,6 +328,12 @@ func TestEffectsWeighHalf(t *testing.T) {
 		{"The team mitigated the impact by scaling out after a retry storm.", "retry storm", true},
 		{"Engineers rolled back the recent deployment to mitigate the issue.", "rolled back the recent deployment", false},
 		{"A retry storm overwhelmed the proxy, and engineers restarted it to restore service.", "retry storm", false},
+		// A sentence that opens with the remedy tells it in every clause,
+		// after an inline label too; a remedy phrase inside a later or
+		// subordinate clause does not reach the other clauses.
+		{"To mitigate, the on-call team changed the config on the proxies.", "changed the config", true},
+		{"Mitigation: As a workaround, engineers made a config change on the edge.", "config change", true},
+		{"While the team worked to restore the cache, a bad config change reached the edge.", "bad config", false},
 	} {
 		h := effect(tc.text, tc.cue)
 		require.Equal(t, tc.effect, h.Effect, tc.text)
