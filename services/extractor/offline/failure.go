@@ -162,7 +162,9 @@ type SectionMap []Section
 
 // sectionLine finds a section title that is a whole line: a markdown
 // heading or a bold line. sectionLabel finds an inline label such as
-// "Root cause:" or "ROOT CAUSE:" at a line or sentence start. Both run on
+// "Root cause:" or "ROOT CAUSE:" at a line or sentence start, or a
+// capitalised one after a list flattened into a paragraph ("... in the
+// scale unit Next steps: ..."). Both run on
 // one line at a time (titles never span lines): anchored at the line's
 // start, and the label only on lines with a colon, which is many times
 // faster than searching the whole text with one multi-line pattern.
@@ -171,7 +173,7 @@ var (
 		return regexp.MustCompile(`^(?:#{1,6}[ \t]*([^\n]+)$|\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$)`)
 	})
 	sectionLabel = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))[ \t]*:`)
+		return regexp.MustCompile(`(?:(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))|[ \t]((?:Preliminary r|R)oot causes?|Mitigation|Workaround|Next [Ss]teps|Lessons [Ll]earned|Action [Ii]tems|Follow[- ][Uu]ps?))[ \t]*:`)
 	})
 )
 
