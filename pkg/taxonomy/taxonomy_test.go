@@ -54,6 +54,8 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"The log volume was full and writes failed with no space left on device.", []string{"disk full"}},
 		{"The outage came from the data disk filling up on the indexer.", []string{"disk full"}},
 		{"Nodes could not resolve the registry hostname after a DNS zone change.", []string{"dns misconfiguration"}},
+		{"Restarting the writers after a temporary switch of the db-primary CNAME stopped all writes.", []string{"dns misconfiguration"}},
+		{"The CNAME change for the login host went out at noon.", []string{"dns misconfiguration"}},
 		{"Replication shipped corrupted index pages to the replicas.", []string{"data corruption"}},
 		{"The outage followed inconsistent metadata between the two stores.", []string{"data corruption"}},
 		{"A replication inconsistency left some accounts without keys.", []string{"data corruption"}},
@@ -291,6 +293,8 @@ func TestCuesThatAreNoCause(t *testing.T) {
 		{"We will move the tracker upgrade window away from the deploy window.", nil},
 		{"The database upgrade broke replication.", []string{"bad upgrade"}},
 		{"The patch https://review.example.org/c/1234/ brought down the API cluster.", []string{"deploy"}},
+		{"The cabling work was postponed because the crew ran out of the maintenance window.", nil},
+		{"The builders ran out of file handles after the release.", []string{"resource exhaustion"}},
 	} {
 		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
 	}
