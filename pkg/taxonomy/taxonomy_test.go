@@ -294,6 +294,8 @@ func TestCuesThatAreNoCause(t *testing.T) {
 		{"The database upgrade broke replication.", []string{"bad upgrade"}},
 		{"The patch https://review.example.org/c/1234/ brought down the API cluster.", []string{"deploy"}},
 		{"The cabling work was postponed because the crew ran out of the maintenance window.", nil},
+		{"The new proxy version had vendor specific changes that its release notes left out.", nil},
+		{"A provider change to the peering routes dropped half the traffic.", []string{"dependency"}},
 		{"The builders ran out of file handles after the release.", []string{"resource exhaustion"}},
 	} {
 		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
