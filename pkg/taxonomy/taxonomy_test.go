@@ -56,6 +56,8 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"Nodes could not resolve the registry hostname after a DNS zone change.", []string{"dns misconfiguration"}},
 		{"Restarting the writers after a temporary switch of the db-primary CNAME stopped all writes.", []string{"dns misconfiguration"}},
 		{"The CNAME change for the login host went out at noon.", []string{"dns misconfiguration"}},
+		// Failed lookups are a symptom: the cause named beside them wins.
+		{"Clients could not resolve the API host after a network partition between the two rooms.", []string{"network failure"}},
 		{"Replication shipped corrupted index pages to the replicas.", []string{"data corruption"}},
 		{"The outage followed inconsistent metadata between the two stores.", []string{"data corruption"}},
 		{"A replication inconsistency left some accounts without keys.", []string{"data corruption"}},
