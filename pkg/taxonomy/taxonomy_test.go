@@ -298,6 +298,9 @@ func TestCuesThatAreNoCause(t *testing.T) {
 		{"The cabling work was postponed because the crew ran out of the maintenance window.", nil},
 		{"The new proxy version had vendor specific changes that its release notes left out.", nil},
 		{"A provider change to the peering routes dropped half the traffic.", []string{"dependency"}},
+		{"At 10:02 the dashboards showed a sudden spike of \"backend fetch\" errors.", nil},
+		{"The on-call engineer got a flood of alerts from the queue hosts.", nil},
+		{"A spike in searches from a single crawler took the cluster down.", []string{"traffic surge"}},
 		{"The builders ran out of file handles after the release.", []string{"resource exhaustion"}},
 	} {
 		require.Equal(t, tc.want, selected(tx, tc.text), tc.text)
