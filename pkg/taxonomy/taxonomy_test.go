@@ -67,6 +67,8 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"The top of rack switch sw-b4 went down and took the row offline.", []string{"network failure"}},
 		{"The primary database host crashed after its RAID battery failure.", []string{"hardware"}},
 		{"The hypervisor overheated and powered itself off.", []string{"power or cooling"}},
+		{"The network switch for the third rack in row B went offline.", []string{"network failure"}},
+		{"It was an operator error during the cache warm-up.", []string{"operator error"}},
 		{"A faulty release introduced a null pointer in the login path.", []string{"bad deploy"}},
 		{"The translation changes did not deploy properly, and the cache then ran out of memory.", []string{"bad deploy"}},
 		{"Due to a logic bug, the worker dropped the table; the disk was full an hour later.", []string{"software bug"}},
@@ -342,6 +344,8 @@ func TestEffectsWeighHalf(t *testing.T) {
 		{"The team mitigated the impact by scaling out after a retry storm.", "retry storm", true},
 		{"Engineers rolled back the recent deployment to mitigate the issue.", "rolled back the recent deployment", false},
 		{"A retry storm overwhelmed the proxy, and engineers restarted it to restore service.", "retry storm", false},
+		// What prolonged the outage aggravated it: it did not cause it.
+		{"An operator mistake during the failover prolonged the recovery by ten minutes.", "operator mistake", true},
 		// A sentence that opens with the remedy tells it in every clause,
 		// after an inline label too; a remedy phrase inside a later or
 		// subordinate clause does not reach the other clauses.
