@@ -69,6 +69,8 @@ func TestDefaultTaxonomyClassifies(t *testing.T) {
 		{"The hypervisor overheated and powered itself off.", []string{"power or cooling"}},
 		{"The network switch for the third rack in row B went offline.", []string{"network failure"}},
 		{"It was an operator error during the cache warm-up.", []string{"operator error"}},
+		{"The cache hosts stopped serving after a puppet change renamed a host fact.", []string{"configuration change"}},
+		{"Terraform changes applied at noon removed the load balancer attachments.", []string{"configuration change"}},
 		{"A faulty release introduced a null pointer in the login path.", []string{"bad deploy"}},
 		{"The translation changes did not deploy properly, and the cache then ran out of memory.", []string{"bad deploy"}},
 		{"Due to a logic bug, the worker dropped the table; the disk was full an hour later.", []string{"software bug"}},
