@@ -47,9 +47,9 @@ type Taxonomy struct {
 	Version int
 	Modes   []Mode
 
-	negBefore, negAfter, negClause, assertion *regexp.Regexp
-	effectBefore, effectAfter                 *regexp.Regexp
-	remedy, remedyKeeps                       *regexp.Regexp
+	negBefore, negAfter, negClause, negSentence, assertion *regexp.Regexp
+	effectBefore, effectAfter                              *regexp.Regexp
+	remedy, remedyKeeps                                    *regexp.Regexp
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
@@ -120,6 +120,10 @@ type file struct {
 		Before string `yaml:"before"`
 		After  string `yaml:"after"`
 		Clause string `yaml:"clause"`
+		// Sentence marks a sentence that states a general rule ("When a
+		// user modifies a load balancer, the control plane changes its
+		// configuration"): no cue in it tells what happened.
+		Sentence string `yaml:"sentence"`
 	} `yaml:"negation"`
 	Assertion string `yaml:"assertion"`
 	Effect    struct {
@@ -177,6 +181,9 @@ func Parse(data []byte) (*Taxonomy, error) {
 		return nil, err
 	}
 	if t.negClause, err = compile("negation.clause", f.Negation.Clause); err != nil {
+		return nil, err
+	}
+	if t.negSentence, err = compile("negation.sentence", f.Negation.Sentence); err != nil {
 		return nil, err
 	}
 	if t.assertion, err = compile("assertion", f.Assertion); err != nil {
@@ -479,6 +486,9 @@ func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {
 	clause := clauseBefore(sent, start)
 	// A conditional ("when there is such a change") scopes over the whole
 	// clause after it, however many words on.
+	if t.negSentence != nil && t.negSentence.MatchString(sent) {
+		return true
+	}
 	if t.negClause != nil && t.negClause.MatchString(clause) {
 		return true
 	}

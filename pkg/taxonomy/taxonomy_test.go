@@ -132,11 +132,17 @@ func TestNegatedAndHedgedCuesAreIgnored(t *testing.T) {
 		"When there is such a config change, it must be applied gradually.",
 		"In case of a traffic surge, the pool is scaled out.",
 		"If there is ever again a sudden and very large traffic surge, the pool scales out.",
+		// A conditional on any one of a kind in the present tense states
+		// how the system works.
+		"When a tenant changes its quota, the scheduler makes a configuration change on every node.",
 	} {
 		hits := tx.Find(text, nil)
 		require.NotEmpty(t, hits, "the cue is there: %s", text)
 		require.Empty(t, taxonomy.Select(hits), text)
 	}
+	// A past event told with "when" is what happened.
+	require.Equal(t, []string{"configuration change"},
+		selected(tx, "When the rollout reached the second region, a bad config change took the API down."))
 	// Nor does a conditional in another clause.
 	require.Equal(t, []string{"disk full"},
 		selected(tx, "When there is a page the on-call answers it; that night the log volume ran out of disk space."))
