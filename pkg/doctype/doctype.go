@@ -87,7 +87,7 @@ var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 // follow-up lists of a retrospective, and sentences that report a past
 // failure.
 type incidentSignals struct {
-	title, datedTitle, timelineEntry, retrospective, pastFailure, atTime, labels, heading *regexp.Regexp
+	title, datedTitle, timelineEntry, retrospective, pastFailure, atTime, labels, heading, symptom *regexp.Regexp
 }
 
 var signals = sync.OnceValue(func() incidentSignals {
@@ -110,8 +110,12 @@ var signals = sync.OnceValue(func() incidentSignals {
 		atTime: regexp.MustCompile(`(?i)\b(at|from|between|since|until|around|by|about) ~?(\d{4}-\d{2}-\d{2}[T ]?)?\d{1,2}[:.]\d{2}\b`),
 		// Labels and headings of a report: "Cause: ...", "The symptoms
 		// we saw", "Duration: ...", "this incident".
-		labels:      regexp.MustCompile(`(?im)(^[ \t•*\-#]*(summary|cause|root cause|duration|impact|symptoms?|detection|resolution|conclusions?|timeline|lessons learned)\b|\bthe (cause|symptoms?)\b|\b(this|site) (incident|outage)\b)`),
-		pastFailure: regexp.MustCompile(`(?i)\b((was|were|had been|went) (down|unavailable|unreachable|degraded|affected|impacted|broken|slow|lost)|(experienced|suffered|caused|causing|crashed|aborted|stopped|lagged|resulted in|resulting in|led to|leading to|traced to|outage lasted|service interruption|elevated (error )?rates?|slowdown|slowed down|compromised|(were|was) (being )?dropped|lost (connectivity|connections?|data)|(did|was|were) not (able to|validate|work|respond)|could not|couldn't)\b|(failed|failing) (for|to|with|because))`),
+		labels: regexp.MustCompile(`(?im)(^[ \t•*\-#]*(summary|cause|root cause|duration|impact|symptoms?|detection|resolution|conclusions?|timeline|lessons learned)\b|\bthe (cause|symptoms?)\b|\b(this|site) (incident|outage)\b)`),
+		// What a failure looked like while it went on: a report dated in
+		// its title that tells of one in the past tense is an incident's
+		// even when it names no outage.
+		symptom:     regexp.MustCompile(`(?i)\b(overload\w*|timeouts?|timed out|flapping|stuck|hung|slow(ed|ness)?|(high|heavy) (cpu )?load|latenc(y|ies)|unable to|loss of|killed|(stopp\w*|ceased) (to )?respond\w*|broke|broken|dropped|dropping|read[- ]only|spikes?|paged|vandali[sz]\w*|compromised|5\d\d(s|s? errors?)?)\b`),
+		pastFailure: regexp.MustCompile(`(?i)\b((was|were|had been|went) (down|unavailable|unreachable|degraded|affected|impacted|broken|slow|lost)|(experienced|suffered|caused|causing|crashed|aborted|stopped|lagged|resulted in|resulting in|led to|leading to|traced to|outage lasted|service interruption|elevated (error )?rates?|slowdown|slowed down|compromised|(were|was) (being )?dropped|lost (connectivity|connections?|data)|(did|was|were) not (able to|validate|work|respond)|(was|were) unable to|(was|were) not (written|processed|delivered|served|logged|shipped|sent)|(got|was|were) killed|ran out|could not|couldn't)\b|(failed|failing) (for|to|with|because))`),
 	}
 })
 
@@ -177,7 +181,7 @@ func Infer(title, text string) string {
 	switch {
 	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)):
 		return "incident"
-	case past && parts[4].MatchString(s) && g.datedTitle.MatchString(title):
+	case past && (parts[4].MatchString(s) || g.symptom.MatchString(text)) && g.datedTitle.MatchString(title):
 		return "incident"
 	case (timeline || report) && failed, timeline && report:
 		return "incident"

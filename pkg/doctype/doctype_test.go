@@ -74,6 +74,18 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 			"When an outage is declared, the incident commander opens a channel, pages the owners and writes the " +
 				"status updates. Action items go to the tracker after the incident review.", "document"},
 		{"empty page", "20230101-Train", "There is currently no text in this page.", "document"},
+		// A dated report that tells of a failure in the past tense by its
+		// symptoms names no outage word, and is one.
+		{"dated report of symptoms", "20230212-Renderer",
+			"On Sunday the render workers were unable to keep up and CPU load stayed high. A restart did not seem to help; " +
+				"the workers got stuck on one huge page until a hotfix skipped it.", "incident"},
+		{"dated report of lost writes", "20230305-Ingest",
+			"Events were not written to the store for two hours because the consumer ran out of memory and got killed.", "incident"},
+		// Symptom words in a dated plan, or in an undated page, are not.
+		{"dated plan", "20230401-Capacity",
+			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
+		{"undated tuning notes", "Renderer tuning",
+			"The render workers were unable to keep up when a page is huge; the limit below stops them from getting stuck.", "document"},
 	} {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}

@@ -47,9 +47,9 @@ type Taxonomy struct {
 	Version int
 	Modes   []Mode
 
-	negBefore, negAfter, negClause, assertion *regexp.Regexp
-	effectBefore, effectAfter                 *regexp.Regexp
-	remedy, remedyKeeps                       *regexp.Regexp
+	negBefore, negAfter, negClause, negSentence, assertion *regexp.Regexp
+	effectBefore, effectAfter                              *regexp.Regexp
+	remedy, remedyKeeps                                    *regexp.Regexp
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
@@ -120,6 +120,10 @@ type file struct {
 		Before string `yaml:"before"`
 		After  string `yaml:"after"`
 		Clause string `yaml:"clause"`
+		// Sentence marks a sentence that states a general rule ("When a
+		// user modifies a load balancer, the control plane changes its
+		// configuration"): no cue in it tells what happened.
+		Sentence string `yaml:"sentence"`
 	} `yaml:"negation"`
 	Assertion string `yaml:"assertion"`
 	Effect    struct {
@@ -177,6 +181,9 @@ func Parse(data []byte) (*Taxonomy, error) {
 		return nil, err
 	}
 	if t.negClause, err = compile("negation.clause", f.Negation.Clause); err != nil {
+		return nil, err
+	}
+	if t.negSentence, err = compile("negation.sentence", f.Negation.Sentence); err != nil {
 		return nil, err
 	}
 	if t.assertion, err = compile("assertion", f.Assertion); err != nil {
@@ -440,8 +447,9 @@ func clauseBefore(sent string, start int) string {
 // effect reports whether sent presents the cue at start:end as an effect
 // (an effect.before phrase earlier in its clause, an effect.after phrase
 // right after it) or as a remedy (an effect.remedy phrase in its clause,
-// unless the cue itself matches effect.remedy_keeps: rolling
-// back a deploy names the deploy as the cause).
+// or opening the sentence: "To mitigate, engineers updated the records"
+// tells the remedy in every clause), unless the cue itself matches
+// effect.remedy_keeps: rolling back a deploy names the deploy as the cause.
 func (t *Taxonomy) effect(sent string, start, end int) bool {
 	if t.effectBefore != nil && t.effectBefore.MatchString(clauseBefore(sent, start)) {
 		return true
@@ -449,9 +457,21 @@ func (t *Taxonomy) effect(sent string, start, end int) bool {
 	if t.effectAfter != nil && t.effectAfter.MatchString(sent[end:]) {
 		return true
 	}
-	return t.remedy != nil && t.remedy.MatchString(clauseBefore(sent, start)+sent[start:end]+clauseAfter(sent, end)) &&
-		(t.remedyKeeps == nil || !t.remedyKeeps.MatchString(sent[start:end]))
+	if t.remedy == nil || t.remedyKeeps != nil && t.remedyKeeps.MatchString(sent[start:end]) {
+		return false
+	}
+	// A sentence that opens with the remedy ("To mitigate, engineers
+	// updated the DNS records") tells the remedy in all its clauses.
+	if t.remedy.MatchString(clauseBefore(sent, start) + sent[start:end] + clauseAfter(sent, end)) {
+		return true
+	}
+	lead := leadingLabel.ReplaceAllString(sent, "")
+	m := t.remedy.FindStringIndex(lead)
+	return m != nil && strings.IndexFunc(lead[:m[0]], unicode.IsLetter) < 0
 }
+
+// leadingLabel is an inline label opening a sentence ("Mitigation: ").
+var leadingLabel = regexp.MustCompile(`^\W*[A-Z][\w ]{0,30}:\s*`)
 
 // clauseAfter is the part of sent after end in the clause of end.
 func clauseAfter(sent string, end int) string {
@@ -466,6 +486,9 @@ func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {
 	clause := clauseBefore(sent, start)
 	// A conditional ("when there is such a change") scopes over the whole
 	// clause after it, however many words on.
+	if t.negSentence != nil && t.negSentence.MatchString(sent) {
+		return true
+	}
 	if t.negClause != nil && t.negClause.MatchString(clause) {
 		return true
 	}

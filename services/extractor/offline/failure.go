@@ -31,7 +31,8 @@ const TypeFailureMode = "failure_mode"
 // It reads the cause, not the symptom: a cue weighs twice in a section
 // titled root cause, cause, contributing factors or what went wrong, half
 // in timeline, impact, detection or mitigation, and nothing in lessons
-// learned, action items or next steps; a cue inside a quoted error
+// learned, action items or next steps, nor in an action item's line
+// anywhere (a task checkbox, a tracker status); a cue inside a quoted error
 // message or log line does not count, nor one in a line pasted from a
 // chat transcript, a log, an alert or a stack trace, nor one in a
 // sentence holding program output (a memory address, a source location).
@@ -51,42 +52,7 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 	if s.Taxonomy == nil || !slices.Contains(s.DocTypes, a.DocType()) {
 		return nil
 	}
-	sections := Sections(a.Doc.Text)
-	type located struct {
-		taxonomy.Hit
-		unit int
-	}
-	var all []taxonomy.Hit
-	var where []located
-	// Units overlap: a cue found twice at one document offset counts once.
-	// The key holds the cue too, so that a weaker cue of the mode starting
-	// at the same word ("deployment of") does not hide a stronger one
-	// ("deployment of ... brought down").
-	seen := map[string]bool{}
-	for i, u := range a.Units {
-		quoted := append(quotedSpans(u.Text), pastedSpans(u.Text)...)
-		for _, h := range s.Taxonomy.Find(u.Text, u.Sentences) {
-			if overlapsSpans(quoted, h.Start, h.End) || machineSentence(u.Text[h.Sentence.Start:h.Sentence.End]) {
-				continue
-			}
-			dh := h
-			dh.Start += u.Start
-			dh.End += u.Start
-			k := fmt.Sprintf("%s@%d@%s", h.Mode, dh.Start, h.Cue)
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			f := sections.Weight(dh.Start)
-			if f == 0 {
-				continue
-			}
-			dh.Weight *= f
-			h.Weight = dh.Weight
-			all = append(all, dh)
-			where = append(where, located{h, i})
-		}
-	}
+	all, where := s.weighedHits(a)
 	de := a.DocEntity
 	for _, sel := range taxonomy.Select(all) {
 		i := slices.IndexFunc(all, func(h taxonomy.Hit) bool { return h.Start == sel.Start && h.Mode == sel.Mode && h.Cue == sel.Cue })
@@ -106,6 +72,71 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 		}
 	}
 	return nil
+}
+
+// locatedHit is a cue found in a unit: the hit with offsets into the
+// unit's text, and the unit's index.
+type locatedHit struct {
+	taxonomy.Hit
+	unit int
+}
+
+// weighedHits finds the cues of a's units that count, each weighed by its
+// section: all with document offsets, where with unit offsets and unit.
+func (s *FailureStage) weighedHits(a *Analysis) (all []taxonomy.Hit, where []locatedHit) {
+	sections := Sections(a.Doc.Text)
+	// Units overlap: a cue found twice at one document offset counts once.
+	// The key holds the cue too, so that a weaker cue of the mode starting
+	// at the same word ("deployment of") does not hide a stronger one
+	// ("deployment of ... brought down").
+	seen := map[string]bool{}
+	for i, u := range a.Units {
+		quoted := append(append(quotedSpans(u.Text), pastedSpans(u.Text)...), actionItemSpans(u.Text)...)
+		for _, h := range s.Taxonomy.Find(u.Text, u.Sentences) {
+			if overlapsSpans(quoted, h.Start, h.End) || machineSentence(u.Text[h.Sentence.Start:h.Sentence.End]) {
+				continue
+			}
+			dh := h
+			dh.Start += u.Start
+			dh.End += u.Start
+			k := fmt.Sprintf("%s@%d@%s", h.Mode, dh.Start, h.Cue)
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			f := sections.Weight(dh.Start)
+			if f == 0 {
+				continue
+			}
+			dh.Weight *= f
+			h.Weight = dh.Weight
+			all = append(all, dh)
+			where = append(where, locatedHit{h, i})
+		}
+	}
+	return all, where
+}
+
+// actionItem matches a line that is an action item of a follow-up list,
+// wherever the list stands: a task checkbox ("- [ ] alert on ...", "[x]
+// ..."), a tracker status ("• Status: Done ...", "Status: Unresolved
+// ..."), a "TODO:" or "AI:" label. It says what is to be done (or was
+// done after the incident), not what went wrong. Run on one line at a
+// time, anchored at its start.
+var actionItem = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[ \t]*(?:[•*+\-][ \t]*|\d{1,2}[.)][ \t]*)?(?:\[[ xX]\]|(?i:status)[ \t]*:[ \t]*(?i:done|unresolved|in progress|open|declined|resolved|stalled|invalid|todo|to do|pending)\b|(?:TODO|AI|Action item|Action)[ \t]*:)[^\n]*$`)
+})
+
+// actionItemSpans are the byte ranges of the action-item lines of text.
+func actionItemSpans(text string) []span {
+	var out []span
+	re := actionItem()
+	eachLine(text, func(off int, line string) {
+		if m := re.FindStringIndex(line); m != nil {
+			out = append(out, span{start: off + m[0], end: off + m[1]})
+		}
+	})
+	return out
 }
 
 // SectionKind classifies a section of a postmortem by its title.
@@ -131,7 +162,9 @@ type SectionMap []Section
 
 // sectionLine finds a section title that is a whole line: a markdown
 // heading or a bold line. sectionLabel finds an inline label such as
-// "Root cause:" or "ROOT CAUSE:" at a line or sentence start. Both run on
+// "Root cause:" or "ROOT CAUSE:" at a line or sentence start, or a
+// capitalised one after a list flattened into a paragraph ("... in the
+// scale unit Next steps: ..."). Both run on
 // one line at a time (titles never span lines): anchored at the line's
 // start, and the label only on lines with a colon, which is many times
 // faster than searching the whole text with one multi-line pattern.
@@ -140,7 +173,7 @@ var (
 		return regexp.MustCompile(`^(?:#{1,6}[ \t]*([^\n]+)$|\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$)`)
 	})
 	sectionLabel = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))[ \t]*:`)
+		return regexp.MustCompile(`(?:(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))|[ \t]((?:Preliminary r|R)oot causes?|Mitigation|Workaround|Next [Ss]teps|Lessons [Ll]earned|Action [Ii]tems|Follow[- ][Uu]ps?))[ \t]*:`)
 	})
 )
 

@@ -38,6 +38,8 @@ var (
 			`^[ \t]*(?:Caused by:|Exception in thread\b)[^\n]*$`,
 			`^[ \t]*(?:Traceback \(most recent call last\):|File "[^"\n]+", line \d+)[^\n]*$`,
 			`^[ \t]*goroutine \d+ \[[^\]\n]+\]:[^\n]*$`,
+			// A PHP error: "PHP Fatal error: ...", "Warning: ...".
+			lineStart + `(?:PHP[ \t]+)?(?:Fatal error|Catchable fatal error|Parse error|Warning|Notice|Deprecated):[^\n]*$`,
 		}
 		// Every alternative starts with ^: written once, outside the
 		// alternation, it lets the matcher try the start of the line only.
@@ -48,9 +50,10 @@ var (
 	})
 
 	// machineOutput marks a sentence as printed by a program: a memory
-	// address, a source location ("Foo.java:123"), a frame.
+	// address, a source location ("Foo.java:123", "in /srv/a.php on line
+	// 97"), a frame ("Foo::bar called from").
 	machineOutput = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`\b0x[0-9a-fA-F]{8,}\b|\b[\w$]+\.(?:java|kt|scala|py|go|rb|php|cc|cpp|c|js|ts):\d+\b|\bat [\w$]+(?:\.[\w$<>]+)+\(|\bTraceback \(most recent call last\)|\bException in thread\b`)
+		return regexp.MustCompile(`\b0x[0-9a-fA-F]{8,}\b|\b[\w$]+\.(?:java|kt|scala|py|go|rb|php|cc|cpp|c|js|ts):\d+\b|\bat [\w$]+(?:\.[\w$<>]+)+\(|\bTraceback \(most recent call last\)|\bException in thread\b|\b\w+::\w+(?:\(\))? called from\b|\.[a-z]{2,5} on line \d+\b`)
 	})
 )
 

@@ -53,6 +53,8 @@ func TestPastedSpansFindLogAlertAndTraceLines(t *testing.T) {
 		"Traceback (most recent call last):",
 		"  File \"/srv/app/worker.py\", line 41, in flush",
 		"goroutine 17 [semaphore acquire, 5 minutes]:",
+		"• PHP Fatal error: Allowed memory size of 134217728 bytes exhausted",
+		"Warning: the config value limit is not an integer in /srv/app/Pool.php",
 	} {
 		text := "Root cause: a configuration change lowered the pool size.\n" + line + "\nWe reverted it."
 		require.Equal(t, []string{line}, pastedLines(text), line)
@@ -75,6 +77,8 @@ func TestMachineSentenceFindsProgramOutput(t *testing.T) {
 		"It failed in QueueWriter.java:118 with a deadlock.",
 		"The trace went through at org.example.Pool.take( and stopped.",
 		"Traceback (most recent call last): a memory leak in the worker.",
+		"The request died in /srv/app/lib/Pool.php on line 212 after the memory limit was exceeded.",
+		"Queue::push called from Worker::run with a wrong config value.",
 	} {
 		require.True(t, machineSentence(s), s)
 	}
@@ -82,6 +86,8 @@ func TestMachineSentenceFindsProgramOutput(t *testing.T) {
 		"A deadlock in the connection pool stalled the workers.",
 		"Version 2.3 of worker.py was deployed at 10:00.",
 		"The value 0x10 was written to the flag register.",
+		"A bug in the pool's connect method left the settings wrong.",
+		"Acme\\Db\\Pool::connect is the method the new release changed.",
 	} {
 		require.False(t, machineSentence(s), s)
 	}

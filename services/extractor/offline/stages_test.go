@@ -2,6 +2,7 @@ package offline_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -245,4 +246,46 @@ func TestFailureStageIgnoresPastedText(t *testing.T) {
 		"failure_mode:disk full -is_a-> failure_mode:resource exhaustion",
 		"incident:D-1 -failure-> failure_mode:disk full",
 	}, extractDoc(t, cfg, "incident", "The exporter stopped.\nAt 10:02 the scratch volume ran out of disk space.\nIt was restarted."))
+}
+
+// An action item's line (a task checkbox, a tracker status, a TODO) says
+// what is to be done, wherever the follow-up list stands: its cue is no
+// cause.
+func TestFailureStageIgnoresActionItemLines(t *testing.T) {
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
+	for _, item := range []string{
+		"• Status: Done Add an alert before the spool volume is full",
+		"• Status: Unresolved Find the upstream bug behind the restarts",
+		"- [ ] page when the scratch disk runs out of disk space",
+		"[x] Fix the faulty release checklist",
+		"TODO: tune the pool so we never run out of memory again",
+	} {
+		text := "The report builder stopped for an hour.\n" + item + "\nIt was restarted."
+		require.Empty(t, extractDoc(t, cfg, "incident", text), item)
+	}
+	// The same words in a prose line count.
+	require.Equal(t, []string{
+		"failure_mode:disk full -is_a-> failure_mode:resource exhaustion",
+		"incident:D-1 -failure-> failure_mode:disk full",
+	}, extractDoc(t, cfg, "incident", "The report builder stopped.\n• Done at 10:00: the spool volume was full.\nIt was restarted."))
+}
+
+// An inline label written capitalised after a list flattened into a
+// paragraph ("... on the edge Next steps: ...") opens its section as one
+// after a full stop does.
+func TestSectionsFindLabelsAfterFlattenedLists(t *testing.T) {
+	text := "Impact: uploads failed for an hour. Root cause: a bad config change on the edge " +
+		"Mitigation: the change was reverted Next steps: alert before a disk is full."
+	kinds := map[string]offline.SectionKind{}
+	for _, s := range offline.Sections(text) {
+		kinds[strings.Fields(strings.TrimLeft(text[s.Start:], ". \t"))[0]] = s.Kind
+	}
+	require.Equal(t, map[string]offline.SectionKind{"Impact:": offline.SectionContext, "Root": offline.SectionCause,
+		"Mitigation:": offline.SectionContext, "Next": offline.SectionFollowUp}, kinds)
+	// So a cue in the next steps counts nothing.
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
+	require.Empty(t, extractDoc(t, cfg, "incident", "Impact: uploads failed for an hour. The edge was restarted "+
+		"Next steps: alert before the volume is full."))
+	// Lower case, the words are prose.
+	require.Len(t, offline.Sections("The root cause: nobody knew. We took next steps: none."), 0)
 }
