@@ -145,6 +145,7 @@ type scoredSentence struct {
 	passageSentence
 	score float64
 	decay float64 // the passage's rank discount
+	key   string  // the sentence's words, space-joined
 }
 
 // causalCandidates is how many of the best sentences by words get the
@@ -236,7 +237,7 @@ func selectSentences(question string, rank unitRanking, names []string, items []
 				score -= 1
 			}
 			score += 1.5 * decay
-			all = append(all, scoredSentence{passageSentence: ps, score: score, decay: decay})
+			all = append(all, scoredSentence{passageSentence: ps, score: score, decay: decay, key: key})
 		}
 	}
 	if causal {
@@ -251,10 +252,36 @@ func selectSentences(question string, rank unitRanking, names []string, items []
 		}
 	}
 	slices.SortStableFunc(all, func(a, b scoredSentence) int { return cmp.Compare(b.score, a.score) })
-	if len(all) > limit {
-		all = all[:limit]
+	// A sentence repeated inside another (a summary's first sentence
+	// quoted again under a label: "Summary of impact: Between ...") is
+	// said once, by the better-scored of the two.
+	kept := all[:0]
+	for _, ss := range all {
+		if len(kept) == limit {
+			break
+		}
+		if !slices.ContainsFunc(kept, func(k scoredSentence) bool { return wordsWithin(k.key, ss.key) || wordsWithin(ss.key, k.key) }) {
+			kept = append(kept, ss)
+		}
 	}
-	return all
+	return kept
+}
+
+// wordsWithin reports whether the space-joined word sequence a occurs in
+// b at word boundaries.
+func wordsWithin(a, b string) bool {
+	for i := 0; ; {
+		j := strings.Index(b[i:], a)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(a)
+		if (j == 0 || b[j-1] == ' ') && (end == len(b) || b[end] == ' ') {
+			return true
+		}
+		i = j + 1
+	}
 }
 
 // relationPhrases read relations as words: "PM-202 failed because of

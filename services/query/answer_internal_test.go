@@ -111,3 +111,23 @@ func TestBestScoredIsTheSortedPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestSelectSentencesSaysARepeatedSentenceOnce(t *testing.T) {
+	passage := "The deploy of the billing worker broke invoice exports for two hours on Monday.\n\n" +
+		"Summary of impact: The deploy of the billing worker broke invoice exports for two hours on Monday.\n\n" +
+		"The billing worker was rolled back and invoice exports recovered.\n"
+	doc := readableDoc{id: "PM-3", doc: newLexDocFromText("PM-3", passage)}
+	q := "What happened to invoice exports of the billing worker?"
+	rank := scanUnitRanking(q, []readableDoc{doc})
+	items := []ContextItem{{Kind: KindTextUnit, ID: "PM-3#u0", Text: passage, Citations: []citation{{DocID: "PM-3", Version: 1, TextUnit: "u0"}}}}
+	got := selectSentences(q, rank, nil, items, 4)
+	var texts []string
+	for _, s := range got {
+		texts = append(texts, s.text)
+	}
+	require.Len(t, texts, 2, "%q", texts)
+	require.Contains(t, texts[1], "rolled back")
+	require.True(t, wordsWithin("a b", "x a b"))
+	require.False(t, wordsWithin("a b", "xa b"))
+	require.False(t, wordsWithin("a b", "a bc"))
+}
