@@ -63,3 +63,57 @@ func TestHeldOutLabelsAreValid(t *testing.T) {
 		require.Positive(t, perCorpus[c], "no held-out document of %s", c)
 	}
 }
+
+// TestSecondHeldOutLabelsAreValid checks the second held-out labelled set
+// (testdata/corpus-labels-heldout2.json): every document exists in its
+// corpus under the id the evaluation gives it and is not an empty stub,
+// none is in the tuning set or the first held-out set (by file or by id)
+// or listed twice, cloud-incidents and wikitech-incidents have 30 each,
+// and every cause and accepted alternative is a generic mode of the
+// default taxonomy.
+func TestSecondHeldOutLabelsAreValid(t *testing.T) {
+	tax, err := taxonomy.Default()
+	require.NoError(t, err)
+	generic := func(mode string) bool {
+		m, ok := tax.Mode(mode)
+		return ok && m.Parent == "" && m.Name == mode
+	}
+	labelled := map[string]string{}
+	for _, path := range []string{"../testdata/corpus-labels.json", "../testdata/corpus-labels-heldout.json"} {
+		set, err := eval.LoadCorpusLabels(path)
+		require.NoError(t, err)
+		for _, d := range set.Docs {
+			labelled[d.Corpus+"/"+d.File] = path
+			labelled[d.Corpus+"#"+d.ID] = path
+		}
+	}
+	heldOut2, err := eval.LoadCorpusLabels("../testdata/corpus-labels-heldout2.json")
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	perCorpus := map[string]int{}
+	for _, d := range heldOut2.Docs {
+		key := d.Corpus + "/" + d.File
+		require.False(t, seen[key], "%s listed twice", key)
+		seen[key] = true
+		require.False(t, seen[d.Corpus+"#"+d.ID], "id %s of %s listed twice", d.ID, d.Corpus)
+		seen[d.Corpus+"#"+d.ID] = true
+		require.Empty(t, labelled[key], "%s is already labelled", key)
+		require.Empty(t, labelled[d.Corpus+"#"+d.ID], "id %s of %s is already labelled", d.ID, d.Corpus)
+		st, err := os.Stat(filepath.Join(corporaDir, d.Corpus, d.File))
+		require.NoError(t, err, "%s is not in the corpora", key)
+		require.False(t, st.IsDir(), key)
+		require.GreaterOrEqual(t, st.Size(), int64(200), "%s is a stub", key)
+		require.Equal(t, eval.CorpusDocID(d.File), d.ID, "%s: id", key)
+		if d.Cause == "" {
+			require.Empty(t, d.Also, "%s: alternatives without a cause", key)
+		} else {
+			require.True(t, generic(d.Cause), "%s: cause %q is not a generic mode", key, d.Cause)
+		}
+		for _, a := range d.Also {
+			require.True(t, generic(a), "%s: accepted cause %q is not a generic mode", key, a)
+			require.NotEqual(t, d.Cause, a, "%s: %q is the cause and an alternative", key, a)
+		}
+		perCorpus[d.Corpus]++
+	}
+	require.Equal(t, map[string]int{"cloud-incidents": 30, "wikitech-incidents": 30}, perCorpus)
+}
