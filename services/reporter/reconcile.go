@@ -187,11 +187,21 @@ func (w *Worker) reconcileLoop(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		w.ReconcileAll(ctx)
+		ended := time.Now()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		case <-w.wake:
+			// Woken by an event: not before the gap has passed (see
+			// Config.ReconcileGap); the events meanwhile share the pass.
+			if wait := time.Until(ended.Add(w.cfg.ReconcileGap)); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
+			}
 		}
 	}
 }

@@ -264,3 +264,43 @@ func (e *reconcileEnv) worker(t *testing.T, cfg reporter.Config) (*reporter.Work
 	require.NoError(t, err)
 	return w, reg
 }
+
+// TestEventPassWaitsForTheGap: a communities event asks for a
+// reconciliation pass, which runs no sooner than ReconcileGap after the
+// previous one. Run 2 is stored without its changes announced and an event
+// naming none of them follows: with an hour's gap the pass it asks for has
+// not run once the event is handled (the reports are those of run 1); with
+// no gap it runs and brings the reports to run 2.
+func TestEventPassWaitsForTheGap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gap  time.Duration
+	}{{"hour", time.Hour}, {"none", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newReconcileEnv(t, 3)
+			_, _, _ = e.start(t, reporter.Config{ReconcileEvery: time.Hour, ReconcileGap: tc.gap})
+			e.waitReports(t, e.comms)
+			merged := community("failure_mode:mode00", "failure_mode:mode01", "incident:pm-00", "incident:pm-01")
+			next := []store.Community{merged, e.comms[2]}
+			require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 2, next))
+			_, err := e.bus.Publish(t.Context(), events.KindCommunitiesChanged, "acme", events.CommunitiesID("acme", 2),
+				&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 2})
+			require.NoError(t, err)
+			if tc.gap < 0 {
+				e.waitReports(t, next)
+				return
+			}
+			streamtest.Eventually(t, 20*time.Second, func() error {
+				n, err := e.bus.Pending(t.Context(), "reporter")
+				if err == nil && n > 0 {
+					err = fmt.Errorf("%d events pending", n)
+				}
+				return err
+			})
+			time.Sleep(300 * time.Millisecond)
+			rs := e.reports(t)
+			require.Len(t, rs, 3)
+			require.NotContains(t, rs, reporter.ReportID(merged.ID))
+		})
+	}
+}

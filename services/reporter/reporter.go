@@ -70,6 +70,14 @@ type Config struct {
 	// tenant writes (default 256); a pass that stops there is followed by
 	// another at once.
 	ReconcileBatch int
+	// ReconcileGap is the least time between the end of a reconciliation
+	// pass and a pass asked for by a communities event (default 2s;
+	// negative: none). A pass reads every community, report citation and
+	// cited registry entry of the tenant, so during a backfill, when
+	// events follow each other, a pass after each would cost what the
+	// tenant holds per event; the events asking within the gap get one
+	// pass at its end.
+	ReconcileGap time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -90,6 +98,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReconcileBatch == 0 {
 		c.ReconcileBatch = 256
+	}
+	if c.ReconcileGap == 0 {
+		c.ReconcileGap = 2 * time.Second
 	}
 }
 
