@@ -70,6 +70,15 @@ type Config struct {
 	// tenant writes (default 256); a pass that stops there is followed by
 	// another at once.
 	ReconcileBatch int
+	// VectorBatch bounds the graph and ACL changes the vector consumer
+	// re-indexes together (default 256), and VectorBatchWait is how long
+	// it waits for more once the first of a batch arrived (default 50ms).
+	// A batch reads, rebuilds and writes the item of an entity its
+	// documents share (a hub every incident names) once, so during a
+	// backfill larger batches cost less per document; when changes are
+	// rare, a change's vectors wait at most VectorBatchWait more.
+	VectorBatch     int
+	VectorBatchWait time.Duration
 	// ReconcileGap is the least time between the end of a reconciliation
 	// pass and a pass asked for by a communities event (default 2s;
 	// negative: none). A pass reads every community, report citation and
@@ -99,6 +108,12 @@ func (c *Config) setDefaults() {
 	if c.ReconcileBatch == 0 {
 		c.ReconcileBatch = 256
 	}
+	if c.VectorBatch == 0 {
+		c.VectorBatch = 256
+	}
+	if c.VectorBatchWait == 0 {
+		c.VectorBatchWait = 50 * time.Millisecond
+	}
 	if c.ReconcileGap == 0 {
 		c.ReconcileGap = 2 * time.Second
 	}
@@ -112,8 +127,11 @@ func (c Config) Validate() error {
 	if (c.Vectors == nil) != (c.Embedder == nil) {
 		return errors.New("reporter: Vectors and Embedder must be set together")
 	}
-	if c.EmbedBatch < 1 || c.MaxEntityText < 1 || c.ReconcileBatch < 1 {
-		return errors.New("reporter: EmbedBatch, MaxEntityText and ReconcileBatch must be >= 1")
+	if c.EmbedBatch < 1 || c.MaxEntityText < 1 || c.ReconcileBatch < 1 || c.VectorBatch < 1 {
+		return errors.New("reporter: EmbedBatch, MaxEntityText, ReconcileBatch and VectorBatch must be >= 1")
+	}
+	if c.VectorBatchWait < 0 {
+		return errors.New("reporter: VectorBatchWait must be >= 0")
 	}
 	return nil
 }
@@ -219,7 +237,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	actors := []func(context.Context) error{func(ctx context.Context) error { return w.bus.Run(ctx, reports, w.Handle) }}
 	if w.vectorsOn() {
 		vectors := stream.ConsumerConfig{Stage: w.cfg.Stage, Durable: w.cfg.Stage + "-vectors",
-			Kinds: []events.Kind{events.KindGraphChanged, events.KindDocACL}, MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff}
+			Kinds: []events.Kind{events.KindGraphChanged, events.KindDocACL}, MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff,
+			Batch: w.cfg.VectorBatch, BatchWait: w.cfg.VectorBatchWait}
 		actors = append(actors, func(ctx context.Context) error { return w.bus.RunBatch(ctx, vectors, w.HandleVectors) })
 	}
 	if w.cfg.ReconcileEvery > 0 {

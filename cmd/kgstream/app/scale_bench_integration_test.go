@@ -183,7 +183,8 @@ func latencies(b *testing.B, clients, total int, fn func(i int) error) (p50, p99
 // graph's size, query latencies with 1 and 8 clients, and what one edit of
 // one document costs (reports written, restamped, re-clustering time).
 // KG_SCALE_IDLE_TIMEOUT bounds each wait (default 10m); KG_SCALE_PPROF
-// names a directory for CPU profiles of the backfill and each query mode.
+// names a directory for CPU profiles of the backfill, each query mode and
+// the edit.
 func BenchmarkScale(b *testing.B) {
 	n := envInt(b, "KG_SCALE_DOCS", 1000)
 	timeout := 10 * time.Minute
@@ -292,10 +293,12 @@ func BenchmarkScale(b *testing.B) {
 		took := metricSum(b, a, "kgstream_recluster_duration_seconds", true)
 		d := docs[n/2]
 		d.Text += "\n\nThe on-call engineer confirmed the fix the next morning.\n"
+		stop = profile("edit")
 		if _, err := c.PostDocument(ctx, d); err != nil {
 			b.Fatal(err)
 		}
 		scaleIdle(b, a, c, timeout, runs+1)
+		stop()
 		reps2, err := a.Stores.Reports(ctx, tenant)
 		if err != nil {
 			b.Fatal(err)
