@@ -401,6 +401,10 @@ func TestHedgesPlansAndSafeguardsAreNoCause(t *testing.T) {
 		"We will be migrating the queue to the new broker version next quarter.",
 		"Upgrading the database hosts is probably a good idea.",
 		"The admission check ensures that a bad config change stays in the canary region.",
+		"There is no reason to think that the crawler was malicious.",
+		"Some updates to add-ons may have failed.",
+		// Log text: what a log said is no cause.
+		"There were many deadlock warnings in the scheduler log.",
 	} {
 		hits := tx.Find(text, nil)
 		require.NotEmpty(t, hits, "the cue is there: %s", text)
@@ -411,6 +415,7 @@ func TestHedgesPlansAndSafeguardsAreNoCause(t *testing.T) {
 		selected(tx, "The indexer tried to load the whole backlog and ran out of memory."))
 	require.Equal(t, []string{"configuration change"},
 		selected(tx, "A bad config change reached the canary region and took it down."))
+	require.Equal(t, []string{"software bug"}, selected(tx, "A deadlock in the scheduler stopped every job."))
 }
 
 // TestMovingMachinesIsNoUpgrade: migrating machines, workloads or data to
@@ -420,6 +425,7 @@ func TestMovingMachinesIsNoUpgrade(t *testing.T) {
 	tx := defaultTaxonomy(t)
 	require.Empty(t, selected(tx, "On Monday the operator migrated four instances to the rebuilt host."))
 	require.Empty(t, selected(tx, "The team migrated the busiest shards from the old rack overnight."))
+	require.Empty(t, selected(tx, "Later the affected instances were all migrated to a healthy host."))
 	require.Equal(t, []string{"upgrade"}, selected(tx, "On Monday the operator started the migration of the cluster to the new major version."))
 }
 
@@ -458,4 +464,13 @@ func TestMoreCauseCues(t *testing.T) {
 	} {
 		require.Equal(t, []string{want}, selected(tx, text), text)
 	}
+}
+
+// TestFailedToUpdateIsNoBadUpgrade: hosts that failed to update during a
+// deploy only missed it; a failed upgrade judges the upgrade.
+func TestFailedToUpdateIsNoBadUpgrade(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.NotContains(t, selected(tx, "Two hosts failed to update during the deploy of the new branch."), "bad upgrade")
+	require.Equal(t, []string{"bad upgrade"}, selected(tx, "A failed upgrade of the broker left the cluster down."))
+	require.Equal(t, []string{"security"}, selected(tx, "A malicious crawler hammered the search API."))
 }
