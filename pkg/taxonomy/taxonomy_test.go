@@ -403,6 +403,10 @@ func TestHedgesPlansAndSafeguardsAreNoCause(t *testing.T) {
 		"The admission check ensures that a bad config change stays in the canary region.",
 		"There is no reason to think that the crawler was malicious.",
 		"Some updates to add-ons may have failed.",
+		"So far everything looks like a race condition in the cache.",
+		"A task tracks whether the new batch job may be creating lock contention.",
+		// An action item in the imperative is a plan.
+		"Introduce load shedding so that workers which run out of memory reject new work.",
 		// Log text: what a log said is no cause.
 		"There were many deadlock warnings in the scheduler log.",
 	} {
