@@ -465,6 +465,8 @@ func TestMoreCauseCues(t *testing.T) {
 		"Roll out of v2.3 to the second group broke logins.":                                 "deploy",
 		"The root cause was a change thought to be harmless.":                                "configuration change",
 		"A single disk in one of the two storage servers of the archive cluster failed.":     "hardware",
+		"During the rollout we forgot to add the retry flag to the mailer config.":           "configuration change",
+		"At noon a change was pushed out which dropped the legacy session handler.":          "deploy",
 	} {
 		require.Equal(t, []string{want}, selected(tx, text), text)
 	}
