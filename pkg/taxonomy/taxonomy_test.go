@@ -344,6 +344,9 @@ func TestEffectsWeighHalf(t *testing.T) {
 		{"The scheduler did not restart after the reboot, causing the queue to be overloaded.", "overloaded", true},
 		{"The proxy dropped its cache, which in turn caused a retry storm.", "retry storm", true},
 		{"The data loss affected every table.", "data loss", true},
+		// What a cause made something else do is its effect.
+		{"The new page template caused the render servers to overload.", "overload", true},
+		{"The slow failover forced the primary database to run out of memory.", "run out of memory", true},
 		{"The queue was overloaded.", "overloaded", false},
 		{"The outage was caused by a retry storm.", "retry storm", false},
 		{"A retry storm took the proxy down.", "retry storm", false},
@@ -378,4 +381,102 @@ func TestEffectsWeighHalf(t *testing.T) {
 	// An effect alone is too weak a cause when its cue is a weak one.
 	require.Empty(t, selected(tx, "The scheduler did not restart after the reboot, causing the queue to be overloaded."))
 	require.Equal(t, []string{"traffic surge"}, selected(tx, "The queue was overloaded by a sudden traffic surge."))
+}
+
+// TestHedgesPlansAndSafeguardsAreNoCause: a cue the text only suspects
+// ("probably", "we think", "showed signs of", "X was suspected"), one in
+// a plan or recommendation ("we will", "working on", "is a good idea"),
+// and one in a sentence telling what a safeguard ensures is no cause.
+func TestHedgesPlansAndSafeguardsAreNoCause(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{
+		"During the first hour the storage rack showed signs of a power outage.",
+		"We think the indexer tried to load the whole backlog and ran out of memory.",
+		"It seems that the resolver hit a DNS record change.",
+		"The gateway was probably hit by a retry storm.",
+		"The outage was most likely a DNS record change.",
+		"The on-call engineer suspects a memory leak in the agent.",
+		"A memory leak in the agent was suspected first.",
+		"We are working on upgrading the cluster to the next release.",
+		"We will be migrating the queue to the new broker version next quarter.",
+		"Upgrading the database hosts is probably a good idea.",
+		"The admission check ensures that a bad config change stays in the canary region.",
+		"There is no reason to think that the crawler was malicious.",
+		"Some updates to add-ons may have failed.",
+		"So far everything looks like a race condition in the cache.",
+		"A task tracks whether the new batch job may be creating lock contention.",
+		// An action item in the imperative is a plan.
+		"Introduce load shedding so that workers which run out of memory reject new work.",
+		// Log text: what a log said is no cause.
+		"There were many deadlock warnings in the scheduler log.",
+	} {
+		hits := tx.Find(text, nil)
+		require.NotEmpty(t, hits, "the cue is there: %s", text)
+		require.Empty(t, taxonomy.Select(hits), text)
+	}
+	// Stated outright, the same causes count.
+	require.Equal(t, []string{"memory exhaustion"},
+		selected(tx, "The indexer tried to load the whole backlog and ran out of memory."))
+	require.Equal(t, []string{"configuration change"},
+		selected(tx, "A bad config change reached the canary region and took it down."))
+	require.Equal(t, []string{"software bug"}, selected(tx, "A deadlock in the scheduler stopped every job."))
+}
+
+// TestMovingMachinesIsNoUpgrade: migrating machines, workloads or data to
+// other hosts upgrades nothing; migrating a platform to a new version
+// still names an upgrade.
+func TestMovingMachinesIsNoUpgrade(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Empty(t, selected(tx, "On Monday the operator migrated four instances to the rebuilt host."))
+	require.Empty(t, selected(tx, "The team migrated the busiest shards from the old rack overnight."))
+	require.Empty(t, selected(tx, "Later the affected instances were all migrated to a healthy host."))
+	require.Equal(t, []string{"upgrade"}, selected(tx, "On Monday the operator started the migration of the cluster to the new major version."))
+}
+
+// TestRound2CauseCues: power that was lost, a process using too much
+// memory, and a change to something however long its name, blamed by the
+// sentence, name their causes; a change that was deployed is the deploy's.
+func TestRound2CauseCues(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"power failure"}, selected(tx, "Power was lost to two racks of storage servers in the hall."))
+	require.Equal(t, []string{"memory exhaustion"}, selected(tx, "The consumer process was killed for using too much memory."))
+	require.Equal(t, []string{"configuration change"},
+		selected(tx, "A change to the default logging level of every search frontend host caused a traffic surge on the log cluster."))
+	require.Equal(t, []string{"configuration change"},
+		selected(tx, "Schema changes made to improve the speed of the nightly reporting jobs caused timeouts."))
+	require.NotContains(t, selected(tx, "A change to the session handling of the login frontend was deployed and then caused logouts."),
+		"configuration change")
+}
+
+// TestMoreCauseCues: load beyond what a component could handle, expensive
+// queries, a collector thrashing, a resource used up, a regular
+// expression backtracking, a roll-out of a dotted version that broke
+// something, a change named as the cause, and a disk named far from its
+// failure name their causes.
+func TestMoreCauseCues(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for text, want := range map[string]string{
+		"Order volume grew beyond what the billing writer could handle.":                     "traffic surge",
+		"We sent more events to the queue than one consumer could handle.":                   "traffic surge",
+		"The metrics store slowed to a crawl under large queries from one dashboard.":        "traffic surge",
+		"The indexing node was caught in a GC death spiral and stopped answering.":           "memory exhaustion",
+		"The bulk copy used up all the bandwidth of the archive host.":                       "resource exhaustion",
+		"The log parser stalled on long lines because its regex suffered from backtracking.": "software bug",
+		"Roll out of v2.3 to the second group broke logins.":                                 "deploy",
+		"The root cause was a change thought to be harmless.":                                "configuration change",
+		"A single disk in one of the two storage servers of the archive cluster failed.":     "hardware",
+		"During the rollout we forgot to add the retry flag to the mailer config.":           "configuration change",
+		"At noon a change was pushed out which dropped the legacy session handler.":          "deploy",
+	} {
+		require.Equal(t, []string{want}, selected(tx, text), text)
+	}
+}
+
+// TestFailedToUpdateIsNoBadUpgrade: hosts that failed to update during a
+// deploy only missed it; a failed upgrade judges the upgrade.
+func TestFailedToUpdateIsNoBadUpgrade(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.NotContains(t, selected(tx, "Two hosts failed to update during the deploy of the new branch."), "bad upgrade")
+	require.Equal(t, []string{"bad upgrade"}, selected(tx, "A failed upgrade of the broker left the cluster down."))
+	require.Equal(t, []string{"security"}, selected(tx, "A malicious crawler hammered the search API."))
 }
