@@ -2,8 +2,10 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -48,14 +50,27 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, run int64
 		if err != nil {
 			return err
 		}
-		for _, c := range cs {
+		// Both buckets are new: keys are put in their order. A bucket's
+		// node grows by insertion until the commit splits it, so keys in
+		// any other order moved the node's entries once per put (a
+		// re-clustering of 11,000 entities spent 1.5 s in bbolt's
+		// node.put, most of one edit's cost).
+		byID := slices.SortedFunc(slices.Values(cs), func(a, b store.Community) int { return cmp.Compare(a.ID, b.ID) })
+		for _, c := range byID {
 			if err := putJSON(items, c.ID, c); err != nil {
 				return err
 			}
+		}
+		var pairs [][]byte
+		for _, c := range cs {
 			for _, m := range c.Members {
-				if err := members.Put(pair(m, c.ID), nil); err != nil {
-					return err
-				}
+				pairs = append(pairs, pair(m, c.ID))
+			}
+		}
+		slices.SortFunc(pairs, bytes.Compare)
+		for _, k := range pairs {
+			if err := members.Put(k, nil); err != nil {
+				return err
 			}
 		}
 		return putInt(t, keyRun, run)

@@ -1,12 +1,15 @@
 package embedded_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/store/storetest"
@@ -75,4 +78,42 @@ func BenchmarkApply(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "preload-s")
 	})
 	storetest.BenchApply(b, s, tenant, corpus)
+}
+
+// BenchmarkReplaceCommunities stores a run of 4,000 communities over 12,000
+// entities (a three-level hierarchy: every entity in one community of each
+// level, 36,000 member index entries), as a re-clustering of a tenant of
+// about 10,000 documents does.
+func BenchmarkReplaceCommunities(b *testing.B) {
+	const tenant = "bench"
+	s, err := embedded.Open(filepath.Join(b.TempDir(), "kgstream.db"), embedded.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	var cs []store.Community
+	for level, size := range []int{6, 12, 60} {
+		for first := 0; first < 12000; first += size {
+			var members []string
+			for e := first; e < first+size; e++ {
+				// Entity ids whose order is unrelated to the communities'.
+				members = append(members, fmt.Sprintf("component:%08x", uint32(e)*2654435761))
+			}
+			slices.Sort(members)
+			h := store.MemberHash(members)
+			cs = append(cs, store.Community{ID: fmt.Sprintf("c%d-%s", level, h[:16]), Level: level, Members: members, MemberHash: h,
+				Sources: []provenance.SourceRef{{DocID: fmt.Sprintf("doc-%05d", first), Version: 1}}})
+		}
+	}
+	store.SortCommunities(cs)
+	run := int64(0)
+	for b.Loop() {
+		run++
+		for i := range cs {
+			cs[i].Run = run
+		}
+		if err := s.ReplaceCommunities(b.Context(), tenant, run, cs); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
