@@ -38,6 +38,17 @@ func selected(tx *taxonomy.Taxonomy, text string) []string {
 	return out
 }
 
+// requireNoCause checks that each text holds a cue and that none of its
+// cues is selected as a cause.
+func requireNoCause(t *testing.T, tx *taxonomy.Taxonomy, texts ...string) {
+	t.Helper()
+	for _, text := range texts {
+		hits := tx.Find(text, nil)
+		require.NotEmpty(t, hits, "the cue is there: %s", text)
+		require.Empty(t, taxonomy.Select(hits), text)
+	}
+}
+
 func TestDefaultTaxonomyClassifies(t *testing.T) {
 	tx := defaultTaxonomy(t)
 	for _, tc := range []struct {
@@ -115,7 +126,7 @@ func TestNetworkFailureNeedsAFailureCue(t *testing.T) {
 
 func TestNegatedAndHedgedCuesAreIgnored(t *testing.T) {
 	tx := defaultTaxonomy(t)
-	for _, text := range []string{
+	requireNoCause(t, tx,
 		"We checked the ingress and no certificate had expired.",
 		"The certificate had not expired; the handshake failed for another reason.",
 		"A DNS change was not the cause.",
@@ -135,11 +146,7 @@ func TestNegatedAndHedgedCuesAreIgnored(t *testing.T) {
 		// A conditional on any one of a kind in the present tense states
 		// how the system works.
 		"When a tenant changes its quota, the scheduler makes a configuration change on every node.",
-	} {
-		hits := tx.Find(text, nil)
-		require.NotEmpty(t, hits, "the cue is there: %s", text)
-		require.Empty(t, taxonomy.Select(hits), text)
-	}
+	)
 	// A past event told with "when" is what happened.
 	require.Equal(t, []string{"configuration change"},
 		selected(tx, "When the rollout reached the second region, a bad config change took the API down."))
@@ -389,7 +396,7 @@ func TestEffectsWeighHalf(t *testing.T) {
 // and one in a sentence telling what a safeguard ensures is no cause.
 func TestHedgesPlansAndSafeguardsAreNoCause(t *testing.T) {
 	tx := defaultTaxonomy(t)
-	for _, text := range []string{
+	requireNoCause(t, tx,
 		"During the first hour the storage rack showed signs of a power outage.",
 		"We think the indexer tried to load the whole backlog and ran out of memory.",
 		"It seems that the resolver hit a DNS record change.",
@@ -409,11 +416,7 @@ func TestHedgesPlansAndSafeguardsAreNoCause(t *testing.T) {
 		"Introduce load shedding so that workers which run out of memory reject new work.",
 		// Log text: what a log said is no cause.
 		"There were many deadlock warnings in the scheduler log.",
-	} {
-		hits := tx.Find(text, nil)
-		require.NotEmpty(t, hits, "the cue is there: %s", text)
-		require.Empty(t, taxonomy.Select(hits), text)
-	}
+	)
 	// Stated outright, the same causes count.
 	require.Equal(t, []string{"memory exhaustion"},
 		selected(tx, "The indexer tried to load the whole backlog and ran out of memory."))
