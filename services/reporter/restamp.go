@@ -93,13 +93,19 @@ func (w *Worker) writerName() string {
 // left out: an edit that changes neither statement nor name keeps the hash.
 func (w *Worker) inputHash(ix *index, c store.Community) string {
 	h := sha256.New()
+	// Each field is appended to one buffer and written at once: the same
+	// bytes as writing its parts one by one, without a conversion (and
+	// an allocation) per part.
+	var buf []byte
 	field := func(h hash.Hash, parts ...string) {
+		buf = buf[:0]
 		for _, p := range parts {
-			h.Write([]byte(strconv.Itoa(len(p))))
-			h.Write([]byte{':'})
-			h.Write([]byte(p))
+			buf = strconv.AppendInt(buf, int64(len(p)), 10)
+			buf = append(buf, ':')
+			buf = append(buf, p...)
 		}
-		h.Write([]byte{'\n'})
+		buf = append(buf, '\n')
+		h.Write(buf)
 	}
 	entity := func(tag, id string) {
 		e, ok := ix.ents[id]

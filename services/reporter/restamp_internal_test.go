@@ -59,3 +59,30 @@ func TestBoundedIndexWritesWhatTheSnapshotWrites(t *testing.T) {
 		require.Equal(t, w.inputHash(full, c), w.inputHash(bounded, c), c.ID)
 	}
 }
+
+// TestInputHashIsStable: the input hash of a report is stored with it and
+// compared after an upgrade, so the bytes it hashes must not change: these
+// are the hashes of two communities of a fixed graph.
+func TestInputHashIsStable(t *testing.T) {
+	g := store.Graph{
+		Entities: []store.Entity{
+			{ID: "incident:pm-1", Type: "incident", Name: "PM-1", Sources: []store.Fragment{{DocID: "pm-1", Version: 2, Name: "PM-1", Description: "The export queue stalled."}}},
+			{ID: "component:queue", Type: "component", Name: "Export queue", Sources: []store.Fragment{
+				{DocID: "pm-1", Version: 2, Name: "export queue", NameRank: 1},
+				{DocID: "pm-2", Version: 1, Name: "Export queue", Description: "Holds invoice exports."}}},
+			{ID: "failure_mode:bug", Type: "failure_mode", Name: "software bug"},
+		},
+		Edges: []store.Edge{
+			{ID: store.EdgeID("incident:pm-1", "mentions", "component:queue"), Source: "incident:pm-1", Relation: "mentions", Target: "component:queue",
+				Supports: []store.Fragment{{DocID: "pm-1", Version: 2, Description: "stalled", Weight: 1.5}}},
+			{ID: store.EdgeID("incident:pm-1", "failure", "failure_mode:bug"), Source: "incident:pm-1", Relation: "failure", Target: "failure_mode:bug",
+				Supports: []store.Fragment{{DocID: "pm-1", Version: 2, Weight: 1}}},
+		},
+	}
+	w := &Worker{}
+	ix := newIndex(g)
+	require.Equal(t, "815312ac64ef43060de4553734358fe0bb51308d560068fbfa168b644c2ccad6",
+		w.inputHash(ix, store.Community{ID: "a", Members: []string{"component:queue", "incident:pm-1"}}))
+	require.Equal(t, "d743204a342d85a78cdd3fe08f50d8eb2cd65cc107c9f3e88d14d8616cabb058",
+		w.inputHash(ix, store.Community{ID: "b", Members: []string{"failure_mode:bug"}}))
+}
