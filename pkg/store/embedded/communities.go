@@ -327,17 +327,33 @@ func indexReport(tx *bolt.Tx, tenant, id string, cites []provenance.SourceRef) e
 	if _, err := getJSON(citesB, id, &old); err != nil {
 		return err
 	}
+	// Only the documents the report stops or starts citing change their
+	// entries (a rewrite of a report citing thousands of documents
+	// deleted and put them all again).
+	now := make(map[string]bool, len(cites))
+	for _, c := range cites {
+		now[c.DocID] = true
+	}
+	was := make(map[string]bool, len(old))
 	for _, c := range old {
-		if err := bySrc.Delete(pair(c.DocID, id)); err != nil {
-			return err
+		if was[c.DocID] {
+			continue
+		}
+		was[c.DocID] = true
+		if !now[c.DocID] {
+			if err := bySrc.Delete(pair(c.DocID, id)); err != nil {
+				return err
+			}
 		}
 	}
 	if cites == nil {
 		return citesB.Delete([]byte(id))
 	}
-	for _, c := range cites {
-		if err := bySrc.Put(pair(c.DocID, id), nil); err != nil {
-			return err
+	for doc := range now {
+		if !was[doc] {
+			if err := bySrc.Put(pair(doc, id), nil); err != nil {
+				return err
+			}
 		}
 	}
 	return putJSON(citesB, id, cites)

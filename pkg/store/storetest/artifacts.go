@@ -299,6 +299,20 @@ func testReportIndex(t *testing.T, s store.Stores) {
 	require.Equal(t, []string{}, bySource("b"))
 	require.Equal(t, []string{"r1", "r3"}, bySource("c"))
 
+	// A put that keeps some documents, adds and drops others, moves
+	// only those.
+	r1.Sources = []provenance.SourceRef{ref("c", 5, ""), ref("b", 2, "u1"), ref("b", 2, "u2")}
+	require.NoError(t, s.PutReport(ctx, tenant, r1))
+	require.Equal(t, []string{"r1"}, bySource("b"))
+	require.Equal(t, []string{"r1", "r3"}, bySource("c"))
+	r1.Sources = []provenance.SourceRef{ref("b", 2, "u1")}
+	require.NoError(t, s.PutReport(ctx, tenant, r1))
+	require.Equal(t, []string{"r1"}, bySource("b"))
+	require.Equal(t, []string{"r3"}, bySource("c"))
+	r1.Sources = []provenance.SourceRef{ref("c", 4, "")}
+	require.NoError(t, s.PutReport(ctx, tenant, r1))
+	require.Equal(t, []string{}, bySource("b"))
+
 	require.NoError(t, s.DeleteReport(ctx, tenant, "r3"))
 	require.NoError(t, s.DeleteReport(ctx, tenant, "r3"))
 	require.Equal(t, []string{"r1"}, bySource("c"), "a deletion leaves the index")
