@@ -326,7 +326,7 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 		return nil
 	}
 	num := q.lock()
-	set, got, titleShares := q.candidates(num, r, priors)
+	set, got, titleShares, priorAt := q.candidates(num, r, priors)
 	q.t.mu.RUnlock()
 	// The best limit so far: each document's best units enter as the
 	// document ends, so no list of every candidate is built.
@@ -349,7 +349,7 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 					i++
 				}
 			}
-			c, ok := q.score(num, r, priors, i, n-q.base[i], got, titleShares)
+			c, ok := q.score(num, r, priors, priorAt, i, n-q.base[i], got, titleShares)
 			if ok {
 				perDoc = keepBest(perDoc, c, q.less)
 			}
@@ -366,19 +366,23 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 }
 
 // score scores unit j of docs[i] as the full scan does; ok is false when
-// it is not relevant.
-func (q *lexQuery) score(num *lexNumbering, r unitRanking, priors map[string]float64, i, j int, got []float64, titleShares []float64) (scored, bool) {
-	u := &q.docs[i].doc.units[j]
-	var s float64
-	switch {
-	case num.whole[i]:
+// it is not relevant. An indexed document's unit is scored from the
+// dense arrays alone (got, priorAt, titleShares): reading the unit itself
+// for each of hundreds of thousands of candidates, and building its
+// "doc#unit" key to look up a prior, was most of a ranking's time.
+func (q *lexQuery) score(num *lexNumbering, r unitRanking, priors map[string]float64, priorAt map[int]float64, i, j int, got []float64, titleShares []float64) (scored, bool) {
+	var s, p float64
+	if num.whole[i] {
+		u := &q.docs[i].doc.units[j]
 		s = r.share(func(w string) bool { return u.words[w] })
-	case r.unitSum != 0:
-		s = got[q.base[i]+j] / r.unitSum
-	}
-	var p float64
-	if len(priors) > 0 {
-		p = priors[u.docID+"#"+u.unit]
+		if len(priors) > 0 {
+			p = priors[u.docID+"#"+u.unit]
+		}
+	} else {
+		if r.unitSum != 0 {
+			s = got[q.base[i]+j] / r.unitSum
+		}
+		p = priorAt[q.base[i]+j]
 	}
 	ts := titleShares[i]
 	if s < minUnitShare && p == 0 && ts < 0.5 {
@@ -388,9 +392,15 @@ func (q *lexQuery) score(num *lexNumbering, r unitRanking, priors map[string]flo
 }
 
 // compare is the full scan's order: score, then doc id, then unit id.
+// The units are read only to break a tie (most comparisons of a ranking
+// are settled by the score, and reading two units each time was most of
+// its cost at 100,000 documents).
 func (q *lexQuery) compare(a, b scored) int {
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
 	ua, ub := &q.docs[a.doc].doc.units[a.unit], &q.docs[b.doc].doc.units[b.unit]
-	return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(ua.docID, ub.docID), cmp.Compare(ua.unit, ub.unit))
+	return cmp.Or(cmp.Compare(ua.docID, ub.docID), cmp.Compare(ua.unit, ub.unit))
 }
 
 func (q *lexQuery) less(a, b scored) bool { return q.compare(a, b) < 0 }
@@ -415,9 +425,10 @@ func keepBest(best []scored, c scored, less func(a, b scored) bool) []scored {
 // those holding a question word, those of documents whose title holds
 // one, those with a prior, and all units of extra documents; got, the
 // IDF sum of the question words each indexed unit holds, added in the
-// question's word order as unitRanking.share adds them; and the title
-// share of the documents that have one. t.mu is held.
-func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares []float64) {
+// question's word order as unitRanking.share adds them; the title
+// share of the documents that have one; and the prior of each indexed
+// unit that has one, by dense number. t.mu is held.
+func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares []float64, priorAt map[int]float64) {
 	n := q.base[len(q.docs)]
 	set = make(unitSet, (n+63)/64)
 	got = make([]float64, n)
@@ -468,16 +479,22 @@ func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[strin
 		}
 		set.addRange(q.base[i], q.base[i+1])
 	}
-	for key := range priors {
-		q.addPrior(num, set, key)
+	if len(priors) > 0 {
+		priorAt = make(map[int]float64, len(priors))
 	}
-	return set, got, titleShares
+	for key, p := range priors {
+		q.addPrior(num, set, priorAt, key, p)
+	}
+	return set, got, titleShares, priorAt
 }
 
-// addPrior adds the units a prior key ("doc#unit") names. A doc id may
-// itself hold '#', so every split is tried; a document the request
-// cannot read through the index is extra and already in the set.
-func (q *lexQuery) addPrior(num *lexNumbering, set unitSet, key string) {
+// addPrior adds the units a prior key ("doc#unit") names, and records
+// its prior p under their dense numbers. A doc id may itself hold '#', so
+// every split is tried; the split that names a unit is the one its
+// "doc#unit" key is (the index's documents are keyed by the id their
+// units carry). A document the request cannot read through the index is
+// extra and already in the set; score looks its priors up by key.
+func (q *lexQuery) addPrior(num *lexNumbering, set unitSet, priorAt map[int]float64, key string, p float64) {
 	for at := strings.IndexByte(key, '#'); at >= 0; {
 		doc, unit := key[:at], key[at+1:]
 		if d := q.t.docs[doc]; d != nil {
@@ -485,6 +502,9 @@ func (q *lexQuery) addPrior(num *lexNumbering, set unitSet, key string) {
 				for j, u := range d.units {
 					if u.unit == unit {
 						set.add(q.base[i] + j)
+						if u.docID == doc {
+							priorAt[q.base[i]+j] = p
+						}
 					}
 				}
 			}
