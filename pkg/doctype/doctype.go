@@ -181,7 +181,7 @@ func Infer(title, text string) string {
 	switch {
 	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)):
 		return "incident"
-	case past && (parts[4].MatchString(s) || g.symptom.MatchString(text)) && g.datedTitle.MatchString(title):
+	case past && g.datedTitle.MatchString(title) && (parts[4].MatchString(s) || g.symptom.MatchString(text)):
 		return "incident"
 	case (timeline || report) && failed, timeline && report:
 		return "incident"

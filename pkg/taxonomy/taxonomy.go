@@ -484,11 +484,13 @@ func clauseAfter(sent string, end int) string {
 
 func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {
 	clause := clauseBefore(sent, start)
-	// A conditional ("when there is such a change") scopes over the whole
-	// clause after it, however many words on.
+	// A sentence stating a general rule ("when a user modifies ...") tells
+	// nothing that happened, wherever the cue stands in it.
 	if t.negSentence != nil && t.negSentence.MatchString(sent) {
 		return true
 	}
+	// A conditional ("when there is such a change") scopes over the whole
+	// clause after it, however many words on.
 	if t.negClause != nil && t.negClause.MatchString(clause) {
 		return true
 	}

@@ -43,10 +43,8 @@ func TestSelectSentencesPrefersStatedCause(t *testing.T) {
 	passage := "## Summary\n\nThe KIAM outage on Hellman lasted two hours and pods could not reach AWS.\n\n" +
 		"## Root cause\n\nThe KIAM server certificate expired, causing the service to crash-loop.\n\n" +
 		"## Action items\n\nDocument how KIAM certificates are renewed on Hellman.\n"
-	doc := readableDoc{id: "PM-1", doc: newLexDocFromText("PM-1", passage)}
 	q := "What caused the KIAM outage on Hellman?"
-	rank := scanUnitRanking(q, []readableDoc{doc})
-	items := []ContextItem{{Kind: KindTextUnit, ID: "PM-1#u0", Text: passage, Citations: []citation{{DocID: "PM-1", Version: 1, TextUnit: "u0"}}}}
+	doc, rank, items := onePassage("PM-1", passage, q)
 	got := selectSentences(q, rank, []string{"KIAM server"}, items, 1)
 	require.Len(t, got, 1)
 	require.True(t, strings.HasPrefix(got[0].text, "The KIAM server certificate expired"), got[0].text)
@@ -116,10 +114,8 @@ func TestSelectSentencesSaysARepeatedSentenceOnce(t *testing.T) {
 	passage := "The deploy of the billing worker broke invoice exports for two hours on Monday.\n\n" +
 		"Summary of impact: The deploy of the billing worker broke invoice exports for two hours on Monday.\n\n" +
 		"The billing worker was rolled back and invoice exports recovered.\n"
-	doc := readableDoc{id: "PM-3", doc: newLexDocFromText("PM-3", passage)}
 	q := "What happened to invoice exports of the billing worker?"
-	rank := scanUnitRanking(q, []readableDoc{doc})
-	items := []ContextItem{{Kind: KindTextUnit, ID: "PM-3#u0", Text: passage, Citations: []citation{{DocID: "PM-3", Version: 1, TextUnit: "u0"}}}}
+	_, rank, items := onePassage("PM-3", passage, q)
 	got := selectSentences(q, rank, nil, items, 4)
 	var texts []string
 	for _, s := range got {
@@ -130,4 +126,12 @@ func TestSelectSentencesSaysARepeatedSentenceOnce(t *testing.T) {
 	require.True(t, wordsWithin("a b", "x a b"))
 	require.False(t, wordsWithin("a b", "xa b"))
 	require.False(t, wordsWithin("a b", "a bc"))
+}
+
+// onePassage is a readable document of one passage (unit u0 at version
+// 1), the ranking of q over it and the passage as a context item.
+func onePassage(id, passage, q string) (readableDoc, unitRanking, []ContextItem) {
+	doc := readableDoc{id: id, doc: newLexDocFromText(id, passage)}
+	items := []ContextItem{{Kind: KindTextUnit, ID: id + "#u0", Text: passage, Citations: []citation{{DocID: id, Version: 1, TextUnit: "u0"}}}}
+	return doc, scanUnitRanking(q, []readableDoc{doc}), items
 }

@@ -278,7 +278,7 @@ func TestEventPassWaitsForTheGap(t *testing.T) {
 	}{{"hour", time.Hour}, {"none", -1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newReconcileEnv(t, 3)
-			_, _, _ = e.start(t, reporter.Config{ReconcileEvery: time.Hour, ReconcileGap: tc.gap})
+			e.start(t, reporter.Config{ReconcileEvery: time.Hour, ReconcileGap: tc.gap})
 			e.waitReports(t, e.comms)
 			merged := community("failure_mode:mode00", "failure_mode:mode01", "incident:pm-00", "incident:pm-01")
 			next := []store.Community{merged, e.comms[2]}

@@ -25,12 +25,7 @@ func TestHeldOutLabelsAreValid(t *testing.T) {
 	heldOut, err := eval.LoadCorpusLabels("../testdata/corpus-labels-heldout.json")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(heldOut.Docs), 45)
-	tax, err := taxonomy.Default()
-	require.NoError(t, err)
-	generic := func(mode string) bool {
-		m, ok := tax.Mode(mode)
-		return ok && m.Parent == "" && m.Name == mode
-	}
+	generic := genericModes(t)
 	inTuning := map[string]bool{}
 	tuningCorpora := map[string]bool{}
 	for _, d := range tuning.Docs {
@@ -46,17 +41,7 @@ func TestHeldOutLabelsAreValid(t *testing.T) {
 		seen[key] = true
 		require.False(t, inTuning[key], "%s is in the tuning set", key)
 		require.False(t, inTuning[d.Corpus+"#"+d.ID], "id %s of %s is in the tuning set", d.ID, d.Corpus)
-		st, err := os.Stat(filepath.Join(corporaDir, d.Corpus, d.File))
-		require.NoError(t, err, "%s is not in the corpora", key)
-		require.False(t, st.IsDir(), key)
-		require.Equal(t, eval.CorpusDocID(d.File), d.ID, "%s: id", key)
-		if d.Cause != "" {
-			require.True(t, generic(d.Cause), "%s: cause %q is not a generic mode", key, d.Cause)
-		}
-		for _, a := range d.Also {
-			require.True(t, generic(a), "%s: accepted cause %q is not a generic mode", key, a)
-			require.NotEqual(t, d.Cause, a, "%s: %q is the cause and an alternative", key, a)
-		}
+		checkLabelledDoc(t, d, generic)
 		perCorpus[d.Corpus]++
 	}
 	for c := range tuningCorpora {
@@ -72,12 +57,7 @@ func TestHeldOutLabelsAreValid(t *testing.T) {
 // and every cause and accepted alternative is a generic mode of the
 // default taxonomy.
 func TestSecondHeldOutLabelsAreValid(t *testing.T) {
-	tax, err := taxonomy.Default()
-	require.NoError(t, err)
-	generic := func(mode string) bool {
-		m, ok := tax.Mode(mode)
-		return ok && m.Parent == "" && m.Name == mode
-	}
+	generic := genericModes(t)
 	labelled := map[string]string{}
 	for _, path := range []string{"../testdata/corpus-labels.json", "../testdata/corpus-labels-heldout.json"} {
 		set, err := eval.LoadCorpusLabels(path)
@@ -99,21 +79,45 @@ func TestSecondHeldOutLabelsAreValid(t *testing.T) {
 		seen[d.Corpus+"#"+d.ID] = true
 		require.Empty(t, labelled[key], "%s is already labelled", key)
 		require.Empty(t, labelled[d.Corpus+"#"+d.ID], "id %s of %s is already labelled", d.ID, d.Corpus)
-		st, err := os.Stat(filepath.Join(corporaDir, d.Corpus, d.File))
-		require.NoError(t, err, "%s is not in the corpora", key)
-		require.False(t, st.IsDir(), key)
+		st := checkLabelledDoc(t, d, generic)
 		require.GreaterOrEqual(t, st.Size(), int64(200), "%s is a stub", key)
-		require.Equal(t, eval.CorpusDocID(d.File), d.ID, "%s: id", key)
 		if d.Cause == "" {
 			require.Empty(t, d.Also, "%s: alternatives without a cause", key)
-		} else {
-			require.True(t, generic(d.Cause), "%s: cause %q is not a generic mode", key, d.Cause)
-		}
-		for _, a := range d.Also {
-			require.True(t, generic(a), "%s: accepted cause %q is not a generic mode", key, a)
-			require.NotEqual(t, d.Cause, a, "%s: %q is the cause and an alternative", key, a)
 		}
 		perCorpus[d.Corpus]++
 	}
 	require.Equal(t, map[string]int{"cloud-incidents": 30, "wikitech-incidents": 30}, perCorpus)
+}
+
+// genericModes reports whether a mode is a generic mode of the default
+// taxonomy.
+func genericModes(t *testing.T) func(string) bool {
+	t.Helper()
+	tax, err := taxonomy.Default()
+	require.NoError(t, err)
+	return func(mode string) bool {
+		m, ok := tax.Mode(mode)
+		return ok && m.Parent == "" && m.Name == mode
+	}
+}
+
+// checkLabelledDoc checks what every labelled document must be: a file of
+// its corpus, under the id the evaluation gives it, whose cause and
+// accepted alternatives are generic modes, no alternative being the cause.
+// It returns the file's information.
+func checkLabelledDoc(t *testing.T, d eval.CorpusLabel, generic func(string) bool) os.FileInfo {
+	t.Helper()
+	key := d.Corpus + "/" + d.File
+	st, err := os.Stat(filepath.Join(corporaDir, d.Corpus, d.File))
+	require.NoError(t, err, "%s is not in the corpora", key)
+	require.False(t, st.IsDir(), key)
+	require.Equal(t, eval.CorpusDocID(d.File), d.ID, "%s: id", key)
+	if d.Cause != "" {
+		require.True(t, generic(d.Cause), "%s: cause %q is not a generic mode", key, d.Cause)
+	}
+	for _, a := range d.Also {
+		require.True(t, generic(a), "%s: accepted cause %q is not a generic mode", key, a)
+		require.NotEqual(t, d.Cause, a, "%s: %q is the cause and an alternative", key, a)
+	}
+	return st
 }

@@ -128,16 +128,7 @@ var actionItem = sync.OnceValue(func() *regexp.Regexp {
 })
 
 // actionItemSpans are the byte ranges of the action-item lines of text.
-func actionItemSpans(text string) []span {
-	var out []span
-	re := actionItem()
-	eachLine(text, func(off int, line string) {
-		if m := re.FindStringIndex(line); m != nil {
-			out = append(out, span{start: off + m[0], end: off + m[1]})
-		}
-	})
-	return out
-}
+func actionItemSpans(text string) []span { return lineSpans(text, actionItem()) }
 
 // SectionKind classifies a section of a postmortem by its title.
 type SectionKind int

@@ -59,9 +59,12 @@ var (
 
 // pastedSpans are the byte ranges of the lines of text pasted from a chat
 // transcript, a log, an alert or a stack trace.
-func pastedSpans(text string) []span {
+func pastedSpans(text string) []span { return lineSpans(text, pastedLine()) }
+
+// lineSpans are the byte ranges of re's match in each line of text (re
+// is anchored at the line's start and run on one line at a time).
+func lineSpans(text string, re *regexp.Regexp) []span {
 	var out []span
-	re := pastedLine()
 	eachLine(text, func(off int, line string) {
 		if m := re.FindStringIndex(line); m != nil {
 			out = append(out, span{start: off + m[0], end: off + m[1]})
