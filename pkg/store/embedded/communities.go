@@ -57,7 +57,7 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, run int64
 		// node.put, most of one edit's cost).
 		byID := slices.SortedFunc(slices.Values(cs), func(a, b store.Community) int { return cmp.Compare(a.ID, b.ID) })
 		for _, c := range byID {
-			if err := putJSON(items, c.ID, c); err != nil {
+			if err := putJSON(items, c.ID, c, store.SmallCompression); err != nil {
 				return err
 			}
 		}
@@ -204,7 +204,7 @@ func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64,
 					return err
 				}
 			}
-			if err := putJSON(items, c.ID, c); err != nil {
+			if err := putJSON(items, c.ID, c, store.SmallCompression); err != nil {
 				return err
 			}
 		}
@@ -275,7 +275,7 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) er
 		if err != nil {
 			return err
 		}
-		if err := putJSON(t, r.ID, r); err != nil {
+		if err := putJSON(t, r.ID, r, store.SmallCompression); err != nil {
 			return err
 		}
 		return indexReport(tx, tenant, r.ID, store.CitationsOf(r))
@@ -356,7 +356,7 @@ func indexReport(tx *bolt.Tx, tenant, id string, cites []provenance.SourceRef) e
 			}
 		}
 	}
-	return putJSON(citesB, id, cites)
+	return putJSON(citesB, id, cites, store.SmallCompression)
 }
 
 // buildReportIndex indexes every stored report (a file from before the

@@ -36,15 +36,22 @@ import (
 	"fmt"
 	"time"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
 // layoutVersion is the bucket layout this code reads and writes; Open
-// refuses a file with another, rather than misreading it.
-const layoutVersion = "1"
+// refuses a file with another, rather than misreading it. Layout 2 is
+// layout 1 whose values may be compressed (store.EncodeValue): a layout 1
+// file reads unchanged, so Open marks it 2 and carries on (its values are
+// compressed as they are rewritten, or all at once by Compact); a build
+// that knows only layout 1 refuses a layout 2 file instead of failing on
+// its first compressed value.
+const (
+	layoutVersion      = "2"
+	layoutUncompressed = "1"
+)
 
 // Top-level bucket names and keys. Constants, not []byte variables, so no
 // package state can be mutated.
@@ -111,7 +118,7 @@ func Open(path string, opts Options) (*Store, error) {
 			return err
 		}
 		switch v := meta.Get([]byte(keyLayout)); {
-		case v == nil:
+		case v == nil, string(v) == layoutUncompressed:
 			if err := meta.Put([]byte(keyLayout), []byte(layoutVersion)); err != nil {
 				return err
 			}
@@ -255,14 +262,16 @@ func getJSON(b *bolt.Bucket, key string, v any) (bool, error) {
 	if data == nil {
 		return false, nil
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	if err := store.DecodeValue(data, v); err != nil {
 		return false, fmt.Errorf("decoding %q: %w", key, err)
 	}
 	return true, nil
 }
 
-func putJSON(b *bolt.Bucket, key string, v any) error {
-	data, err := json.Marshal(v)
+// putJSON stores v's JSON, compressed as c says (see store.EncodeValue;
+// getJSON and unmarshal read either form).
+func putJSON(b *bolt.Bucket, key string, v any, c store.Compression) error {
+	data, err := store.EncodeValue(v, c)
 	if err != nil {
 		return fmt.Errorf("encoding %q: %w", key, err)
 	}

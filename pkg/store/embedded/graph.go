@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/kgstream/kgstream/pkg/store"
@@ -95,7 +94,7 @@ func flushInto[T any](b *bolt.Bucket, m map[string]*T) error {
 			if err := b.Delete([]byte(id)); err != nil {
 				return err
 			}
-		} else if err := putJSON(b, id, v); err != nil {
+		} else if err := putJSON(b, id, v, store.FastCompression); err != nil {
 			return err
 		}
 	}
@@ -136,7 +135,7 @@ func writeTo[T any](g *graphBuckets, b *bolt.Bucket, written, pending map[string
 	case v == nil:
 		return b.Delete([]byte(id))
 	default:
-		return putJSON(b, id, v)
+		return putJSON(b, id, v, store.FastCompression)
 	}
 }
 
@@ -408,7 +407,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 			return err
 		}
 	}
-	if err := putJSON(g.sources, w.Record.DocID, w.Record); err != nil {
+	if err := putJSON(g.sources, w.Record.DocID, w.Record, store.SmallCompression); err != nil {
 		return err
 	}
 	liveDelta := int64(0)
@@ -830,7 +829,7 @@ func (s *Store) readGraph(ctx context.Context, tenant string, fn func(*graphBuck
 }
 
 func unmarshal(k, v []byte, dst any) error {
-	if err := json.Unmarshal(v, dst); err != nil {
+	if err := store.DecodeValue(v, dst); err != nil {
 		return fmt.Errorf("decoding %q: %w", k, err)
 	}
 	return nil

@@ -55,7 +55,7 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		if err := bumpRegistryGeneration(tx, tenant); err != nil {
 			return err
 		}
-		return putJSON(b, docID, st)
+		return putJSON(b, docID, st, store.NoCompression)
 	})
 	return out, err
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	goredis "github.com/redis/go-redis/v9"
-	json "github.com/segmentio/encoding/json"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
@@ -24,7 +23,7 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, run int64
 	fields := make([]any, 0, 2*len(cs))
 	of := map[string][]string{}
 	for _, c := range cs {
-		data, err := marshal(c)
+		data, err := marshal(c, store.SmallCompression)
 		if err != nil {
 			return fmt.Errorf("replacing communities of %q with run %d: %w", tenant, run, err)
 		}
@@ -69,7 +68,7 @@ func memberIndexFields(of map[string][]string) ([]any, error) {
 	fields := make([]any, 0, 2*len(of))
 	for m, ids := range of {
 		slices.Sort(ids)
-		data, err := marshal(slices.Compact(ids))
+		data, err := marshal(slices.Compact(ids), store.NoCompression)
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +217,7 @@ func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64,
 		}
 		fields := make([]any, 0, 2*len(cs))
 		for _, c := range cs {
-			data, err := marshal(c)
+			data, err := marshal(c, store.SmallCompression)
 			if err != nil {
 				return err
 			}
@@ -265,7 +264,7 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) er
 	if err := store.ValidateReport(tenant, r); err != nil {
 		return fmt.Errorf("putting report %q in %q: %w", r.ID, tenant, err)
 	}
-	data, err := marshal(r)
+	data, err := marshal(r, store.SmallCompression)
 	if err == nil {
 		err = s.indexReport(ctx, tenant, r.ID, data, store.CitationsOf(r))
 	}
@@ -294,7 +293,7 @@ func (s *Store) indexReport(ctx context.Context, tenant, id, data string, cites 
 	var citesData string
 	if data != "" {
 		var err error
-		if citesData, err = marshal(cites); err != nil {
+		if citesData, err = marshal(cites, store.SmallCompression); err != nil {
 			return err
 		}
 	}
@@ -306,7 +305,7 @@ func (s *Store) indexReport(ctx context.Context, tenant, id, data string, cites 
 		case err != nil:
 			return err
 		default:
-			if err := json.Unmarshal([]byte(raw), &old); err != nil {
+			if err := store.DecodeValue([]byte(raw), &old); err != nil {
 				return fmt.Errorf("decoding the citations of %q: %w", id, err)
 			}
 		}
@@ -356,7 +355,7 @@ func (s *Store) reportsByID(ctx context.Context, k keys, ids []string) (map[stri
 				continue // absent
 			}
 			var r store.Report
-			if err := json.Unmarshal([]byte(str), &r); err != nil {
+			if err := store.DecodeValue([]byte(str), &r); err != nil {
 				return nil, fmt.Errorf("decoding report %q: %w", chunk[i], err)
 			}
 			out[chunk[i]] = r
@@ -399,7 +398,7 @@ func (s *Store) ReportCitations(ctx context.Context, tenant string) (map[string]
 	out := make(map[string][]provenance.SourceRef, len(all))
 	for id, raw := range all {
 		var refs []provenance.SourceRef
-		if err := json.Unmarshal([]byte(raw), &refs); err != nil {
+		if err := store.DecodeValue([]byte(raw), &refs); err != nil {
 			return nil, fmt.Errorf("decoding the citations of report %q of %q: %w", id, tenant, err)
 		}
 		out[id] = refs
@@ -418,7 +417,7 @@ func (s *Store) Report(ctx context.Context, tenant, id string) (store.Report, er
 	}
 	var r store.Report
 	if err == nil {
-		err = json.Unmarshal(data, &r)
+		err = store.DecodeValue(data, &r)
 	}
 	if err != nil {
 		return store.Report{}, fmt.Errorf("getting report %q of %q: %w", id, tenant, err)
@@ -448,7 +447,7 @@ func hashValues[T any](ctx context.Context, s *Store, tenant string, key func(ke
 	out := make([]T, 0, len(vals))
 	for _, v := range vals {
 		var x T
-		if err := json.Unmarshal([]byte(v), &x); err != nil {
+		if err := store.DecodeValue([]byte(v), &x); err != nil {
 			return nil, fmt.Errorf("decoding %T: %w", x, err)
 		}
 		out = append(out, x)

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
-	json "github.com/segmentio/encoding/json"
 
 	"github.com/kgstream/kgstream/pkg/store"
 )
@@ -151,7 +150,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.Entity) ([]writeCmd
 		goneEdges = append(goneEdges, e.ID)
 	}
 	for _, e := range w.PutEntities {
-		data, err := marshal(e)
+		data, err := marshal(e, store.FastCompression)
 		if err != nil {
 			return nil, err
 		}
@@ -175,7 +174,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.Entity) ([]writeCmd
 		putEntities = append(putEntities, e.ID)
 	}
 	for _, e := range w.PutEdges {
-		data, err := marshal(e)
+		data, err := marshal(e, store.FastCompression)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +186,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.Entity) ([]writeCmd
 		})
 		putEdges = append(putEdges, e.ID)
 	}
-	rec, err := marshal(w.Record)
+	rec, err := marshal(w.Record, store.SmallCompression)
 	if err != nil {
 		return nil, err
 	}
@@ -557,15 +556,15 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 			switch kind {
 			case "src:":
 				var r store.SourceRecord
-				err = json.Unmarshal([]byte(value), &r)
+				err = store.DecodeValue([]byte(value), &r)
 				recs = append(recs, r)
 			case "ent:":
 				var e store.Entity
-				err = json.Unmarshal([]byte(value), &e)
+				err = store.DecodeValue([]byte(value), &e)
 				g.Entities = append(g.Entities, e)
 			default:
 				var e store.Edge
-				err = json.Unmarshal([]byte(value), &e)
+				err = store.DecodeValue([]byte(value), &e)
 				g.Edges = append(g.Edges, e)
 			}
 		case "type:", "out:", "in:":

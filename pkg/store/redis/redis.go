@@ -57,6 +57,12 @@
 //	<p>:{<t>}:rsrc:<doc>             set of ids of reports citing the document
 //	<p>:{<t>}:outbox                 hash event id -> pending event record (store.Outbox, see outbox.go)
 //	<p>:outbox-tenants               set of tenants with pending events
+//
+// A JSON value of at least store.CompressMin bytes is stored compressed
+// (store.EncodeValue): entities and edges with S2, source records,
+// communities, reports and citations with zstd; registry states and the
+// member index stay plain. Every read decodes either form, so values an
+// older build wrote read unchanged.
 package redis
 
 import (
@@ -67,7 +73,6 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	json "github.com/segmentio/encoding/json"
 
 	"github.com/kgstream/kgstream/pkg/store"
 )
@@ -214,7 +219,7 @@ func getJSON[T any](ctx context.Context, c goredis.Cmdable, key string) (*T, err
 		return nil, err
 	}
 	v := new(T)
-	if err := json.Unmarshal(data, v); err != nil {
+	if err := store.DecodeValue(data, v); err != nil {
 		return nil, fmt.Errorf("decoding %q: %w", key, err)
 	}
 	return v, nil
@@ -247,7 +252,7 @@ func decodeJSON[T any](vals []any, name func(i int) string, fn func(i int, v T))
 			continue // absent
 		}
 		var v T
-		if err := json.Unmarshal([]byte(str), &v); err != nil {
+		if err := store.DecodeValue([]byte(str), &v); err != nil {
 			return fmt.Errorf("decoding %s: %w", name(i), err)
 		}
 		fn(i, v)
@@ -255,8 +260,10 @@ func decodeJSON[T any](vals []any, name func(i int) string, fn func(i int, v T))
 	return nil
 }
 
-func marshal(v any) (string, error) {
-	data, err := json.Marshal(v)
+// marshal encodes a value for SET or HSET, compressed as c says (see
+// store.EncodeValue; every decoding path reads either form).
+func marshal(v any, c store.Compression) (string, error) {
+	data, err := store.EncodeValue(v, c)
 	if err != nil {
 		return "", fmt.Errorf("encoding %T: %w", v, err)
 	}

@@ -44,7 +44,7 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		if !write {
 			return pendingOnly(ctx, tx, record)
 		}
-		data, err := marshal(st)
+		data, err := marshal(st, store.NoCompression)
 		if err != nil {
 			return err
 		}
