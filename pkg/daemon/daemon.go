@@ -121,6 +121,13 @@ func envOr(k, d string) string {
 	return d
 }
 
+// StoreFile and VectorFile are the embedded store's and vector index's
+// files in the data directory.
+const (
+	StoreFile  = "kgstream.db"
+	VectorFile = "vectors.db"
+)
+
 // OpenStores opens Redis stores when redisURL is set, else the embedded
 // store under dataDir.
 func OpenStores(ctx context.Context, dataDir, redisURL, prefix string) (store.Stores, error) {
@@ -139,7 +146,7 @@ func OpenStores(ctx context.Context, dataDir, redisURL, prefix string) (store.St
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating data dir: %w", err)
 	}
-	return embedded.Open(filepath.Join(dataDir, "kgstream.db"), embedded.Options{})
+	return embedded.Open(filepath.Join(dataDir, StoreFile), embedded.Options{})
 }
 
 // Env is what a service's body gets.

@@ -33,7 +33,7 @@ func OpenVectors(ctx context.Context, c VectorConfig, log *slog.Logger) (vector.
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the vector dir: %w", err)
 	}
-	return vecembedded.Open(filepath.Join(c.Dir, "vectors.db"), vecembedded.Options{})
+	return vecembedded.Open(filepath.Join(c.Dir, VectorFile), vecembedded.Options{})
 }
 
 // VectorFlags are the vector-index flags of the services that read or write

@@ -1,7 +1,10 @@
 package embedded_test
 
 import (
+	"fmt"
+	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,4 +77,38 @@ func TestOpenLocked(t *testing.T) {
 	open(t, path)
 	_, err := embedded.Open(path, embedded.Options{Timeout: 50e6})
 	require.Error(t, err, "a second opener must not share the file")
+}
+
+// TestCompactKeepsTheIndex: a compacted index (after many deletions)
+// answers as before, from a smaller file; an open index is not compacted.
+func TestCompactKeepsTheIndex(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "vectors.db")
+	ix, err := embedded.Open(path, embedded.Options{NoSync: true})
+	require.NoError(t, err)
+	var items []vector.Item
+	var gone []string
+	for i := range 2000 {
+		id := fmt.Sprintf("u%04d", i)
+		items = append(items, vector.Item{ID: id, Kind: vector.KindTextUnit, Vector: []float32{float32(math.Cos(float64(i))), float32(math.Sin(float64(i))), float32(i) / 2000},
+			Text: strings.Repeat("text ", 40), Sources: []vector.Source{{SourceRef: provenance.SourceRef{DocID: fmt.Sprintf("d%d", i%50), Version: 1}, ACL: provenance.PublicACL()}}})
+		if i%4 != 0 {
+			gone = append(gone, id)
+		}
+	}
+	require.NoError(t, ix.Upsert(ctx, "acme", items))
+	require.NoError(t, ix.Delete(ctx, "acme", gone))
+	want, err := ix.Search(ctx, "acme", vector.KindTextUnit, []float32{1, 1, 1}, 20, vector.Filter{})
+	require.NoError(t, err)
+	_, _, err = embedded.Compact(path)
+	require.Error(t, err, "compacted an open index")
+	require.NoError(t, ix.Close())
+
+	before, after, err := embedded.Compact(path)
+	require.NoError(t, err)
+	require.Less(t, after, before)
+	re := open(t, path)
+	got, err := re.Search(ctx, "acme", vector.KindTextUnit, []float32{1, 1, 1}, 20, vector.Filter{})
+	require.NoError(t, err)
+	require.Equal(t, want, got)
 }

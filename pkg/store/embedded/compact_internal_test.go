@@ -1,0 +1,167 @@
+package embedded
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	json "github.com/segmentio/encoding/json"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// dumpFile returns every bucket's sequence and every key with its value
+// decompressed, by bucket path, so two files can be compared for content
+// whatever their encoding.
+func dumpFile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer db.Close()
+	out := map[string]string{}
+	var walk func(prefix string, b *bolt.Bucket)
+	walk = func(prefix string, b *bolt.Bucket) {
+		out[prefix+"#seq"] = fmt.Sprint(b.Sequence())
+		require.NoError(t, b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				walk(prefix+"/"+string(k), b.Bucket(k))
+				return nil
+			}
+			plain, err := store.DecompressValue(v)
+			require.NoError(t, err)
+			if json.Valid(plain) {
+				var buf bytes.Buffer
+				require.NoError(t, json.Compact(&buf, plain))
+				plain = buf.Bytes()
+			}
+			out[prefix+"/"+string(k)] = string(plain)
+			return nil
+		}))
+	}
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			walk(string(name), b)
+			return nil
+		})
+	}))
+	return out
+}
+
+// TestCompactKeepsEveryValue: a store written partly by an older build
+// (layout 1, plain JSON values), edited and with documents deleted, is
+// compacted: every bucket, sequence, key and value (decompressed) is the
+// same, the plain values are now compressed, the file is smaller, and a
+// deleted document's text is not in the file.
+func TestCompactKeepsEveryValue(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "kgstream.db")
+	s, err := Open(path, Options{NoSync: true})
+	require.NoError(t, err)
+	for i := range 60 {
+		c := hubDoc(i, 1)
+		c.TextUnits = []events.TextUnit{{ID: "u", Text: strings.Repeat(fmt.Sprintf("The broker of doc %d restarted. ", i), 20)}}
+		_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 1, c)
+		require.NoError(t, err)
+		_, err = s.Announce(ctx, "acme", store.Announcement{DocID: fmt.Sprintf("doc-%03d", i), Version: 1,
+			ACL: provenance.ACL{Public: true}})
+		require.NoError(t, err)
+	}
+	// A small document (its record stays plain JSON) holding a marker, then
+	// deleted.
+	const marker = "zebra-marker-7731"
+	_, err = s.Apply(ctx, "acme", "doc-gone", 1, store.Contributions{TextUnits: []events.TextUnit{{ID: "u", Text: marker}}})
+	require.NoError(t, err)
+	_, err = s.Delete(ctx, "acme", "doc-gone", 2)
+	require.NoError(t, err)
+	for i := range 20 { // edits and deletions free pages
+		_, err := s.Delete(ctx, "acme", fmt.Sprintf("doc-%03d", i), 2)
+		require.NoError(t, err)
+	}
+	// Values an older build wrote: plain JSON, and the file at layout 1.
+	var plainHub []byte
+	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
+		g, err := openGraph(tx, "acme", false)
+		require.NoError(t, err)
+		v, err := store.DecompressValue(g.entities.Get([]byte("service:hub")))
+		require.NoError(t, err)
+		plainHub = bytes.Clone(v)
+		if err := g.entities.Put([]byte("service:hub"), plainHub); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte(bucketMeta)).Put([]byte(keyLayout), []byte(layoutUncompressed))
+	}))
+	require.NoError(t, s.Close())
+	before := dumpFile(t, path)
+	require.Equal(t, layoutUncompressed, before["meta/"+keyLayout])
+
+	st, err := Compact(ctx, path)
+	require.NoError(t, err)
+	require.Less(t, st.BytesAfter, st.BytesBefore)
+	require.Positive(t, st.Recoded)
+	require.Positive(t, st.Values)
+
+	after := dumpFile(t, path)
+	before["meta/"+keyLayout] = layoutVersion // Open upgraded it
+	require.Equal(t, before, after)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.False(t, bytes.Contains(data, []byte(marker)), "the deleted document's text is still in the file")
+	require.False(t, bytes.Contains(data, plainHub), "the hub is still stored as plain JSON")
+
+	s, err = Open(path, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	hub, err := s.Entity(ctx, "acme", "service:hub")
+	require.NoError(t, err)
+	require.Len(t, hub.Sources, 40)
+	rep, err := s.Audit(ctx, "acme")
+	require.NoError(t, err)
+	require.Empty(t, rep.Problems)
+}
+
+// TestCompactRefusesAnOpenStore: while a process has the store open,
+// Compact fails and leaves the file as it was.
+func TestCompactRefusesAnOpenStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kgstream.db")
+	s, err := Open(path, Options{NoSync: true})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Apply(t.Context(), "acme", "doc-1", 1, hubDoc(1, 1))
+	require.NoError(t, err)
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	_, err = Compact(t.Context(), path)
+	require.Error(t, err)
+	afterData, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, afterData)
+	_, err = os.Stat(path + ".compact")
+	require.True(t, os.IsNotExist(err), "a partial copy was left behind")
+}
+
+// TestOpenUpgradesLayoutOne: a layout 1 file (plain JSON values) opens and
+// is marked layout 2; the refusal of unknown layouts is
+// TestOpenRefusesOtherLayout.
+func TestOpenUpgradesLayoutOne(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	s, err := Open(path, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(bucketMeta)).Put([]byte(keyLayout), []byte(layoutUncompressed))
+	}))
+	require.NoError(t, s.Close())
+	s, err = Open(path, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+		require.Equal(t, layoutVersion, string(tx.Bucket([]byte(bucketMeta)).Get([]byte(keyLayout))))
+		return nil
+	}))
+}
