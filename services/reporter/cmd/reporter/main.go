@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/daemon"
@@ -29,6 +30,13 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.ReconcileGap, "reconcile-gap", 2*time.Second, "the least time between a reconciliation pass and the next one a communities event asks for (negative: none)")
 	if err := daemon.Parse(fs, args); err != nil {
 		return &daemon.UsageError{Err: err}
+	}
+	// Refused here, before connecting anywhere (0 would mean the default).
+	if cfg.VectorBatch < 1 {
+		return &daemon.UsageError{Err: fmt.Errorf("--vector-batch %d: must be at least 1", cfg.VectorBatch)}
+	}
+	if cfg.VectorBatchWait < 0 {
+		return &daemon.UsageError{Err: fmt.Errorf("--vector-batch-wait %v: must not be negative", cfg.VectorBatchWait)}
 	}
 	client, err := daemon.LLMFromEnv(nil)
 	if err != nil {
