@@ -117,6 +117,28 @@ func TestCLIAgainstAllInOne(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`(?m)^TERMINAL\s+TYPE\s+PATHS$`).MatchString(out) || !strings.Contains(out, "INC-") {
 		t.Fatalf("paths table: %v\n%s", err, out)
 	}
+	// Paging flags: a page of groups (each listing a window of its
+	// members, its count exact) or of terminals, and where the next starts.
+	out, _, err = runOut(ctx, "query", "aggregate", "service", "owned_by", "--limit", "1", "--members", "0", "--server", a.URL())
+	if err != nil || !regexp.MustCompile(`(?m)^1 of \d+ groups from offset 0; next page: --offset 1$`).MatchString(out) ||
+		!regexp.MustCompile(`\(0 of 1 listed\)`).MatchString(out) {
+		t.Fatalf("aggregate page: %v\n%s", err, out)
+	}
+	out, _, err = runOut(ctx, "--json", "query", "aggregate", "service", "owned_by", "--offset", "1", "--member-offset", "1", "--server", a.URL())
+	var agg struct {
+		Groups []struct{ Count int }
+		Page   struct{ Total, Offset int }
+	}
+	if err != nil || json.Unmarshal([]byte(out), &agg) != nil || agg.Page.Offset != 1 || agg.Page.Total != len(agg.Groups)+1 {
+		t.Fatalf("aggregate page --json: %v\n%s", err, out)
+	}
+	out, _, err = runOut(ctx, "query", "paths", "service:checkout-api", "~mentions", "--limit", "1", "--server", a.URL())
+	if err != nil || !regexp.MustCompile(`(?m)^1 of \d+ terminals from offset 0`).MatchString(out) {
+		t.Fatalf("paths page: %v\n%s", err, out)
+	}
+	if _, _, err = runOut(ctx, "query", "aggregate", "service", "owned_by", "--limit", "-1", "--server", a.URL()); exitCode(err) != 2 {
+		t.Fatalf("negative --limit: want a usage error, got %v", err)
+	}
 	out, _, err = runOut(ctx, "query", "local", "what happened to search-api?", "--server", a.URL())
 	if err != nil || !regexp.MustCompile(`(?m)^  \[1\] INC-\d+@v1$`).MatchString(out) {
 		t.Fatalf("answer with citations: %v\n%s", err, out)

@@ -146,13 +146,19 @@ func queryCmd(g *globals) *cobra.Command {
 	paths := &cobra.Command{
 		Use:   "paths START REL[,REL...]",
 		Short: "Follow relations from an entity (TYPE:NAME); ~REL follows a relation backwards",
-		Args:  nArgs(2, 2),
+		Long: "Follow relations from an entity (TYPE:NAME); ~REL follows a relation backwards.\n" +
+			"--limit and --offset page the terminals: a page shows the paths that end at its terminals.",
+		Args: nArgs(2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out map[string]any
-			if err := get(cmd.Context(), "/v1/paths?start="+url.QueryEscape(args[0])+"&rels="+url.QueryEscape(args[1]), &out); err != nil {
+			q, err := pageQuery(cmd, "limit", "offset")
+			if err != nil {
 				return err
 			}
-			if len(asList(out["terminals"])) == 0 {
+			var out map[string]any
+			if err := get(cmd.Context(), "/v1/paths?start="+url.QueryEscape(args[0])+"&rels="+url.QueryEscape(args[1])+q, &out); err != nil {
+				return err
+			}
+			if len(asList(out["terminals"])) == 0 && pageTotal(out) == 0 {
 				// An empty answer may be a typo: name the relations the
 				// graph does not use.
 				if err := checkRelations(cmd.Context(), g, args[1]); err != nil {
@@ -165,15 +171,30 @@ func queryCmd(g *globals) *cobra.Command {
 	aggregate := &cobra.Command{
 		Use:   "aggregate TYPE REL",
 		Short: "Group entities of TYPE by the target of REL",
-		Args:  nArgs(2, 2),
+		Long: "Group entities of TYPE by the target of REL, with exact counts.\n" +
+			"--limit and --offset page the groups (largest first); --members and --member-offset\n" +
+			"list a window of each group's members (its count stays exact).",
+		Args: nArgs(2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := pageQuery(cmd, "limit", "offset", "members", "member-offset")
+			if err != nil {
+				return err
+			}
 			var out map[string]any
-			if err := get(cmd.Context(), "/v1/aggregate?type="+url.QueryEscape(args[0])+"&rel="+url.QueryEscape(args[1]), &out); err != nil {
+			if err := get(cmd.Context(), "/v1/aggregate?type="+url.QueryEscape(args[0])+"&rel="+url.QueryEscape(args[1])+q, &out); err != nil {
 				return err
 			}
 			return printResult(g, "aggregate", out)
 		},
 	}
+	// The paging flags are sent only when given, so without them a
+	// command shows the whole answer, as the API gives it.
+	paths.Flags().Int("limit", 0, "terminals to show at most (default: all)")
+	paths.Flags().Int("offset", 0, "terminals to skip")
+	aggregate.Flags().Int("limit", 0, "groups to show at most (default: all)")
+	aggregate.Flags().Int("offset", 0, "groups to skip")
+	aggregate.Flags().Int("members", 0, "members to list per group at most (default: all)")
+	aggregate.Flags().Int("member-offset", 0, "members of each group to skip")
 	var etype string
 	var limit, offset int
 	entities := &cobra.Command{
@@ -505,4 +526,31 @@ func printStatus(w io.Writer, st statusReport) {
 	for _, pr := range st.Problems {
 		fmt.Fprintln(w, "problem:", pr)
 	}
+}
+
+// pageQuery renders the paging flags the command line gave (a flag named
+// a-b is the parameter a_b) as query parameters; a negative value is a
+// usage error.
+func pageQuery(cmd *cobra.Command, names ...string) (string, error) {
+	var q strings.Builder
+	for _, name := range names {
+		if !cmd.Flags().Changed(name) {
+			continue
+		}
+		n, err := cmd.Flags().GetInt(name)
+		if err != nil {
+			return "", err
+		}
+		if n < 0 {
+			return "", usageError("--%s must not be negative", name)
+		}
+		fmt.Fprintf(&q, "&%s=%d", strings.ReplaceAll(name, "-", "_"), n)
+	}
+	return q.String(), nil
+}
+
+// pageTotal is the total of a bounded answer's page (0 when unbounded).
+func pageTotal(out map[string]any) int {
+	t, _ := asMap(out["page"])["total"].(float64)
+	return int(t)
 }

@@ -38,6 +38,7 @@ func printResult(g *globals, kind string, out map[string]any) error {
 		if out["truncated"] == true {
 			fmt.Fprintln(w, "(truncated)")
 		}
+		printPage(w, "terminals", len(asList(out["terminals"])), out)
 	case "aggregate":
 		tw := table(g)
 		fmt.Fprintln(tw, "TARGET\tCOUNT\tMEMBERS")
@@ -47,9 +48,16 @@ func printResult(g *globals, kind string, out map[string]any) error {
 			for _, mem := range asList(m["members"]) {
 				names = append(names, fmt.Sprint(asMap(mem)["name"]))
 			}
+			// A member window lists some members; the count is all of them.
+			if count, _ := m["count"].(float64); int(count) > len(names) && out["page"] != nil {
+				names = append(names, fmt.Sprintf("(%d of %d listed)", len(names), int(count)))
+			}
 			fmt.Fprintf(tw, "%v\t%v\t%s\n", asMap(m["target"])["name"], m["count"], strings.Join(names, ", "))
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		printPage(w, "groups", len(asList(out["groups"])), out)
 	case "entities":
 		tw := table(g)
 		fmt.Fprintln(tw, "ID\tTYPE\tNAME")
@@ -164,4 +172,20 @@ func asList(v any) []any {
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
+}
+
+// printPage says which part of the list a bounded answer (one with a page)
+// shows, and the --offset of the next page.
+func printPage(w io.Writer, what string, shown int, out map[string]any) {
+	p := asMap(out["page"])
+	if p == nil {
+		return
+	}
+	total, _ := p["total"].(float64)
+	offset, _ := p["offset"].(float64)
+	line := fmt.Sprintf("%d of %d %s from offset %d", shown, int(total), what, int(offset))
+	if next, ok := p["next_offset"].(float64); ok {
+		line += fmt.Sprintf("; next page: --offset %d", int(next))
+	}
+	fmt.Fprintln(w, line)
 }

@@ -23,6 +23,10 @@ type groupJSON struct {
 
 type aggregateResponse struct {
 	Groups []groupJSON `json:"groups"`
+	// Page is set only in a bounded response (a request that gave a
+	// paging parameter), so an unbounded one stays byte for byte what it
+	// was before paging existed.
+	Page *pageJSON `json:"page,omitempty"`
 }
 
 // typeParam reads a required entity type parameter.
@@ -45,6 +49,12 @@ func typeParam(r *http.Request, name string, required bool) (string, error) {
 // members per target of their visible rel edges. Counts are exact: they are
 // computed over every admitted edge, never a sample, and nothing is capped.
 // rel may be "~R" to group by the sources of incoming R edges instead.
+//
+// Without paging parameters every group lists every member. limit and
+// offset take a window of the groups (ordered by count, then target), and
+// members and member_offset a window of each group's sorted members; a
+// group's count stays its exact number of distinct members, and the
+// response's page gives the exact number of groups and the next offset.
 func (s *Service) aggregate(v *view, _ http.ResponseWriter, r *http.Request) (any, error) {
 	typ, err := typeParam(r, "type", true)
 	if err != nil {
@@ -62,15 +72,46 @@ func (s *Service) aggregate(v *view, _ http.ResponseWriter, r *http.Request) (an
 		return nil, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "rel must be one relation name (or ~name): %q", truncate(relParam, maxNameLen))
 	}
 	hop := hops[0]
+	// Every parameter is checked before anything is counted: a refused
+	// request keeps nothing for the next one.
+	groupWin, err := windowParams(r, "limit", "offset")
+	if err != nil {
+		return nil, err
+	}
+	memberWin, err := windowParams(r, "members", "member_offset")
+	if err != nil {
+		return nil, err
+	}
 
 	groups, kept, err := v.keptGroups(typ, hop)
 	if err != nil {
 		return nil, err
 	}
+	if groupWin.given() || memberWin.given() {
+		// A page is cut from the kept groups (counted once per caller and
+		// registry generation), so paging on costs no recount; pages are
+		// small, so they are encoded per request, not kept.
+		return pageGroups(groups, groupWin, memberWin), nil
+	}
 	if kept != nil {
 		return kept.response()
 	}
 	return aggregateResponse{Groups: groups}, nil
+}
+
+// pageGroups is the bounded /v1/aggregate body: the groups of groupWin,
+// each with the members of memberWin. groups may be kept for other
+// requests, so the page is made of new groups over sub-slices of their
+// member lists, never by changing them.
+func pageGroups(groups []groupJSON, groupWin, memberWin window) aggregateResponse {
+	lo, hi := groupWin.bounds(len(groups))
+	out := make([]groupJSON, 0, hi-lo)
+	for _, g := range groups[lo:hi] {
+		mlo, mhi := memberWin.bounds(len(g.Members))
+		g.Members = g.Members[mlo:mhi:mhi]
+		out = append(out, g)
+	}
+	return aggregateResponse{Groups: out, Page: groupWin.page(len(groups))}
 }
 
 // aggregateGroups groups the visible entities of typ by the far ends of

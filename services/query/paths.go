@@ -175,6 +175,9 @@ type pathsResponse struct {
 	Terminals []terminalJSON `json:"terminals"`
 	Rows      []rowJSON      `json:"rows"`
 	Truncated bool           `json:"truncated"`
+	// Page is set only in a bounded response (a request that gave limit
+	// or offset), so an unbounded one stays what it was before paging.
+	Page *pageJSON `json:"page,omitempty"`
 }
 
 // partial is a path under construction: node ids and the edges between them.
@@ -183,6 +186,13 @@ type partial struct {
 	edges []edgeJSON
 }
 
+// paths follows rels hop by hop from start over the edges the caller may
+// read. The response lists every terminal with its exact number of paths
+// and the rows of the paths (at most MaxPathRows; truncated says more
+// existed). limit and offset take a window of the terminals (ordered by
+// name, then id): the page then carries the rows that end at its
+// terminals, so a client pages through both, and the page's total is the
+// exact number of terminals.
 func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, error) {
 	startRef, err := singleParam(r, "start")
 	if err != nil {
@@ -193,6 +203,10 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 		return nil, err
 	}
 	hops, err := ParseRels(rels, s.cfg.MaxHops)
+	if err != nil {
+		return nil, err
+	}
+	win, err := windowParams(r, "limit", "offset")
 	if err != nil {
 		return nil, err
 	}
@@ -285,26 +299,46 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 		return slices.CompareFunc(rows[a], rows[b], compareEntity)
 	})
 
+	// Every path counts for its terminal, shown or not: the counts are
+	// exact whatever the rows cap and the page leave out.
 	counts := make(map[string]int)
 	var terminals []terminalJSON
-	resp := pathsResponse{Start: start.out, Terminals: []terminalJSON{}, Rows: []rowJSON{}, Truncated: truncated}
 	for _, i := range order {
 		last := rows[i][len(rows[i])-1]
 		if counts[last.ID] == 0 {
 			terminals = append(terminals, terminalJSON{entityJSON: last})
 		}
 		counts[last.ID]++
-		if len(resp.Rows) >= s.cfg.MaxPathRows {
-			resp.Truncated = true
-			continue
-		}
-		resp.Rows = append(resp.Rows, rowJSON{Nodes: rows[i], Edges: frontier[i].edges})
 	}
 	for i := range terminals {
 		terminals[i].Paths = counts[terminals[i].ID]
 	}
 	slices.SortFunc(terminals, func(a, b terminalJSON) int { return compareEntity(a.entityJSON, b.entityJSON) })
-	if terminals != nil {
+
+	resp := pathsResponse{Start: start.out, Terminals: []terminalJSON{}, Rows: []rowJSON{}, Truncated: truncated}
+	// onPage is nil when every terminal is shown, else the terminals of
+	// the window: a page carries the rows that end at them.
+	var onPage map[string]bool
+	if win.given() {
+		resp.Page = win.page(len(terminals))
+		lo, hi := win.bounds(len(terminals))
+		terminals = terminals[lo:hi:hi]
+		onPage = make(map[string]bool, len(terminals))
+		for _, t := range terminals {
+			onPage[t.ID] = true
+		}
+	}
+	for _, i := range order {
+		if onPage != nil && !onPage[rows[i][len(rows[i])-1].ID] {
+			continue
+		}
+		if len(resp.Rows) >= s.cfg.MaxPathRows {
+			resp.Truncated = true
+			break
+		}
+		resp.Rows = append(resp.Rows, rowJSON{Nodes: rows[i], Edges: frontier[i].edges})
+	}
+	if len(terminals) > 0 {
 		resp.Terminals = terminals
 	}
 	return resp, nil

@@ -367,6 +367,13 @@ func scaleLatencies(b *testing.B, clients, minN, maxN int, budget time.Duration,
 	return q(0.50), q(0.99), len(ds)
 }
 
+// The pages the bounded modes ask for: a screenful, as a client paging
+// through an answer would.
+const (
+	pageOfTerminals = "&limit=50"
+	pageOfGroups    = "&limit=20&members=10"
+)
+
 // BenchmarkQueryScale measures p50/p99 of every query mode through the
 // query service's HTTP handler, with 1 and 8 concurrent clients, over a
 // KG_QUERY_SCALE_DOCS-document data set (default 10,000; see scaleDocs and
@@ -435,7 +442,8 @@ func BenchmarkQueryScale(b *testing.B) {
 
 	// The workload (scaleWorkload), plus incidents by failure mode
 	// (aggregate); the largest (subject type, relation) pair is
-	// aggregate-largest, a response listing every one.
+	// aggregate-largest, a response listing every one. The -page modes
+	// ask for one bounded page of the same answers.
 	hub, hubRel, agg := scaleWorkload(g)
 	hubName := ""
 	if e, err := d.st.Entity(ctx, scaleTenant, hub); err == nil {
@@ -520,6 +528,18 @@ func BenchmarkQueryScale(b *testing.B) {
 		{"aggregate", func(int) error { return call(http.MethodGet, "/v1/aggregate?type=incident&rel=failure", nil) }},
 		{"aggregate-largest", func(int) error {
 			return call(http.MethodGet, "/v1/aggregate?type="+url.QueryEscape(agg[0])+"&rel="+url.QueryEscape(agg[1]), nil)
+		}},
+		// The bounded variants: one page of each (the counts and totals of
+		// the whole answer, a window of what it lists), so the cost of a
+		// page is measured against the unbounded response above.
+		{"paths-page", func(int) error {
+			return call(http.MethodGet, "/v1/paths?start="+url.QueryEscape(hub)+"&rels="+url.QueryEscape("~"+hubRel)+pageOfTerminals, nil)
+		}},
+		{"aggregate-page", func(int) error {
+			return call(http.MethodGet, "/v1/aggregate?type=incident&rel=failure"+pageOfGroups, nil)
+		}},
+		{"aggregate-largest-page", func(int) error {
+			return call(http.MethodGet, "/v1/aggregate?type="+url.QueryEscape(agg[0])+"&rel="+url.QueryEscape(agg[1])+pageOfGroups, nil)
 		}},
 		{"local", func(int) error { return ask("local", question) }},
 		{"basic", func(int) error { return ask("basic", question) }},

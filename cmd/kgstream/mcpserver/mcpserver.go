@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,16 +53,46 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// PathsInput are the arguments of the paths tool.
+// PathsInput are the arguments of the paths tool. The paging arguments
+// are pointers: an absent one is not sent, and the API answers in full.
 type PathsInput struct {
-	Start string `json:"start" jsonschema:"the start entity as TYPE:NAME, e.g. service:checkout-api"`
-	Rels  string `json:"rels" jsonschema:"comma-separated relations to follow in order; ~REL follows a relation backwards, e.g. ~involved,owned_by"`
+	Start  string `json:"start" jsonschema:"the start entity as TYPE:NAME, e.g. service:checkout-api"`
+	Rels   string `json:"rels" jsonschema:"comma-separated relations to follow in order; ~REL follows a relation backwards, e.g. ~involved,owned_by"`
+	Limit  *int   `json:"limit,omitempty" jsonschema:"terminals to return at most (default all); the page carries the paths ending at them"`
+	Offset *int   `json:"offset,omitempty" jsonschema:"terminals to skip (the answer's page.next_offset)"`
 }
 
 // AggregateInput are the arguments of the aggregate tool.
 type AggregateInput struct {
-	Type string `json:"type" jsonschema:"the entity type to group, e.g. service"`
-	Rel  string `json:"rel" jsonschema:"the relation whose targets group them, e.g. owned_by"`
+	Type         string `json:"type" jsonschema:"the entity type to group, e.g. service"`
+	Rel          string `json:"rel" jsonschema:"the relation whose targets group them, e.g. owned_by"`
+	Limit        *int   `json:"limit,omitempty" jsonschema:"groups to return at most, largest first (default all)"`
+	Offset       *int   `json:"offset,omitempty" jsonschema:"groups to skip (the answer's page.next_offset)"`
+	Members      *int   `json:"members,omitempty" jsonschema:"members to list per group at most (default all; counts stay exact)"`
+	MemberOffset *int   `json:"member_offset,omitempty" jsonschema:"members of each group to skip"`
+}
+
+// pageArg is one paging argument of a tool: its query parameter and its
+// value, nil when the caller did not give it.
+type pageArg struct {
+	name string
+	v    *int
+}
+
+// pageParams renders the paging arguments that were given as query
+// parameters to append; none given leaves the request as it was before
+// paging existed.
+func pageParams(args ...pageArg) string {
+	q := url.Values{}
+	for _, a := range args {
+		if a.v != nil {
+			q.Set(a.name, strconv.Itoa(*a.v))
+		}
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "&" + q.Encode()
 }
 
 // EntitiesInput are the arguments of the entities tool.
@@ -104,11 +135,14 @@ func New(cfg Config) *mcp.Server {
 	c := &caller{cfg: cfg}
 	mcp.AddTool(s, &mcp.Tool{Name: "paths", Description: "Follow relations from an entity through the graph (multi-hop); returns terminals and the cited edges of each path."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in PathsInput) (*mcp.CallToolResult, any, error) {
-			return c.get(ctx, req, "paths", "/v1/paths?start="+url.QueryEscape(in.Start)+"&rels="+url.QueryEscape(in.Rels))
+			return c.get(ctx, req, "paths", "/v1/paths?start="+url.QueryEscape(in.Start)+"&rels="+url.QueryEscape(in.Rels)+
+				pageParams(pageArg{"limit", in.Limit}, pageArg{"offset", in.Offset}))
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "aggregate", Description: "Group the entities of a type by the target of a relation, with counts and members."},
+	mcp.AddTool(s, &mcp.Tool{Name: "aggregate", Description: "Group the entities of a type by the target of a relation, with exact counts and members; limit, offset and members bound a large answer."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in AggregateInput) (*mcp.CallToolResult, any, error) {
-			return c.get(ctx, req, "aggregate", "/v1/aggregate?type="+url.QueryEscape(in.Type)+"&rel="+url.QueryEscape(in.Rel))
+			return c.get(ctx, req, "aggregate", "/v1/aggregate?type="+url.QueryEscape(in.Type)+"&rel="+url.QueryEscape(in.Rel)+
+				pageParams(pageArg{"limit", in.Limit}, pageArg{"offset", in.Offset},
+					pageArg{"members", in.Members}, pageArg{"member_offset", in.MemberOffset}))
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "entities", Description: "Search or list the entities the caller can see."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in EntitiesInput) (*mcp.CallToolResult, any, error) {

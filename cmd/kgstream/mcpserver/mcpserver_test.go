@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -194,6 +195,15 @@ func TestMCPToolsAdmitLikeHTTP(t *testing.T) {
 	g := sessions["guest stdio"]
 	if out, isErr := g.call("aggregate", map[string]any{"type": "service", "rel": "owned_by"}); isErr || !strings.Contains(out, "groups") {
 		t.Fatalf("aggregate: %s", out)
+	}
+	// Paging arguments reach the API: one group, and the page that says so.
+	if out, isErr := g.call("aggregate", map[string]any{"type": "service", "rel": "owned_by", "limit": 1, "members": 0}); isErr ||
+		!strings.Contains(out, `"next_offset":1`) {
+		t.Fatalf("aggregate page: %s", out)
+	}
+	if out, isErr := g.call("paths", map[string]any{"start": "service:token-issuer", "rels": "~mentions", "limit": 0}); isErr ||
+		!strings.Contains(out, `"terminals":[]`) || !regexp.MustCompile(`"page":\{[^}]*"total":[1-9]`).MatchString(out) {
+		t.Fatalf("paths page: %s", out)
 	}
 	var comms struct {
 		Communities []struct {
