@@ -69,6 +69,9 @@ var capitalRE = regexp.MustCompile(`\b[A-Z][A-Za-z0-9-]{2,}\b`)
 // the warm-up (warm.pprof) and after each question's requests
 // (NAME.pprof): `go tool pprof -sample_index=alloc_space -diff_base
 // warm.pprof hub.pprof` shows what the requests alone allocated.
+// KG_LOCAL_BENCH_RESPONSES names a directory for the responses to the two
+// questions and to one about every 40th named thing (NAME.json), to
+// compare before and after a change.
 func BenchmarkLocalRequest(b *testing.B) {
 	const (
 		docs        = 10000
@@ -310,13 +313,12 @@ func BenchmarkLocalRequest(b *testing.B) {
 	go func() { done <- svc.Run(rctx) }()
 	b.Cleanup(func() { cancel(); <-done })
 	h := svc.Handler()
-	ask := func(question string) {
+	ask := func(question string, w *discardWriter) {
 		body := fmt.Sprintf(`{"mode":"local","question":%q}`, question)
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/query", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer t")
 		req.Header.Set("Content-Type", "application/json")
-		var w discardWriter
-		h.ServeHTTP(&w, req)
+		h.ServeHTTP(w, req)
 		if w.code != http.StatusOK || w.n == 0 {
 			b.Fatalf("%s: status %d, %d bytes", question, w.code, w.n)
 		}
@@ -330,8 +332,23 @@ func BenchmarkLocalRequest(b *testing.B) {
 	time.Sleep(500 * time.Millisecond)
 	for range 3 {
 		for _, q := range questions {
-			ask(q.q)
+			ask(q.q, &discardWriter{})
 		}
+	}
+	if dir := os.Getenv("KG_LOCAL_BENCH_RESPONSES"); dir != "" {
+		// Every 40th named thing's question too: the responses, less
+		// their timings, must not change with how they are computed.
+		for k := 0; k < len(ids); k += 40 {
+			questions = append(questions, struct{ name, q string }{fmt.Sprintf("q%04d", k), "What happened to " + nameOf[ids[k]] + "?"})
+		}
+		for _, q := range questions {
+			w := discardWriter{keep: true}
+			ask(q.q, &w)
+			if err := os.WriteFile(filepath.Join(dir, q.name+".json"), w.body, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		questions = questions[:2]
 	}
 	profDir := os.Getenv("KG_LOCAL_BENCH_PPROF")
 	heapProfile := func(name string) {
@@ -357,7 +374,7 @@ func BenchmarkLocalRequest(b *testing.B) {
 		b.Run(q.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				ask(q.q)
+				ask(q.q, &discardWriter{})
 			}
 		})
 		heapProfile(q.name)
@@ -365,12 +382,14 @@ func BenchmarkLocalRequest(b *testing.B) {
 }
 
 // discardWriter is a ResponseWriter that counts the body and keeps
-// nothing of it, as a connection would: a recorder's growing buffer would
-// count as the server's allocations.
+// nothing of it (unless keep), as a connection would: a recorder's
+// growing buffer would count as the server's allocations.
 type discardWriter struct {
 	h    http.Header
 	code int
 	n    int
+	keep bool
+	body []byte
 }
 
 func (w *discardWriter) Header() http.Header {
@@ -389,5 +408,8 @@ func (w *discardWriter) WriteHeader(code int) {
 func (w *discardWriter) Write(p []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	w.n += len(p)
+	if w.keep {
+		w.body = append(w.body, p...)
+	}
 	return len(p), nil
 }
