@@ -398,7 +398,13 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	seenNeighbor := make(map[string]bool)
 	unitRefs := make(map[citation]bool) // the units the first seed facts cite
 	ranker := relationRanker{r: rank, words: map[string][]string{}, rels: map[string][]string{}}
+	// relItems and ring2Items hold each relationship's kind and tokens
+	// only, relRefs and ring2Refs what makes the rest (relRef.item): a
+	// hub's hundreds of relationships are ranked and measured, and few
+	// fit the budget.
+	var relRefs, ring2Refs []relRef
 	var relRanks []float64 // ranker.rank of relItems[i]
+	relWords := relationWords{}
 	// relTokens counts the relationship section's tokens: the second ring
 	// is built only while the section holds less than the whole budget
 	// (see the neighbour items below).
@@ -409,30 +415,33 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 				if ring2 && relTokens > budget {
 					return nil
 				}
-				es, _, err := s.neighborEdges(v, id, dir, s.cfg.MaxEntityEdges)
+				es, _, err := s.visibleEdges(v, id, dir, s.cfg.MaxEntityEdges)
 				if err != nil {
 					return err
 				}
-				for _, e := range es {
-					eid := store.EdgeID(e.Source, e.Relation, e.Target)
+				for _, ve := range es {
+					e := ve.e
+					eid := edgeID(e)
 					if usedEdges[eid] {
 						continue
 					}
 					usedEdges[eid] = true
 					src, tgt := v.entityCache[e.Source].out, v.entityCache[e.Target].out
-					text := relationText(src.Name, e.Relation, tgt.Name)
-					it := ContextItem{Kind: KindRelationship, ID: eid, Text: text, Citations: e.Citations, Tokens: ApproxTokens(text)}
+					ref := relRef{e: e, id: eid, src: src.Name, tgt: tgt.Name}
+					it := ContextItem{Kind: KindRelationship, Tokens: relWords.tokens(src.Name, e.Relation, tgt.Name)}
 					relTokens += it.Tokens
 					if ring2 {
 						ring2Items = append(ring2Items, it)
+						ring2Refs = append(ring2Refs, ref)
 						if relTokens > budget {
 							return nil
 						}
 						continue
 					}
 					relItems = append(relItems, it)
+					relRefs = append(relRefs, ref)
 					relRanks = append(relRanks, ranker.rank(src.Name, e.Relation, tgt.Name))
-					if n := e.Neighbor.ID; !seedIDs[n] && !seenNeighbor[n] {
+					if n := ve.neighbor.ID; !seedIDs[n] && !seenNeighbor[n] {
 						seenNeighbor[n] = true
 						neighbors = append(neighbors, n)
 					}
@@ -458,16 +467,17 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	// (Each item's rank computed once, not at every comparison.)
 	{
 		type ranked struct {
-			it ContextItem
-			r  float64
+			it  ContextItem
+			ref relRef
+			r   float64
 		}
 		rs := make([]ranked, len(relItems))
 		for i, it := range relItems {
-			rs[i] = ranked{it, relRanks[i]}
+			rs[i] = ranked{it, relRefs[i], relRanks[i]}
 		}
 		slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Compare(a.r, b.r) })
 		for i := range rs {
-			relItems[i] = rs[i].it
+			relItems[i], relRefs[i] = rs[i].it, rs[i].ref
 		}
 	}
 	// Text units: the ranked passages, then the units the seeds'
@@ -483,8 +493,14 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	// to be scored against the question, of which a handful fit the
 	// budget.
 collectUnits:
-	for _, it := range relItems {
-		for _, c := range it.Citations {
+	for i := range relItems {
+		// The citations are built here for the items read, and kept.
+		if relItems[i].Citations == nil {
+			if relItems[i].Citations, err = v.citations(*relRefs[i].e); err != nil {
+				return QueryResponse{}, err
+			}
+		}
+		for _, c := range relItems[i].Citations {
 			if c.TextUnit == "" || have[c.DocID+"#"+c.TextUnit] {
 				continue
 			}
@@ -544,8 +560,16 @@ collectUnits:
 	}
 	resp.Timings["retrieval_ms"] = ms(time.Since(began))
 
-	resp.Context, resp.UsedTokens = s.fillBudget(budget, [4][]ContextItem{
-		append(seedItems, neighborItems...), append(relItems, ring2Items...), unitItems, reportItems})
+	sections := [4][]ContextItem{append(seedItems, neighborItems...), append(relItems, ring2Items...), unitItems, reportItems}
+	taken, used := s.takeWithinBudget(budget, sections)
+	// Only the relationships taken are written out and cited.
+	refs := append(relRefs, ring2Refs...)
+	for _, i := range taken[1] {
+		if err := refs[i].item(v, &sections[1][i]); err != nil {
+			return QueryResponse{}, err
+		}
+	}
+	resp.Context, resp.UsedTokens = gatherTaken(sections, taken), used
 	// The passages the answer quotes are cited first, then the rest of
 	// the context.
 	seenCite := make(map[citation]bool)
@@ -642,13 +666,16 @@ func (rr *relationRanker) rank(src, rel, tgt string) float64 {
 	})
 }
 
-// fillBudget takes the items of the four sections (entities,
-// relationships, text units, reports), in order, each within its share of
-// the budget; what the shares leave goes to text units first, then
-// relationships, entities and reports. An item too large for what is left
-// is skipped so smaller ones after it can still fit. The context lists the
-// sections in that order.
-func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextItem, int) {
+// takeWithinBudget chooses the items of the four sections (entities,
+// relationships, text units, reports) the context takes, in order, each
+// section within its share of the budget; what the shares leave goes to
+// text units first, then relationships, entities and reports. An item too
+// large for what is left is skipped so smaller ones after it can still
+// fit. It returns the indices taken of each section, ascending (the
+// context lists the sections in that order, see gatherTaken), and the
+// tokens they use. It reads only the items' tokens, so an item may be
+// completed once taken.
+func (s *Service) takeWithinBudget(budget int, sections [4][]ContextItem) ([4][]int, int) {
 	sh := s.cfg.LocalShares
 	shares := [4]float64{sh.Entities, sh.Relationships, sh.TextUnits, sh.Reports}
 	taken := [4][]int{} // indices into sections
@@ -674,18 +701,76 @@ func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextIt
 	for _, sec := range []int{2, 1, 0, 3} {
 		take(sec, left)
 	}
+	for sec := range taken {
+		slices.Sort(taken[sec]) // each section in its rank order
+	}
+	return taken, budget - left
+}
+
+// gatherTaken lists the taken items of the sections, in order.
+func gatherTaken(sections [4][]ContextItem, taken [4][]int) []ContextItem {
 	n := 0
 	for sec := range taken {
 		n += len(taken[sec])
 	}
 	out := make([]ContextItem, 0, n)
 	for sec := range taken {
-		slices.Sort(taken[sec]) // each section in its rank order
 		for _, i := range taken[sec] {
 			out = append(out, sections[sec][i])
 		}
 	}
-	return out, budget - left
+	return out
+}
+
+// relRef is what a relationship item of local search is made from once
+// it is taken into the context (until then the item holds its tokens and
+// maybe its citations only).
+type relRef struct {
+	e        *store.Edge
+	id       string // the edge's id
+	src, tgt string // the ends' names as the caller sees them
+}
+
+// item completes it, the relationship's item: its id, its sentence and,
+// unless already built, its citations.
+func (r relRef) item(v *view, it *ContextItem) error {
+	it.ID = r.id
+	it.Text = relationText(r.src, r.e.Relation, r.tgt)
+	if it.Citations == nil {
+		c, err := v.citations(*r.e)
+		if err != nil {
+			return err
+		}
+		it.Citations = c
+	}
+	return nil
+}
+
+// edgeID is e's id: the stored one (no string built per edge) when it is
+// the id its ends and relation make, as the store writes it.
+func edgeID(e *store.Edge) string {
+	if n := len(e.Source); len(e.ID) == n+len(e.Relation)+len(e.Target)+2 && strings.HasPrefix(e.ID, e.Source) &&
+		e.ID[n] == '|' && strings.HasPrefix(e.ID[n+1:], e.Relation) && e.ID[n+1+len(e.Relation)] == '|' &&
+		strings.HasSuffix(e.ID, e.Target) {
+		return e.ID
+	}
+	return store.EdgeID(e.Source, e.Relation, e.Target)
+}
+
+// relationWords counts the words of relationText's sentences without
+// writing them: a sentence's words are its names' and its phrase's, as
+// every part is set off by spaces. The phrases' counts are kept by
+// relation.
+type relationWords map[string]int
+
+// tokens is ApproxTokens(relationText(src, rel, tgt)).
+func (rw relationWords) tokens(src, rel, tgt string) int {
+	n, ok := rw[rel]
+	if !ok {
+		n = countFields(relationText("", rel, ""))
+		rw[rel] = n
+	}
+	return tokensOfWords(countFields(src) + n + countFields(tgt))
 }
 
 // entityItem describes a visible entity from its readable fragments only,

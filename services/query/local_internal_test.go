@@ -120,3 +120,29 @@ func relationRank(it ContextItem, r unitRanking) float64 {
 	ws := wordsOf(it.Text)
 	return base - r.share(func(w string) bool { return slices.Contains(ws, w) })
 }
+
+// TestRelationTokensWithoutText: a relationship item's tokens counted
+// from its parts are those of its sentence, for every phrase, unknown
+// relations and names of any spacing; edgeID is the stored id when it is
+// the edge's and makes it otherwise.
+func TestRelationTokensWithoutText(t *testing.T) {
+	names := []string{"", "cert-manager", "Expired  certificate ", " lead", "a\tb\nc", "ünïcode\u00a0name", "x\xffy"}
+	rels := []string{"some_new_relation", "", "_", "odd__rel_"}
+	for r := range relationPhrases {
+		rels = append(rels, r)
+	}
+	rw := relationWords{}
+	for _, rel := range rels {
+		for _, src := range names {
+			for _, tgt := range names {
+				require.Equal(t, ApproxTokens(relationText(src, rel, tgt)), rw.tokens(src, rel, tgt), "%q %q %q", src, rel, tgt)
+			}
+		}
+	}
+	e := store.Edge{ID: store.EdgeID("a:x", "calls", "b:y"), Source: "a:x", Relation: "calls", Target: "b:y"}
+	require.Equal(t, e.ID, edgeID(&e))
+	for _, id := range []string{"", "a:x|calls|b:z", "a:x|call|sb:y", "a:x|calls|b:yy"} {
+		e.ID = id
+		require.Equal(t, store.EdgeID("a:x", "calls", "b:y"), edgeID(&e), "stored id %q", id)
+	}
+}

@@ -371,6 +371,17 @@ func (v *view) citations(e store.Edge) ([]citation, error) {
 	return out, nil
 }
 
+// anyReadable reports whether one of fs is readable: whether an edge
+// with supports fs is visible (its citations, v.citations, are not empty).
+func (v *view) anyReadable(fs []store.Fragment) (bool, error) {
+	for _, f := range fs {
+		if ok, err := v.adm.Direct(f.DocID); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
 func appendFragmentCitations(out []citation, f store.Fragment) []citation {
 	if len(f.TextUnits) == 0 {
 		return append(out, citation{DocID: f.DocID, Version: f.Version})
