@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -384,13 +385,14 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		seedIDs[sd.out.ID] = true
 	}
 
-	var seedItems, relItems, unitItems, reportItems, neighborItems, ring2Items []ContextItem
+	// entityItems are the seeds' items, then their neighbours'.
+	var entityItems, relItems, unitItems, reportItems []ContextItem
 	for _, sd := range seeds {
 		it, err := entityItem(v, sd, s.entityItemLimit(budget))
 		if err != nil {
 			return QueryResponse{}, err
 		}
-		seedItems = append(seedItems, it)
+		entityItems = append(entityItems, it)
 	}
 
 	usedEdges := make(map[string]bool)
@@ -398,12 +400,19 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	seenNeighbor := make(map[string]bool)
 	unitRefs := make(map[citation]bool) // the units the first seed facts cite
 	ranker := relationRanker{r: rank, words: map[string][]string{}, rels: map[string][]string{}}
-	// relItems and ring2Items hold each relationship's kind and tokens
-	// only, relRefs and ring2Refs what makes the rest (relRef.item): a
-	// hub's hundreds of relationships are ranked and measured, and few
-	// fit the budget.
-	var relRefs, ring2Refs []relRef
-	var relRanks []float64 // ranker.rank of relItems[i]
+	// A relationship is ranked and measured from its edge and names
+	// (pending), its item holding its kind and tokens only until the
+	// context takes it, when relRefs[i] completes relItems[i]
+	// (relRef.item): a hub's hundreds of relationships are ranked and
+	// measured, and few fit the budget. The seeds' relationships (pending)
+	// are sorted by rank, the second ring's appended as they come.
+	type pendingRel struct {
+		ref    relRef
+		tokens int
+		rank   float64
+	}
+	var pending []pendingRel
+	var relRefs []relRef
 	relWords := relationWords{}
 	// relTokens counts the relationship section's tokens: the second ring
 	// is built only while the section holds less than the whole budget
@@ -428,19 +437,17 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 					usedEdges[eid] = true
 					src, tgt := v.entityCache[e.Source].out, v.entityCache[e.Target].out
 					ref := relRef{e: e, id: eid, src: src.Name, tgt: tgt.Name}
-					it := ContextItem{Kind: KindRelationship, Tokens: relWords.tokens(src.Name, e.Relation, tgt.Name)}
-					relTokens += it.Tokens
+					tokens := relWords.tokens(src.Name, e.Relation, tgt.Name)
+					relTokens += tokens
 					if ring2 {
-						ring2Items = append(ring2Items, it)
-						ring2Refs = append(ring2Refs, ref)
+						relItems = append(relItems, ContextItem{Kind: KindRelationship, Tokens: tokens})
+						relRefs = append(relRefs, ref)
 						if relTokens > budget {
 							return nil
 						}
 						continue
 					}
-					relItems = append(relItems, it)
-					relRefs = append(relRefs, ref)
-					relRanks = append(relRanks, ranker.rank(src.Name, e.Relation, tgt.Name))
+					pending = append(pending, pendingRel{ref, tokens, ranker.rank(src.Name, e.Relation, tgt.Name)})
 					if n := ve.neighbor.ID; !seedIDs[n] && !seenNeighbor[n] {
 						seenNeighbor[n] = true
 						neighbors = append(neighbors, n)
@@ -465,21 +472,13 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	// Stated relationships before co-occurrences and bare mentions, and
 	// those the question's words touch first.
 	// (Each item's rank computed once, not at every comparison.)
-	{
-		type ranked struct {
-			it  ContextItem
-			ref relRef
-			r   float64
-		}
-		rs := make([]ranked, len(relItems))
-		for i, it := range relItems {
-			rs[i] = ranked{it, relRefs[i], relRanks[i]}
-		}
-		slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Compare(a.r, b.r) })
-		for i := range rs {
-			relItems[i], relRefs[i] = rs[i].it, rs[i].ref
-		}
+	slices.SortStableFunc(pending, func(a, b pendingRel) int { return cmp.Compare(a.rank, b.rank) })
+	relItems = make([]ContextItem, len(pending), len(pending)+len(pending)/4)
+	relRefs = make([]relRef, len(pending), cap(relItems))
+	for i, p := range pending {
+		relItems[i], relRefs[i] = ContextItem{Kind: KindRelationship, Tokens: p.tokens}, p.ref
 	}
+	pending = nil
 	// Text units: the ranked passages, then the units the seeds'
 	// relationships cite, by their relevance to the question.
 	have := map[string]bool{}
@@ -539,7 +538,7 @@ collectUnits:
 	// larger one before it did not fit (a hub seed has hundreds of
 	// neighbours, each item read from its fragments).
 	sectionTokens := 0
-	for _, it := range seedItems {
+	for _, it := range entityItems {
 		sectionTokens += it.Tokens
 	}
 	for _, n := range neighbors {
@@ -550,7 +549,7 @@ collectUnits:
 		if err != nil {
 			return QueryResponse{}, err
 		}
-		neighborItems = append(neighborItems, it)
+		entityItems = append(entityItems, it)
 		sectionTokens += it.Tokens
 	}
 	// The second ring comes from the closest neighbours only: a hub seed
@@ -560,12 +559,11 @@ collectUnits:
 	}
 	resp.Timings["retrieval_ms"] = ms(time.Since(began))
 
-	sections := [4][]ContextItem{append(seedItems, neighborItems...), append(relItems, ring2Items...), unitItems, reportItems}
+	sections := [4][]ContextItem{entityItems, relItems, unitItems, reportItems}
 	taken, used := s.takeWithinBudget(budget, sections)
 	// Only the relationships taken are written out and cited.
-	refs := append(relRefs, ring2Refs...)
 	for _, i := range taken[1] {
-		if err := refs[i].item(v, &sections[1][i]); err != nil {
+		if err := relRefs[i].item(v, &relItems[i]); err != nil {
 			return QueryResponse{}, err
 		}
 	}
@@ -930,14 +928,21 @@ func (s *Service) extractiveAnswer(question string, rank unitRanking, seeds []en
 			continue
 		}
 		facts++
-		fmt.Fprintf(&b, "%s %s.\n", it.Text, citeTag(it.Citations))
+		b.WriteString(it.Text)
+		b.WriteByte(' ')
+		writeCiteTag(&b, it.Citations)
+		b.WriteString(".\n")
 	}
 	if more > 0 {
 		fmt.Fprintf(&b, "(%d more facts in the context.)\n", more)
 	}
 	for _, it := range items {
 		if it.Kind == KindReport {
-			fmt.Fprintf(&b, "Community report %s %s.\n", truncate(it.Text, 300), citeTag(it.Citations))
+			b.WriteString("Community report ")
+			b.WriteString(truncate(it.Text, 300))
+			b.WriteByte(' ')
+			writeCiteTag(&b, it.Citations)
+			b.WriteString(".\n")
 			break
 		}
 	}
@@ -956,16 +961,29 @@ func (s *Service) extractiveAnswer(question string, rank unitRanking, seeds []en
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// citeTag renders citations by document version: "[INC-101 v1; INC-112 v2]".
-func citeTag(cs []citation) string {
-	var parts []string
-	seen := make(map[string]bool)
-	for _, c := range cs {
-		p := fmt.Sprintf("%s v%d", c.DocID, c.Version)
-		if !seen[p] {
-			seen[p] = true
-			parts = append(parts, p)
-		}
+// writeCiteTag writes citations by document version: "[INC-101 v1;
+// INC-112 v2]". A hub's relationship cites thousands of units: each
+// document version is written once, straight into b.
+func writeCiteTag(b *strings.Builder, cs []citation) {
+	type docVersion struct {
+		doc     string
+		version int64
 	}
-	return "[" + strings.Join(parts, "; ") + "]"
+	seen := make(map[docVersion]struct{}, min(len(cs), 64))
+	var num [20]byte
+	b.WriteByte('[')
+	for _, c := range cs {
+		k := docVersion{c.DocID, c.Version}
+		if _, dup := seen[k]; dup {
+			continue
+		}
+		if len(seen) > 0 {
+			b.WriteString("; ")
+		}
+		seen[k] = struct{}{}
+		b.WriteString(c.DocID)
+		b.WriteString(" v")
+		b.Write(strconv.AppendInt(num[:0], c.Version, 10))
+	}
+	b.WriteByte(']')
 }
