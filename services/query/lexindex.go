@@ -326,7 +326,9 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 		return nil
 	}
 	num := q.lock()
-	set, got, titleShares, priorAt := q.candidates(num, r, priors)
+	sc := rankScratchPool.Get().(*rankScratch)
+	defer rankScratchPool.Put(sc)
+	set, got, titleShares, priorAt := q.candidates(num, r, priors, sc)
 	q.t.mu.RUnlock()
 	// The best limit so far: each document's best units enter as the
 	// document ends, so no list of every candidate is built.
@@ -427,11 +429,13 @@ func keepBest(best []scored, c scored, less func(a, b scored) bool) []scored {
 // IDF sum of the question words each indexed unit holds, added in the
 // question's word order as unitRanking.share adds them; the title
 // share of the documents that have one; and the prior of each indexed
-// unit that has one, by dense number. t.mu is held.
-func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares []float64, priorAt map[int]float64) {
+// unit that has one, by dense number. t.mu is held. The dense arrays are
+// sc's, valid until sc is used again.
+func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[string]float64, sc *rankScratch) (set unitSet, got []float64, titleShares []float64, priorAt map[int]float64) {
 	n := q.base[len(q.docs)]
-	set = make(unitSet, (n+63)/64)
-	got = make([]float64, n)
+	sc.set = zeroed(sc.set, (n+63)/64)
+	sc.got = zeroed(sc.got, n)
+	set, got = sc.set, sc.got
 	for _, w := range r.words {
 		idf, ok := r.unitIDF[w]
 		if !ok {
@@ -449,8 +453,9 @@ func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[strin
 	// question's word order as unitRanking.titleShare adds them (every
 	// question word is indexable, so the postings hold every title that
 	// has one).
-	titleShares = make([]float64, len(q.docs))
-	titled := make(unitSet, (len(q.docs)+63)/64)
+	sc.titleShares = zeroed(sc.titleShares, len(q.docs))
+	sc.titled = zeroed(sc.titled, (len(q.docs)+63)/64)
+	titleShares, titled := sc.titleShares, sc.titled
 	for _, w := range r.words {
 		idf, ok := r.titleIDF[w]
 		if !ok {
@@ -486,6 +491,27 @@ func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[strin
 		q.addPrior(num, set, priorAt, key, p)
 	}
 	return set, got, titleShares, priorAt
+}
+
+// rankScratch holds the dense arrays of one ranking (candidates) between
+// requests: at 10,000 documents they are some 300 KB per question, all
+// garbage once the best units are picked.
+type rankScratch struct {
+	set, titled      unitSet
+	got, titleShares []float64
+}
+
+var rankScratchPool = sync.Pool{New: func() any { return new(rankScratch) }}
+
+// zeroed returns s with n zero elements, in s's array when it is large
+// enough.
+func zeroed[S ~[]E, E any](s S, n int) S {
+	if cap(s) < n {
+		return make(S, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // addPrior adds the units a prior key ("doc#unit") names, and records
