@@ -121,7 +121,7 @@ func (s *Service) entity(v *view, _ http.ResponseWriter, r *http.Request) (any, 
 		return nil, httpapi.Errorf(http.StatusNotFound, "unknown_entity", "no %s named %q", typ, truncate(name, 200))
 	}
 	d := entityDetail{entityJSON: ve.out, Citations: []citation{}, Out: []neighborEdge{}, In: []neighborEdge{}, Communities: []string{}}
-	for _, f := range ve.raw.Sources {
+	for _, f := range ve.sources {
 		ok, err := v.adm.Direct(f.DocID)
 		if err != nil {
 			return nil, err
@@ -130,7 +130,7 @@ func (s *Service) entity(v *view, _ http.ResponseWriter, r *http.Request) (any, 
 			d.Citations = appendFragmentCitations(d.Citations, f)
 		}
 	}
-	if d.Descriptions, err = v.descriptions(ve.raw); err != nil {
+	if d.Descriptions, err = v.descriptions(ve.sources); err != nil {
 		return nil, err
 	}
 	for _, dir := range []store.Direction{store.Out, store.In} {

@@ -784,7 +784,7 @@ func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 	words := countFields(b.String())
 	var cites []citation
 	described := false
-	for _, f := range ve.raw.Sources {
+	for _, f := range ve.sources {
 		if f.Description == "" {
 			continue
 		}
@@ -808,7 +808,7 @@ func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 	text := b.String()
 	if !described {
 		// No description: cite the readable mentions that make it visible.
-		for _, f := range ve.raw.Sources {
+		for _, f := range ve.sources {
 			if len(cites) >= maxMentionCites {
 				break
 			}
@@ -962,25 +962,39 @@ func (s *Service) extractiveAnswer(question string, rank unitRanking, seeds []en
 }
 
 // writeCiteTag writes citations by document version: "[INC-101 v1;
-// INC-112 v2]". A hub's relationship cites thousands of units: each
-// document version is written once, straight into b.
+// INC-112 v2]", each document version once, in first-cited order,
+// straight into b. A hub's relationship cites thousands of units, in
+// document order (an edge's supports are sorted by document): then a
+// repeat is the citation before, and no set is needed.
 func writeCiteTag(b *strings.Builder, cs []citation) {
 	type docVersion struct {
 		doc     string
 		version int64
 	}
-	seen := make(map[docVersion]struct{}, min(len(cs), 64))
+	sorted := slices.IsSortedFunc(cs, func(x, y citation) int {
+		return cmp.Or(strings.Compare(x.DocID, y.DocID), cmp.Compare(x.Version, y.Version))
+	})
+	var seen map[docVersion]struct{}
+	if !sorted {
+		seen = make(map[docVersion]struct{}, len(cs))
+	}
 	var num [20]byte
 	b.WriteByte('[')
-	for _, c := range cs {
+	for i, c := range cs {
 		k := docVersion{c.DocID, c.Version}
-		if _, dup := seen[k]; dup {
-			continue
+		if sorted {
+			if i > 0 && c.DocID == cs[i-1].DocID && c.Version == cs[i-1].Version {
+				continue
+			}
+		} else {
+			if _, dup := seen[k]; dup {
+				continue
+			}
+			seen[k] = struct{}{}
 		}
-		if len(seen) > 0 {
+		if i > 0 {
 			b.WriteString("; ")
 		}
-		seen[k] = struct{}{}
 		b.WriteString(c.DocID)
 		b.WriteString(" v")
 		b.Write(strconv.AppendInt(num[:0], c.Version, 10))

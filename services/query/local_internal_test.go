@@ -48,8 +48,7 @@ func TestEntityItemStaysWithinItsLimit(t *testing.T) {
 		})
 		return v
 	}
-	hub := visibleEntity{raw: store.Entity{ID: "service:gateway", Type: "service", Name: "gateway", Sources: described},
-		out: entityJSON{ID: "service:gateway", Type: "service", Name: "gateway"}, ok: true}
+	hub := visibleEntity{sources: described, out: entityJSON{ID: "service:gateway", Type: "service", Name: "gateway"}, ok: true}
 	const limit = 120
 	it, err := entityItem(view(), hub, limit)
 	require.NoError(t, err)
@@ -65,7 +64,7 @@ func TestEntityItemStaysWithinItsLimit(t *testing.T) {
 	}
 
 	bare := hub
-	bare.raw.Sources = mentioned
+	bare.sources = mentioned
 	it, err = entityItem(view(), bare, limit)
 	require.NoError(t, err)
 	require.Equal(t, "gateway (service).", it.Text)
@@ -145,4 +144,22 @@ func TestRelationTokensWithoutText(t *testing.T) {
 		e.ID = id
 		require.Equal(t, store.EdgeID("a:x", "calls", "b:y"), edgeID(&e), "stored id %q", id)
 	}
+}
+
+// TestCiteTag: citation tags list each document version once, in
+// first-cited order, whether the citations come sorted (an edge's) or not
+// (a report's).
+func TestCiteTag(t *testing.T) {
+	tag := func(cs ...citation) string {
+		var b strings.Builder
+		writeCiteTag(&b, cs)
+		return b.String()
+	}
+	c := func(doc string, v int64, unit string) citation {
+		return citation{DocID: doc, Version: v, TextUnit: unit}
+	}
+	require.Equal(t, "[]", tag())
+	require.Equal(t, "[INC-101 v1]", tag(c("INC-101", 1, "u1"), c("INC-101", 1, "u2")))
+	require.Equal(t, "[A v1; A v2; B v1]", tag(c("A", 1, "u1"), c("A", 1, "u2"), c("A", 2, ""), c("B", 1, "u0"), c("B", 1, "u3")))
+	require.Equal(t, "[B v1; A v1; A v12]", tag(c("B", 1, "u1"), c("A", 1, ""), c("B", 1, "u2"), c("A", 12, "u1"), c("A", 1, "u9")))
 }
