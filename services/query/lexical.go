@@ -52,14 +52,31 @@ func stem(w string) string {
 
 // wordsOf splits text into lower-case stemmed words (letters and digits;
 // any other rune separates), keeping stopwords.
-func wordsOf(text string) []string {
-	var out []string
-	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}) {
-		out = append(out, stem(w))
+func wordsOf(text string) []string { return appendWords(nil, text) }
+
+// appendWords appends the words of text (wordsOf) to dst: a caller
+// splitting many texts reuses one slice. The words are substrings of
+// text lowered (as strings.FieldsFunc would cut them, without its slice
+// of spans).
+func appendWords(dst []string, text string) []string {
+	lower := strings.ToLower(text)
+	start := -1
+	for i, r := range lower {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			dst = append(dst, stem(lower[start:i]))
+			start = -1
+		}
 	}
-	return out
+	if start >= 0 {
+		dst = append(dst, stem(lower[start:]))
+	}
+	return dst
 }
 
 // contentWords are the distinct words of text that carry meaning.
@@ -317,14 +334,28 @@ func bestUnits(out []rankedUnit, limit int) []rankedUnit {
 }
 
 // unitItem is the context item of a ranked unit.
-func unitItem(u rankedUnit) ContextItem {
-	c := citation{DocID: u.docID, Version: u.version, TextUnit: u.unit}
+func unitItem(u rankedUnit) ContextItem { return unitItemCiting(u, make([]citation, 1)) }
+
+// unitItemCiting is unitItem with its citation in cite[0], cite[:1:1]
+// its citation list (items made together share one array).
+func unitItemCiting(u rankedUnit, cite []citation) ContextItem {
+	cite[0] = citation{DocID: u.docID, Version: u.version, TextUnit: u.unit}
 	tokens := u.tokens
 	if tokens == 0 {
 		tokens = ApproxTokens(u.text)
 	}
-	return ContextItem{Kind: KindTextUnit, ID: u.docID + "#" + u.unit, Text: u.text, Citations: []citation{c},
+	return ContextItem{Kind: KindTextUnit, ID: u.docID + "#" + u.unit, Text: u.text, Citations: cite[:1:1],
 		Tokens: tokens, Score: float32(u.score)}
+}
+
+// appendUnitItems appends the items of us to items, their citations in
+// one array.
+func appendUnitItems(items []ContextItem, us []rankedUnit) []ContextItem {
+	cites := make([]citation, len(us))
+	for i, u := range us {
+		items = append(items, unitItemCiting(u, cites[i:]))
+	}
+	return items
 }
 
 // newLexDocFromText tokenizes one text as a document of one unit "u0" at

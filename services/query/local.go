@@ -399,7 +399,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	var neighbors []string
 	seenNeighbor := make(map[string]bool)
 	unitRefs := make(map[citation]bool) // the units the first seed facts cite
-	ranker := relationRanker{r: rank, words: map[string][]string{}, rels: map[string][]string{}}
+	ranker := relationRanker{r: rank, names: &s.names, rels: map[string][]string{}}
 	// A relationship is ranked and measured from its edge and names
 	// (pending), its item holding its kind and tokens only until the
 	// context takes it, when relRefs[i] completes relItems[i]
@@ -481,9 +481,9 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	pending = nil
 	// Text units: the ranked passages, then the units the seeds'
 	// relationships cite, by their relevance to the question.
-	have := map[string]bool{}
+	have := make(map[string]bool, len(top))
+	unitItems = appendUnitItems(make([]ContextItem, 0, len(top)+maxRelationUnits), top)
 	for _, u := range top {
-		unitItems = append(unitItems, unitItem(u))
 		have[u.docID+"#"+u.unit] = true
 	}
 	// The units the relationships cite, in the relationships' rank order,
@@ -527,9 +527,7 @@ collectUnits:
 	slices.SortFunc(extra, func(a, b rankedUnit) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))
 	})
-	for _, u := range extra {
-		unitItems = append(unitItems, unitItem(u))
-	}
+	unitItems = appendUnitItems(unitItems, extra)
 	if reportItems, err = s.reportItems(v, seedIDs, req.Level); err != nil {
 		return QueryResponse{}, err
 	}
@@ -620,23 +618,15 @@ const (
 )
 
 // relationRanker ranks relationships (rank) from their ends and
-// relation, with the words of each name and relation phrase split once
-// per request (a hub's name is in hundreds of its relationships): the
-// words of relationText's sentence are those of its parts, since every
-// part is set off by spaces.
+// relation, with the words of each name split once for every request
+// (names, the service's cache: a hub's hundreds of neighbours are named
+// again at every question about it) and of each relation phrase once per
+// request: the words of relationText's sentence are those of its parts,
+// since every part is set off by spaces.
 type relationRanker struct {
 	r     unitRanking
-	words map[string][]string // by name
+	names *nameWordCache
 	rels  map[string][]string // by relation: its phrase's own words
-}
-
-func (rr *relationRanker) wordsOf(s string) []string {
-	ws, ok := rr.words[s]
-	if !ok {
-		ws = wordsOf(s)
-		rr.words[s] = ws
-	}
-	return ws
 }
 
 // rank orders relationships: stated ones before co-occurrences and
@@ -658,7 +648,7 @@ func (rr *relationRanker) rank(src, rel, tgt string) float64 {
 		rw = wordsOf(strings.ReplaceAll(phrase, "%s", " "))
 		rr.rels[rel] = rw
 	}
-	ws := [3][]string{rr.wordsOf(src), rw, rr.wordsOf(tgt)}
+	ws := [3][]string{rr.names.allWords(src), rw, rr.names.allWords(tgt)}
 	return base - rr.r.share(func(w string) bool {
 		return slices.Contains(ws[0], w) || slices.Contains(ws[1], w) || slices.Contains(ws[2], w)
 	})

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -84,7 +85,7 @@ func TestRelationRankerRanksAsTheSentence(t *testing.T) {
 		r.unitIDF[w] = 1 + float64(i)/3
 		r.unitSum += r.unitIDF[w]
 	}
-	rr := relationRanker{r: r, words: map[string][]string{}, rels: map[string][]string{}}
+	rr := relationRanker{r: r, names: &nameWordCache{}, rels: map[string][]string{}}
 	names := []string{"Kafka broker", "checkout-api", "v2.3 upgrade", "PM-202", "the upgrade's rollback", "Failed (disk)", ""}
 	rels := []string{"custom_rel_upgrade"}
 	for rel := range relationPhrases {
@@ -134,6 +135,11 @@ func TestRelationTokensWithoutText(t *testing.T) {
 	for _, rel := range rels {
 		for _, src := range names {
 			for _, tgt := range names {
+				want := fmt.Sprintf("%s %s %s", src, strings.ReplaceAll(rel, "_", " "), tgt)
+				if f, ok := relationPhrases[rel]; ok {
+					want = fmt.Sprintf(f, src, tgt)
+				}
+				require.Equal(t, want, relationText(src, rel, tgt))
 				require.Equal(t, ApproxTokens(relationText(src, rel, tgt)), rw.tokens(src, rel, tgt), "%q %q %q", src, rel, tgt)
 			}
 		}
@@ -162,4 +168,24 @@ func TestCiteTag(t *testing.T) {
 	require.Equal(t, "[INC-101 v1]", tag(c("INC-101", 1, "u1"), c("INC-101", 1, "u2")))
 	require.Equal(t, "[A v1; A v2; B v1]", tag(c("A", 1, "u1"), c("A", 1, "u2"), c("A", 2, ""), c("B", 1, "u0"), c("B", 1, "u3")))
 	require.Equal(t, "[B v1; A v1; A v12]", tag(c("B", 1, "u1"), c("A", 1, ""), c("B", 1, "u2"), c("A", 12, "u1"), c("A", 1, "u9")))
+}
+
+// TestAppendWords: words are split as strings.FieldsFunc cuts the lowered
+// text, stemmed, invalid UTF-8 and other scripts included, appended to
+// what dst holds.
+func TestAppendWords(t *testing.T) {
+	oracle := func(text string) []string {
+		var out []string
+		for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+			return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+		}) {
+			out = append(out, stem(w))
+		}
+		return out
+	}
+	for _, text := range []string{"", " ", "Cert-Manager's certificates EXPIRED at 00:00 UTC.", "x\xffy\xe2\x82z", "İstanbul KELVIN \u212a Ünïcode—dash",
+		"batteries queries nodes", "日本語 テキスト", "trailing word"} {
+		require.Equal(t, oracle(text), wordsOf(text), "%q", text)
+		require.Equal(t, append([]string{"kept"}, oracle(text)...), appendWords([]string{"kept"}, text), "%q", text)
+	}
 }

@@ -235,6 +235,9 @@ type nameWordCache struct {
 	mu   sync.Mutex
 	m    map[string][]string
 	keys map[string]string
+	// all are the names' words as wordsOf splits them (every word,
+	// stopwords too).
+	all map[string][]string
 }
 
 // maxCachedNames bounds the cache; past it the cache starts over.
@@ -253,6 +256,22 @@ func (c *nameWordCache) key(name string) string {
 	k := resolve.Key(name)
 	c.keys[name] = k
 	return k
+}
+
+// allWords is wordsOf(name), cached like its name words. Callers must
+// not modify the result.
+func (c *nameWordCache) allWords(name string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ws, ok := c.all[name]; ok {
+		return ws
+	}
+	if c.all == nil || len(c.all) >= maxCachedNames {
+		c.all = map[string][]string{}
+	}
+	ws := wordsOf(name)
+	c.all[name] = ws
+	return ws
 }
 
 func (c *nameWordCache) words(name string) []string {
