@@ -253,6 +253,7 @@ func (v *view) entities(ids []string) error {
 		if err != nil {
 			return fmt.Errorf("reading entities: %w", err)
 		}
+		g.internEntityMap(v.s.cache.graph.isLive(), read)
 		g.keepEntities(unread, read)
 		for _, id := range unread {
 			e, ok := read[id]
@@ -344,6 +345,7 @@ func (v *view) edges(id string, dir store.Direction) ([]store.Edge, error) {
 		if es, err = v.s.st.Edges(v.ctx, v.tenant, id, dir); err != nil {
 			return nil, fmt.Errorf("reading edges of %q: %w", id, err)
 		}
+		g.internEdges(v.s.cache.graph.isLive(), es)
 		g.mu.Lock()
 		if g.edges == nil {
 			g.edges = map[edgeKey][]store.Edge{}
