@@ -108,7 +108,7 @@ type lexUnit struct {
 	version int64
 	unit    string
 	text    string
-	words   map[string]bool
+	words   wordSet
 	// tokens is ApproxTokens(text), computed once with the unit.
 	tokens int
 }
@@ -119,7 +119,7 @@ type lexUnit struct {
 type lexDoc struct {
 	version    int64
 	title      string
-	titleWords map[string]bool
+	titleWords wordSet
 	units      []lexUnit
 	// seq numbers the version in its tenant's index (0: not indexed);
 	// guarded by the index's lock.
@@ -236,18 +236,32 @@ func newLexDoc(rec store.SourceRecord, title string) *lexDoc {
 	if rec.Title != "" {
 		title = rec.Title
 	}
-	d := &lexDoc{version: rec.Version, title: title, titleWords: map[string]bool{}}
-	for _, w := range contentWords(title + " " + rec.DocID) {
-		d.titleWords[w] = true
-	}
+	d := &lexDoc{version: rec.Version, title: title, titleWords: newWordSet(contentWords(title + " " + rec.DocID)),
+		units: make([]lexUnit, 0, len(rec.TextUnits))}
+	var buf []string // each unit's words, reused
 	for _, tu := range rec.TextUnits {
-		u := lexUnit{docID: rec.DocID, version: rec.Version, unit: tu.ID, text: tu.Text, words: map[string]bool{}, tokens: ApproxTokens(tu.Text)}
-		for _, w := range wordsOf(tu.Text) {
-			u.words[w] = true
-		}
-		d.units = append(d.units, u)
+		buf = appendWords(buf[:0], tu.Text)
+		d.units = append(d.units, lexUnit{docID: rec.DocID, version: rec.Version, unit: tu.ID, text: tu.Text,
+			words: newWordSet(buf), tokens: ApproxTokens(tu.Text)})
 	}
 	return d
+}
+
+// wordSet is a set of words, sorted and distinct. The unit cache keeps
+// one per text unit and document title: as a slice it is one object of
+// 16 bytes a word, where a map was several objects (for every collection
+// to mark) of twice the bytes.
+type wordSet []string
+
+// newWordSet is the set of ws (sorted in place), in an array of its own.
+func newWordSet(ws []string) wordSet {
+	slices.Sort(ws)
+	return wordSet(slices.Clone(slices.Compact(ws)))
+}
+
+func (s wordSet) has(w string) bool {
+	_, ok := slices.BinarySearch(s, w)
+	return ok
 }
 
 // rankedUnit is a text unit with its relevance to a question.
@@ -292,7 +306,7 @@ func (r unitRanking) titleShare(d *lexDoc) float64 {
 	}
 	got := 0.0
 	for _, w := range r.words {
-		if idf, ok := r.titleIDF[w]; ok && d.titleWords[w] {
+		if idf, ok := r.titleIDF[w]; ok && d.titleWords.has(w) {
 			got += idf
 		}
 	}

@@ -115,14 +115,14 @@ func (t *lexTenant) drop(ids []string) {
 func (t *lexTenant) index(d *lexDoc) {
 	d.seq = uint32(len(t.bySeq))
 	t.bySeq = append(t.bySeq, d)
-	for w := range d.titleWords {
+	for _, w := range d.titleWords {
 		if indexable(w) {
 			t.titles[w] = append(t.titles[w], d.seq)
 			t.live++
 		}
 	}
 	for j, u := range d.units {
-		for w := range u.words {
+		for _, w := range u.words {
 			if indexable(w) {
 				t.units[w] = append(t.units[w], posting{d.seq, uint32(j)})
 				t.live++
@@ -134,13 +134,13 @@ func (t *lexTenant) index(d *lexDoc) {
 // unindex marks d's postings dead.
 func (t *lexTenant) unindex(d *lexDoc) {
 	n := 0
-	for w := range d.titleWords {
+	for _, w := range d.titleWords {
 		if indexable(w) {
 			n++
 		}
 	}
 	for _, u := range d.units {
-		for w := range u.words {
+		for _, w := range u.words {
 			if indexable(w) {
 				n++
 			}
@@ -271,11 +271,11 @@ func (q *lexQuery) ranking(question string) unitRanking {
 		}
 		for _, i := range num.extra {
 			d := q.docs[i].doc
-			if d.titleWords[w] {
+			if d.titleWords.has(w) {
 				tdf++
 			}
 			for _, u := range d.units {
-				if u.words[w] {
+				if u.words.has(w) {
 					udf++
 				}
 			}
@@ -376,7 +376,7 @@ func (q *lexQuery) score(num *lexNumbering, r unitRanking, priors map[string]flo
 	var s, p float64
 	if num.whole[i] {
 		u := &q.docs[i].doc.units[j]
-		s = r.share(func(w string) bool { return u.words[w] })
+		s = r.share(u.words.has)
 		if len(priors) > 0 {
 			p = priors[u.docID+"#"+u.unit]
 		}

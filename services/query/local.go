@@ -522,7 +522,7 @@ collectUnits:
 			continue
 		}
 		extra = append(extra, rankedUnit{lexUnit: lexUnit{docID: c.DocID, version: c.Version, unit: c.TextUnit, text: u.text, tokens: u.tokens},
-			score: rank.share(func(w string) bool { return u.words[w] })})
+			score: rank.share(u.words.has)})
 	}
 	slices.SortFunc(extra, func(a, b rankedUnit) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))
