@@ -568,15 +568,23 @@ collectUnits:
 	resp.Context, resp.UsedTokens = gatherTaken(sections, taken), used
 	// The passages the answer quotes are cited first, then the rest of
 	// the context.
-	seenCite := make(map[citation]bool)
+	// The set and the list are made for every citation at once: a hub's
+	// relationships cite thousands of units, and growing both through
+	// every size on the way was as much garbage again.
+	n := 0
+	for _, it := range resp.Context {
+		n += len(it.Citations)
+	}
+	seenCite := make(map[citation]struct{}, n)
+	resp.Citations = make([]citation, 0, n)
 	for _, passages := range []bool{true, false} {
 		for _, it := range resp.Context {
 			if (it.Kind == KindTextUnit) != passages {
 				continue
 			}
 			for _, c := range it.Citations {
-				if !seenCite[c] {
-					seenCite[c] = true
+				if _, dup := seenCite[c]; !dup {
+					seenCite[c] = struct{}{}
 					resp.Citations = append(resp.Citations, c)
 				}
 			}
