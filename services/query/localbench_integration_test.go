@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +64,8 @@ var capitalRE = regexp.MustCompile(`\b[A-Z][A-Za-z0-9-]{2,}\b`)
 // graph cache is live (the service follows a bus) and warm. Questions:
 // "hub" names the thing most documents mention (thousands of neighbours),
 // "rare" one that fewest documents mention (of those named by six letters
-// or more).
+// or more). The -8clients runs ask from eight goroutines at once and
+// report their latencies' p50 and p99.
 //
 // KG_LOCAL_BENCH_PPROF names a directory for heap profiles written after
 // the warm-up (warm.pprof) and after each question's requests
@@ -378,6 +380,27 @@ func BenchmarkLocalRequest(b *testing.B) {
 			}
 		})
 		heapProfile(q.name)
+	}
+	// Eight clients at once (four goroutines a processor on two), their
+	// latencies' p50 and p99: where collections cost, the tail shows it.
+	for _, q := range questions {
+		b.Run(q.name+"-8clients", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
+			var mu sync.Mutex
+			var lat []time.Duration
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					began := time.Now()
+					ask(q.q, &discardWriter{})
+					took := time.Since(began)
+					mu.Lock()
+					lat = append(lat, took)
+					mu.Unlock()
+				}
+			})
+			reportLatency(b, lat)
+		})
 	}
 }
 
