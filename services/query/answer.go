@@ -196,6 +196,9 @@ func selectSentences(question string, rank unitRanking, names []string, items []
 	}
 	var all []scoredSentence
 	seen := map[string]bool{}
+	// words and has are each sentence's, reused from one to the next.
+	var words []string
+	has := map[string]bool{}
 	passage := 0
 	for i, it := range items {
 		if it.Kind != KindTextUnit {
@@ -205,7 +208,7 @@ func selectSentences(question string, rank unitRanking, names []string, items []
 		passage++
 		for _, ps := range splitPassage(it.Text) {
 			ps.item = i
-			words := wordsOf(ps.text)
+			words = appendWords(words[:0], ps.text)
 			if len(words) < 4 {
 				continue
 			}
@@ -214,7 +217,7 @@ func selectSentences(question string, rank unitRanking, names []string, items []
 				continue
 			}
 			seen[key] = true
-			has := map[string]bool{}
+			clear(has)
 			extra := 0
 			for _, w := range words {
 				has[w] = true
@@ -304,12 +307,16 @@ var relationPhrases = map[string]string{
 	"part_of":    "%s is part of %s",
 }
 
-// relationText renders one relationship as a sentence without its period.
+// relationText renders one relationship as a sentence without its period
+// (each phrase's "%s" the names, in one string: fmt would box them).
 func relationText(src, rel, tgt string) string {
-	if f, ok := relationPhrases[rel]; ok {
-		return fmt.Sprintf(f, src, tgt)
+	f, ok := relationPhrases[rel]
+	if !ok {
+		return src + " " + strings.ReplaceAll(rel, "_", " ") + " " + tgt
 	}
-	return fmt.Sprintf("%s %s %s", src, strings.ReplaceAll(rel, "_", " "), tgt)
+	before, rest, _ := strings.Cut(f, "%s")
+	middle, after, _ := strings.Cut(rest, "%s")
+	return before + src + middle + tgt + after
 }
 
 // docName names a document by title and id: "KIAM Service disruption

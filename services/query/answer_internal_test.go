@@ -55,10 +55,7 @@ func TestSelectSentencesPrefersStatedCause(t *testing.T) {
 
 func TestRankUnitsPrefersNamedDocuments(t *testing.T) {
 	a := readableDoc{id: "PM-7 - Kafka metrics missing", title: "Kafka metrics missing", doc: newLexDocFromText("PM-7 - Kafka metrics missing", "The exporter endpoint was too slow to load.")}
-	a.doc.titleWords = map[string]bool{}
-	for _, w := range contentWords("Kafka metrics missing PM-7 - Kafka metrics missing") {
-		a.doc.titleWords[w] = true
-	}
+	a.doc.titleWords = newWordSet(contentWords("Kafka metrics missing PM-7 - Kafka metrics missing"))
 	b := readableDoc{id: "PM-8", doc: newLexDocFromText("PM-8", "Kafka brokers were restarted; metrics were fine.")}
 	q := "Why were Kafka metrics missing?"
 	r := scanUnitRanking(q, []readableDoc{a, b})

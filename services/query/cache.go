@@ -228,6 +228,106 @@ type graphSet struct {
 	// only on the registry (the generation) and on what was applied (a
 	// graph change drops the set).
 	readable map[aggKey]*lexQuery
+
+	// strs shares the strings of the entities and edges the set keeps
+	// (see interner), guarded by strsMu.
+	strsMu sync.Mutex
+	strs   interner
+}
+
+// interner keeps one copy of each string it is given, and of each
+// one-element text unit list. Entities and edges are decoded with every
+// string an object of its own, and most of them recur: a document's id
+// in each fragment it contributed, the text unit ids, an entity's id at
+// each of its edges, relation names and types, spellings. The graph
+// cache keeps hundreds of thousands of them for every collection to
+// mark; interned, they are one object per distinct value.
+type interner struct {
+	strs  map[string]string
+	units map[string][]string
+}
+
+func (in *interner) str(s string) string {
+	if c, ok := in.strs[s]; ok {
+		return c
+	}
+	if in.strs == nil {
+		in.strs = map[string]string{}
+	}
+	in.strs[s] = s
+	return s
+}
+
+// fragments interns the document ids, names and text unit ids of fs in
+// place (fs is the caller's, just read, not yet shared). A list of one
+// text unit is replaced by the shared list of that unit: readers never
+// modify them.
+func (in *interner) fragments(fs []store.Fragment) {
+	for i := range fs {
+		f := &fs[i]
+		f.DocID, f.Name = in.str(f.DocID), in.str(f.Name)
+		if len(f.TextUnits) == 1 {
+			tu := f.TextUnits[0]
+			l, ok := in.units[tu]
+			if !ok {
+				if in.units == nil {
+					in.units = map[string][]string{}
+				}
+				l = []string{in.str(tu)}
+				in.units[l[0]] = l
+			}
+			f.TextUnits = l[:1:1]
+			continue
+		}
+		for j, tu := range f.TextUnits {
+			f.TextUnits[j] = in.str(tu)
+		}
+	}
+}
+
+// internEntities interns the strings of es (just read, not yet shared)
+// when the set is kept (the cache is live): else nothing shares them.
+func (g *graphSet) internEntities(live bool, es []store.Entity) {
+	if !live {
+		return
+	}
+	g.strsMu.Lock()
+	defer g.strsMu.Unlock()
+	for i := range es {
+		g.strs.entity(&es[i])
+	}
+}
+
+// internEntityMap is internEntities for entities read by id.
+func (g *graphSet) internEntityMap(live bool, m map[string]store.Entity) {
+	if !live {
+		return
+	}
+	g.strsMu.Lock()
+	defer g.strsMu.Unlock()
+	for id, e := range m {
+		g.strs.entity(&e)
+		m[id] = e
+	}
+}
+
+func (in *interner) entity(e *store.Entity) {
+	e.ID, e.Type, e.Name = in.str(e.ID), in.str(e.Type), in.str(e.Name)
+	in.fragments(e.Sources)
+}
+
+// internEdges is internEntities for edges.
+func (g *graphSet) internEdges(live bool, es []store.Edge) {
+	if !live {
+		return
+	}
+	g.strsMu.Lock()
+	defer g.strsMu.Unlock()
+	for i := range es {
+		e := &es[i]
+		e.Source, e.Relation, e.Target = g.strs.str(e.Source), g.strs.str(e.Relation), g.strs.str(e.Target)
+		g.strs.fragments(e.Supports)
+	}
 }
 
 func (g *graphSet) lexQuery(k aggKey) *lexQuery {

@@ -121,7 +121,7 @@ func (s *Service) entity(v *view, _ http.ResponseWriter, r *http.Request) (any, 
 		return nil, httpapi.Errorf(http.StatusNotFound, "unknown_entity", "no %s named %q", typ, truncate(name, 200))
 	}
 	d := entityDetail{entityJSON: ve.out, Citations: []citation{}, Out: []neighborEdge{}, In: []neighborEdge{}, Communities: []string{}}
-	for _, f := range ve.raw.Sources {
+	for _, f := range ve.sources {
 		ok, err := v.adm.Direct(f.DocID)
 		if err != nil {
 			return nil, err
@@ -130,7 +130,7 @@ func (s *Service) entity(v *view, _ http.ResponseWriter, r *http.Request) (any, 
 			d.Citations = appendFragmentCitations(d.Citations, f)
 		}
 	}
-	if d.Descriptions, err = v.descriptions(ve.raw); err != nil {
+	if d.Descriptions, err = v.descriptions(ve.sources); err != nil {
 		return nil, err
 	}
 	for _, dir := range []store.Direction{store.Out, store.In} {
@@ -158,52 +158,74 @@ func (s *Service) entity(v *view, _ http.ResponseWriter, r *http.Request) (any, 
 }
 
 // neighborEdges returns up to max visible edges of id in dir whose other end
-// is visible, with that end.
+// is visible, with their admitted citations, and whether there were more.
 func (s *Service) neighborEdges(v *view, id string, dir store.Direction, max int) ([]neighborEdge, bool, error) {
+	vs, more, err := s.visibleEdges(v, id, dir, max)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]neighborEdge, 0, len(vs))
+	for _, ve := range vs {
+		c, err := v.citations(*ve.e)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, neighborEdge{edgeJSON: edgeJSON{Source: ve.e.Source, Relation: ve.e.Relation, Target: ve.e.Target, Citations: c}, Neighbor: ve.neighbor})
+	}
+	return out, more, nil
+}
+
+// visibleEdge is a visible edge (one of its supports is readable) of the
+// request's cached edges, with its other end as the caller sees it. Its
+// citations are not built: local search ranks a hub's hundreds of edges
+// and shows a few, so it builds the citations of those only.
+type visibleEdge struct {
+	e        *store.Edge // in the tenant's cached edges: read-only
+	neighbor entityJSON
+}
+
+// visibleEdges returns up to max visible edges of id in dir whose other
+// end is visible, in stored order, and whether there were more.
+func (s *Service) visibleEdges(v *view, id string, dir store.Direction, max int) ([]visibleEdge, bool, error) {
 	es, err := v.edges(id, dir)
 	if err != nil {
 		return nil, false, err
 	}
-	type cand struct {
-		e     edgeJSON
-		other string
-	}
-	// The edges are taken a chunk at a time (their citations admitted, their
+	// The edges are taken a chunk at a time (their supports admitted, their
 	// neighbours loaded), only as many as the first max+1 visible ones
 	// need: a hub's thousands of edges are not admitted to show a few.
-	out := make([]neighborEdge, 0, min(len(es), max))
-	chunk := make([]cand, 0, min(len(es), 2*(max+1)))
+	out := make([]visibleEdge, 0, min(len(es), max))
+	chunk := make([]int, 0, min(len(es), 2*(max+1))) // indices into es
 	others := make([]string, 0, cap(chunk))
 	for i := 0; i < len(es); {
 		chunk, others = chunk[:0], others[:0]
 		for want := 2 * (max + 1 - len(out)); i < len(es) && len(chunk) < want; i++ {
-			e := es[i]
-			c, err := v.citations(e)
+			ok, err := v.anyReadable(es[i].Supports)
 			if err != nil {
 				return nil, false, err
 			}
-			if len(c) == 0 {
+			if !ok {
 				continue
 			}
-			other := e.Target
+			other := es[i].Target
 			if dir == store.In {
-				other = e.Source
+				other = es[i].Source
 			}
-			chunk = append(chunk, cand{edgeJSON{Source: e.Source, Relation: e.Relation, Target: e.Target, Citations: c}, other})
+			chunk = append(chunk, i)
 			others = append(others, other)
 		}
 		if err := v.entities(others); err != nil {
 			return nil, false, err
 		}
-		for _, c := range chunk {
-			n := v.entityCache[c.other]
+		for k, j := range chunk {
+			n := v.entityCache[others[k]]
 			if !n.ok {
 				continue
 			}
 			if len(out) >= max {
 				return out, true, nil
 			}
-			out = append(out, neighborEdge{edgeJSON: c.e, Neighbor: n.out})
+			out = append(out, visibleEdge{e: &es[j], neighbor: n.out})
 		}
 	}
 	return out, false, nil

@@ -201,7 +201,7 @@ func (s *Service) scanMapQuestion(v *view, question string, top []rankedUnit) ([
 			continue
 		}
 		best := nameWordsMatch(s.names.words(ve.out.Name), q)
-		for _, f := range ve.raw.Sources {
+		for _, f := range ve.sources {
 			if f.Name == "" || f.Name == ve.out.Name {
 				continue
 			}
@@ -216,7 +216,7 @@ func (s *Service) scanMapQuestion(v *view, question string, top []rankedUnit) ([
 		}
 	}
 	slices.SortFunc(fuzzy, func(a, b scored) int {
-		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(len(a.ve.raw.Sources), len(b.ve.raw.Sources)), cmp.Compare(a.ve.out.ID, b.ve.out.ID))
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(len(a.ve.sources), len(b.ve.sources)), cmp.Compare(a.ve.out.ID, b.ve.out.ID))
 	})
 	for i, f := range fuzzy {
 		if i == maxFuzzySeeds {
@@ -236,7 +236,7 @@ func (s *Service) scanMapQuestion(v *view, question string, top []rankedUnit) ([
 			want[u.docID+"#"+u.unit] = true
 		}
 		for _, ve := range all {
-			for _, f := range ve.raw.Sources {
+			for _, f := range ve.sources {
 				for _, tu := range f.TextUnits {
 					if k := f.DocID + "#" + tu; want[k] {
 						byUnit[k] = append(byUnit[k], ve)
@@ -251,7 +251,7 @@ func (s *Service) scanMapQuestion(v *view, question string, top []rankedUnit) ([
 			es := byUnit[u.docID+"#"+u.unit]
 			// Specific entities first: those few documents mention.
 			slices.SortFunc(es, func(a, b visibleEntity) int {
-				return cmp.Or(cmp.Compare(len(a.raw.Sources), len(b.raw.Sources)), cmp.Compare(a.out.ID, b.out.ID))
+				return cmp.Or(cmp.Compare(len(a.sources), len(b.sources)), cmp.Compare(a.out.ID, b.out.ID))
 			})
 			for j, ve := range es {
 				if j == passageSeedsPerUnit {

@@ -52,14 +52,31 @@ func stem(w string) string {
 
 // wordsOf splits text into lower-case stemmed words (letters and digits;
 // any other rune separates), keeping stopwords.
-func wordsOf(text string) []string {
-	var out []string
-	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}) {
-		out = append(out, stem(w))
+func wordsOf(text string) []string { return appendWords(nil, text) }
+
+// appendWords appends the words of text (wordsOf) to dst: a caller
+// splitting many texts reuses one slice. The words are substrings of
+// text lowered (as strings.FieldsFunc would cut them, without its slice
+// of spans).
+func appendWords(dst []string, text string) []string {
+	lower := strings.ToLower(text)
+	start := -1
+	for i, r := range lower {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			dst = append(dst, stem(lower[start:i]))
+			start = -1
+		}
 	}
-	return out
+	if start >= 0 {
+		dst = append(dst, stem(lower[start:]))
+	}
+	return dst
 }
 
 // contentWords are the distinct words of text that carry meaning.
@@ -91,7 +108,7 @@ type lexUnit struct {
 	version int64
 	unit    string
 	text    string
-	words   map[string]bool
+	words   wordSet
 	// tokens is ApproxTokens(text), computed once with the unit.
 	tokens int
 }
@@ -102,7 +119,7 @@ type lexUnit struct {
 type lexDoc struct {
 	version    int64
 	title      string
-	titleWords map[string]bool
+	titleWords wordSet
 	units      []lexUnit
 	// seq numbers the version in its tenant's index (0: not indexed);
 	// guarded by the index's lock.
@@ -219,18 +236,32 @@ func newLexDoc(rec store.SourceRecord, title string) *lexDoc {
 	if rec.Title != "" {
 		title = rec.Title
 	}
-	d := &lexDoc{version: rec.Version, title: title, titleWords: map[string]bool{}}
-	for _, w := range contentWords(title + " " + rec.DocID) {
-		d.titleWords[w] = true
-	}
+	d := &lexDoc{version: rec.Version, title: title, titleWords: newWordSet(contentWords(title + " " + rec.DocID)),
+		units: make([]lexUnit, 0, len(rec.TextUnits))}
+	var buf []string // each unit's words, reused
 	for _, tu := range rec.TextUnits {
-		u := lexUnit{docID: rec.DocID, version: rec.Version, unit: tu.ID, text: tu.Text, words: map[string]bool{}, tokens: ApproxTokens(tu.Text)}
-		for _, w := range wordsOf(tu.Text) {
-			u.words[w] = true
-		}
-		d.units = append(d.units, u)
+		buf = appendWords(buf[:0], tu.Text)
+		d.units = append(d.units, lexUnit{docID: rec.DocID, version: rec.Version, unit: tu.ID, text: tu.Text,
+			words: newWordSet(buf), tokens: ApproxTokens(tu.Text)})
 	}
 	return d
+}
+
+// wordSet is a set of words, sorted and distinct. The unit cache keeps
+// one per text unit and document title: as a slice it is one object of
+// 16 bytes a word, where a map was several objects (for every collection
+// to mark) of twice the bytes.
+type wordSet []string
+
+// newWordSet is the set of ws (sorted in place), in an array of its own.
+func newWordSet(ws []string) wordSet {
+	slices.Sort(ws)
+	return wordSet(slices.Clone(slices.Compact(ws)))
+}
+
+func (s wordSet) has(w string) bool {
+	_, ok := slices.BinarySearch(s, w)
+	return ok
 }
 
 // rankedUnit is a text unit with its relevance to a question.
@@ -275,7 +306,7 @@ func (r unitRanking) titleShare(d *lexDoc) float64 {
 	}
 	got := 0.0
 	for _, w := range r.words {
-		if idf, ok := r.titleIDF[w]; ok && d.titleWords[w] {
+		if idf, ok := r.titleIDF[w]; ok && d.titleWords.has(w) {
 			got += idf
 		}
 	}
@@ -317,14 +348,28 @@ func bestUnits(out []rankedUnit, limit int) []rankedUnit {
 }
 
 // unitItem is the context item of a ranked unit.
-func unitItem(u rankedUnit) ContextItem {
-	c := citation{DocID: u.docID, Version: u.version, TextUnit: u.unit}
+func unitItem(u rankedUnit) ContextItem { return unitItemCiting(u, make([]citation, 1)) }
+
+// unitItemCiting is unitItem with its citation in cite[0], cite[:1:1]
+// its citation list (items made together share one array).
+func unitItemCiting(u rankedUnit, cite []citation) ContextItem {
+	cite[0] = citation{DocID: u.docID, Version: u.version, TextUnit: u.unit}
 	tokens := u.tokens
 	if tokens == 0 {
 		tokens = ApproxTokens(u.text)
 	}
-	return ContextItem{Kind: KindTextUnit, ID: u.docID + "#" + u.unit, Text: u.text, Citations: []citation{c},
+	return ContextItem{Kind: KindTextUnit, ID: u.docID + "#" + u.unit, Text: u.text, Citations: cite[:1:1],
 		Tokens: tokens, Score: float32(u.score)}
+}
+
+// appendUnitItems appends the items of us to items, their citations in
+// one array.
+func appendUnitItems(items []ContextItem, us []rankedUnit) []ContextItem {
+	cites := make([]citation, len(us))
+	for i, u := range us {
+		items = append(items, unitItemCiting(u, cites[i:]))
+	}
+	return items
 }
 
 // newLexDocFromText tokenizes one text as a document of one unit "u0" at

@@ -115,14 +115,14 @@ func (t *lexTenant) drop(ids []string) {
 func (t *lexTenant) index(d *lexDoc) {
 	d.seq = uint32(len(t.bySeq))
 	t.bySeq = append(t.bySeq, d)
-	for w := range d.titleWords {
+	for _, w := range d.titleWords {
 		if indexable(w) {
 			t.titles[w] = append(t.titles[w], d.seq)
 			t.live++
 		}
 	}
 	for j, u := range d.units {
-		for w := range u.words {
+		for _, w := range u.words {
 			if indexable(w) {
 				t.units[w] = append(t.units[w], posting{d.seq, uint32(j)})
 				t.live++
@@ -134,13 +134,13 @@ func (t *lexTenant) index(d *lexDoc) {
 // unindex marks d's postings dead.
 func (t *lexTenant) unindex(d *lexDoc) {
 	n := 0
-	for w := range d.titleWords {
+	for _, w := range d.titleWords {
 		if indexable(w) {
 			n++
 		}
 	}
 	for _, u := range d.units {
-		for w := range u.words {
+		for _, w := range u.words {
 			if indexable(w) {
 				n++
 			}
@@ -271,11 +271,11 @@ func (q *lexQuery) ranking(question string) unitRanking {
 		}
 		for _, i := range num.extra {
 			d := q.docs[i].doc
-			if d.titleWords[w] {
+			if d.titleWords.has(w) {
 				tdf++
 			}
 			for _, u := range d.units {
-				if u.words[w] {
+				if u.words.has(w) {
 					udf++
 				}
 			}
@@ -326,7 +326,9 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 		return nil
 	}
 	num := q.lock()
-	set, got, titleShares, priorAt := q.candidates(num, r, priors)
+	sc := rankScratchPool.Get().(*rankScratch)
+	defer rankScratchPool.Put(sc)
+	set, got, titleShares, priorAt := q.candidates(num, r, priors, sc)
 	q.t.mu.RUnlock()
 	// The best limit so far: each document's best units enter as the
 	// document ends, so no list of every candidate is built.
@@ -374,7 +376,7 @@ func (q *lexQuery) score(num *lexNumbering, r unitRanking, priors map[string]flo
 	var s, p float64
 	if num.whole[i] {
 		u := &q.docs[i].doc.units[j]
-		s = r.share(func(w string) bool { return u.words[w] })
+		s = r.share(u.words.has)
 		if len(priors) > 0 {
 			p = priors[u.docID+"#"+u.unit]
 		}
@@ -427,11 +429,13 @@ func keepBest(best []scored, c scored, less func(a, b scored) bool) []scored {
 // IDF sum of the question words each indexed unit holds, added in the
 // question's word order as unitRanking.share adds them; the title
 // share of the documents that have one; and the prior of each indexed
-// unit that has one, by dense number. t.mu is held.
-func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[string]float64) (set unitSet, got []float64, titleShares []float64, priorAt map[int]float64) {
+// unit that has one, by dense number. t.mu is held. The dense arrays are
+// sc's, valid until sc is used again.
+func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[string]float64, sc *rankScratch) (set unitSet, got []float64, titleShares []float64, priorAt map[int]float64) {
 	n := q.base[len(q.docs)]
-	set = make(unitSet, (n+63)/64)
-	got = make([]float64, n)
+	sc.set = zeroed(sc.set, (n+63)/64)
+	sc.got = zeroed(sc.got, n)
+	set, got = sc.set, sc.got
 	for _, w := range r.words {
 		idf, ok := r.unitIDF[w]
 		if !ok {
@@ -449,8 +453,9 @@ func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[strin
 	// question's word order as unitRanking.titleShare adds them (every
 	// question word is indexable, so the postings hold every title that
 	// has one).
-	titleShares = make([]float64, len(q.docs))
-	titled := make(unitSet, (len(q.docs)+63)/64)
+	sc.titleShares = zeroed(sc.titleShares, len(q.docs))
+	sc.titled = zeroed(sc.titled, (len(q.docs)+63)/64)
+	titleShares, titled := sc.titleShares, sc.titled
 	for _, w := range r.words {
 		idf, ok := r.titleIDF[w]
 		if !ok {
@@ -486,6 +491,27 @@ func (q *lexQuery) candidates(num *lexNumbering, r unitRanking, priors map[strin
 		q.addPrior(num, set, priorAt, key, p)
 	}
 	return set, got, titleShares, priorAt
+}
+
+// rankScratch holds the dense arrays of one ranking (candidates) between
+// requests: at 10,000 documents they are some 300 KB per question, all
+// garbage once the best units are picked.
+type rankScratch struct {
+	set, titled      unitSet
+	got, titleShares []float64
+}
+
+var rankScratchPool = sync.Pool{New: func() any { return new(rankScratch) }}
+
+// zeroed returns s with n zero elements, in s's array when it is large
+// enough.
+func zeroed[S ~[]E, E any](s S, n int) S {
+	if cap(s) < n {
+		return make(S, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // addPrior adds the units a prior key ("doc#unit") names, and records

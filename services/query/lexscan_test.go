@@ -95,14 +95,14 @@ func scanUnitRanking(question string, docs []readableDoc) unitRanking {
 	udf, tdf := map[string]int{}, map[string]int{}
 	for _, d := range docs {
 		for _, w := range r.words {
-			if d.doc.titleWords[w] {
+			if d.doc.titleWords.has(w) {
 				tdf[w]++
 			}
 		}
 		for _, u := range d.doc.units {
 			units++
 			for _, w := range r.words {
-				if u.words[w] {
+				if u.words.has(w) {
 					udf[w]++
 				}
 			}
@@ -126,7 +126,7 @@ func (r unitRanking) scanRank(docs []readableDoc, priors map[string]float64, lim
 	for _, d := range docs {
 		ts := r.titleShare(d.doc)
 		for _, u := range d.doc.units {
-			s := r.share(func(w string) bool { return u.words[w] })
+			s := r.share(u.words.has)
 			p := priors[u.docID+"#"+u.unit]
 			if s < minUnitShare && p == 0 && ts < 0.5 {
 				continue

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -384,21 +385,35 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		seedIDs[sd.out.ID] = true
 	}
 
-	var seedItems, relItems, unitItems, reportItems, neighborItems, ring2Items []ContextItem
+	// entityItems are the seeds' items, then their neighbours'.
+	var entityItems, relItems, unitItems, reportItems []ContextItem
 	for _, sd := range seeds {
 		it, err := entityItem(v, sd, s.entityItemLimit(budget))
 		if err != nil {
 			return QueryResponse{}, err
 		}
-		seedItems = append(seedItems, it)
+		entityItems = append(entityItems, it)
 	}
 
 	usedEdges := make(map[string]bool)
 	var neighbors []string
 	seenNeighbor := make(map[string]bool)
 	unitRefs := make(map[citation]bool) // the units the first seed facts cite
-	ranker := relationRanker{r: rank, words: map[string][]string{}, rels: map[string][]string{}}
-	var relRanks []float64 // ranker.rank of relItems[i]
+	ranker := relationRanker{r: rank, names: &s.names, rels: map[string][]string{}}
+	// A relationship is ranked and measured from its edge and names
+	// (pending), its item holding its kind and tokens only until the
+	// context takes it, when relRefs[i] completes relItems[i]
+	// (relRef.item): a hub's hundreds of relationships are ranked and
+	// measured, and few fit the budget. The seeds' relationships (pending)
+	// are sorted by rank, the second ring's appended as they come.
+	type pendingRel struct {
+		ref    relRef
+		tokens int
+		rank   float64
+	}
+	var pending []pendingRel
+	var relRefs []relRef
+	relWords := relationWords{}
 	// relTokens counts the relationship section's tokens: the second ring
 	// is built only while the section holds less than the whole budget
 	// (see the neighbour items below).
@@ -409,30 +424,31 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 				if ring2 && relTokens > budget {
 					return nil
 				}
-				es, _, err := s.neighborEdges(v, id, dir, s.cfg.MaxEntityEdges)
+				es, _, err := s.visibleEdges(v, id, dir, s.cfg.MaxEntityEdges)
 				if err != nil {
 					return err
 				}
-				for _, e := range es {
-					eid := store.EdgeID(e.Source, e.Relation, e.Target)
+				for _, ve := range es {
+					e := ve.e
+					eid := edgeID(e)
 					if usedEdges[eid] {
 						continue
 					}
 					usedEdges[eid] = true
 					src, tgt := v.entityCache[e.Source].out, v.entityCache[e.Target].out
-					text := relationText(src.Name, e.Relation, tgt.Name)
-					it := ContextItem{Kind: KindRelationship, ID: eid, Text: text, Citations: e.Citations, Tokens: ApproxTokens(text)}
-					relTokens += it.Tokens
+					ref := relRef{e: e, id: eid, src: src.Name, tgt: tgt.Name}
+					tokens := relWords.tokens(src.Name, e.Relation, tgt.Name)
+					relTokens += tokens
 					if ring2 {
-						ring2Items = append(ring2Items, it)
+						relItems = append(relItems, ContextItem{Kind: KindRelationship, Tokens: tokens})
+						relRefs = append(relRefs, ref)
 						if relTokens > budget {
 							return nil
 						}
 						continue
 					}
-					relItems = append(relItems, it)
-					relRanks = append(relRanks, ranker.rank(src.Name, e.Relation, tgt.Name))
-					if n := e.Neighbor.ID; !seedIDs[n] && !seenNeighbor[n] {
+					pending = append(pending, pendingRel{ref, tokens, ranker.rank(src.Name, e.Relation, tgt.Name)})
+					if n := ve.neighbor.ID; !seedIDs[n] && !seenNeighbor[n] {
 						seenNeighbor[n] = true
 						neighbors = append(neighbors, n)
 					}
@@ -456,25 +472,18 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	// Stated relationships before co-occurrences and bare mentions, and
 	// those the question's words touch first.
 	// (Each item's rank computed once, not at every comparison.)
-	{
-		type ranked struct {
-			it ContextItem
-			r  float64
-		}
-		rs := make([]ranked, len(relItems))
-		for i, it := range relItems {
-			rs[i] = ranked{it, relRanks[i]}
-		}
-		slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Compare(a.r, b.r) })
-		for i := range rs {
-			relItems[i] = rs[i].it
-		}
+	slices.SortStableFunc(pending, func(a, b pendingRel) int { return cmp.Compare(a.rank, b.rank) })
+	relItems = make([]ContextItem, len(pending), len(pending)+len(pending)/4)
+	relRefs = make([]relRef, len(pending), cap(relItems))
+	for i, p := range pending {
+		relItems[i], relRefs[i] = ContextItem{Kind: KindRelationship, Tokens: p.tokens}, p.ref
 	}
+	pending = nil
 	// Text units: the ranked passages, then the units the seeds'
 	// relationships cite, by their relevance to the question.
-	have := map[string]bool{}
+	have := make(map[string]bool, len(top))
+	unitItems = appendUnitItems(make([]ContextItem, 0, len(top)+maxRelationUnits), top)
 	for _, u := range top {
-		unitItems = append(unitItems, unitItem(u))
 		have[u.docID+"#"+u.unit] = true
 	}
 	// The units the relationships cite, in the relationships' rank order,
@@ -483,8 +492,14 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	// to be scored against the question, of which a handful fit the
 	// budget.
 collectUnits:
-	for _, it := range relItems {
-		for _, c := range it.Citations {
+	for i := range relItems {
+		// The citations are built here for the items read, and kept.
+		if relItems[i].Citations == nil {
+			if relItems[i].Citations, err = v.citations(*relRefs[i].e); err != nil {
+				return QueryResponse{}, err
+			}
+		}
+		for _, c := range relItems[i].Citations {
 			if c.TextUnit == "" || have[c.DocID+"#"+c.TextUnit] {
 				continue
 			}
@@ -507,14 +522,12 @@ collectUnits:
 			continue
 		}
 		extra = append(extra, rankedUnit{lexUnit: lexUnit{docID: c.DocID, version: c.Version, unit: c.TextUnit, text: u.text, tokens: u.tokens},
-			score: rank.share(func(w string) bool { return u.words[w] })})
+			score: rank.share(u.words.has)})
 	}
 	slices.SortFunc(extra, func(a, b rankedUnit) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))
 	})
-	for _, u := range extra {
-		unitItems = append(unitItems, unitItem(u))
-	}
+	unitItems = appendUnitItems(unitItems, extra)
 	if reportItems, err = s.reportItems(v, seedIDs, req.Level); err != nil {
 		return QueryResponse{}, err
 	}
@@ -523,7 +536,7 @@ collectUnits:
 	// larger one before it did not fit (a hub seed has hundreds of
 	// neighbours, each item read from its fragments).
 	sectionTokens := 0
-	for _, it := range seedItems {
+	for _, it := range entityItems {
 		sectionTokens += it.Tokens
 	}
 	for _, n := range neighbors {
@@ -534,7 +547,7 @@ collectUnits:
 		if err != nil {
 			return QueryResponse{}, err
 		}
-		neighborItems = append(neighborItems, it)
+		entityItems = append(entityItems, it)
 		sectionTokens += it.Tokens
 	}
 	// The second ring comes from the closest neighbours only: a hub seed
@@ -544,19 +557,34 @@ collectUnits:
 	}
 	resp.Timings["retrieval_ms"] = ms(time.Since(began))
 
-	resp.Context, resp.UsedTokens = s.fillBudget(budget, [4][]ContextItem{
-		append(seedItems, neighborItems...), append(relItems, ring2Items...), unitItems, reportItems})
+	sections := [4][]ContextItem{entityItems, relItems, unitItems, reportItems}
+	taken, used := s.takeWithinBudget(budget, sections)
+	// Only the relationships taken are written out and cited.
+	for _, i := range taken[1] {
+		if err := relRefs[i].item(v, &relItems[i]); err != nil {
+			return QueryResponse{}, err
+		}
+	}
+	resp.Context, resp.UsedTokens = gatherTaken(sections, taken), used
 	// The passages the answer quotes are cited first, then the rest of
 	// the context.
-	seenCite := make(map[citation]bool)
+	// The set and the list are made for every citation at once: a hub's
+	// relationships cite thousands of units, and growing both through
+	// every size on the way was as much garbage again.
+	n := 0
+	for _, it := range resp.Context {
+		n += len(it.Citations)
+	}
+	seenCite := make(map[citation]struct{}, n)
+	resp.Citations = make([]citation, 0, n)
 	for _, passages := range []bool{true, false} {
 		for _, it := range resp.Context {
 			if (it.Kind == KindTextUnit) != passages {
 				continue
 			}
 			for _, c := range it.Citations {
-				if !seenCite[c] {
-					seenCite[c] = true
+				if _, dup := seenCite[c]; !dup {
+					seenCite[c] = struct{}{}
 					resp.Citations = append(resp.Citations, c)
 				}
 			}
@@ -598,23 +626,15 @@ const (
 )
 
 // relationRanker ranks relationships (rank) from their ends and
-// relation, with the words of each name and relation phrase split once
-// per request (a hub's name is in hundreds of its relationships): the
-// words of relationText's sentence are those of its parts, since every
-// part is set off by spaces.
+// relation, with the words of each name split once for every request
+// (names, the service's cache: a hub's hundreds of neighbours are named
+// again at every question about it) and of each relation phrase once per
+// request: the words of relationText's sentence are those of its parts,
+// since every part is set off by spaces.
 type relationRanker struct {
 	r     unitRanking
-	words map[string][]string // by name
+	names *nameWordCache
 	rels  map[string][]string // by relation: its phrase's own words
-}
-
-func (rr *relationRanker) wordsOf(s string) []string {
-	ws, ok := rr.words[s]
-	if !ok {
-		ws = wordsOf(s)
-		rr.words[s] = ws
-	}
-	return ws
 }
 
 // rank orders relationships: stated ones before co-occurrences and
@@ -636,19 +656,22 @@ func (rr *relationRanker) rank(src, rel, tgt string) float64 {
 		rw = wordsOf(strings.ReplaceAll(phrase, "%s", " "))
 		rr.rels[rel] = rw
 	}
-	ws := [3][]string{rr.wordsOf(src), rw, rr.wordsOf(tgt)}
+	ws := [3][]string{rr.names.allWords(src), rw, rr.names.allWords(tgt)}
 	return base - rr.r.share(func(w string) bool {
 		return slices.Contains(ws[0], w) || slices.Contains(ws[1], w) || slices.Contains(ws[2], w)
 	})
 }
 
-// fillBudget takes the items of the four sections (entities,
-// relationships, text units, reports), in order, each within its share of
-// the budget; what the shares leave goes to text units first, then
-// relationships, entities and reports. An item too large for what is left
-// is skipped so smaller ones after it can still fit. The context lists the
-// sections in that order.
-func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextItem, int) {
+// takeWithinBudget chooses the items of the four sections (entities,
+// relationships, text units, reports) the context takes, in order, each
+// section within its share of the budget; what the shares leave goes to
+// text units first, then relationships, entities and reports. An item too
+// large for what is left is skipped so smaller ones after it can still
+// fit. It returns the indices taken of each section, ascending (the
+// context lists the sections in that order, see gatherTaken), and the
+// tokens they use. It reads only the items' tokens, so an item may be
+// completed once taken.
+func (s *Service) takeWithinBudget(budget int, sections [4][]ContextItem) ([4][]int, int) {
 	sh := s.cfg.LocalShares
 	shares := [4]float64{sh.Entities, sh.Relationships, sh.TextUnits, sh.Reports}
 	taken := [4][]int{} // indices into sections
@@ -674,18 +697,76 @@ func (s *Service) fillBudget(budget int, sections [4][]ContextItem) ([]ContextIt
 	for _, sec := range []int{2, 1, 0, 3} {
 		take(sec, left)
 	}
+	for sec := range taken {
+		slices.Sort(taken[sec]) // each section in its rank order
+	}
+	return taken, budget - left
+}
+
+// gatherTaken lists the taken items of the sections, in order.
+func gatherTaken(sections [4][]ContextItem, taken [4][]int) []ContextItem {
 	n := 0
 	for sec := range taken {
 		n += len(taken[sec])
 	}
 	out := make([]ContextItem, 0, n)
 	for sec := range taken {
-		slices.Sort(taken[sec]) // each section in its rank order
 		for _, i := range taken[sec] {
 			out = append(out, sections[sec][i])
 		}
 	}
-	return out, budget - left
+	return out
+}
+
+// relRef is what a relationship item of local search is made from once
+// it is taken into the context (until then the item holds its tokens and
+// maybe its citations only).
+type relRef struct {
+	e        *store.Edge
+	id       string // the edge's id
+	src, tgt string // the ends' names as the caller sees them
+}
+
+// item completes it, the relationship's item: its id, its sentence and,
+// unless already built, its citations.
+func (r relRef) item(v *view, it *ContextItem) error {
+	it.ID = r.id
+	it.Text = relationText(r.src, r.e.Relation, r.tgt)
+	if it.Citations == nil {
+		c, err := v.citations(*r.e)
+		if err != nil {
+			return err
+		}
+		it.Citations = c
+	}
+	return nil
+}
+
+// edgeID is e's id: the stored one (no string built per edge) when it is
+// the id its ends and relation make, as the store writes it.
+func edgeID(e *store.Edge) string {
+	if n := len(e.Source); len(e.ID) == n+len(e.Relation)+len(e.Target)+2 && strings.HasPrefix(e.ID, e.Source) &&
+		e.ID[n] == '|' && strings.HasPrefix(e.ID[n+1:], e.Relation) && e.ID[n+1+len(e.Relation)] == '|' &&
+		strings.HasSuffix(e.ID, e.Target) {
+		return e.ID
+	}
+	return store.EdgeID(e.Source, e.Relation, e.Target)
+}
+
+// relationWords counts the words of relationText's sentences without
+// writing them: a sentence's words are its names' and its phrase's, as
+// every part is set off by spaces. The phrases' counts are kept by
+// relation.
+type relationWords map[string]int
+
+// tokens is ApproxTokens(relationText(src, rel, tgt)).
+func (rw relationWords) tokens(src, rel, tgt string) int {
+	n, ok := rw[rel]
+	if !ok {
+		n = countFields(relationText("", rel, ""))
+		rw[rel] = n
+	}
+	return tokensOfWords(countFields(src) + n + countFields(tgt))
 }
 
 // entityItem describes a visible entity from its readable fragments only,
@@ -701,7 +782,7 @@ func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 	words := countFields(b.String())
 	var cites []citation
 	described := false
-	for _, f := range ve.raw.Sources {
+	for _, f := range ve.sources {
 		if f.Description == "" {
 			continue
 		}
@@ -725,7 +806,7 @@ func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 	text := b.String()
 	if !described {
 		// No description: cite the readable mentions that make it visible.
-		for _, f := range ve.raw.Sources {
+		for _, f := range ve.sources {
 			if len(cites) >= maxMentionCites {
 				break
 			}
@@ -845,14 +926,21 @@ func (s *Service) extractiveAnswer(question string, rank unitRanking, seeds []en
 			continue
 		}
 		facts++
-		fmt.Fprintf(&b, "%s %s.\n", it.Text, citeTag(it.Citations))
+		b.WriteString(it.Text)
+		b.WriteByte(' ')
+		writeCiteTag(&b, it.Citations)
+		b.WriteString(".\n")
 	}
 	if more > 0 {
 		fmt.Fprintf(&b, "(%d more facts in the context.)\n", more)
 	}
 	for _, it := range items {
 		if it.Kind == KindReport {
-			fmt.Fprintf(&b, "Community report %s %s.\n", truncate(it.Text, 300), citeTag(it.Citations))
+			b.WriteString("Community report ")
+			b.WriteString(truncate(it.Text, 300))
+			b.WriteByte(' ')
+			writeCiteTag(&b, it.Citations)
+			b.WriteString(".\n")
 			break
 		}
 	}
@@ -871,16 +959,43 @@ func (s *Service) extractiveAnswer(question string, rank unitRanking, seeds []en
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// citeTag renders citations by document version: "[INC-101 v1; INC-112 v2]".
-func citeTag(cs []citation) string {
-	var parts []string
-	seen := make(map[string]bool)
-	for _, c := range cs {
-		p := fmt.Sprintf("%s v%d", c.DocID, c.Version)
-		if !seen[p] {
-			seen[p] = true
-			parts = append(parts, p)
-		}
+// writeCiteTag writes citations by document version: "[INC-101 v1;
+// INC-112 v2]", each document version once, in first-cited order,
+// straight into b. A hub's relationship cites thousands of units, in
+// document order (an edge's supports are sorted by document): then a
+// repeat is the citation before, and no set is needed.
+func writeCiteTag(b *strings.Builder, cs []citation) {
+	type docVersion struct {
+		doc     string
+		version int64
 	}
-	return "[" + strings.Join(parts, "; ") + "]"
+	sorted := slices.IsSortedFunc(cs, func(x, y citation) int {
+		return cmp.Or(strings.Compare(x.DocID, y.DocID), cmp.Compare(x.Version, y.Version))
+	})
+	var seen map[docVersion]struct{}
+	if !sorted {
+		seen = make(map[docVersion]struct{}, len(cs))
+	}
+	var num [20]byte
+	b.WriteByte('[')
+	for i, c := range cs {
+		k := docVersion{c.DocID, c.Version}
+		if sorted {
+			if i > 0 && c.DocID == cs[i-1].DocID && c.Version == cs[i-1].Version {
+				continue
+			}
+		} else {
+			if _, dup := seen[k]; dup {
+				continue
+			}
+			seen[k] = struct{}{}
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(c.DocID)
+		b.WriteString(" v")
+		b.Write(strconv.AppendInt(num[:0], c.Version, 10))
+	}
+	b.WriteByte(']')
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,8 +49,7 @@ func TestEntityItemStaysWithinItsLimit(t *testing.T) {
 		})
 		return v
 	}
-	hub := visibleEntity{raw: store.Entity{ID: "service:gateway", Type: "service", Name: "gateway", Sources: described},
-		out: entityJSON{ID: "service:gateway", Type: "service", Name: "gateway"}, ok: true}
+	hub := visibleEntity{sources: described, out: entityJSON{ID: "service:gateway", Type: "service", Name: "gateway"}, ok: true}
 	const limit = 120
 	it, err := entityItem(view(), hub, limit)
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestEntityItemStaysWithinItsLimit(t *testing.T) {
 	}
 
 	bare := hub
-	bare.raw.Sources = mentioned
+	bare.sources = mentioned
 	it, err = entityItem(view(), bare, limit)
 	require.NoError(t, err)
 	require.Equal(t, "gateway (service).", it.Text)
@@ -85,7 +85,7 @@ func TestRelationRankerRanksAsTheSentence(t *testing.T) {
 		r.unitIDF[w] = 1 + float64(i)/3
 		r.unitSum += r.unitIDF[w]
 	}
-	rr := relationRanker{r: r, words: map[string][]string{}, rels: map[string][]string{}}
+	rr := relationRanker{r: r, names: &nameWordCache{}, rels: map[string][]string{}}
 	names := []string{"Kafka broker", "checkout-api", "v2.3 upgrade", "PM-202", "the upgrade's rollback", "Failed (disk)", ""}
 	rels := []string{"custom_rel_upgrade"}
 	for rel := range relationPhrases {
@@ -119,4 +119,73 @@ func relationRank(it ContextItem, r unitRanking) float64 {
 	}
 	ws := wordsOf(it.Text)
 	return base - r.share(func(w string) bool { return slices.Contains(ws, w) })
+}
+
+// TestRelationTokensWithoutText: a relationship item's tokens counted
+// from its parts are those of its sentence, for every phrase, unknown
+// relations and names of any spacing; edgeID is the stored id when it is
+// the edge's and makes it otherwise.
+func TestRelationTokensWithoutText(t *testing.T) {
+	names := []string{"", "cert-manager", "Expired  certificate ", " lead", "a\tb\nc", "ünïcode\u00a0name", "x\xffy"}
+	rels := []string{"some_new_relation", "", "_", "odd__rel_"}
+	for r := range relationPhrases {
+		rels = append(rels, r)
+	}
+	rw := relationWords{}
+	for _, rel := range rels {
+		for _, src := range names {
+			for _, tgt := range names {
+				want := fmt.Sprintf("%s %s %s", src, strings.ReplaceAll(rel, "_", " "), tgt)
+				if f, ok := relationPhrases[rel]; ok {
+					want = fmt.Sprintf(f, src, tgt)
+				}
+				require.Equal(t, want, relationText(src, rel, tgt))
+				require.Equal(t, ApproxTokens(relationText(src, rel, tgt)), rw.tokens(src, rel, tgt), "%q %q %q", src, rel, tgt)
+			}
+		}
+	}
+	e := store.Edge{ID: store.EdgeID("a:x", "calls", "b:y"), Source: "a:x", Relation: "calls", Target: "b:y"}
+	require.Equal(t, e.ID, edgeID(&e))
+	for _, id := range []string{"", "a:x|calls|b:z", "a:x|call|sb:y", "a:x|calls|b:yy"} {
+		e.ID = id
+		require.Equal(t, store.EdgeID("a:x", "calls", "b:y"), edgeID(&e), "stored id %q", id)
+	}
+}
+
+// TestCiteTag: citation tags list each document version once, in
+// first-cited order, whether the citations come sorted (an edge's) or not
+// (a report's).
+func TestCiteTag(t *testing.T) {
+	tag := func(cs ...citation) string {
+		var b strings.Builder
+		writeCiteTag(&b, cs)
+		return b.String()
+	}
+	c := func(doc string, v int64, unit string) citation {
+		return citation{DocID: doc, Version: v, TextUnit: unit}
+	}
+	require.Equal(t, "[]", tag())
+	require.Equal(t, "[INC-101 v1]", tag(c("INC-101", 1, "u1"), c("INC-101", 1, "u2")))
+	require.Equal(t, "[A v1; A v2; B v1]", tag(c("A", 1, "u1"), c("A", 1, "u2"), c("A", 2, ""), c("B", 1, "u0"), c("B", 1, "u3")))
+	require.Equal(t, "[B v1; A v1; A v12]", tag(c("B", 1, "u1"), c("A", 1, ""), c("B", 1, "u2"), c("A", 12, "u1"), c("A", 1, "u9")))
+}
+
+// TestAppendWords: words are split as strings.FieldsFunc cuts the lowered
+// text, stemmed, invalid UTF-8 and other scripts included, appended to
+// what dst holds.
+func TestAppendWords(t *testing.T) {
+	oracle := func(text string) []string {
+		var out []string
+		for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+			return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+		}) {
+			out = append(out, stem(w))
+		}
+		return out
+	}
+	for _, text := range []string{"", " ", "Cert-Manager's certificates EXPIRED at 00:00 UTC.", "x\xffy\xe2\x82z", "İstanbul KELVIN \u212a Ünïcode—dash",
+		"batteries queries nodes", "日本語 テキスト", "trailing word"} {
+		require.Equal(t, oracle(text), wordsOf(text), "%q", text)
+		require.Equal(t, append([]string{"kept"}, oracle(text)...), appendWords([]string{"kept"}, text), "%q", text)
+	}
 }

@@ -167,7 +167,7 @@ func (s *Service) mapQuestion(v *view, question string, top []rankedUnit) ([]vis
 			continue
 		}
 		best := nameWordsMatch(s.names.words(ve.out.Name), q)
-		for _, f := range ve.raw.Sources {
+		for _, f := range ve.sources {
 			if f.Name == "" || f.Name == ve.out.Name {
 				continue
 			}
@@ -182,7 +182,7 @@ func (s *Service) mapQuestion(v *view, question string, top []rankedUnit) ([]vis
 		}
 	}
 	slices.SortFunc(fuzzy, func(a, b scored) int {
-		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(len(a.ve.raw.Sources), len(b.ve.raw.Sources)), cmp.Compare(a.ve.out.ID, b.ve.out.ID))
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(len(a.ve.sources), len(b.ve.sources)), cmp.Compare(a.ve.out.ID, b.ve.out.ID))
 	})
 	for i, f := range fuzzy {
 		if i == maxFuzzySeeds {
@@ -215,7 +215,7 @@ func (s *Service) mapQuestion(v *view, question string, top []rankedUnit) ([]vis
 			es := byUnit[u.docID+"#"+u.unit]
 			// Specific entities first: those few documents mention.
 			slices.SortFunc(es, func(a, b visibleEntity) int {
-				return cmp.Or(cmp.Compare(len(a.raw.Sources), len(b.raw.Sources)), cmp.Compare(a.out.ID, b.out.ID))
+				return cmp.Or(cmp.Compare(len(a.sources), len(b.sources)), cmp.Compare(a.out.ID, b.out.ID))
 			})
 			for j, ve := range es {
 				if j == passageSeedsPerUnit {
@@ -235,6 +235,9 @@ type nameWordCache struct {
 	mu   sync.Mutex
 	m    map[string][]string
 	keys map[string]string
+	// all are the names' words as wordsOf splits them (every word,
+	// stopwords too).
+	all map[string][]string
 }
 
 // maxCachedNames bounds the cache; past it the cache starts over.
@@ -253,6 +256,22 @@ func (c *nameWordCache) key(name string) string {
 	k := resolve.Key(name)
 	c.keys[name] = k
 	return k
+}
+
+// allWords is wordsOf(name), cached like its name words. Callers must
+// not modify the result.
+func (c *nameWordCache) allWords(name string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ws, ok := c.all[name]; ok {
+		return ws
+	}
+	if c.all == nil || len(c.all) >= maxCachedNames {
+		c.all = map[string][]string{}
+	}
+	ws := wordsOf(name)
+	c.all[name] = ws
+	return ws
 }
 
 func (c *nameWordCache) words(name string) []string {

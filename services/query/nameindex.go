@@ -134,6 +134,7 @@ func (v *view) nameIndex() (*nameIndex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing entities: %w", err)
 	}
+	g.internEntities(v.s.cache.graph.isLive(), es)
 	ix = newNameIndex(es, v.s.names.words)
 	g.mu.Lock()
 	if g.names == nil {

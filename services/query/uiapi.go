@@ -61,7 +61,7 @@ func (s *Service) aliases(v *view, _ http.ResponseWriter, r *http.Request) (any,
 		return nil, httpapi.Errorf(http.StatusNotFound, "unknown_entity", "no entity %q", truncate(id, 200))
 	}
 	out := aliasesResponse{Entity: ve.out, Aliases: []string{}}
-	for _, f := range ve.raw.Sources {
+	for _, f := range ve.sources {
 		ok, err := v.adm.Direct(f.DocID)
 		if err != nil {
 			return nil, err

@@ -93,11 +93,15 @@ type edgeKey struct {
 	dir store.Direction
 }
 
-// visibleEntity is an entity as this caller may see it.
+// visibleEntity is an entity as this caller may see it: out and, for
+// what is read of it besides, its fragments as stored (readable or not;
+// its id, type and stored name are not kept a second time: every
+// request's entity cache and every caller's kept admissions hold one
+// per entity).
 type visibleEntity struct {
-	raw store.Entity
-	out entityJSON
-	ok  bool
+	sources []store.Fragment
+	out     entityJSON
+	ok      bool
 }
 
 func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
@@ -174,7 +178,7 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 		}
 	}
 	if !visible {
-		return visibleEntity{raw: e}, nil
+		return visibleEntity{sources: e.Sources}, nil
 	}
 	// The stored display name is shown only when a readable fragment
 	// carries it; otherwise the best readable spelling, else the id's key
@@ -192,7 +196,7 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 	if typ == "" {
 		typ, _, _ = cutID(e.ID)
 	}
-	return visibleEntity{raw: e, out: entityJSON{ID: e.ID, Type: typ, Name: name}, ok: true}, nil
+	return visibleEntity{sources: e.Sources, out: entityJSON{ID: e.ID, Type: typ, Name: name}, ok: true}, nil
 }
 
 // entity returns the entity with id as this caller sees it (ok=false when
@@ -249,6 +253,7 @@ func (v *view) entities(ids []string) error {
 		if err != nil {
 			return fmt.Errorf("reading entities: %w", err)
 		}
+		g.internEntityMap(v.s.cache.graph.isLive(), read)
 		g.keepEntities(unread, read)
 		for _, id := range unread {
 			e, ok := read[id]
@@ -340,6 +345,7 @@ func (v *view) edges(id string, dir store.Direction) ([]store.Edge, error) {
 		if es, err = v.s.st.Edges(v.ctx, v.tenant, id, dir); err != nil {
 			return nil, fmt.Errorf("reading edges of %q: %w", id, err)
 		}
+		g.internEdges(v.s.cache.graph.isLive(), es)
 		g.mu.Lock()
 		if g.edges == nil {
 			g.edges = map[edgeKey][]store.Edge{}
@@ -358,17 +364,39 @@ func (v *view) edges(id string, dir store.Direction) ([]store.Edge, error) {
 // unit (one without text unit for a support that names none). An empty
 // result means the edge is not visible to this caller.
 func (v *view) citations(e store.Edge) ([]citation, error) {
-	var out []citation
+	// Counted first, then made in one array: a hub's edge has thousands
+	// of supports (admission is a lookup, a slice's growth garbage).
+	n := 0
 	for _, f := range e.Supports {
 		ok, err := v.adm.Direct(f.DocID)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
+			n += max(len(f.TextUnits), 1)
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]citation, 0, n)
+	for _, f := range e.Supports {
+		if ok, _ := v.adm.Direct(f.DocID); ok { // answered above
 			out = appendFragmentCitations(out, f)
 		}
 	}
 	return out, nil
+}
+
+// anyReadable reports whether one of fs is readable: whether an edge
+// with supports fs is visible (its citations, v.citations, are not empty).
+func (v *view) anyReadable(fs []store.Fragment) (bool, error) {
+	for _, f := range fs {
+		if ok, err := v.adm.Direct(f.DocID); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 func appendFragmentCitations(out []citation, f store.Fragment) []citation {
@@ -387,10 +415,10 @@ type description struct {
 	Citations []citation `json:"citations"`
 }
 
-// descriptions returns the descriptions of e's readable fragments.
-func (v *view) descriptions(e store.Entity) ([]description, error) {
+// descriptions returns the descriptions of the readable fragments of fs.
+func (v *view) descriptions(fs []store.Fragment) ([]description, error) {
 	out := []description{}
-	for _, f := range e.Sources {
+	for _, f := range fs {
 		if f.Description == "" {
 			continue
 		}
