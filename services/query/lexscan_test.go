@@ -278,7 +278,7 @@ func RankerOf(ctx context.Context, s *Service, caller provenance.Caller) (func(q
 		if scan {
 			return len(scanUnitRanking(question, docs).scanRank(docs, nil, maxRankedUnits))
 		}
-		q := &lexQuery{t: s.units.tenant(v.tenant), docs: docs}
+		q := newLexQuery(s.units.tenant(v.tenant), docs)
 		return len(q.rank(q.ranking(question), nil, maxRankedUnits))
 	}, nil
 }
