@@ -3,11 +3,10 @@ package embedded
 import (
 	"context"
 	"fmt"
-	"os"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/kgstream/kgstream/pkg/internal/boltfile"
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
@@ -35,11 +34,6 @@ const compactTxBytes = 64 << 20
 // file is. On an error the old file is left as it was.
 func Compact(ctx context.Context, path string) (CompactStats, error) {
 	var st CompactStats
-	info, err := os.Stat(path)
-	if err != nil {
-		return st, fmt.Errorf("compacting %q: %w", path, err)
-	}
-	st.BytesBefore = info.Size()
 	// Open checks (and upgrades) the layout and builds missing indexes, so
 	// the copy is of a file this build reads.
 	s, err := Open(path, Options{})
@@ -49,37 +43,11 @@ func Compact(ctx context.Context, path string) (CompactStats, error) {
 	if err := s.Close(); err != nil {
 		return st, fmt.Errorf("compacting %q: %w", path, err)
 	}
-	src, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	st.BytesBefore, st.BytesAfter, err = boltfile.Rewrite(path, false, func(dst, src *bolt.DB) error {
+		return copyRecoded(ctx, dst, src, &st)
+	})
 	if err != nil {
-		return st, fmt.Errorf("compacting %q: %w", path, err)
-	}
-	defer src.Close()
-
-	tmp := path + ".compact"
-	_ = os.Remove(tmp) // a copy an interrupted run left
-	dst, err := bolt.Open(tmp, info.Mode().Perm(), &bolt.Options{Timeout: time.Second, NoSync: true, NoFreelistSync: true})
-	if err != nil {
-		return st, fmt.Errorf("compacting %q: %w", path, err)
-	}
-	err = copyRecoded(ctx, dst, src, &st)
-	if err == nil {
-		err = dst.Sync()
-	}
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = src.Close()
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return st, fmt.Errorf("compacting %q: %w", path, err)
-	}
-	if info, err := os.Stat(path); err == nil {
-		st.BytesAfter = info.Size()
+		return CompactStats{}, fmt.Errorf("compacting %q: %w", path, err)
 	}
 	return st, nil
 }
