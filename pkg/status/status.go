@@ -295,9 +295,14 @@ func (c *Collector) staleReports(ctx context.Context, tenant string) (int, error
 // audit runs the audit now (otherwise the audit figures are zero and the
 // counts come from the cheap stats).
 func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Report, error) {
-	srcs, err := c.st.ListSources(ctx, tenant)
-	if err != nil {
-		return Report{Tenant: tenant}, fmt.Errorf("listing sources: %w", err)
+	var srcs []provenance.SourceState
+	if _, counts := c.st.(store.SourceCounter); audit || !counts {
+		// The audit reads every document anyway; without the registry's
+		// counts, listing them is how they are counted.
+		var err error
+		if srcs, err = c.st.ListSources(ctx, tenant); err != nil {
+			return Report{Tenant: tenant}, fmt.Errorf("listing sources: %w", err)
+		}
 	}
 	r, err := c.tenantReport(ctx, tenant, srcs, audit)
 	if err != nil {
@@ -309,12 +314,18 @@ func (c *Collector) Collect(ctx context.Context, tenant string, audit bool) (Rep
 }
 
 // tenantReport counts the whole tenant and, when audit is set, audits it.
+// srcs is the tenant's registry, or nil when the registry's counts are to
+// be read instead (and audit is not set).
 func (c *Collector) tenantReport(ctx context.Context, tenant string, srcs []provenance.SourceState, audit bool) (Report, error) {
 	r := Report{Tenant: tenant, Scope: ScopeTenant, AuditFigures: &AuditFigures{}, Build: buildinfo.Read()}
-	for _, s := range srcs {
-		if !s.Deleted {
-			r.Documents++
+	if srcs != nil {
+		r.Documents = store.CountStates(srcs).Live
+	} else if counter, ok := c.st.(store.SourceCounter); ok {
+		counts, err := counter.CountSources(ctx, tenant)
+		if err != nil {
+			return r, fmt.Errorf("counting sources: %w", err)
 		}
+		r.Documents = counts.Live
 	}
 	st, err := c.st.Stats(ctx, tenant)
 	if err != nil {

@@ -161,8 +161,8 @@ func BenchmarkIndexLag(b *testing.B) {
 				wg.Wait()
 				sent := time.Now()
 				n += rate * seconds
-				// Every 50 ms: an admin's status lists every document, and
-				// polling it faster took CPU from the pipeline measured.
+				// Every 50 ms: polling status faster takes CPU from the
+				// pipeline measured.
 				for applied(b, c) < n {
 					time.Sleep(50 * time.Millisecond)
 				}

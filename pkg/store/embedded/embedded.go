@@ -136,6 +136,9 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := buildMemberIndex(tx); err != nil {
 			return err
 		}
+		if err := buildRegistryCounts(tx); err != nil {
+			return err
+		}
 		if tx.Bucket([]byte(bucketReportIndex)) == nil {
 			if _, err := tx.CreateBucket([]byte(bucketReportIndex)); err != nil {
 				return err

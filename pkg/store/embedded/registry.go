@@ -55,6 +55,9 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		if err := bumpRegistryGeneration(tx, tenant); err != nil {
 			return err
 		}
+		if err := countRegistryWrite(tx, tenant, curp, st); err != nil {
+			return err
+		}
 		return putJSON(b, docID, st, store.NoCompression)
 	})
 	return out, err

@@ -37,6 +37,7 @@
 //	<p>:graph-tenants                set of tenants with graph data
 //	<p>:{<t>}:reg:<doc>              provenance.SourceState (JSON)
 //	<p>:{<t>}:reg-docs               set of registry doc ids
+//	<p>:{<t>}:reg-count              hash: live, deleted (registry counts), counted (1: they cover every document)
 //	<p>:{<t>}:g:src:<doc>            store.SourceRecord (JSON, tombstones too)
 //	<p>:{<t>}:g:srcs                 set of doc ids with a record
 //	<p>:{<t>}:g:live                 set of doc ids with a live record (Stats)
@@ -108,6 +109,7 @@ type Store struct {
 	now         func() time.Time
 }
 
+var _ store.SourceCounter = (*Store)(nil)
 var _ store.Stores = (*Store)(nil)
 
 // New returns a Store keeping every key under "<prefix>:" ("kgstream:" for
@@ -149,6 +151,7 @@ func (s *Store) graphTenantsKey() string { return s.prefix + ":graph-tenants" }
 
 func (k keys) reg(doc string) string    { return k.base + "reg:" + doc }
 func (k keys) regDocs() string          { return k.base + "reg-docs" }
+func (k keys) regCount() string         { return k.base + "reg-count" }
 func (k keys) graph() string            { return k.base + "g:" }
 func (k keys) src(doc string) string    { return k.base + "g:src:" + doc }
 func (k keys) srcs() string             { return k.base + "g:srcs" }

@@ -2,8 +2,10 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -53,9 +55,16 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		if err := s.client.SAdd(ctx, s.tenantsKey(), tenant).Err(); err != nil {
 			return err
 		}
+		live, deleted := store.CountChange(cur, st)
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Set(ctx, key, data, 0)
 			p.SAdd(ctx, k.regDocs(), docID)
+			if live != 0 {
+				p.HIncrBy(ctx, k.regCount(), "live", int64(live))
+			}
+			if deleted != 0 {
+				p.HIncrBy(ctx, k.regCount(), "deleted", int64(deleted))
+			}
 			record(p)
 			bumpRegistryGeneration(ctx, p, k)
 			return nil
@@ -136,4 +145,61 @@ func (s *Store) Tenants(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(ts)
 	return ts, nil
+}
+
+// countScript counts a tenant's registry in one atomic step and stores the
+// counts, marked as covering every document: KEYS[1] is the registry's doc
+// id set, KEYS[2] the counts hash, ARGV[1] the prefix of the registry keys.
+// A registry written before the counts were kept has a hash without the
+// mark (or none): its writes since then incremented counts that leave out
+// the documents before them. Registry states are plain JSON
+// (store.NoCompression), which cjson reads.
+var countScript = goredis.NewScript(`
+local ids = redis.call('SMEMBERS', KEYS[1])
+local live, deleted = 0, 0
+for _, id in ipairs(ids) do
+  local v = redis.call('GET', ARGV[1] .. id)
+  if v then
+    local ok, st = pcall(cjson.decode, v)
+    if ok and type(st) == 'table' and st['deleted'] == true then deleted = deleted + 1 else live = live + 1 end
+  end
+end
+redis.call('HSET', KEYS[2], 'live', live, 'deleted', deleted, 'counted', 1)
+return {live, deleted}
+`)
+
+// CountSources returns the tenant's registry counts (see
+// store.SourceCounter): two fields of a hash every registry write
+// increments in its transaction; the first call on a registry written
+// before the counts were kept counts it once (countScript).
+func (s *Store) CountSources(ctx context.Context, tenant string) (store.SourceCounts, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return store.SourceCounts{}, fmt.Errorf("counting sources: %w", err)
+	}
+	k := s.tenantKeys(tenant)
+	vals, err := s.client.HMGet(ctx, k.regCount(), "counted", "live", "deleted").Result()
+	if err != nil {
+		return store.SourceCounts{}, fmt.Errorf("counting the sources of %q: %w", tenant, err)
+	}
+	if vals[0] == "1" {
+		live, err1 := strconv.Atoi(fmt.Sprint(orZero(vals[1])))
+		deleted, err2 := strconv.Atoi(fmt.Sprint(orZero(vals[2])))
+		if err := errors.Join(err1, err2); err != nil {
+			return store.SourceCounts{}, fmt.Errorf("counting the sources of %q: %w", tenant, err)
+		}
+		return store.SourceCounts{Live: live, Deleted: deleted}, nil
+	}
+	n, err := countScript.Run(ctx, s.client, []string{k.regDocs(), k.regCount()}, k.reg("")).Int64Slice()
+	if err != nil || len(n) != 2 {
+		return store.SourceCounts{}, fmt.Errorf("counting the sources of %q: %v", tenant, err)
+	}
+	return store.SourceCounts{Live: int(n[0]), Deleted: int(n[1])}, nil
+}
+
+// orZero is a hash field's reply, "0" when the field is absent.
+func orZero(v any) any {
+	if v == nil {
+		return "0"
+	}
+	return v
 }

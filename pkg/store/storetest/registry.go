@@ -351,3 +351,60 @@ func testRecordContent(t *testing.T, s store.Stores) {
 	require.NoError(t, err)
 	require.Equal(t, del, got, "a deleted document records no content")
 }
+
+// testSourceCounts checks the registry's counts against its listing after
+// announcements, replays, ACL and content records, deletions (again, and
+// of an unknown document), recreations and concurrent writers, in two
+// tenants.
+func testSourceCounts(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	c, ok := s.(store.SourceCounter)
+	require.True(t, ok, "the registry keeps its counts (store.SourceCounter)")
+	check := func(tn string) {
+		t.Helper()
+		all, err := s.ListSources(ctx, tn)
+		require.NoError(t, err)
+		got, err := c.CountSources(ctx, tn)
+		require.NoError(t, err)
+		require.Equal(t, store.CountStates(all), got, "tenant %s", tn)
+	}
+	check(tenant) // nothing yet
+	for i := range 12 {
+		announce(t, s, tenant, store.Announcement{DocID: fmt.Sprintf("d%02d", i), ACL: provenance.PublicACL()})
+	}
+	announce(t, s, "other", store.Announcement{DocID: "d00", ACL: provenance.PublicACL()})
+	announce(t, s, tenant, store.Announcement{DocID: "d00", ACL: provenance.PublicACL()}) // a new version
+	_, err := s.SetACL(ctx, tenant, "d01", provenance.ACL{Groups: []string{"g"}})
+	require.NoError(t, err)
+	_, err = s.RecordContent(ctx, tenant, "d02", 1, "h")
+	require.NoError(t, err)
+	for _, id := range []string{"d03", "d04", "d04", "d05"} {
+		_, err := s.MarkDeleted(ctx, tenant, id)
+		require.NoError(t, err)
+	}
+	_, err = s.MarkDeleted(ctx, tenant, "never")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	announce(t, s, tenant, store.Announcement{DocID: "d05", ACL: provenance.PublicACL()}) // recreated
+	check(tenant)
+	check("other")
+	require.NoError(t, parallel(6, func(i int) error {
+		for j := range 3 {
+			id := fmt.Sprintf("c%d-%d", i, j)
+			if _, err := retry(func() (provenance.SourceState, error) {
+				return s.Announce(ctx, tenant, store.Announcement{DocID: id, ACL: provenance.PublicACL()})
+			}); err != nil {
+				return err
+			}
+			if j == 1 {
+				if _, err := retry(func() (provenance.SourceState, error) { return s.MarkDeleted(ctx, tenant, id) }); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+	check(tenant)
+	got, err := c.CountSources(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, store.SourceCounts{Live: 10 + 12, Deleted: 2 + 6}, got)
+}

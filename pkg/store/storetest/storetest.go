@@ -50,6 +50,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Registry/RecordContent", testRecordContent},
 		{"Registry/IDsAsPeopleWriteThem", testIDsAsPeopleWriteThem},
 		{"Registry/Generation", testRegistryGeneration},
+		{"Registry/SourceCounts", testSourceCounts},
 
 		{"Graph/Apply", testApply},
 		{"Graph/SameVersionIsDuplicate", testApplyDuplicate},
