@@ -782,8 +782,16 @@ func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 	words := countFields(b.String())
 	var cites []citation
 	described := false
+	// Each distinct description is written once, citing at most
+	// maxMentionCites of the fragments that state it: a hub's fragments
+	// mostly repeat one extractor description ("Kafka (message broker)"),
+	// and written once per document they filled the item with copies.
+	stated := map[string]int{} // description -> fragments cited for it
 	for _, f := range ve.sources {
 		if f.Description == "" {
+			continue
+		}
+		if n, seen := stated[f.Description]; seen && n >= maxMentionCites {
 			continue
 		}
 		ok, err := v.adm.Direct(f.DocID)
@@ -794,13 +802,16 @@ func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 			continue
 		}
 		described = true
-		n := countFields(f.Description)
-		if tokensOfWords(words+n) > limit {
-			break
+		if _, seen := stated[f.Description]; !seen {
+			n := countFields(f.Description)
+			if tokensOfWords(words+n) > limit {
+				break
+			}
+			words += n
+			b.WriteString(" ")
+			b.WriteString(f.Description)
 		}
-		words += n
-		b.WriteString(" ")
-		b.WriteString(f.Description)
+		stated[f.Description]++
 		cites = appendFragmentCitations(cites, f)
 	}
 	text := b.String()
