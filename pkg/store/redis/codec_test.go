@@ -1,25 +1,17 @@
 package redis_test
 
 import (
-	"crypto/rand"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kgstream/kgstream/pkg/store/redis"
 	"github.com/kgstream/kgstream/pkg/store/storetest"
 )
 
 // TestValuesAreStoredCompressed: see storetest.ValueEncoding.
 func TestValuesAreStoredCompressed(t *testing.T) {
 	ctx := t.Context()
-	c := newClient(t)
-	prefix := "kgtest-" + rand.Text()[:12]
-	s := redis.New(c, prefix)
-	t.Cleanup(func() {
-		_ = s.Close()
-		deleteKeys(t, prefix)
-	})
+	s, c, prefix := freshStore(t)
 	base := prefix + ":{acme}:g:"
 	get := func(kind string) func(string) []byte {
 		return func(id string) []byte {

@@ -1,7 +1,6 @@
 package redis_test
 
 import (
-	"crypto/rand"
 	"fmt"
 	"testing"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
-	"github.com/kgstream/kgstream/pkg/store/redis"
 )
 
 // TestCountsOfAnOlderRegistry: a registry written before the counts were
@@ -18,13 +16,7 @@ import (
 // and writes after that keep the counts.
 func TestCountsOfAnOlderRegistry(t *testing.T) {
 	ctx := t.Context()
-	c := newClient(t)
-	prefix := "kgtest-" + rand.Text()[:12]
-	s := redis.New(c, prefix)
-	t.Cleanup(func() {
-		_ = s.Close()
-		deleteKeys(t, prefix)
-	})
+	s, c, prefix := freshStore(t)
 	for i := range 5 {
 		_, err := s.Announce(ctx, "acme", store.Announcement{DocID: fmt.Sprintf("d%d", i), ACL: provenance.PublicACL()})
 		require.NoError(t, err)

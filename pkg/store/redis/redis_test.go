@@ -70,14 +70,22 @@ func deleteKeys(t testing.TB, prefix string) {
 	}
 }
 
+// freshStore is a store under a fresh prefix of the test server, with its
+// client and prefix; its keys are deleted when the test ends.
+func freshStore(t testing.TB) (*redis.Store, *goredis.Client, string) {
+	c := newClient(t)
+	prefix := "kgtest-" + rand.Text()[:12]
+	s := redis.New(c, prefix)
+	t.Cleanup(func() {
+		_ = s.Close()
+		deleteKeys(t, prefix)
+	})
+	return s, c, prefix
+}
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Stores {
-		prefix := "kgtest-" + rand.Text()[:12]
-		s := redis.New(newClient(t), prefix)
-		t.Cleanup(func() {
-			_ = s.Close()
-			deleteKeys(t, prefix)
-		})
+		s, _, _ := freshStore(t)
 		return s
 	})
 }
