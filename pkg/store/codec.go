@@ -114,7 +114,7 @@ const maxPooled = 4 << 20
 
 // DecodeValue unmarshals a stored value, compressed or plain JSON, into v.
 func DecodeValue(data []byte, v any) error {
-	if len(data) == 0 || (data[0] != tagS2 && data[0] != tagZstd) {
+	if CompressionOf(data) == NoCompression {
 		return json.Unmarshal(data, v)
 	}
 	bp := bufPool.Get().(*[]byte)
@@ -143,7 +143,7 @@ func CompressionOf(data []byte) Compression {
 // DecompressValue returns a stored value's JSON, decompressed if it was
 // compressed (a plain value is returned as is).
 func DecompressValue(data []byte) ([]byte, error) {
-	if len(data) == 0 || (data[0] != tagS2 && data[0] != tagZstd) {
+	if CompressionOf(data) == NoCompression {
 		return data, nil
 	}
 	return decompress(data, nil)

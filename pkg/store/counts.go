@@ -38,15 +38,20 @@ func CountChange(cur *provenance.SourceState, next provenance.SourceState) (live
 	return live, deleted
 }
 
+// Add counts one registry state.
+func (c *SourceCounts) Add(st provenance.SourceState) {
+	if st.Deleted {
+		c.Deleted++
+	} else {
+		c.Live++
+	}
+}
+
 // CountStates counts a list of registry states as a SourceCounter does.
 func CountStates(states []provenance.SourceState) SourceCounts {
 	var c SourceCounts
 	for _, st := range states {
-		if st.Deleted {
-			c.Deleted++
-		} else {
-			c.Live++
-		}
+		c.Add(st)
 	}
 	return c
 }

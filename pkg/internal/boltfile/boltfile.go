@@ -10,6 +10,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// TxBytes is how many key and value bytes one transaction of a copy
+// writes before it commits and the next begins: it bounds the memory a
+// copy of a large file needs.
+const TxBytes = 64 << 20
+
 // Rewrite copies the bbolt file at path, which no process may have open,
 // into a new file with copy and puts the copy in its place. It returns the
 // sizes of the file before and after. With onlySmaller a copy no smaller

@@ -20,11 +20,6 @@ type CompactStats struct {
 	Values, Recoded int
 }
 
-// compactTxBytes is how many key and value bytes one transaction of the
-// copy writes before it commits and the next begins: it bounds the memory
-// a copy of a large file needs.
-const compactTxBytes = 64 << 20
-
 // Compact rewrites the store file at path, which no process may have open:
 // every bucket is copied into a new file with its pages filled (bbolt fills
 // pages half when keys arrive out of order, and never returns the pages
@@ -77,7 +72,7 @@ func copyRecoded(ctx context.Context, dst, src *bolt.DB, st *CompactStats) error
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if size >= compactTxBytes {
+			if size >= boltfile.TxBytes {
 				if err := tx.Commit(); err != nil {
 					return err
 				}

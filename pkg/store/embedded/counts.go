@@ -62,11 +62,7 @@ func buildRegistryCounts(tx *bolt.Tx) error {
 			if err := unmarshal(k, v, &st); err != nil {
 				return err
 			}
-			if st.Deleted {
-				c.Deleted++
-			} else {
-				c.Live++
-			}
+			c.Add(st)
 			return nil
 		})
 		if err != nil {

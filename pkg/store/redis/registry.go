@@ -2,10 +2,8 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -177,29 +175,20 @@ func (s *Store) CountSources(ctx context.Context, tenant string) (store.SourceCo
 		return store.SourceCounts{}, fmt.Errorf("counting sources: %w", err)
 	}
 	k := s.tenantKeys(tenant)
-	vals, err := s.client.HMGet(ctx, k.regCount(), "counted", "live", "deleted").Result()
-	if err != nil {
+	var h struct {
+		Counted bool `redis:"counted"`
+		Live    int  `redis:"live"`
+		Deleted int  `redis:"deleted"`
+	}
+	if err := s.client.HMGet(ctx, k.regCount(), "counted", "live", "deleted").Scan(&h); err != nil {
 		return store.SourceCounts{}, fmt.Errorf("counting the sources of %q: %w", tenant, err)
 	}
-	if vals[0] == "1" {
-		live, err1 := strconv.Atoi(fmt.Sprint(orZero(vals[1])))
-		deleted, err2 := strconv.Atoi(fmt.Sprint(orZero(vals[2])))
-		if err := errors.Join(err1, err2); err != nil {
-			return store.SourceCounts{}, fmt.Errorf("counting the sources of %q: %w", tenant, err)
-		}
-		return store.SourceCounts{Live: live, Deleted: deleted}, nil
+	if h.Counted {
+		return store.SourceCounts{Live: h.Live, Deleted: h.Deleted}, nil
 	}
 	n, err := countScript.Run(ctx, s.client, []string{k.regDocs(), k.regCount()}, k.reg("")).Int64Slice()
 	if err != nil || len(n) != 2 {
 		return store.SourceCounts{}, fmt.Errorf("counting the sources of %q: %v", tenant, err)
 	}
 	return store.SourceCounts{Live: int(n[0]), Deleted: int(n[1])}, nil
-}
-
-// orZero is a hash field's reply, "0" when the field is absent.
-func orZero(v any) any {
-	if v == nil {
-		return "0"
-	}
-	return v
 }

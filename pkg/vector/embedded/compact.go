@@ -8,9 +8,6 @@ import (
 	"github.com/kgstream/kgstream/pkg/internal/boltfile"
 )
 
-// compactTxBytes bounds the bytes one transaction of a copy writes.
-const compactTxBytes = 64 << 20
-
 // Compact rewrites the index file at path, which no process may have open,
 // with its pages filled and without the pages deletions freed (bbolt never
 // returns them). It returns the file's sizes before and after; a copy no
@@ -18,7 +15,7 @@ const compactTxBytes = 64 << 20
 // it was.
 func Compact(path string) (before, after int64, err error) {
 	before, after, err = boltfile.Rewrite(path, true, func(dst, src *bolt.DB) error {
-		return bolt.Compact(dst, src, compactTxBytes)
+		return bolt.Compact(dst, src, boltfile.TxBytes)
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("compacting vector index %q: %w", path, err)
