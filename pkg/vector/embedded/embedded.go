@@ -33,8 +33,10 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -84,8 +86,68 @@ var _ vector.Index = (*Index)(nil)
 
 type tenantIndex struct {
 	kinds map[vector.Kind]*kindIndex
-	// byDoc maps a document id to the keys of the items built from it.
-	byDoc map[string]map[key]struct{}
+	// byDoc maps a document id to the items built from it.
+	byDoc map[string]*docItems
+	// acls are the distinct ACLs the items' sources hold, by aclKey.
+	acls map[string]*sharedACL
+}
+
+// docItems are the keys of the items built from one document. Its id is
+// the one copy of the document id that those items' sources share: an
+// entity's item has a source per document mentioning it, and decoded each
+// id would be an object of its own for every collection to mark.
+type docItems struct {
+	id   string
+	keys map[key]struct{}
+}
+
+// sharedACL is one ACL value the sources of n items hold, its lists
+// shared by all of them: a tenant's documents have few distinct ACLs, and
+// every source of every item holds one. Items never modify their sources'
+// ACLs, and what leaves the index is copied (cloneItem).
+type sharedACL struct {
+	acl provenance.ACL
+	n   int
+}
+
+// aclKey identifies an ACL value as stored (normalised: sorted lists, no
+// writers).
+func aclKey(a provenance.ACL) string {
+	var b strings.Builder
+	if a.Public {
+		b.WriteByte('p')
+	}
+	for _, g := range a.Groups {
+		b.WriteString("\x00g")
+		b.WriteString(g)
+	}
+	for _, p := range a.Principals {
+		b.WriteString("\x00u")
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// shareACL returns the shared copy of a, counting one more holder.
+func (t *tenantIndex) shareACL(a provenance.ACL) provenance.ACL {
+	k := aclKey(a)
+	sa := t.acls[k]
+	if sa == nil {
+		sa = &sharedACL{acl: a}
+		t.acls[k] = sa
+	}
+	sa.n++
+	return sa.acl
+}
+
+// releaseACL counts one holder of a less, dropping it with the last.
+func (t *tenantIndex) releaseACL(a provenance.ACL) {
+	k := aclKey(a)
+	if sa := t.acls[k]; sa != nil {
+		if sa.n--; sa.n <= 0 {
+			delete(t.acls, k)
+		}
+	}
 }
 
 type key struct {
@@ -623,7 +685,7 @@ func (ki *kindIndex) scan(q []float32, lo, hi, k int, admits func(*entry) bool) 
 // --- memory ----------------------------------------------------------------
 
 func newTenantIndex() *tenantIndex {
-	return &tenantIndex{kinds: map[vector.Kind]*kindIndex{}, byDoc: map[string]map[key]struct{}{}}
+	return &tenantIndex{kinds: map[vector.Kind]*kindIndex{}, byDoc: map[string]*docItems{}, acls: map[string]*sharedACL{}}
 }
 
 // tenant returns the tenant's index, creating it when create is set.
@@ -638,8 +700,12 @@ func (ix *Index) tenant(name string, create bool) *tenantIndex {
 
 // docKeys returns the keys of the items built from docID, sorted.
 func (t *tenantIndex) docKeys(docID string) []key {
-	keys := make([]key, 0, len(t.byDoc[docID]))
-	for k := range t.byDoc[docID] {
+	d := t.byDoc[docID]
+	if d == nil {
+		return []key{}
+	}
+	keys := make([]key, 0, len(d.keys))
+	for k := range d.keys {
 		keys = append(keys, k)
 	}
 	sortKeys(keys)
@@ -684,14 +750,23 @@ func (t *tenantIndex) put(it vector.Item) error {
 	t.remove(k)
 	e := &entry{item: it, public: true}
 	e.item.Vector = nil
-	for _, s := range it.Sources {
+	// The sources are the index's own from here: their document ids, text
+	// unit ids and ACLs are the shared copies (see docItems, sharedACL).
+	e.item.Sources = slices.Clone(it.Sources)
+	for i := range e.item.Sources {
+		s := &e.item.Sources[i]
 		e.public = e.public && s.ACL.Public
-		docs := t.byDoc[s.DocID]
-		if docs == nil {
-			docs = map[key]struct{}{}
-			t.byDoc[s.DocID] = docs
+		d := t.byDoc[s.DocID]
+		if d == nil {
+			d = &docItems{id: s.DocID, keys: map[key]struct{}{}}
+			t.byDoc[s.DocID] = d
 		}
-		docs[k] = struct{}{}
+		d.keys[k] = struct{}{}
+		s.DocID = d.id
+		if s.TextUnit != "" {
+			s.TextUnit = unique.Make(s.TextUnit).Value()
+		}
+		s.ACL = t.shareACL(s.ACL)
 	}
 	i := len(ki.entries)
 	ki.pos[it.ID] = i
@@ -715,10 +790,13 @@ func (t *tenantIndex) remove(k key) {
 		return
 	}
 	for _, s := range ki.entries[i].item.Sources {
-		delete(t.byDoc[s.DocID], k)
-		if len(t.byDoc[s.DocID]) == 0 {
-			delete(t.byDoc, s.DocID)
+		if d := t.byDoc[s.DocID]; d != nil {
+			delete(d.keys, k)
+			if len(d.keys) == 0 {
+				delete(t.byDoc, s.DocID)
+			}
 		}
+		t.releaseACL(s.ACL)
 	}
 	last := len(ki.entries) - 1
 	if i != last {
