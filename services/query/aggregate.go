@@ -261,7 +261,7 @@ func (v *view) countGroups(typ string, hop Hop) ([]groupJSON, error) {
 	}
 	byTarget := make(map[string]*group)
 	for _, l := range links {
-		m, t := v.entityCache[l.member], v.entityCache[l.target]
+		m, t := v.known(l.member), v.known(l.target)
 		if !m.ok || m.out.Type != typ || !t.ok {
 			continue
 		}

@@ -428,12 +428,12 @@ func (g *graphSet) aggregate(k aggKey) (*keptAggregate, bool) {
 // A nil *admissions keeps nothing.
 type admissions struct {
 	mu sync.RWMutex
-	m  map[string]visibleEntity
+	m  map[string]*visibleEntity
 }
 
-func (a *admissions) get(id string) (visibleEntity, bool) {
+func (a *admissions) get(id string) (*visibleEntity, bool) {
 	if a == nil {
-		return visibleEntity{}, false
+		return nil, false
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -441,7 +441,7 @@ func (a *admissions) get(id string) (visibleEntity, bool) {
 	return ve, ok
 }
 
-func (a *admissions) put(id string, ve visibleEntity) {
+func (a *admissions) put(id string, ve *visibleEntity) {
 	if a == nil {
 		return
 	}
@@ -457,7 +457,7 @@ func (g *graphSet) admissionsFor(k aggKey) *admissions {
 	if a, ok := g.admissions[k]; ok {
 		return a
 	}
-	a := &admissions{m: map[string]visibleEntity{}}
+	a := &admissions{m: map[string]*visibleEntity{}}
 	g.admissions = keepKeyed(g.admissions, k, a)
 	return a
 }

@@ -187,6 +187,20 @@ type visibleEdge struct {
 // visibleEdges returns up to max visible edges of id in dir whose other
 // end is visible, in stored order, and whether there were more.
 func (s *Service) visibleEdges(v *view, id string, dir store.Direction, max int) ([]visibleEdge, bool, error) {
+	return s.visibleEdgesInto(v, id, dir, max, &edgeScratch{})
+}
+
+// edgeScratch is visibleEdgesInto's working memory, reused by a caller
+// that asks for the edges of many entities in turn.
+type edgeScratch struct {
+	out    []visibleEdge
+	chunk  []int
+	others []string
+}
+
+// visibleEdgesInto is visibleEdges in sc's memory: the result is sc's,
+// valid until sc is used again.
+func (s *Service) visibleEdgesInto(v *view, id string, dir store.Direction, max int, sc *edgeScratch) ([]visibleEdge, bool, error) {
 	es, err := v.edges(id, dir)
 	if err != nil {
 		return nil, false, err
@@ -194,9 +208,13 @@ func (s *Service) visibleEdges(v *view, id string, dir store.Direction, max int)
 	// The edges are taken a chunk at a time (their supports admitted, their
 	// neighbours loaded), only as many as the first max+1 visible ones
 	// need: a hub's thousands of edges are not admitted to show a few.
-	out := make([]visibleEdge, 0, min(len(es), max))
-	chunk := make([]int, 0, min(len(es), 2*(max+1))) // indices into es
-	others := make([]string, 0, cap(chunk))
+	out := slices.Grow(sc.out[:0], min(len(es), max))
+	chunk := slices.Grow(sc.chunk[:0], min(len(es), 2*(max+1))) // indices into es
+	others := slices.Grow(sc.others[:0], cap(chunk))
+	defer func() {
+		clear(others[:cap(others)]) // no ids kept alive by the scratch
+		sc.out, sc.chunk, sc.others = out, chunk, others[:0]
+	}()
 	for i := 0; i < len(es); {
 		chunk, others = chunk[:0], others[:0]
 		for want := 2 * (max + 1 - len(out)); i < len(es) && len(chunk) < want; i++ {
@@ -218,7 +236,7 @@ func (s *Service) visibleEdges(v *view, id string, dir store.Direction, max int)
 			return nil, false, err
 		}
 		for k, j := range chunk {
-			n := v.entityCache[others[k]]
+			n := v.known(others[k])
 			if !n.ok {
 				continue
 			}

@@ -77,7 +77,7 @@ func (v *view) scanGroups(typ string, hop Hop) ([]groupJSON, error) {
 	byTarget := map[string]*groupJSON{}
 	seen := map[string]map[string]int{}
 	for _, l := range links {
-		t := v.entityCache[l.target]
+		t := v.known(l.target)
 		if !t.ok {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -395,9 +396,10 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 		entityItems = append(entityItems, it)
 	}
 
-	usedEdges := make(map[string]bool)
-	var neighbors []string
-	seenNeighbor := make(map[string]bool)
+	sc := localScratches.Get().(*localScratch)
+	defer sc.release()
+	usedEdges, seenNeighbor := sc.usedEdges, sc.seenNeighbor
+	neighbors := sc.neighbors[:0]
 	unitRefs := make(map[citation]bool) // the units the first seed facts cite
 	ranker := relationRanker{r: rank, names: &s.names, rels: map[string][]string{}}
 	// A relationship is ranked and measured from its edge and names
@@ -406,12 +408,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	// (relRef.item): a hub's hundreds of relationships are ranked and
 	// measured, and few fit the budget. The seeds' relationships (pending)
 	// are sorted by rank, the second ring's appended as they come.
-	type pendingRel struct {
-		ref    relRef
-		tokens int
-		rank   float64
-	}
-	var pending []pendingRel
+	pending := sc.pending[:0]
 	var relRefs []relRef
 	relWords := relationWords{}
 	// relTokens counts the relationship section's tokens: the second ring
@@ -424,7 +421,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 				if ring2 && relTokens > budget {
 					return nil
 				}
-				es, _, err := s.visibleEdges(v, id, dir, s.cfg.MaxEntityEdges)
+				es, _, err := s.visibleEdgesInto(v, id, dir, s.cfg.MaxEntityEdges, &sc.edges)
 				if err != nil {
 					return err
 				}
@@ -435,7 +432,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 						continue
 					}
 					usedEdges[eid] = true
-					src, tgt := v.entityCache[e.Source].out, v.entityCache[e.Target].out
+					src, tgt := v.known(e.Source).out, v.known(e.Target).out
 					ref := relRef{e: e, id: eid, src: src.Name, tgt: tgt.Name}
 					tokens := relWords.tokens(src.Name, e.Relation, tgt.Name)
 					relTokens += tokens
@@ -473,12 +470,15 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	// those the question's words touch first.
 	// (Each item's rank computed once, not at every comparison.)
 	slices.SortStableFunc(pending, func(a, b pendingRel) int { return cmp.Compare(a.rank, b.rank) })
-	relItems = make([]ContextItem, len(pending), len(pending)+len(pending)/4)
-	relRefs = make([]relRef, len(pending), cap(relItems))
+	relItems = slices.Grow(sc.relItems[:0], len(pending)+len(pending)/4)[:len(pending)]
+	relRefs = slices.Grow(sc.relRefs[:0], cap(relItems))[:len(pending)]
 	for i, p := range pending {
 		relItems[i], relRefs[i] = ContextItem{Kind: KindRelationship, Tokens: p.tokens}, p.ref
 	}
+	sc.pending = pending
 	pending = nil
+	// The scratch keeps what ring 2 grows them to.
+	defer func() { sc.relItems, sc.relRefs, sc.neighbors = relItems, relRefs, neighbors }()
 	// Text units: the ranked passages, then the units the seeds'
 	// relationships cite, by their relevance to the question.
 	have := make(map[string]bool, len(top))
@@ -543,7 +543,7 @@ collectUnits:
 		if sectionTokens > budget {
 			break
 		}
-		it, err := entityItem(v, v.entityCache[n], s.entityItemLimit(budget))
+		it, err := entityItem(v, v.known(n), s.entityItemLimit(budget))
 		if err != nil {
 			return QueryResponse{}, err
 		}
@@ -613,6 +613,56 @@ collectUnits:
 	}
 	resp.Timings["answer_ms"] = ms(time.Since(answerBegan))
 	return resp, nil
+}
+
+// pendingRel is a relationship local search has ranked and measured but
+// not yet written (see relRef).
+type pendingRel struct {
+	ref    relRef
+	tokens int
+	rank   float64
+}
+
+// localScratch is the working memory a local request gathers and ranks
+// relationships in, reused by later requests (localScratches): a hub
+// seed's relationships are ranked by the thousand, and these slices and
+// sets, made afresh, were most of a request's garbage. Nothing a response
+// holds points into it: the context taken is copied out (gatherTaken).
+type localScratch struct {
+	pending      []pendingRel
+	relItems     []ContextItem
+	relRefs      []relRef
+	neighbors    []string
+	usedEdges    map[string]bool
+	seenNeighbor map[string]bool
+	edges        edgeScratch
+}
+
+var localScratches = sync.Pool{New: func() any {
+	return &localScratch{usedEdges: map[string]bool{}, seenNeighbor: map[string]bool{}}
+}}
+
+// maxScratchItems bounds what a scratch keeps for the next request: one
+// that grew past it (a request far larger than usual) is left to the
+// collector rather than kept at that size.
+const maxScratchItems = 1 << 14
+
+// release empties sc (so it keeps nothing alive) and returns it to the
+// pool, unless it grew past maxScratchItems.
+func (sc *localScratch) release() {
+	if cap(sc.relItems) > maxScratchItems || len(sc.usedEdges) > maxScratchItems || cap(sc.edges.out) > maxScratchItems {
+		return
+	}
+	clear(sc.pending[:cap(sc.pending)])
+	clear(sc.relItems[:cap(sc.relItems)])
+	clear(sc.relRefs[:cap(sc.relRefs)])
+	clear(sc.neighbors[:cap(sc.neighbors)])
+	clear(sc.edges.out[:cap(sc.edges.out)])
+	clear(sc.usedEdges)
+	clear(sc.seenNeighbor)
+	sc.pending, sc.relItems, sc.relRefs, sc.neighbors = sc.pending[:0], sc.relItems[:0], sc.relRefs[:0], sc.neighbors[:0]
+	sc.edges.out = sc.edges.out[:0]
+	localScratches.Put(sc)
 }
 
 // maxRankedUnits is how many ranked passages local search considers;

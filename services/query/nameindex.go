@@ -193,7 +193,7 @@ func (v *view) loadEntities(ids []string) error {
 		if e, ok := ix.byID[id]; ok {
 			es = append(es, e)
 		} else {
-			v.entityCache[id] = visibleEntity{}
+			v.entityCache[id] = noEntity
 		}
 	}
 	_, err = v.admitAll(es)

@@ -269,7 +269,7 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 		}
 		next := make([]partial, 0, len(steps))
 		for _, st := range steps {
-			if !v.entityCache[st.other].ok {
+			if !v.known(st.other).ok {
 				continue
 			}
 			p := frontier[st.from]
@@ -286,7 +286,7 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 	for i, p := range frontier {
 		rows[i] = make([]entityJSON, len(p.nodes))
 		for j, id := range p.nodes {
-			rows[i][j] = v.entityCache[id].out
+			rows[i][j] = v.known(id).out
 		}
 	}
 	// Rows are ordered by their node names, so a response does not depend on

@@ -224,14 +224,14 @@ func (s *Service) source(v *view, _ http.ResponseWriter, r *http.Request) (any, 
 		return nil, err
 	}
 	for _, eid := range rec.Entities {
-		if ve := v.entityCache[eid]; ve.ok {
+		if ve := v.known(eid); ve.ok {
 			ix.Entities = append(ix.Entities, ve.out)
 		}
 	}
 	cite := []citation{{DocID: id, Version: rec.Version}}
 	for _, eid := range rec.Edges {
 		parts := strings.SplitN(eid, "|", 3)
-		if len(parts) != 3 || !v.entityCache[parts[0]].ok || !v.entityCache[parts[2]].ok {
+		if len(parts) != 3 || !v.known(parts[0]).ok || !v.known(parts[2]).ok {
 			continue
 		}
 		ix.Edges = append(ix.Edges, edgeJSON{Source: parts[0], Relation: parts[1], Target: parts[2], Citations: cite})

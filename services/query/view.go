@@ -57,7 +57,12 @@ type view struct {
 	tenant string
 	adm    *provenance.Admitter
 
-	entityCache map[string]visibleEntity // by id; absent or invisible kept as ok=false
+	// entityCache holds, by id, the entities this request has read and
+	// admitted (absent or invisible ones as noEntity). Its values are
+	// shared with the caller's kept admissions and never modified: a hub's
+	// neighbours fill it by the thousand on every request, and pointers
+	// keep that map small.
+	entityCache map[string]*visibleEntity
 	edgeCache   map[edgeKey][]store.Edge
 	all         []store.Entity
 	allLoaded   bool
@@ -110,7 +115,7 @@ func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
 		ctx:         ctx,
 		s:           s,
 		tenant:      tenant,
-		entityCache: make(map[string]visibleEntity),
+		entityCache: make(map[string]*visibleEntity),
 		edgeCache:   make(map[edgeKey][]store.Edge),
 	}
 	v.adm = provenance.NewAdmitter(caller, v.lookupSources)
@@ -203,12 +208,24 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 // absent or not visible: the two are indistinguishable on purpose).
 func (v *view) entity(id string) (visibleEntity, error) {
 	if ve, hit := v.entityCache[id]; hit {
-		return ve, nil
+		return *ve, nil
 	}
 	if err := v.entities([]string{id}); err != nil {
 		return visibleEntity{}, err
 	}
-	return v.entityCache[id], nil
+	return v.known(id), nil
+}
+
+// noEntity is what entityCache holds for an absent or invisible entity.
+var noEntity = &visibleEntity{}
+
+// known returns the entity the request has read and admitted as id, the
+// zero value (ok false) when it is absent, invisible or not read.
+func (v *view) known(id string) visibleEntity {
+	if ve := v.entityCache[id]; ve != nil {
+		return *ve
+	}
+	return visibleEntity{}
 }
 
 // entities loads and admits ids in one store call, filling the cache.
@@ -218,7 +235,7 @@ func (v *view) entities(ids []string) error {
 	if n := len(v.entityCache); len(ids) > 256 && len(ids) > n {
 		// Many at once (a hub's neighbours): the cache grows once, not by
 		// doubling through every size on the way.
-		grown := make(map[string]visibleEntity, n+len(ids))
+		grown := make(map[string]*visibleEntity, n+len(ids))
 		maps.Copy(grown, v.entityCache)
 		v.entityCache = grown
 	}
@@ -275,16 +292,16 @@ func (v *view) entities(ids []string) error {
 		}
 		se := got[id]
 		if !se.found {
-			v.entityCache[id] = visibleEntity{}
-			kept.put(id, visibleEntity{})
+			v.entityCache[id] = noEntity
+			kept.put(id, noEntity)
 			continue
 		}
 		ve, err := v.admit(se.e)
 		if err != nil {
 			return err
 		}
-		v.entityCache[id] = ve
-		kept.put(id, ve)
+		v.entityCache[id] = &ve
+		kept.put(id, &ve)
 	}
 	return nil
 }
@@ -313,16 +330,17 @@ func (v *view) admitAll(es []store.Entity) ([]visibleEntity, error) {
 		ve, hit := v.entityCache[e.ID]
 		if !hit {
 			if ve, hit = kept.get(e.ID); !hit {
-				var err error
-				if ve, err = v.admit(e); err != nil {
+				admitted, err := v.admit(e)
+				if err != nil {
 					return nil, err
 				}
+				ve = &admitted
 				kept.put(e.ID, ve)
 			}
 			v.entityCache[e.ID] = ve
 		}
 		if ve.ok {
-			out = append(out, ve)
+			out = append(out, *ve)
 		}
 	}
 	return out, nil
