@@ -60,6 +60,9 @@ type ContextItem struct {
 	// Score is a text unit's relevance to the question: its ranking score
 	// (word share, named document, closeness by vector search).
 	Score float32 `json:"score,omitempty"`
+	// Supports is, for a relationship stated by more readable documents
+	// than it cites (maxRelationCites), how many there are.
+	Supports int `json:"supports,omitempty"`
 }
 
 // QueryResponse is the answer of POST /v1/query.
@@ -481,10 +484,11 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	defer func() { sc.relItems, sc.relRefs, sc.neighbors = relItems, relRefs, neighbors }()
 	// Text units: the ranked passages, then the units the seeds'
 	// relationships cite, by their relevance to the question.
-	have := make(map[string]bool, len(top))
+	type unitKey struct{ doc, unit string }
+	have := make(map[unitKey]bool, len(top))
 	unitItems = appendUnitItems(make([]ContextItem, 0, len(top)+maxRelationUnits), top)
 	for _, u := range top {
-		have[u.docID+"#"+u.unit] = true
+		have[unitKey{u.docID, u.unit}] = true
 	}
 	// The units the relationships cite, in the relationships' rank order,
 	// until maxRelationUnits distinct ones besides the ranked passages: a
@@ -493,27 +497,33 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 	// budget.
 collectUnits:
 	for i := range relItems {
-		// The citations are built here for the items read, and kept.
-		if relItems[i].Citations == nil {
-			if relItems[i].Citations, err = v.citations(*relRefs[i].e); err != nil {
-				return QueryResponse{}, err
-			}
-		}
-		for _, c := range relItems[i].Citations {
-			if c.TextUnit == "" || have[c.DocID+"#"+c.TextUnit] {
+		// Every readable support's units, read off the edge: the item's
+		// own citations are written only if the context takes it.
+		for _, f := range relRefs[i].e.Supports {
+			if len(f.TextUnits) == 0 {
 				continue
 			}
-			if _, ok := unitRefs[c]; !ok && len(unitRefs) >= maxRelationUnits {
-				break collectUnits
+			ok, err := v.adm.Direct(f.DocID)
+			if err != nil {
+				return QueryResponse{}, err
 			}
-			unitRefs[c] = true
+			if !ok {
+				continue
+			}
+			for _, tu := range f.TextUnits {
+				if have[unitKey{f.DocID, tu}] {
+					continue
+				}
+				c := citation{DocID: f.DocID, Version: f.Version, TextUnit: tu}
+				if _, ok := unitRefs[c]; !ok && len(unitRefs) >= maxRelationUnits {
+					break collectUnits
+				}
+				unitRefs[c] = true
+			}
 		}
 	}
 	extra := make([]rankedUnit, 0, len(unitRefs))
 	for c := range unitRefs {
-		if have[c.DocID+"#"+c.TextUnit] {
-			continue
-		}
 		u, err := v.unitAt(c)
 		if err != nil {
 			return QueryResponse{}, err
@@ -782,15 +792,23 @@ type relRef struct {
 func (r relRef) item(v *view, it *ContextItem) error {
 	it.ID = r.id
 	it.Text = relationText(r.src, r.e.Relation, r.tgt)
-	if it.Citations == nil {
-		c, err := v.citations(*r.e)
-		if err != nil {
-			return err
-		}
-		it.Citations = c
+	c, docs, err := v.someCitations(*r.e, maxRelationCites)
+	if err != nil {
+		return err
+	}
+	it.Citations = c
+	if docs > maxRelationCites {
+		it.Supports = docs
 	}
 	return nil
 }
+
+// maxRelationCites bounds the documents a relationship item cites: a hub's
+// co-occurrences are supported by hundreds of documents, and listing them
+// all made the answer's fact lines and the response unreadable. The item
+// says how many there are (ContextItem.Supports); the relationship itself
+// (GET /v1/entities, /v1/paths) cites them all.
+const maxRelationCites = 8
 
 // edgeID is e's id: the stored one (no string built per edge) when it is
 // the id its ends and relation make, as the store writes it.
@@ -990,6 +1008,9 @@ func (s *Service) extractiveAnswer(question string, rank unitRanking, seeds []en
 		b.WriteString(it.Text)
 		b.WriteByte(' ')
 		writeCiteTag(&b, it.Citations)
+		if it.Supports > 0 {
+			fmt.Fprintf(&b, " (stated in %d documents you can read)", it.Supports)
+		}
 		b.WriteString(".\n")
 	}
 	if more > 0 {

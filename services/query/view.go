@@ -417,6 +417,27 @@ func (v *view) anyReadable(fs []store.Fragment) (bool, error) {
 	return false, nil
 }
 
+// someCitations is citations(e) of the first limit readable supports
+// only, with the number of readable supports.
+func (v *view) someCitations(e store.Edge, limit int) ([]citation, int, error) {
+	var out []citation
+	docs := 0
+	for _, f := range e.Supports {
+		ok, err := v.adm.Direct(f.DocID)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !ok {
+			continue
+		}
+		if docs < limit {
+			out = appendFragmentCitations(out, f)
+		}
+		docs++
+	}
+	return out, docs, nil
+}
+
 func appendFragmentCitations(out []citation, f store.Fragment) []citation {
 	if len(f.TextUnits) == 0 {
 		return append(out, citation{DocID: f.DocID, Version: f.Version})
