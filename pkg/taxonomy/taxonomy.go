@@ -48,8 +48,9 @@ type Taxonomy struct {
 	Modes   []Mode
 
 	negBefore, negAfter, negClause, negSentence, assertion *regexp.Regexp
-	effectBefore, effectAfter                              *regexp.Regexp
+	effectBefore, effectAfter, effectReason                *regexp.Regexp
 	remedy, remedyKeeps                                    *regexp.Regexp
+	undetermined                                           *regexp.Regexp
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
@@ -126,9 +127,13 @@ type file struct {
 		Sentence string `yaml:"sentence"`
 	} `yaml:"negation"`
 	Assertion string `yaml:"assertion"`
-	Effect    struct {
+	// Undetermined says the incident's cause is unknown ("the cause is
+	// still unknown"): see Taxonomy.Undetermined.
+	Undetermined string `yaml:"undetermined"`
+	Effect       struct {
 		Before      string `yaml:"before"`
 		After       string `yaml:"after"`
+		Reason      string `yaml:"reason"`
 		Remedy      string `yaml:"remedy"`
 		RemedyKeeps string `yaml:"remedy_keeps"`
 	} `yaml:"effect"`
@@ -189,10 +194,16 @@ func Parse(data []byte) (*Taxonomy, error) {
 	if t.assertion, err = compile("assertion", f.Assertion); err != nil {
 		return nil, err
 	}
+	if t.undetermined, err = compile("undetermined", f.Undetermined); err != nil {
+		return nil, err
+	}
 	if t.effectBefore, err = compile("effect.before", f.Effect.Before); err != nil {
 		return nil, err
 	}
 	if t.effectAfter, err = compile("effect.after", f.Effect.After); err != nil {
+		return nil, err
+	}
+	if t.effectReason, err = compile("effect.reason", f.Effect.Reason); err != nil {
 		return nil, err
 	}
 	if t.remedy, err = compile("effect.remedy", f.Effect.Remedy); err != nil {
@@ -300,6 +311,15 @@ func anyFound(found []bool, ids []int32) bool {
 		}
 	}
 	return false
+}
+
+// Undetermined reports whether text (a sentence, or a few around the
+// word "cause") says the incident's cause is unknown: "the cause is still
+// unknown", "it is unclear what caused the outage". A document saying so
+// names no cause, whatever symptoms it describes; every pattern of it
+// holds the word "cause", so a caller need only look near that word.
+func (t *Taxonomy) Undetermined(text string) bool {
+	return t.undetermined != nil && t.undetermined.MatchString(text)
 }
 
 // Generic returns the generic mode a mode belongs to: its parent, or the
@@ -446,7 +466,7 @@ func clauseBefore(sent string, start int) string {
 
 // effect reports whether sent presents the cue at start:end as an effect
 // (an effect.before phrase earlier in its clause, an effect.after phrase
-// right after it) or as a remedy (an effect.remedy phrase in its clause,
+// right after it, an effect.reason clause before its own) or as a remedy (an effect.remedy phrase in its clause,
 // or opening the sentence: "To mitigate, engineers updated the records"
 // tells the remedy in every clause), unless the cue itself matches
 // effect.remedy_keeps: rolling back a deploy names the deploy as the cause.
@@ -455,6 +475,11 @@ func (t *Taxonomy) effect(sent string, start, end int) bool {
 		return true
 	}
 	if t.effectAfter != nil && t.effectAfter.MatchString(sent[end:]) {
+		return true
+	}
+	// "Because the store lacked the data, the balancers were
+	// misconfigured": a clause after the reason the sentence gives.
+	if t.effectReason != nil && t.effectReason.MatchString(sent[:start]) {
 		return true
 	}
 	if t.remedy == nil || t.remedyKeeps != nil && t.remedyKeeps.MatchString(sent[start:end]) {
