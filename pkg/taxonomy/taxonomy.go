@@ -48,7 +48,7 @@ type Taxonomy struct {
 	Modes   []Mode
 
 	negBefore, negAfter, negClause, negSentence, assertion *regexp.Regexp
-	effectBefore, effectAfter, effectReason                *regexp.Regexp
+	effectBefore, effectAfter, effectReason, effectExposed *regexp.Regexp
 	remedy, remedyKeeps                                    *regexp.Regexp
 	undetermined                                           *regexp.Regexp
 
@@ -134,6 +134,7 @@ type file struct {
 		Before      string `yaml:"before"`
 		After       string `yaml:"after"`
 		Reason      string `yaml:"reason"`
+		Exposed     string `yaml:"exposed"`
 		Remedy      string `yaml:"remedy"`
 		RemedyKeeps string `yaml:"remedy_keeps"`
 	} `yaml:"effect"`
@@ -204,6 +205,9 @@ func Parse(data []byte) (*Taxonomy, error) {
 		return nil, err
 	}
 	if t.effectReason, err = compile("effect.reason", f.Effect.Reason); err != nil {
+		return nil, err
+	}
+	if t.effectExposed, err = compile("effect.exposed", f.Effect.Exposed); err != nil {
 		return nil, err
 	}
 	if t.remedy, err = compile("effect.remedy", f.Effect.Remedy); err != nil {
@@ -471,7 +475,12 @@ func clauseBefore(sent string, start int) string {
 // tells the remedy in every clause), unless the cue itself matches
 // effect.remedy_keeps: rolling back a deploy names the deploy as the cause.
 func (t *Taxonomy) effect(sent string, start, end int) bool {
-	if t.effectBefore != nil && t.effectBefore.MatchString(clauseBefore(sent, start)) {
+	// A latent defect that something triggered ("requests that triggered
+	// a bug which caused ...") is the cause the sentence names, not an
+	// effect: effect.exposed matches the clause up to the cue's end.
+	before := clauseBefore(sent, start)
+	exposed := t.effectExposed != nil && t.effectExposed.MatchString(before+sent[start:end])
+	if !exposed && t.effectBefore != nil && t.effectBefore.MatchString(before) {
 		return true
 	}
 	if t.effectAfter != nil && t.effectAfter.MatchString(sent[end:]) {

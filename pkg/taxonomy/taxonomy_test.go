@@ -586,3 +586,38 @@ func TestAccidentalActionIsOperatorError(t *testing.T) {
 		require.False(t, h.Explicit && h.Mode == "operator error", h.Cue)
 	}
 }
+
+// An accidental action named as a noun ("an accidental deletion of ...")
+// judges the cause as the verb does; a shortage that only added
+// complications weighs as an effect, however often it is named.
+func TestAccidentOutweighsTheComplication(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	text := "An accidental execution of a cleanup command removed every worker from the pool. " +
+		"The address starvation in the subnet resulted in further complications. " +
+		"Pods were starved of addresses for an hour."
+	require.Equal(t, []string{"operator error"}, selected(tx, text))
+	hits := tx.Find("The address starvation in the subnet resulted in further complications.", nil)
+	require.NotEmpty(t, hits)
+	require.True(t, hits[0].Effect)
+}
+
+// A latent defect that something triggered is the cause its sentence
+// names, not an effect of what triggered it.
+func TestTriggeredBugIsNoEffect(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	hits := tx.Find("Requests from a batch tenant that triggered a latent bug which caused a flood of internal operations.", nil)
+	var bug bool
+	for _, h := range hits {
+		if h.Mode == "software bug" {
+			bug = true
+			require.False(t, h.Effect, h.Cue)
+		}
+	}
+	require.True(t, bug)
+	// What a bug caused is still its effect.
+	for _, h := range tx.Find("The bug corrupted the index, which then caused a deadlock.", nil) {
+		if h.Cue == `\b(deadlock\w*|race condition\w*)\b` {
+			require.True(t, h.Effect)
+		}
+	}
+}
