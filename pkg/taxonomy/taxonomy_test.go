@@ -621,3 +621,13 @@ func TestTriggeredBugIsNoEffect(t *testing.T) {
 		}
 	}
 }
+
+// A step someone forgot judges the cause outright: a person's slip, which
+// outranks the symptom it led to; a forgotten setting is a configuration
+// change's.
+func TestForgottenStepIsOperatorError(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"operator error"}, selected(tx,
+		"The cache hosts had their disk filled up overnight. We forgot to re-enable replication after the switchover."))
+	require.NotContains(t, selected(tx, "The operator forgot to update the timeout setting on the proxy."), "operator error")
+}
