@@ -479,7 +479,7 @@ func (t *Taxonomy) effect(sent string, start, end int) bool {
 	// a bug which caused ...") is the cause the sentence names, not an
 	// effect: effect.exposed matches the clause up to the cue's end.
 	before := clauseBefore(sent, start)
-	exposed := t.effectExposed != nil && t.effectExposed.MatchString(before+sent[start:end])
+	exposed := t.effectExposed != nil && t.effectExposed.MatchString(sent[start-len(before):end])
 	if !exposed && t.effectBefore != nil && t.effectBefore.MatchString(before) {
 		return true
 	}

@@ -138,36 +138,38 @@ func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxo
 
 // undetermined reports whether text says, outside its follow-up sections,
 // that the incident's cause is unknown (taxonomy.Undetermined): only the
-// few sentences around each "cause" are matched, most texts having few.
+// few sentences around each "cause" are matched, most texts having few,
+// and the text is scanned once per spelling of the word.
 func (s *FailureStage) undetermined(text string, sections SectionMap) bool {
 	const before, after = 80, 120
-	for off := 0; ; {
-		i := indexCause(text[off:])
-		if i < 0 {
-			return false
+	for _, w := range [...]string{"cause", "Cause", "CAUSE"} {
+		for off := 0; ; {
+			i := strings.Index(text[off:], w)
+			if i < 0 {
+				break
+			}
+			i += off
+			off = i + len(w)
+			if i >= 2 && (text[i-2:i] == "be" || text[i-2:i] == "Be") || sections.Weight(i) == 0 {
+				continue // "because"
+			}
+			if win := text[max(0, i-before):min(len(text), i+after)]; mayBeUndetermined(win) && s.Taxonomy.Undetermined(win) {
+				return true
+			}
 		}
-		i += off
-		off = i + len("cause")
-		if sections.Weight(i) == 0 {
-			continue
-		}
-		lo, hi := max(0, i-before), min(len(text), i+after)
-		if s.Taxonomy.Undetermined(text[lo:hi]) {
+	}
+	return false
+}
+
+// mayBeUndetermined is a cheap test that text may say a cause is unknown:
+// every such statement holds one of these words.
+func mayBeUndetermined(text string) bool {
+	for _, w := range [...]string{"unknown", "unclear", "undetermined", "unable", "mystery", "not", "n't", "no ", "No "} {
+		if strings.Contains(text, w) {
 			return true
 		}
 	}
-}
-
-// indexCause is the offset of the first "cause" in text, in any of its
-// usual cases, or -1.
-func indexCause(text string) int {
-	best := -1
-	for _, w := range [...]string{"cause", "Cause", "CAUSE"} {
-		if i := strings.Index(text, w); i >= 0 && (best < 0 || i < best) {
-			best = i
-		}
-	}
-	return best
+	return false
 }
 
 // titleWords splits a document title into words: a leading date or
