@@ -496,7 +496,7 @@ func (t *Taxonomy) effect(sent string, start, end int) bool {
 	}
 	// A sentence that opens with the remedy ("To mitigate, engineers
 	// updated the DNS records") tells the remedy in all its clauses.
-	if t.remedy.MatchString(clauseBefore(sent, start) + sent[start:end] + clauseAfter(sent, end)) {
+	if t.remedy.MatchString(sent[start-len(before):end] + clauseAfter(sent, end)) {
 		return true
 	}
 	lead := leadingLabel.ReplaceAllString(sent, "")
