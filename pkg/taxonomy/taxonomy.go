@@ -48,8 +48,9 @@ type Taxonomy struct {
 	Modes   []Mode
 
 	negBefore, negAfter, negClause, negSentence, assertion *regexp.Regexp
-	effectBefore, effectAfter                              *regexp.Regexp
+	effectBefore, effectAfter, effectReason, effectExposed *regexp.Regexp
 	remedy, remedyKeeps                                    *regexp.Regexp
+	undetermined                                           *regexp.Regexp
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
@@ -126,9 +127,14 @@ type file struct {
 		Sentence string `yaml:"sentence"`
 	} `yaml:"negation"`
 	Assertion string `yaml:"assertion"`
-	Effect    struct {
+	// Undetermined says the incident's cause is unknown ("the cause is
+	// still unknown"): see Taxonomy.Undetermined.
+	Undetermined string `yaml:"undetermined"`
+	Effect       struct {
 		Before      string `yaml:"before"`
 		After       string `yaml:"after"`
+		Reason      string `yaml:"reason"`
+		Exposed     string `yaml:"exposed"`
 		Remedy      string `yaml:"remedy"`
 		RemedyKeeps string `yaml:"remedy_keeps"`
 	} `yaml:"effect"`
@@ -189,10 +195,19 @@ func Parse(data []byte) (*Taxonomy, error) {
 	if t.assertion, err = compile("assertion", f.Assertion); err != nil {
 		return nil, err
 	}
+	if t.undetermined, err = compile("undetermined", f.Undetermined); err != nil {
+		return nil, err
+	}
 	if t.effectBefore, err = compile("effect.before", f.Effect.Before); err != nil {
 		return nil, err
 	}
 	if t.effectAfter, err = compile("effect.after", f.Effect.After); err != nil {
+		return nil, err
+	}
+	if t.effectReason, err = compile("effect.reason", f.Effect.Reason); err != nil {
+		return nil, err
+	}
+	if t.effectExposed, err = compile("effect.exposed", f.Effect.Exposed); err != nil {
 		return nil, err
 	}
 	if t.remedy, err = compile("effect.remedy", f.Effect.Remedy); err != nil {
@@ -300,6 +315,15 @@ func anyFound(found []bool, ids []int32) bool {
 		}
 	}
 	return false
+}
+
+// Undetermined reports whether text (a sentence, or a few around the
+// word "cause") says the incident's cause is unknown: "the cause is still
+// unknown", "it is unclear what caused the outage". A document saying so
+// names no cause, whatever symptoms it describes; every pattern of it
+// holds the word "cause", so a caller need only look near that word.
+func (t *Taxonomy) Undetermined(text string) bool {
+	return t.undetermined != nil && t.undetermined.MatchString(text)
 }
 
 // Generic returns the generic mode a mode belongs to: its parent, or the
@@ -446,15 +470,25 @@ func clauseBefore(sent string, start int) string {
 
 // effect reports whether sent presents the cue at start:end as an effect
 // (an effect.before phrase earlier in its clause, an effect.after phrase
-// right after it) or as a remedy (an effect.remedy phrase in its clause,
+// right after it, an effect.reason clause before its own) or as a remedy (an effect.remedy phrase in its clause,
 // or opening the sentence: "To mitigate, engineers updated the records"
 // tells the remedy in every clause), unless the cue itself matches
 // effect.remedy_keeps: rolling back a deploy names the deploy as the cause.
 func (t *Taxonomy) effect(sent string, start, end int) bool {
-	if t.effectBefore != nil && t.effectBefore.MatchString(clauseBefore(sent, start)) {
+	// A latent defect that something triggered ("requests that triggered
+	// a bug which caused ...") is the cause the sentence names, not an
+	// effect: effect.exposed matches the clause up to the cue's end.
+	before := clauseBefore(sent, start)
+	exposed := t.effectExposed != nil && t.effectExposed.MatchString(sent[start-len(before):end])
+	if !exposed && t.effectBefore != nil && t.effectBefore.MatchString(before) {
 		return true
 	}
 	if t.effectAfter != nil && t.effectAfter.MatchString(sent[end:]) {
+		return true
+	}
+	// "Because the store lacked the data, the balancers were
+	// misconfigured": a clause after the reason the sentence gives.
+	if t.effectReason != nil && t.effectReason.MatchString(sent[:start]) {
 		return true
 	}
 	if t.remedy == nil || t.remedyKeeps != nil && t.remedyKeeps.MatchString(sent[start:end]) {
@@ -462,7 +496,7 @@ func (t *Taxonomy) effect(sent string, start, end int) bool {
 	}
 	// A sentence that opens with the remedy ("To mitigate, engineers
 	// updated the DNS records") tells the remedy in all its clauses.
-	if t.remedy.MatchString(clauseBefore(sent, start) + sent[start:end] + clauseAfter(sent, end)) {
+	if t.remedy.MatchString(sent[start-len(before):end] + clauseAfter(sent, end)) {
 		return true
 	}
 	lead := leadingLabel.ReplaceAllString(sent, "")

@@ -483,3 +483,151 @@ func TestFailedToUpdateIsNoBadUpgrade(t *testing.T) {
 	require.Equal(t, []string{"bad upgrade"}, selected(tx, "A failed upgrade of the broker left the cluster down."))
 	require.Equal(t, []string{"security"}, selected(tx, "A malicious crawler hammered the search API."))
 }
+
+// A patch or faulty change carried by configuration management changes
+// configuration, not code: it is no deploy.
+func TestConfigurationPatchIsNoDeploy(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"configuration change"},
+		selected(tx, "The scheduler stopped after a faulty puppet patch was merged on the control host."))
+	require.Equal(t, []string{"configuration change"},
+		selected(tx, "The patch left out one host group, which caused the firewall ACLs to render as empty lists."))
+	// A patch of code that broke something is still the deploy's.
+	require.Equal(t, []string{"deploy"},
+		selected(tx, "The patch to the renderer introduced a crash on empty pages."))
+	require.Equal(t, []string{"bad deploy"},
+		selected(tx, "The renderer crashed after a faulty patch was merged."))
+}
+
+// "Dependency on" relates two components; it tells of no dependency that
+// failed.
+func TestDependencyOnIsNoDependencyFailure(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Empty(t, selected(tx, "The agent packages were removed due to a dependency on the older runtime."))
+	require.Equal(t, []string{"dependency"}, selected(tx, "Uploads failed due to a payment dependency."))
+}
+
+// A fibre cut written as one word ("Fibercut", a title's compound) or
+// hyphenated is a fibre cut.
+func TestFibreCutCompound(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{"Fibercut near the river crossing", "A fibre-cut isolated the edge site."} {
+		require.Equal(t, []string{"network failure"}, selected(tx, text), text)
+	}
+}
+
+// A sentence telling what is to be done, or what would have been, names
+// no cause: an imperative item ("Fix the ..."), a need ("We need to
+// ..."), a counterfactual ("Had the ... been ..."), a purpose ("to prevent
+// ...").
+func TestRemediationSentencesAreNoCause(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	requireNoCause(t, tx,
+		"Fix the memory leak in the thumbnail renderer.",
+		"Review the connection limit on the proxy tier.",
+		"• Need to alert before the spool disk is running out of space.",
+		"We need to rework the importer to avoid exhausting the allocator pool.",
+		"Had this feature flag change been staged, the outage would have been shorter.",
+		"More shards were added to prevent resource exhaustion on the index hosts.",
+	)
+	// The same cues told as what happened count.
+	require.Equal(t, []string{"memory exhaustion"}, selected(tx, "A memory leak in the thumbnail renderer took it down."))
+}
+
+// Undetermined reads a statement that the incident's cause is unknown,
+// not the unknown cause of a named failure.
+func TestUndeterminedCause(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{
+		"The cause is still unknown.",
+		"The ultimate cause of the outage remains unclear.",
+		"It is not yet known what caused the stall.",
+		"We could not determine the root cause.",
+		"No root cause was found.",
+		"The root cause has not been identified yet.",
+	} {
+		require.True(t, tx.Undetermined(text), text)
+	}
+	for _, text := range []string{
+		"The cause of the router failure is unknown.",
+		"We could determine the root cause.",
+		"The cause was a full disk.",
+		"Because the cache was cold, the database was overloaded.",
+	} {
+		require.False(t, tx.Undetermined(text), text)
+	}
+}
+
+// A cue in a clause after the reason the sentence gives ("Because ...,
+// ...") is an effect of that reason: it weighs half.
+func TestCueAfterAReasonIsAnEffect(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	text := "During the event, because the control plane lacked the state data, the balancers were improperly configured."
+	hits := tx.Find(text, nil)
+	require.NotEmpty(t, hits)
+	for _, h := range hits {
+		require.True(t, h.Effect, h.Cue)
+	}
+	// The reason itself is no effect.
+	hits = tx.Find("The balancers failed because of an incorrect configuration.", nil)
+	require.NotEmpty(t, hits)
+	require.False(t, hits[0].Effect)
+}
+
+// Something a person ran or deleted by accident judges the cause outright:
+// it outranks configuration cues that describe what followed.
+func TestAccidentalActionIsOperatorError(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"operator error"}, selected(tx,
+		"The state table was emptied by a cleanup job that was inadvertently run against production. "+
+			"The balancers then had an incorrect configuration. We reverted the incorrect configuration."))
+	// Code that did it by mistake is no person's slip.
+	for _, h := range tx.Find("The migration code mistakenly dropped the links table.", nil) {
+		require.False(t, h.Explicit && h.Mode == "operator error", h.Cue)
+	}
+}
+
+// An accidental action named as a noun ("an accidental deletion of ...")
+// judges the cause as the verb does; a shortage that only added
+// complications weighs as an effect, however often it is named.
+func TestAccidentOutweighsTheComplication(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	text := "An accidental execution of a cleanup command removed every worker from the pool. " +
+		"The address starvation in the subnet resulted in further complications. " +
+		"Pods were starved of addresses for an hour."
+	require.Equal(t, []string{"operator error"}, selected(tx, text))
+	hits := tx.Find("The address starvation in the subnet resulted in further complications.", nil)
+	require.NotEmpty(t, hits)
+	require.True(t, hits[0].Effect)
+}
+
+// A latent defect that something triggered is the cause its sentence
+// names, not an effect of what triggered it.
+func TestTriggeredBugIsNoEffect(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	hits := tx.Find("Requests from a batch tenant that triggered a latent bug which caused a flood of internal operations.", nil)
+	var bug bool
+	for _, h := range hits {
+		if h.Mode == "software bug" {
+			bug = true
+			require.False(t, h.Effect, h.Cue)
+		}
+	}
+	require.True(t, bug)
+	// What a bug caused is still its effect.
+	for _, h := range tx.Find("The bug corrupted the index, which then caused a deadlock.", nil) {
+		if h.Cue == `\b(deadlock\w*|race condition\w*)\b` {
+			require.True(t, h.Effect)
+		}
+	}
+}
+
+// A step someone forgot judges the cause outright: a person's slip, which
+// outranks the symptom it led to; a forgotten setting is a configuration
+// change's.
+func TestForgottenStepIsOperatorError(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"operator error"}, selected(tx,
+		"The cache hosts had their disk filled up overnight. We forgot to re-enable replication after the switchover."))
+	require.NotContains(t, selected(tx, "The operator forgot to update the timeout setting on the proxy."), "operator error")
+}

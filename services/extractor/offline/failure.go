@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
@@ -52,9 +53,28 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 	if s.Taxonomy == nil || !slices.Contains(s.DocTypes, a.DocType()) {
 		return nil
 	}
-	all, where := s.weighedHits(a)
+	sections := Sections(a.Doc.Text)
+	all, where := s.weighedHits(a, sections)
+	undetermined := s.undetermined(a.Doc.Text, sections)
+	if undetermined {
+		// The text says the cause is unknown: its symptoms name none.
+		// A cue judging the cause outright ("a faulty release") still does.
+		keep := 0
+		for i, h := range all {
+			if h.Explicit {
+				all[keep], where[keep] = h, where[i]
+				keep++
+			}
+		}
+		all, where = all[:keep], where[:keep]
+	}
+	selected := taxonomy.Select(all)
+	if len(selected) == 0 && !undetermined {
+		s.fromTitle(a, out)
+		return nil
+	}
 	de := a.DocEntity
-	for _, sel := range taxonomy.Select(all) {
+	for _, sel := range selected {
 		i := slices.IndexFunc(all, func(h taxonomy.Hit) bool { return h.Start == sel.Start && h.Mode == sel.Mode && h.Cue == sel.Cue })
 		u := a.Units[where[i].unit]
 		h := where[i].Hit
@@ -83,8 +103,7 @@ type locatedHit struct {
 
 // weighedHits finds the cues of a's units that count, each weighed by its
 // section: all with document offsets, where with unit offsets and unit.
-func (s *FailureStage) weighedHits(a *Analysis) (all []taxonomy.Hit, where []locatedHit) {
-	sections := Sections(a.Doc.Text)
+func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxonomy.Hit, where []locatedHit) {
 	// Units overlap: a cue found twice at one document offset counts once.
 	// The key holds the cue too, so that a weaker cue of the mode starting
 	// at the same word ("deployment of") does not hide a stronger one
@@ -115,6 +134,88 @@ func (s *FailureStage) weighedHits(a *Analysis) (all []taxonomy.Hit, where []loc
 		}
 	}
 	return all, where
+}
+
+// undetermined reports whether text says, outside its follow-up sections,
+// that the incident's cause is unknown (taxonomy.Undetermined): only the
+// few sentences around each "cause" are matched, most texts having few,
+// and the text is scanned once per spelling of the word.
+func (s *FailureStage) undetermined(text string, sections SectionMap) bool {
+	const before, after = 80, 120
+	for _, w := range [...]string{"cause", "Cause", "CAUSE"} {
+		for off := 0; ; {
+			i := strings.Index(text[off:], w)
+			if i < 0 {
+				break
+			}
+			i += off
+			off = i + len(w)
+			if i >= 2 && (text[i-2:i] == "be" || text[i-2:i] == "Be") || sections.Weight(i) == 0 {
+				continue // "because"
+			}
+			if win := text[max(0, i-before):min(len(text), i+after)]; mayBeUndetermined(win) && s.Taxonomy.Undetermined(win) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mayBeUndetermined is a cheap test that text may say a cause is unknown:
+// every such statement holds one of these words.
+func mayBeUndetermined(text string) bool {
+	for _, w := range [...]string{"unknown", "unclear", "undetermined", "unable", "mystery", "not", "n't", "no ", "No "} {
+		if strings.Contains(text, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// titleWords splits a document title into words: a leading date or
+// number dropped, hyphens and underscores made spaces, a lower-case letter
+// followed by an upper-case one split ("PartialNetworkOutage").
+func titleWords(title string) string {
+	var b strings.Builder
+	prev := rune(0)
+	for _, r := range title {
+		switch {
+		case r == '-' || r == '_':
+			r = ' '
+		case unicode.IsUpper(r) && unicode.IsLower(prev):
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+		prev = r
+	}
+	return strings.TrimLeftFunc(b.String(), func(r rune) bool { return unicode.IsDigit(r) || unicode.IsSpace(r) })
+}
+
+// fromTitle classifies a document whose text names no cause by its title
+// ("Fibre cut", "Disk failure"): the title is the author's summary. The
+// relationship cites the first sentence of the first unit.
+func (s *FailureStage) fromTitle(a *Analysis, out *Output) {
+	title := titleWords(a.Doc.Title)
+	if title == "" || len(a.Units) == 0 {
+		return
+	}
+	sel := taxonomy.Select(s.Taxonomy.Find(title, nil))
+	if len(sel) == 0 {
+		return
+	}
+	h, u, de := sel[0], a.Units[0], a.DocEntity
+	out.Entity(events.RawEntity{Name: h.Mode, Type: TypeFailureMode, TextUnit: u.ID,
+		Description: fmt.Sprintf("failure mode %q", h.Mode)})
+	out.Relationship(u.Cite(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: RelFailure,
+		Target: h.Mode, TargetType: TypeFailureMode, Description: fmt.Sprintf("title %q", a.Doc.Title),
+		Strength: min(h.Weight, 1)}, u.Sentence(0)))
+	if g := s.Taxonomy.Generic(h.Mode); g != h.Mode {
+		out.Entity(events.RawEntity{Name: g, Type: TypeFailureMode, TextUnit: u.ID,
+			Description: fmt.Sprintf("failure mode %q", g)})
+		out.Relationship(u.Cite(events.RawRelationship{Source: h.Mode, SourceType: TypeFailureMode, Relation: RelIsA,
+			Target: g, TargetType: TypeFailureMode, Description: fmt.Sprintf("%q is a kind of %q", h.Mode, g),
+			Strength: 1}, u.Sentence(0)))
+	}
 }
 
 // actionItem matches a line that is an action item of a follow-up list,
@@ -158,13 +259,14 @@ type SectionMap []Section
 // scale unit Next steps: ..."). Both run on
 // one line at a time (titles never span lines): anchored at the line's
 // start, and the label only on lines with a colon, which is many times
-// faster than searching the whole text with one multi-line pattern.
+// faster than searching the whole text with one multi-line pattern. A
+// label may open a list item ("• Cause: ...").
 var (
 	sectionLine = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^(?:#{1,6}[ \t]*([^\n]+)$|\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$)`)
 	})
 	sectionLabel = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`(?:(?:^|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))|[ \t]((?:Preliminary r|R)oot causes?|Mitigation|Workaround|Next [Ss]teps|Lessons [Ll]earned|Action [Ii]tems|Follow[- ][Uu]ps?))[ \t]*:`)
+		return regexp.MustCompile(`(?:(?:^[ \t]*(?:[•*+\-][ \t]*)?|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))|[ \t]((?:Preliminary r|R)oot causes?|Mitigation|Workaround|Next [Ss]teps|Lessons [Ll]earned|Action [Ii]tems|Follow[- ][Uu]ps?))[ \t]*:`)
 	})
 )
 

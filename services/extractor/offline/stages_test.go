@@ -289,3 +289,68 @@ func TestSectionsFindLabelsAfterFlattenedLists(t *testing.T) {
 	// Lower case, the words are prose.
 	require.Len(t, offline.Sections("The root cause: nobody knew. We took next steps: none."), 0)
 }
+
+// A label opening a list item ("• Cause: ...") opens its section as one at
+// a line's start does: a person's slip stated as the cause outweighs the
+// load it led to.
+func TestSectionsFindLabelsOpeningListItems(t *testing.T) {
+	text := "• Effect: the image tier returned errors.\n• Cause: operator error (too many caches restarted at once)\n" +
+		"• Resolution: the caches were brought back one by one.\n" +
+		"The backends took the surge of traffic but the queue hosts were overloaded."
+	kinds := map[string]offline.SectionKind{}
+	for _, s := range offline.Sections(text) {
+		kinds[strings.Fields(strings.TrimLeft(text[s.Start:], "• \t"))[0]] = s.Kind
+	}
+	require.Equal(t, map[string]offline.SectionKind{"Cause:": offline.SectionCause, "Resolution:": offline.SectionContext}, kinds)
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
+	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:operator error"}, extractDoc(t, cfg, "incident", text))
+}
+
+// A text saying the incident's cause is unknown names no cause, whatever
+// symptom it describes; a cue that judges the cause outright still does,
+// and the unknown cause of a named failure is no unknown cause of the
+// incident.
+func TestFailureStageUndeterminedCause(t *testing.T) {
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
+	for _, text := range []string{
+		"The build hosts dropped off the network twice. The cause is still unknown. The hosts were upgraded to the new kernel.",
+		"The queue stalled for an hour. It is unclear what caused the stall; the spool volume was full by then.",
+		"The queue stalled for an hour. We could not determine the root cause. The spool volume was full by then.",
+	} {
+		require.Empty(t, extractDoc(t, cfg, "incident", text), text)
+	}
+	require.Equal(t, []string{
+		"failure_mode:bad deploy -is_a-> failure_mode:deploy",
+		"incident:D-1 -failure-> failure_mode:bad deploy",
+	}, extractDoc(t, cfg, "incident", "Checkout failed. The cause is not yet known, but a faulty release was rolled back at noon."))
+	require.Equal(t, []string{
+		"failure_mode:network failure -is_a-> failure_mode:network",
+		"incident:D-1 -failure-> failure_mode:network failure",
+	}, extractDoc(t, cfg, "incident", "The top of rack switch in row B went down. The cause of the switch failure could not be determined."))
+	// In the follow-up section it tells nothing of the incident.
+	require.Equal(t, []string{
+		"failure_mode:disk full -is_a-> failure_mode:resource exhaustion",
+		"incident:D-1 -failure-> failure_mode:disk full",
+	}, extractDoc(t, cfg, "incident", "The spool volume was full.\n\n## Lessons learned\nWhy the alert did not fire, the cause is unknown."))
+}
+
+// A document whose text names no cause is classified by its title, the
+// author's summary of it; never when the text names one.
+func TestFailureStageReadsTheTitleLast(t *testing.T) {
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
+	x, err := offline.New(cfg)
+	require.NoError(t, err)
+	extract := func(title, text string) []string {
+		doc := &events.DocChanged{Header: events.Header{Tenant: "acme"}, DocID: "D-1", Version: 1, DocType: "incident", Title: title, Text: text}
+		_, rels, err := x.Extract(t.Context(), doc, []events.TextUnit{{ID: "u1", Text: text, End: len(text)}})
+		require.NoError(t, err)
+		return triples(rels)
+	}
+	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:hardware"},
+		extract("20240102-StorageDiskFailure", "The archive was unavailable for an hour. It was failed over to the standby."))
+	require.Equal(t, []string{
+		"failure_mode:dns misconfiguration -is_a-> failure_mode:dns",
+		"incident:D-1 -failure-> failure_mode:dns misconfiguration",
+	}, extract("20240102-StorageDiskFailure", "The archive was unavailable after a DNS record change."))
+	require.Empty(t, extract("20240102-Archive", "The archive was unavailable for an hour."))
+}
