@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // passageSentence is one sentence of a context passage, with the section
@@ -86,36 +87,61 @@ func endsSentence(s string) bool {
 
 // splitSentences cuts a paragraph after ". ", "! " or "? " when the next
 // word starts with a capital or a digit, and at " • " bullets.
+//
+// It works on the paragraph's bytes: the sentences are substrings of the
+// paragraph with its spaces collapsed, which is made only when it has a
+// run of spaces to collapse.
 func splitSentences(p string) []string {
 	var out []string
 	for _, part := range strings.Split(p, " • ") {
-		rs := []rune(strings.Join(strings.Fields(part), " "))
+		s := collapseSpaces(part)
 		start := 0
-		for i := 0; i+2 < len(rs); i++ {
-			if (rs[i] == '.' || rs[i] == '!' || rs[i] == '?') && rs[i+1] == ' ' &&
-				(unicode.IsUpper(rs[i+2]) || unicode.IsDigit(rs[i+2])) && !abbreviation(rs[start:i]) {
-				out = append(out, strings.TrimSpace(string(rs[start:i+1])))
-				start = i + 2
+		for i := 0; i+2 < len(s); i++ {
+			if c := s[i]; (c == '.' || c == '!' || c == '?') && s[i+1] == ' ' {
+				r, _ := utf8.DecodeRuneInString(s[i+2:])
+				if (unicode.IsUpper(r) || unicode.IsDigit(r)) && !abbreviation(s[start:i]) {
+					out = append(out, strings.TrimSpace(s[start:i+1]))
+					start = i + 2
+				}
 			}
 		}
-		if s := strings.TrimSpace(string(rs[start:])); s != "" {
-			out = append(out, s)
+		if t := strings.TrimSpace(s[start:]); t != "" {
+			out = append(out, t)
 		}
 	}
 	return out
 }
 
+// collapseSpaces is strings.Join(strings.Fields(s), " "), s itself when
+// it has no space to remove or replace.
+func collapseSpaces(s string) string {
+	prevSpace := true // a leading space is removed
+	for _, r := range s {
+		space := unicode.IsSpace(r)
+		if space && (prevSpace || r != ' ') {
+			return strings.Join(strings.Fields(s), " ")
+		}
+		prevSpace = space
+	}
+	if prevSpace { // empty, or a trailing space
+		return strings.Join(strings.Fields(s), " ")
+	}
+	return s
+}
+
+// abbreviations end the text before a cut that is no sentence end.
+var abbreviations = []string{"e.g", "i.e", " vs", "etc", " approx", " no"}
+
 // abbreviation reports a sentence-looking cut after "e.g", "i.e", "vs" or
-// a single capital ("J. Smith").
-func abbreviation(before []rune) bool {
-	s := strings.ToLower(string(before))
-	for _, a := range []string{"e.g", "i.e", " vs", "etc", " approx", " no"} {
-		if strings.HasSuffix(s, a) {
+// a single capital ("J. Smith"), given the text before the full stop.
+func abbreviation(before string) bool {
+	for _, a := range abbreviations {
+		if len(before) >= len(a) && strings.EqualFold(before[len(before)-len(a):], a) {
 			return true
 		}
 	}
-	n := len(before)
-	return n >= 2 && before[n-2] == ' ' && unicode.IsUpper(before[n-1])
+	r, n := utf8.DecodeLastRuneInString(before)
+	return n > 0 && n < len(before) && before[len(before)-n-1] == ' ' && unicode.IsUpper(r)
 }
 
 // causalRE finds sentences that state a cause explicitly.

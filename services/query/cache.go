@@ -426,28 +426,31 @@ func (g *graphSet) aggregate(k aggKey) (*keptAggregate, bool) {
 // reads are) and on the registry (the generation), so a request of that
 // caller at that generation admits them again without checking a source.
 // A nil *admissions keeps nothing.
+//
+// Requests read it at every entity they meet and write it once per entity
+// (what sync.Map is made for: its reads take no lock), so concurrent
+// requests of one caller share one copy of each admission instead of each
+// copying what it meets into a map of its own.
 type admissions struct {
-	mu sync.RWMutex
-	m  map[string]*visibleEntity
+	m sync.Map // id -> *visibleEntity
 }
 
 func (a *admissions) get(id string) (*visibleEntity, bool) {
 	if a == nil {
 		return nil, false
 	}
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	ve, ok := a.m[id]
-	return ve, ok
+	ve, ok := a.m.Load(id)
+	if !ok {
+		return nil, false
+	}
+	return ve.(*visibleEntity), true
 }
 
 func (a *admissions) put(id string, ve *visibleEntity) {
 	if a == nil {
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.m[id] = ve
+	a.m.Store(id, ve)
 }
 
 // admissionsFor returns the admissions kept under k, made when absent.
@@ -457,7 +460,7 @@ func (g *graphSet) admissionsFor(k aggKey) *admissions {
 	if a, ok := g.admissions[k]; ok {
 		return a
 	}
-	a := &admissions{m: map[string]*visibleEntity{}}
+	a := &admissions{}
 	g.admissions = keepKeyed(g.admissions, k, a)
 	return a
 }

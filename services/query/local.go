@@ -549,6 +549,8 @@ collectUnits:
 	for _, it := range entityItems {
 		sectionTokens += it.Tokens
 	}
+	// (Room for the seeds and a budget's worth of neighbours at once.)
+	entityItems = slices.Grow(entityItems, min(len(neighbors), maxNeighborItems))
 	for _, n := range neighbors {
 		if sectionTokens > budget {
 			break
@@ -585,7 +587,7 @@ collectUnits:
 	for _, it := range resp.Context {
 		n += len(it.Citations)
 	}
-	seenCite := make(map[citation]struct{}, n)
+	seenCite := sc.seenCite
 	resp.Citations = make([]citation, 0, n)
 	for _, passages := range []bool{true, false} {
 		for _, it := range resp.Context {
@@ -645,12 +647,17 @@ type localScratch struct {
 	neighbors    []string
 	usedEdges    map[string]bool
 	seenNeighbor map[string]bool
+	seenCite     map[citation]struct{}
 	edges        edgeScratch
 }
 
 var localScratches = sync.Pool{New: func() any {
-	return &localScratch{usedEdges: map[string]bool{}, seenNeighbor: map[string]bool{}}
+	return &localScratch{usedEdges: map[string]bool{}, seenNeighbor: map[string]bool{}, seenCite: map[citation]struct{}{}}
 }}
+
+// maxNeighborItems is how many neighbour items local search makes room
+// for at once: a 4,000-token budget takes a few dozen.
+const maxNeighborItems = 64
 
 // maxScratchItems bounds what a scratch keeps for the next request: one
 // that grew past it (a request far larger than usual) is left to the
@@ -660,7 +667,8 @@ const maxScratchItems = 1 << 14
 // release empties sc (so it keeps nothing alive) and returns it to the
 // pool, unless it grew past maxScratchItems.
 func (sc *localScratch) release() {
-	if cap(sc.relItems) > maxScratchItems || len(sc.usedEdges) > maxScratchItems || cap(sc.edges.out) > maxScratchItems {
+	if cap(sc.relItems) > maxScratchItems || len(sc.usedEdges) > maxScratchItems || cap(sc.edges.out) > maxScratchItems ||
+		len(sc.seenCite) > maxScratchItems {
 		return
 	}
 	clear(sc.pending[:cap(sc.pending)])
@@ -670,6 +678,7 @@ func (sc *localScratch) release() {
 	clear(sc.edges.out[:cap(sc.edges.out)])
 	clear(sc.usedEdges)
 	clear(sc.seenNeighbor)
+	clear(sc.seenCite)
 	sc.pending, sc.relItems, sc.relRefs, sc.neighbors = sc.pending[:0], sc.relItems[:0], sc.relRefs[:0], sc.neighbors[:0]
 	sc.edges.out = sc.edges.out[:0]
 	localScratches.Put(sc)

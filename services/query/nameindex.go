@@ -187,7 +187,7 @@ func (v *view) loadEntities(ids []string) error {
 	}
 	var es []store.Entity
 	for _, id := range ids {
-		if _, hit := v.entityCache[id]; hit {
+		if _, hit := v.lookup(id); hit {
 			continue
 		}
 		if e, ok := ix.byID[id]; ok {

@@ -58,10 +58,10 @@ type view struct {
 	adm    *provenance.Admitter
 
 	// entityCache holds, by id, the entities this request has read and
-	// admitted (absent or invisible ones as noEntity). Its values are
-	// shared with the caller's kept admissions and never modified: a hub's
-	// neighbours fill it by the thousand on every request, and pointers
-	// keep that map small.
+	// admitted itself (absent or invisible ones as noEntity); those an
+	// earlier request of the caller admitted are read from the kept
+	// admissions instead (lookup). Its values are shared with the kept
+	// admissions and never modified.
 	entityCache map[string]*visibleEntity
 	edgeCache   map[edgeKey][]store.Edge
 	all         []store.Entity
@@ -207,7 +207,7 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 // entity returns the entity with id as this caller sees it (ok=false when
 // absent or not visible: the two are indistinguishable on purpose).
 func (v *view) entity(id string) (visibleEntity, error) {
-	if ve, hit := v.entityCache[id]; hit {
+	if ve, hit := v.lookup(id); hit {
 		return *ve, nil
 	}
 	if err := v.entities([]string{id}); err != nil {
@@ -222,33 +222,35 @@ var noEntity = &visibleEntity{}
 // known returns the entity the request has read and admitted as id, the
 // zero value (ok false) when it is absent, invisible or not read.
 func (v *view) known(id string) visibleEntity {
-	if ve := v.entityCache[id]; ve != nil {
+	if ve, ok := v.lookup(id); ok {
 		return *ve
 	}
 	return visibleEntity{}
+}
+
+// lookup returns what this request knows of id: read and admitted by the
+// request itself (entityCache), or by an earlier request of its caller at
+// its registry generation (keptAdmissions), which is not copied.
+func (v *view) lookup(id string) (*visibleEntity, bool) {
+	if ve, ok := v.entityCache[id]; ok {
+		return ve, true
+	}
+	return v.keptAdmissions().get(id)
 }
 
 // entities loads and admits ids in one store call, filling the cache.
 // Entities the tenant's graph reads hold (graphSet, dropped by
 // kg.graph.changed) are not read again; admission is this request's.
 func (v *view) entities(ids []string) error {
-	if n := len(v.entityCache); len(ids) > 256 && len(ids) > n {
-		// Many at once (a hub's neighbours): the cache grows once, not by
-		// doubling through every size on the way.
-		grown := make(map[string]*visibleEntity, n+len(ids))
-		maps.Copy(grown, v.entityCache)
-		v.entityCache = grown
-	}
 	var missing []string
-	asked := make(map[string]bool, len(ids))
+	var asked map[string]bool
 	kept := v.keptAdmissions()
 	for _, id := range ids {
-		if _, hit := v.entityCache[id]; hit {
+		if _, hit := v.lookup(id); hit {
 			continue
 		}
-		if ve, ok := kept.get(id); ok {
-			v.entityCache[id] = ve
-			continue
+		if asked == nil {
+			asked = make(map[string]bool)
 		}
 		if !asked[id] {
 			// Each id once: an aggregate names a hub at every edge, and
@@ -259,6 +261,13 @@ func (v *view) entities(ids []string) error {
 	}
 	if len(missing) == 0 {
 		return nil
+	}
+	if n := len(v.entityCache); len(missing) > 256 && len(missing) > n {
+		// Many at once (a hub's neighbours, read for the first time):
+		// the map grows once, not by doubling through every size.
+		grown := make(map[string]*visibleEntity, n+len(missing))
+		maps.Copy(grown, v.entityCache)
+		v.entityCache = grown
 	}
 	g, err := v.graphSet()
 	if err != nil {
@@ -327,16 +336,14 @@ func (v *view) admitAll(es []store.Entity) ([]visibleEntity, error) {
 	out := make([]visibleEntity, 0, len(es))
 	kept := v.keptAdmissions()
 	for _, e := range es {
-		ve, hit := v.entityCache[e.ID]
+		ve, hit := v.lookup(e.ID)
 		if !hit {
-			if ve, hit = kept.get(e.ID); !hit {
-				admitted, err := v.admit(e)
-				if err != nil {
-					return nil, err
-				}
-				ve = &admitted
-				kept.put(e.ID, ve)
+			admitted, err := v.admit(e)
+			if err != nil {
+				return nil, err
 			}
+			ve = &admitted
+			kept.put(e.ID, ve)
 			v.entityCache[e.ID] = ve
 		}
 		if ve.ok {

@@ -1,0 +1,74 @@
+package query
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/stretchr/testify/require"
+)
+
+// splitSentencesByRunes is splitSentences as it was written over a rune
+// slice of the paragraph: the oracle of the byte version.
+func splitSentencesByRunes(p string) []string {
+	abbrev := func(before []rune) bool {
+		s := strings.ToLower(string(before))
+		for _, a := range []string{"e.g", "i.e", " vs", "etc", " approx", " no"} {
+			if strings.HasSuffix(s, a) {
+				return true
+			}
+		}
+		n := len(before)
+		return n >= 2 && before[n-2] == ' ' && unicode.IsUpper(before[n-1])
+	}
+	var out []string
+	for _, part := range strings.Split(p, " • ") {
+		rs := []rune(strings.Join(strings.Fields(part), " "))
+		start := 0
+		for i := 0; i+2 < len(rs); i++ {
+			if (rs[i] == '.' || rs[i] == '!' || rs[i] == '?') && rs[i+1] == ' ' &&
+				(unicode.IsUpper(rs[i+2]) || unicode.IsDigit(rs[i+2])) && !abbrev(rs[start:i]) {
+				out = append(out, strings.TrimSpace(string(rs[start:i+1])))
+				start = i + 2
+			}
+		}
+		if s := strings.TrimSpace(string(rs[start:])); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestSplitSentencesAsByRunes: the byte version cuts every paragraph of
+// the real corpora, and some made up to test its edges, as the rune
+// version did.
+func TestSplitSentencesAsByRunes(t *testing.T) {
+	paras := []string{
+		"", " ", "a", "One. Two", "  spaced   out.  Next one.\tTabbed. ", "e.g. Not cut. J. Smith said so. Über. Écoute! 9 lives? yes",
+		"The value was approx. 5 and then etc. Done. See vs. Them. No. 5 was next.", "Ends with a dot.", "x. É", "• bullet • Another. One",
+		"Ünïcödé sentence. Ωmega starts here. ñ lower. 3 digits.", "Ticket no. 5 was filed. Then NO. 6 too.",
+	}
+	root := "../../../shared/corpora"
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, p := range strings.Split(string(raw), "\n\n") {
+			paras = append(paras, strings.ReplaceAll(p, "\n", " "))
+		}
+		paras = append(paras, strings.Split(string(raw), "\n")...)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, len(paras), 15000, "the corpora are read")
+	for _, p := range paras {
+		require.Equal(t, splitSentencesByRunes(p), splitSentences(p), "paragraph %q", p)
+	}
+}
