@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"unicode"
@@ -248,20 +249,68 @@ func newLexDoc(rec store.SourceRecord, title string) *lexDoc {
 }
 
 // wordSet is a set of words, sorted and distinct. The unit cache keeps
-// one per text unit and document title: as a slice it is one object of
-// 16 bytes a word, where a map was several objects (for every collection
-// to mark) of twice the bytes.
-type wordSet []string
+// one per text unit and document title, so its form is what every
+// collection marks: the words are kept joined in one string, with their
+// end offsets in an array without pointers. A map was several objects of
+// twice the bytes; a []string was one pointer for every word of the
+// corpus (two million at 10,000 documents), each to be followed.
+type wordSet struct {
+	words string   // the words, sorted, joined without separators
+	end   []uint32 // word i is words[end[i-1]:end[i]] (from 0 for i = 0)
+}
 
-// newWordSet is the set of ws (sorted in place), in an array of its own.
+// newWordSet is the set of ws (sorted in place).
 func newWordSet(ws []string) wordSet {
 	slices.Sort(ws)
-	return wordSet(slices.Clone(slices.Compact(ws)))
+	ws = slices.Compact(ws)
+	n := 0
+	for _, w := range ws {
+		n += len(w)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	end := make([]uint32, len(ws))
+	for i, w := range ws {
+		b.WriteString(w)
+		end[i] = uint32(b.Len())
+	}
+	return wordSet{words: b.String(), end: end}
+}
+
+// len is the number of words.
+func (s wordSet) len() int { return len(s.end) }
+
+// at is word i (a substring of the set's string).
+func (s wordSet) at(i int) string {
+	start := uint32(0)
+	if i > 0 {
+		start = s.end[i-1]
+	}
+	return s.words[start:s.end[i]]
+}
+
+// all yields the words in order.
+func (s wordSet) all() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := range s.end {
+			if !yield(s.at(i)) {
+				return
+			}
+		}
+	}
 }
 
 func (s wordSet) has(w string) bool {
-	_, ok := slices.BinarySearch(s, w)
-	return ok
+	i, j := 0, len(s.end)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if s.at(h) < w {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i < len(s.end) && s.at(i) == w
 }
 
 // rankedUnit is a text unit with its relevance to a question.

@@ -115,16 +115,26 @@ func (t *lexTenant) drop(ids []string) {
 func (t *lexTenant) index(d *lexDoc) {
 	d.seq = uint32(len(t.bySeq))
 	t.bySeq = append(t.bySeq, d)
-	for _, w := range d.titleWords {
+	// A word new to the index is copied out of its set's string, which
+	// the index would otherwise keep alive after the document is gone.
+	for w := range d.titleWords.all() {
 		if indexable(w) {
-			t.titles[w] = append(t.titles[w], d.seq)
+			ps, ok := t.titles[w]
+			if !ok {
+				w = strings.Clone(w)
+			}
+			t.titles[w] = append(ps, d.seq)
 			t.live++
 		}
 	}
 	for j, u := range d.units {
-		for _, w := range u.words {
+		for w := range u.words.all() {
 			if indexable(w) {
-				t.units[w] = append(t.units[w], posting{d.seq, uint32(j)})
+				ps, ok := t.units[w]
+				if !ok {
+					w = strings.Clone(w)
+				}
+				t.units[w] = append(ps, posting{d.seq, uint32(j)})
 				t.live++
 			}
 		}
@@ -134,13 +144,13 @@ func (t *lexTenant) index(d *lexDoc) {
 // unindex marks d's postings dead.
 func (t *lexTenant) unindex(d *lexDoc) {
 	n := 0
-	for _, w := range d.titleWords {
+	for w := range d.titleWords.all() {
 		if indexable(w) {
 			n++
 		}
 	}
 	for _, u := range d.units {
-		for _, w := range u.words {
+		for w := range u.words.all() {
 			if indexable(w) {
 				n++
 			}

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -70,5 +71,22 @@ func TestSplitSentencesAsByRunes(t *testing.T) {
 	require.Greater(t, len(paras), 15000, "the corpora are read")
 	for _, p := range paras {
 		require.Equal(t, splitSentencesByRunes(p), splitSentences(p), "paragraph %q", p)
+	}
+}
+
+// TestWordSet: the joined form holds the distinct words in order, finds
+// each of them and nothing else (prefixes, extensions, the empty word).
+func TestWordSet(t *testing.T) {
+	require.Zero(t, newWordSet(nil).len())
+	require.False(t, newWordSet(nil).has(""))
+	ws := []string{"kafka", "broker", "kafka", "a", "brokers", "disk", "b", "ünï"}
+	s := newWordSet(slices.Clone(ws))
+	require.Equal(t, []string{"a", "b", "broker", "brokers", "disk", "kafka", "ünï"}, slices.Collect(s.all()))
+	require.Equal(t, 7, s.len())
+	for _, w := range ws {
+		require.True(t, s.has(w), w)
+	}
+	for _, w := range []string{"", "brok", "brokerss", "kafk", "kafkas", "c", "z", "ün"} {
+		require.False(t, s.has(w), w)
 	}
 }
