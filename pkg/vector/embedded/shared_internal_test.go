@@ -36,9 +36,11 @@ func TestSourcesShareTheirACLs(t *testing.T) {
 	require.Equal(t, 10, tn.acls[aclKey(vector.NormalizeACL(payments))].n)
 	require.Len(t, tn.byDoc, 5)
 
-	// Two items of one ACL share its lists.
+	// Two items of one ACL share it, and of one document its entry.
 	e1, e3 := tn.kinds[vector.KindTextUnit].entries[1], tn.kinds[vector.KindTextUnit].entries[3]
-	require.Same(t, &e1.item.Sources[0].ACL.Groups[0], &e3.item.Sources[0].ACL.Groups[0])
+	require.Same(t, e1.srcs[0].acl, e3.srcs[0].acl)
+	e6 := tn.kinds[vector.KindTextUnit].entries[6]
+	require.Same(t, e1.srcs[0].doc, e6.srcs[0].doc)
 
 	// A caller changing a hit's ACL changes nothing in the index.
 	hits, err := ix.Search(ctx, "t1", vector.KindTextUnit, []float32{1, 1}, 20, vector.Filter{Principal: "user-0", Groups: []string{"oncall"}})
@@ -51,7 +53,7 @@ func TestSourcesShareTheirACLs(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, "oncall", e1.item.Sources[0].ACL.Groups[0]) // sorted: oncall, payments
+	require.Equal(t, "oncall", e1.srcs[0].acl.acl.Groups[0]) // sorted: oncall, payments
 
 	// Re-permissioning d1 (items 1, 6, 11, 16) moves them to a new ACL.
 	require.NoError(t, ix.UpdateACL(ctx, "t1", "d1", provenance.PublicACL()))
