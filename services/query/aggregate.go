@@ -298,20 +298,3 @@ func hasType(id, typ string) bool {
 	t, _, ok := cutID(id)
 	return ok && t == typ
 }
-
-// groupsByTargets returns the groups of aggregateGroups(subjType, rel out)
-// whose target has type targetType: the same edges, admission and
-// grouping, so the counts are the same as /v1/aggregate's.
-func (v *view) groupsByTargets(subjType, rel, targetType string) ([]groupJSON, error) {
-	groups, err := v.aggregateGroups(subjType, Hop{Relation: rel, Dir: store.Out})
-	if err != nil {
-		return nil, err
-	}
-	var out []groupJSON // groups may be kept for other requests: not filtered in place
-	for _, g := range groups {
-		if g.Target.Type == targetType {
-			out = append(out, g)
-		}
-	}
-	return out, nil
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/llm"
 	"github.com/kgstream/kgstream/pkg/llm/llmtest"
 	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/services/query"
 )
 
@@ -262,4 +263,54 @@ func TestLLMAnswerCitesItsContext(t *testing.T) {
 	r = ask(t, f, tokAlice, q)
 	require.Contains(t, r.AnswerBy, "offline")
 	require.Contains(t, r.Answer, "[INC-112 v1 #")
+}
+
+// TestGlobalAnswerIsStable: the same question by the same caller over the
+// same graph gets the same global answer, down to the reports each theme
+// names as evidence (they were picked in a map's order): with several
+// reports finding one theme, the best rated come first.
+func TestGlobalAnswerIsStable(t *testing.T) {
+	f := newFixture(t)
+	q := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
+	first := ask(t, f, tokAlice, q)
+	require.NotEmpty(t, first.Global.Themes)
+	th := first.Global.Themes[0]
+	var agg struct {
+		Groups []struct {
+			Target  struct{ ID string } `json:"target"`
+			Members []struct {
+				ID        string                 `json:"id"`
+				Citations []provenance.SourceRef `json:"citations"`
+			} `json:"members"`
+		} `json:"groups"`
+	}
+	f.get(fmt.Sprintf("/v1/aggregate?type=%s&rel=%s", th.SubjectType, th.Relation), tokAlice, http.StatusOK, &agg)
+	var edge string
+	var cites []provenance.SourceRef
+	for _, g := range agg.Groups {
+		if g.Target.ID == th.Target.ID {
+			edge, cites = store.EdgeID(g.Members[0].ID, th.Relation, th.Target.ID), g.Members[0].Citations
+		}
+	}
+	require.NotEmpty(t, edge)
+	// Six more reports find the theme, rated 1 to 6.
+	for i := range 6 {
+		id := fmt.Sprintf("extra-%d", i)
+		require.NoError(t, f.st.PutReport(t.Context(), tenantAcme, store.Report{ID: "r-" + id, Community: id, Level: 9,
+			Title: "Extra " + id, Summary: "Another view.", Rating: float64(1 + i), Sources: cites, Writer: "test",
+			Findings: []store.Finding{{Summary: "The theme again.", Explanation: "Stated.", Edges: []string{edge}, Citations: cites}}}))
+	}
+	first = ask(t, f, tokAlice, q)
+	var named []string
+	for _, th2 := range first.Global.Themes {
+		if th2.Target.ID == th.Target.ID {
+			named = th2.Reports
+		}
+	}
+	require.Len(t, named, 3)
+	for range 20 {
+		r := ask(t, f, tokAlice, q)
+		require.Equal(t, first.Answer, r.Answer)
+		require.Equal(t, first.Global.Themes, r.Global.Themes)
+	}
 }

@@ -377,6 +377,24 @@ type keptAggregate struct {
 	once    sync.Once
 	encoded httpapi.Encoded
 	err     error
+
+	// cores are the groups' global themes (cores[i] of groups[i]), made
+	// by the first global question that needs them: a theme lists its
+	// thousands of members and their documents, the same for every
+	// question of the caller at the generation.
+	coresOnce sync.Once
+	cores     []themeCore
+}
+
+// themeCores returns the groups' theme cores, made once.
+func (k *keptAggregate) themeCores() []themeCore {
+	k.coresOnce.Do(func() {
+		k.cores = make([]themeCore, len(k.groups))
+		for i, g := range k.groups {
+			k.cores[i] = newThemeCore(g)
+		}
+	})
+	return k.cores
 }
 
 // response is the /v1/aggregate body of k, encoded once.

@@ -268,10 +268,19 @@ func (v *view) exactThemes(themes map[string]bool, selected []store.Report, repo
 	type pair struct{ subj, rel, target string }
 	pairs := map[pair]bool{}
 	evidence := map[string][]string{} // theme id -> report ids
+	// The reports in a fixed order, the best rated first: a theme names
+	// the first few as its evidence, and the map's order changed them
+	// from one request to the next.
+	ordered := make([]store.Report, 0, len(reports))
 	for cid, r := range reports {
-		if !admitted[cid] {
-			continue
+		if admitted[cid] {
+			ordered = append(ordered, r)
 		}
+	}
+	slices.SortFunc(ordered, func(a, b store.Report) int {
+		return cmp.Or(cmp.Compare(b.Rating, a.Rating), cmp.Compare(a.ID, b.ID))
+	})
+	for _, r := range ordered {
 		for _, f := range r.Findings {
 			for _, e := range f.Edges {
 				src, rel, dst := splitEdgeID(e)
@@ -307,27 +316,31 @@ func (v *view) exactThemes(themes map[string]bool, selected []store.Report, repo
 		return cmp.Or(cmp.Compare(a.subj, b.subj), cmp.Compare(a.rel, b.rel), cmp.Compare(a.target, b.target))
 	})
 	for _, p := range keys {
-		groups, err := v.groupsByTargets(p.subj, p.rel, p.target)
+		groups, kept, err := v.keptGroups(p.subj, Hop{Relation: p.rel, Dir: store.Out})
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, g := range groups {
-			if !isTheme(themes, g.Target.Type) {
+		var cores []themeCore
+		if kept != nil {
+			cores = kept.themeCores()
+		}
+		for i, g := range groups {
+			if g.Target.Type != p.target || !isTheme(themes, g.Target.Type) {
 				continue
 			}
 			if prev, ok := best[g.Target.ID]; ok && prev.Count >= g.Count {
 				continue
 			}
-			th := GlobalTheme{Target: g.Target, SubjectType: p.subj, Relation: p.rel, Count: g.Count}
-			seenCite := make(map[citation]bool, len(g.Members))
+			core := themeCore{}
+			if cores != nil {
+				core = cores[i]
+			} else {
+				core = newThemeCore(g)
+			}
+			// The core's lists are shared with later requests: read only.
+			th := GlobalTheme{Target: g.Target, SubjectType: p.subj, Relation: p.rel, Count: g.Count,
+				Members: core.names, memberCites: core.cites}
 			for _, m := range g.Members {
-				th.Members = append(th.Members, m.Name)
-				for _, c := range m.Citations {
-					if c := (citation{DocID: c.DocID, Version: c.Version}); !seenCite[c] {
-						seenCite[c] = true
-						th.memberCites = append(th.memberCites, c)
-					}
-				}
 				if p.subj == "incident" && g.Target.Type == "failure_mode" {
 					if covered == nil {
 						covered = make(map[string]bool, len(g.Members)*2)
@@ -364,6 +377,29 @@ func (v *view) exactThemes(themes map[string]bool, selected []store.Report, repo
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Target.Name, b.Target.Name), cmp.Compare(a.Target.ID, b.Target.ID))
 	})
 	return out, cov, nil
+}
+
+// themeCore is what a global theme takes from its aggregate group: the
+// members' names, and their document versions, each once.
+type themeCore struct {
+	names []string
+	cites []citation
+}
+
+func newThemeCore(g groupJSON) themeCore {
+	c := themeCore{names: make([]string, 0, len(g.Members)), cites: make([]citation, 0, len(g.Members))}
+	seen := make(map[citation]struct{}, len(g.Members))
+	for _, m := range g.Members {
+		c.names = append(c.names, m.Name)
+		for _, mc := range m.Citations {
+			dv := citation{DocID: mc.DocID, Version: mc.Version}
+			if _, dup := seen[dv]; !dup {
+				seen[dv] = struct{}{}
+				c.cites = append(c.cites, dv)
+			}
+		}
+	}
+	return c
 }
 
 // maxThemeMembers bounds the members a theme line names, maxThemeReports
@@ -410,20 +446,29 @@ func (s *Service) themeLines(themes []GlobalTheme, cov *Coverage, resp *QueryRes
 // themeCitations are the citations of the themes' members (one per member
 // document version), after those the response already has.
 func themeCitations(resp *QueryResponse) []citation {
-	out := slices.Clone(resp.Citations)
-	seen := map[citation]bool{}
-	for _, c := range out {
-		seen[c] = true
-	}
 	if resp.Global == nil {
-		return out
+		return slices.Clone(resp.Citations)
+	}
+	// Sized once: the members of every theme cite thousands of documents.
+	n := len(resp.Citations)
+	for _, t := range resp.Global.Themes {
+		n += len(t.memberCites)
+	}
+	out := make([]citation, 0, n)
+	seen := make(map[citation]struct{}, n)
+	add := func(c citation) {
+		if _, dup := seen[c]; !dup {
+			seen[c] = struct{}{}
+			out = append(out, c)
+		}
+	}
+	out = append(out, resp.Citations...)
+	for _, c := range resp.Citations {
+		seen[c] = struct{}{}
 	}
 	for _, t := range resp.Global.Themes {
 		for _, m := range t.memberCites {
-			if !seen[m] {
-				seen[m] = true
-				out = append(out, m)
-			}
+			add(m)
 		}
 	}
 	return out
