@@ -213,8 +213,10 @@ type graphSet struct {
 	ents  map[string]storedEntity
 	edges map[edgeKey][]store.Edge
 	// aggs are aggregates computed by earlier requests, per caller and
-	// registry generation (aggregateKey); read-only once kept.
-	aggs map[aggKey]*keptAggregate
+	// registry generation (aggregateKey); read-only once kept. paths are
+	// traversals, likewise (keptTraversal).
+	aggs  map[aggKey]*keptAggregate
+	paths map[aggKey]*keptPaths
 	// admissions are entity admissions per caller and registry generation
 	// (the key's type and relation are empty).
 	admissions map[aggKey]*admissions
@@ -531,6 +533,24 @@ func (g *graphSet) keepAggregate(k aggKey, groups []groupJSON) *keptAggregate {
 	ka := &keptAggregate{groups: groups}
 	g.aggs = keepKeyed(g.aggs, k, ka)
 	return ka
+}
+
+func (g *graphSet) keptPaths(k aggKey) *keptPaths {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.paths[k]
+}
+
+// keepPaths keeps kp under k, or returns the traversal a concurrent
+// request kept first.
+func (g *graphSet) keepPaths(k aggKey, kp *keptPaths) *keptPaths {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if old, ok := g.paths[k]; ok {
+		return old
+	}
+	g.paths = keepKeyed(g.paths, k, kp)
+	return kp
 }
 
 // storedEntity is one entity read by id; found is false when absent.

@@ -147,3 +147,64 @@ func TestCachesFollowEvents(t *testing.T) {
 		return nil
 	})
 }
+
+// TestKeptTraversalFollowsChanges: a traversal is kept per caller and
+// registry generation while the graph reads are: asked again, whole or by
+// pages, it answers the same; a revocation (a new registry generation,
+// no event) and a new document (kg.graph.changed) show on the next
+// request.
+func TestKeptTraversalFollowsChanges(t *testing.T) {
+	f, _, bus := newCachingFixture(t)
+	ctx := t.Context()
+	var first, again pathsResp
+	f.get(certPaths, tokAlice, http.StatusOK, &first)
+	require.NotEmpty(t, first.Rows)
+	require.Contains(t, first.docs(), "INC-101")
+	f.get(certPaths, tokAlice, http.StatusOK, &again)
+	require.Equal(t, first, again)
+	// Pages of the kept traversal concatenate to it.
+	var terminals []string
+	for off := 0; off < len(first.Terminals); off++ {
+		var p pathsResp
+		f.get(certPaths+fmt.Sprintf("&limit=1&offset=%d", off), tokAlice, http.StatusOK, &p)
+		terminals = append(terminals, p.terminalNames()...)
+	}
+	require.Equal(t, first.terminalNames(), terminals)
+
+	// A revocation, without any event.
+	_, err := f.st.SetACL(ctx, tenantAcme, "INC-101", provenance.ACL{Groups: []string{"nobody"}})
+	require.NoError(t, err)
+	var revoked pathsResp
+	f.get(certPaths, tokAlice, http.StatusOK, &revoked)
+	require.NotContains(t, revoked.docs(), "INC-101")
+	f.get(certPaths+"&limit=50", tokAlice, http.StatusOK, &revoked)
+	require.NotContains(t, revoked.docs(), "INC-101")
+
+	// A new incident involving cert-manager shows once kg.graph.changed
+	// names the tenant.
+	const affected = "/v1/paths?start=component:cert-manager&rels=~involved,affected"
+	var kept pathsResp
+	f.get(affected, tokAlice, http.StatusOK, &kept)
+	require.NotContains(t, kept.terminalNames(), "ledger")
+	announceApply(t, f.st, tenantAcme, "INC-140", 1, incidentACL(), store.Contributions{Title: "INC-140", DocType: "postmortem",
+		Entities: []store.EntityContribution{
+			{ID: "incident:inc140", Type: "incident", Name: "INC-140", NameRank: 2},
+			{ID: "component:certmanager", Type: "component", Name: "cert-manager", NameRank: 2},
+			{ID: "service:ledger", Type: "service", Name: "ledger", NameRank: 2},
+		},
+		Edges: []store.EdgeContribution{
+			{Source: "incident:inc140", Relation: "involved", Target: "component:certmanager", Weight: 1},
+			{Source: "incident:inc140", Relation: "affected", Target: "service:ledger", Weight: 1},
+		}})
+	_, err = bus.Publish(ctx, events.KindGraphChanged, tenantAcme, "graph-140",
+		&events.GraphChanged{Header: events.Header{Tenant: tenantAcme}, DocID: "INC-140", Version: 1})
+	require.NoError(t, err)
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		var p pathsResp
+		f.get(affected, tokAlice, http.StatusOK, &p)
+		if !slices.Contains(p.terminalNames(), "ledger") {
+			return fmt.Errorf("terminals %v", p.terminalNames())
+		}
+		return nil
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/kgstream/kgstream/pkg/httpapi"
 	"github.com/kgstream/kgstream/pkg/resolve"
@@ -214,6 +215,63 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
+	kp, err := s.keptTraversal(v, start, hops)
+	if err != nil {
+		return nil, err
+	}
+	if !win.given() {
+		return kp.response(s.cfg.MaxPathRows)
+	}
+	return kp.page(win, s.cfg.MaxPathRows), nil
+}
+
+// keptPaths is one traversal as one caller sees it at one registry
+// generation: every path's row, in order, and the terminals with their
+// exact counts. It is kept with the tenant's graph reads (dropped by
+// kg.graph.changed), so a page, and the same question again, costs a
+// window of it rather than the walk: a hub's mentions are thousands of
+// paths, each edge admitted and each node read.
+type keptPaths struct {
+	start     entityJSON
+	rows      []rowJSON      // every path, ordered by node names
+	terminals []terminalJSON // sorted by name, then id
+	// truncated says the walk stopped at MaxFrontier.
+	truncated bool
+
+	once    sync.Once
+	encoded httpapi.Encoded
+	err     error
+}
+
+// keptTraversal returns the traversal of hops from start, kept per
+// caller, registry generation, start and hops while the graph reads are.
+func (s *Service) keptTraversal(v *view, start visibleEntity, hops []Hop) (*keptPaths, error) {
+	g, err := v.graphSet()
+	if err != nil {
+		return nil, err
+	}
+	rels := make([]string, len(hops))
+	for i, h := range hops {
+		rels[i] = h.String()
+	}
+	key, keep, err := v.aggregateKey("paths\x00"+start.out.ID, Hop{Relation: strings.Join(rels, ",")})
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		if kp := g.keptPaths(key); kp != nil {
+			return kp, nil
+		}
+	}
+	kp, err := s.traverse(v, start, hops)
+	if err != nil || !keep {
+		return kp, err
+	}
+	return g.keepPaths(key, kp), nil
+}
+
+// traverse follows hops from start over the edges the caller may read.
+func (s *Service) traverse(v *view, start visibleEntity, hops []Hop) (*keptPaths, error) {
 
 	truncated := false
 	frontier := []partial{{nodes: []string{start.out.ID}}}
@@ -315,7 +373,25 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 	}
 	slices.SortFunc(terminals, func(a, b terminalJSON) int { return compareEntity(a.entityJSON, b.entityJSON) })
 
-	resp := pathsResponse{Start: start.out, Terminals: []terminalJSON{}, Rows: []rowJSON{}, Truncated: truncated}
+	kp := &keptPaths{start: start.out, truncated: truncated, rows: make([]rowJSON, len(order))}
+	for k, i := range order {
+		kp.rows[k] = rowJSON{Nodes: rows[i], Edges: frontier[i].edges}
+	}
+	kp.terminals = terminals
+	return kp, nil
+}
+
+// response is the unbounded response, at most maxRows rows, encoded once.
+func (kp *keptPaths) response(maxRows int) (httpapi.Encoded, error) {
+	kp.once.Do(func() { kp.encoded, kp.err = httpapi.EncodeJSON(kp.page(window{offset: -1, limit: -1}, maxRows)) })
+	return kp.encoded, kp.err
+}
+
+// page is the response for a window of the terminals (every terminal when
+// win is not given): the rows ending at them, at most maxRows.
+func (kp *keptPaths) page(win window, maxRows int) pathsResponse {
+	resp := pathsResponse{Start: kp.start, Terminals: []terminalJSON{}, Rows: []rowJSON{}, Truncated: kp.truncated}
+	terminals := kp.terminals
 	// onPage is nil when every terminal is shown, else the terminals of
 	// the window: a page carries the rows that end at them.
 	var onPage map[string]bool
@@ -328,20 +404,20 @@ func (s *Service) paths(v *view, _ http.ResponseWriter, r *http.Request) (any, e
 			onPage[t.ID] = true
 		}
 	}
-	for _, i := range order {
-		if onPage != nil && !onPage[rows[i][len(rows[i])-1].ID] {
+	for _, row := range kp.rows {
+		if onPage != nil && !onPage[row.Nodes[len(row.Nodes)-1].ID] {
 			continue
 		}
-		if len(resp.Rows) >= s.cfg.MaxPathRows {
+		if len(resp.Rows) >= maxRows {
 			resp.Truncated = true
 			break
 		}
-		resp.Rows = append(resp.Rows, rowJSON{Nodes: rows[i], Edges: frontier[i].edges})
+		resp.Rows = append(resp.Rows, row)
 	}
 	if len(terminals) > 0 {
 		resp.Terminals = terminals
 	}
-	return resp, nil
+	return resp
 }
 
 // stepExcluded reports whether traversals may not step onto id.
