@@ -217,6 +217,9 @@ type graphSet struct {
 	// traversals, likewise (keptTraversal).
 	aggs  map[aggKey]*keptAggregate
 	paths map[aggKey]*keptPaths
+	// pathRows counts the rows of the kept traversals, at most
+	// maxKeptPathRows.
+	pathRows int
 	// admissions are entity admissions per caller and registry generation
 	// (the key's type and relation are empty).
 	admissions map[aggKey]*admissions
@@ -549,9 +552,24 @@ func (g *graphSet) keepPaths(k aggKey, kp *keptPaths) *keptPaths {
 	if old, ok := g.paths[k]; ok {
 		return old
 	}
+	if len(kp.rows) > maxKeptPathRows {
+		return kp // answered, not kept
+	}
+	if g.pathRows+len(kp.rows) > maxKeptPathRows || len(g.paths) >= maxKeptAggregates {
+		g.paths, g.pathRows = nil, 0 // started over
+	}
 	g.paths = keepKeyed(g.paths, k, kp)
+	g.pathRows = 0
+	for _, p := range g.paths {
+		g.pathRows += len(p.rows)
+	}
 	return kp
 }
+
+// maxKeptPathRows bounds the rows of the traversals a tenant's graph
+// reads keep (a hub's mentions are thousands of rows, each a few hundred
+// bytes): past it the kept traversals start over.
+const maxKeptPathRows = 100_000
 
 // storedEntity is one entity read by id; found is false when absent.
 type storedEntity struct {
