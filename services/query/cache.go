@@ -340,21 +340,34 @@ func (g *graphSet) internEdges(live bool, es []store.Edge) {
 }
 
 func (g *graphSet) lexQuery(k aggKey) *lexQuery {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.readable[k]
+	q, _ := keptAt(g, &g.readable, k)
+	return q
 }
 
 // keepLexQuery keeps q under k, or returns what another request kept
 // there first.
 func (g *graphSet) keepLexQuery(k aggKey, q *lexQuery) *lexQuery {
+	return keepFirst(g, &g.readable, k, q)
+}
+
+// keptAt returns (*m)[k], read under g's lock.
+func keptAt[V any](g *graphSet, m *map[aggKey]V, k aggKey) (V, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if kept, ok := g.readable[k]; ok {
+	v, ok := (*m)[k]
+	return v, ok
+}
+
+// keepFirst keeps v under k in *m (keepKeyed), under g's lock, unless a
+// concurrent request kept a value there first: that one is returned.
+func keepFirst[V any](g *graphSet, m *map[aggKey]V, k aggKey, v V) V {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if kept, ok := (*m)[k]; ok {
 		return kept
 	}
-	g.readable = keepKeyed(g.readable, k, q)
-	return q
+	*m = keepKeyed(*m, k, v)
+	return v
 }
 
 // keptDocsKey returns the tenant's graph set and the key of this
@@ -438,10 +451,7 @@ func keepKeyed[V any](m map[aggKey]V, k aggKey, v V) map[aggKey]V {
 }
 
 func (g *graphSet) aggregate(k aggKey) (*keptAggregate, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	ka, ok := g.aggs[k]
-	return ka, ok
+	return keptAt(g, &g.aggs, k)
 }
 
 // admissions are the entities one caller has been shown at one registry
@@ -528,20 +538,12 @@ func (g *graphSet) keepCount(k aggKey, n int) {
 // keepAggregate keeps groups under k, or returns what another request
 // kept there first.
 func (g *graphSet) keepAggregate(k aggKey, groups []groupJSON) *keptAggregate {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if ka, ok := g.aggs[k]; ok {
-		return ka
-	}
-	ka := &keptAggregate{groups: groups}
-	g.aggs = keepKeyed(g.aggs, k, ka)
-	return ka
+	return keepFirst(g, &g.aggs, k, &keptAggregate{groups: groups})
 }
 
 func (g *graphSet) keptPaths(k aggKey) *keptPaths {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.paths[k]
+	kp, _ := keptAt(g, &g.paths, k)
+	return kp
 }
 
 // keepPaths keeps kp under k, or returns the traversal a concurrent
@@ -792,6 +794,9 @@ func (v *view) edgesByRelation(relation, sourceType string) ([]store.Edge, error
 	if err != nil {
 		return nil, fmt.Errorf("reading %s edges: %w", relation, err)
 	}
+	// Kept for every caller: their strings are shared like the edges read
+	// per entity (a relation's edges repeat entity, document and unit ids).
+	g.internEdges(v.s.cache.graph.isLive(), es)
 	g.mu.Lock()
 	if g.relations == nil {
 		g.relations = map[relKey][]store.Edge{}
