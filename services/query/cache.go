@@ -777,7 +777,8 @@ func (v *view) derived() (*derivedSet, error) {
 
 // edgesByRelation returns the edges of relation (of sourceType sources
 // when not ""), unadmitted, cached per tenant while events keep the cache
-// live. Callers must not modify the result.
+// live, then without their ids and their supports' descriptions, names
+// and weights (relationEdge). Callers must not modify the result.
 func (v *view) edgesByRelation(relation, sourceType string) ([]store.Edge, error) {
 	g, err := v.graphSet()
 	if err != nil {
@@ -795,7 +796,13 @@ func (v *view) edgesByRelation(relation, sourceType string) ([]store.Edge, error
 		return nil, fmt.Errorf("reading %s edges: %w", relation, err)
 	}
 	// Kept for every caller: their strings are shared like the edges read
-	// per entity (a relation's edges repeat entity, document and unit ids).
+	// per entity (a relation's edges repeat entity, document and unit ids),
+	// and what aggregates do not read is dropped (relationEdge).
+	if v.s.cache.graph.isLive() {
+		for i := range es {
+			relationEdge(&es[i])
+		}
+	}
 	g.internEdges(v.s.cache.graph.isLive(), es)
 	g.mu.Lock()
 	if g.relations == nil {
@@ -804,6 +811,17 @@ func (v *view) edgesByRelation(relation, sourceType string) ([]store.Edge, error
 	g.relations[k] = es
 	g.mu.Unlock()
 	return es, nil
+}
+
+// relationEdge drops from a relation's edge what aggregates (countGroups,
+// their only reader) never read: its id and its supports' descriptions,
+// names and weights, one object each for every collection to mark.
+func relationEdge(e *store.Edge) {
+	e.ID = ""
+	for j := range e.Supports {
+		f := &e.Supports[j]
+		f.Description, f.Name, f.NameRank, f.Weight = "", "", 0, 0
+	}
 }
 
 // graphSet returns the tenant's graph reads (a new empty set when the
