@@ -217,9 +217,6 @@ type graphSet struct {
 	// traversals, likewise (keptTraversal).
 	aggs  map[aggKey]*keptAggregate
 	paths map[aggKey]*keptPaths
-	// pathRows counts the rows of the kept traversals, at most
-	// maxKeptPathRows.
-	pathRows int
 	// admissions are entity admissions per caller and registry generation
 	// (the key's type and relation are empty).
 	admissions map[aggKey]*admissions
@@ -554,17 +551,17 @@ func (g *graphSet) keepPaths(k aggKey, kp *keptPaths) *keptPaths {
 	if old, ok := g.paths[k]; ok {
 		return old
 	}
-	if len(kp.rows) > maxKeptPathRows {
+	rows := len(kp.rows)
+	if rows > maxKeptPathRows {
 		return kp // answered, not kept
 	}
-	if g.pathRows+len(kp.rows) > maxKeptPathRows || len(g.paths) >= maxKeptAggregates {
-		g.paths, g.pathRows = nil, 0 // started over
+	for _, p := range g.paths {
+		rows += len(p.rows)
+	}
+	if rows > maxKeptPathRows {
+		g.paths = nil // started over
 	}
 	g.paths = keepKeyed(g.paths, k, kp)
-	g.pathRows = 0
-	for _, p := range g.paths {
-		g.pathRows += len(p.rows)
-	}
 	return kp
 }
 
@@ -798,12 +795,13 @@ func (v *view) edgesByRelation(relation, sourceType string) ([]store.Edge, error
 	// Kept for every caller: their strings are shared like the edges read
 	// per entity (a relation's edges repeat entity, document and unit ids),
 	// and what aggregates do not read is dropped (relationEdge).
-	if v.s.cache.graph.isLive() {
+	live := v.s.cache.graph.isLive()
+	if live {
 		for i := range es {
 			relationEdge(&es[i])
 		}
 	}
-	g.internEdges(v.s.cache.graph.isLive(), es)
+	g.internEdges(live, es)
 	g.mu.Lock()
 	if g.relations == nil {
 		g.relations = map[relKey][]store.Edge{}

@@ -456,19 +456,16 @@ func themeCitations(resp *QueryResponse) []citation {
 	}
 	out := make([]citation, 0, n)
 	seen := make(map[citation]struct{}, n)
-	add := func(c citation) {
-		if _, dup := seen[c]; !dup {
-			seen[c] = struct{}{}
-			out = append(out, c)
-		}
-	}
 	out = append(out, resp.Citations...)
 	for _, c := range resp.Citations {
 		seen[c] = struct{}{}
 	}
 	for _, t := range resp.Global.Themes {
 		for _, m := range t.memberCites {
-			add(m)
+			if _, dup := seen[m]; !dup {
+				seen[m] = struct{}{}
+				out = append(out, m)
+			}
 		}
 	}
 	return out

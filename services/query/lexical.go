@@ -277,9 +277,6 @@ func newWordSet(ws []string) wordSet {
 	return wordSet{words: b.String(), end: end}
 }
 
-// len is the number of words.
-func (s wordSet) len() int { return len(s.end) }
-
 // at is word i (a substring of the set's string).
 func (s wordSet) at(i int) string {
 	start := uint32(0)

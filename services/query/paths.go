@@ -254,6 +254,8 @@ func (s *Service) keptTraversal(v *view, start visibleEntity, hops []Hop) (*kept
 	for i, h := range hops {
 		rels[i] = h.String()
 	}
+	// The caller and generation part of an aggregate's key, with the
+	// start and the hops in place of its type and relation.
 	key, keep, err := v.aggregateKey("paths\x00"+start.out.ID, Hop{Relation: strings.Join(rels, ",")})
 	if err != nil {
 		return nil, err
@@ -272,7 +274,6 @@ func (s *Service) keptTraversal(v *view, start visibleEntity, hops []Hop) (*kept
 
 // traverse follows hops from start over the edges the caller may read.
 func (s *Service) traverse(v *view, start visibleEntity, hops []Hop) (*keptPaths, error) {
-
 	truncated := false
 	frontier := []partial{{nodes: []string{start.out.ID}}}
 	for _, h := range hops {

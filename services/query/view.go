@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"math"
 	"regexp"
 	"strings"
 
@@ -389,28 +390,8 @@ func (v *view) edges(id string, dir store.Direction) ([]store.Edge, error) {
 // unit (one without text unit for a support that names none). An empty
 // result means the edge is not visible to this caller.
 func (v *view) citations(e store.Edge) ([]citation, error) {
-	// Counted first, then made in one array: a hub's edge has thousands
-	// of supports (admission is a lookup, a slice's growth garbage).
-	n := 0
-	for _, f := range e.Supports {
-		ok, err := v.adm.Direct(f.DocID)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			n += max(len(f.TextUnits), 1)
-		}
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	out := make([]citation, 0, n)
-	for _, f := range e.Supports {
-		if ok, _ := v.adm.Direct(f.DocID); ok { // answered above
-			out = appendFragmentCitations(out, f)
-		}
-	}
-	return out, nil
+	c, _, err := v.someCitations(e, math.MaxInt)
+	return c, err
 }
 
 // anyReadable reports whether one of fs is readable: whether an edge
@@ -425,22 +406,36 @@ func (v *view) anyReadable(fs []store.Fragment) (bool, error) {
 }
 
 // someCitations is citations(e) of the first limit readable supports
-// only, with the number of readable supports.
+// only, with the number of readable supports. The citations are counted
+// first, then made in one array: a hub's edge has thousands of supports
+// (admission is a lookup, a slice's growth garbage).
 func (v *view) someCitations(e store.Edge, limit int) ([]citation, int, error) {
-	var out []citation
-	docs := 0
+	n, docs := 0, 0
 	for _, f := range e.Supports {
 		ok, err := v.adm.Direct(f.DocID)
 		if err != nil {
 			return nil, 0, err
 		}
-		if !ok {
-			continue
+		if ok {
+			if docs < limit {
+				n += max(len(f.TextUnits), 1)
+			}
+			docs++
 		}
-		if docs < limit {
+	}
+	if n == 0 {
+		return nil, docs, nil
+	}
+	out := make([]citation, 0, n)
+	cited := 0
+	for _, f := range e.Supports {
+		if cited == limit {
+			break
+		}
+		if ok, _ := v.adm.Direct(f.DocID); ok { // answered above
 			out = appendFragmentCitations(out, f)
+			cited++
 		}
-		docs++
 	}
 	return out, docs, nil
 }

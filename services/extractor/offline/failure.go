@@ -73,25 +73,33 @@ func (s *FailureStage) Extract(_ context.Context, a *Analysis, out *Output) erro
 		s.fromTitle(a, out)
 		return nil
 	}
-	de := a.DocEntity
 	for _, sel := range selected {
 		i := slices.IndexFunc(all, func(h taxonomy.Hit) bool { return h.Start == sel.Start && h.Mode == sel.Mode && h.Cue == sel.Cue })
 		u := a.Units[where[i].unit]
 		h := where[i].Hit
-		out.Entity(events.RawEntity{Name: h.Mode, Type: TypeFailureMode, TextUnit: u.ID,
-			Description: fmt.Sprintf("failure mode %q", h.Mode)})
-		out.Relationship(u.Cite(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: RelFailure,
-			Target: h.Mode, TargetType: TypeFailureMode, Description: evidence(u.Text, h.Sentence),
-			Strength: min(h.Weight, 1)}, h.Sentence))
-		if g := s.Taxonomy.Generic(h.Mode); g != h.Mode {
-			out.Entity(events.RawEntity{Name: g, Type: TypeFailureMode, TextUnit: u.ID,
-				Description: fmt.Sprintf("failure mode %q", g)})
-			out.Relationship(u.Cite(events.RawRelationship{Source: h.Mode, SourceType: TypeFailureMode, Relation: RelIsA,
-				Target: g, TargetType: TypeFailureMode, Description: fmt.Sprintf("%q is a kind of %q", h.Mode, g),
-				Strength: 1}, h.Sentence))
-		}
+		s.emit(a, out, u, h.Mode, h.Weight, evidence(u.Text, h.Sentence), h.Sentence)
 	}
 	return nil
+}
+
+// emit writes the document's failure mode: the mode, the document's
+// failure relationship to it (described by description, citing sentence
+// of u) and, for a fine mode, its generic parent with the is_a between
+// them.
+func (s *FailureStage) emit(a *Analysis, out *Output, u Unit, mode string, weight float64, description string, sentence taxonomy.Span) {
+	de := a.DocEntity
+	out.Entity(events.RawEntity{Name: mode, Type: TypeFailureMode, TextUnit: u.ID,
+		Description: fmt.Sprintf("failure mode %q", mode)})
+	out.Relationship(u.Cite(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: RelFailure,
+		Target: mode, TargetType: TypeFailureMode, Description: description,
+		Strength: min(weight, 1)}, sentence))
+	if g := s.Taxonomy.Generic(mode); g != mode {
+		out.Entity(events.RawEntity{Name: g, Type: TypeFailureMode, TextUnit: u.ID,
+			Description: fmt.Sprintf("failure mode %q", g)})
+		out.Relationship(u.Cite(events.RawRelationship{Source: mode, SourceType: TypeFailureMode, Relation: RelIsA,
+			Target: g, TargetType: TypeFailureMode, Description: fmt.Sprintf("%q is a kind of %q", mode, g),
+			Strength: 1}, sentence))
+	}
 }
 
 // locatedHit is a cue found in a unit: the hit with offsets into the
@@ -203,19 +211,8 @@ func (s *FailureStage) fromTitle(a *Analysis, out *Output) {
 	if len(sel) == 0 {
 		return
 	}
-	h, u, de := sel[0], a.Units[0], a.DocEntity
-	out.Entity(events.RawEntity{Name: h.Mode, Type: TypeFailureMode, TextUnit: u.ID,
-		Description: fmt.Sprintf("failure mode %q", h.Mode)})
-	out.Relationship(u.Cite(events.RawRelationship{Source: de.Name, SourceType: de.Type, Relation: RelFailure,
-		Target: h.Mode, TargetType: TypeFailureMode, Description: fmt.Sprintf("title %q", a.Doc.Title),
-		Strength: min(h.Weight, 1)}, u.Sentence(0)))
-	if g := s.Taxonomy.Generic(h.Mode); g != h.Mode {
-		out.Entity(events.RawEntity{Name: g, Type: TypeFailureMode, TextUnit: u.ID,
-			Description: fmt.Sprintf("failure mode %q", g)})
-		out.Relationship(u.Cite(events.RawRelationship{Source: h.Mode, SourceType: TypeFailureMode, Relation: RelIsA,
-			Target: g, TargetType: TypeFailureMode, Description: fmt.Sprintf("%q is a kind of %q", h.Mode, g),
-			Strength: 1}, u.Sentence(0)))
-	}
+	u := a.Units[0]
+	s.emit(a, out, u, sel[0].Mode, sel[0].Weight, fmt.Sprintf("title %q", a.Doc.Title), u.Sentence(0))
 }
 
 // actionItem matches a line that is an action item of a follow-up list,
