@@ -217,6 +217,9 @@ type graphSet struct {
 	// traversals, likewise (keptTraversal).
 	aggs  map[aggKey]*keptAggregate
 	paths map[aggKey]*keptPaths
+	// plans are global questions' plans (globalPlan), per caller,
+	// registry generation, theme types and level.
+	plans map[aggKey]*globalPlan
 	// admissions are entity admissions per caller and registry generation
 	// (the key's type and relation are empty).
 	admissions map[aggKey]*admissions

@@ -208,3 +208,83 @@ func TestKeptTraversalFollowsChanges(t *testing.T) {
 		return nil
 	})
 }
+
+// TestKeptGlobalPlanFollowsChanges: a global question's plan (its reports,
+// exact themes and citations) is kept per caller and registry generation
+// with the graph reads, so the same question answers the same, a
+// revocation without any event drops the document from the next answer,
+// and a new incident counts once kg.graph.changed names the tenant.
+func TestKeptGlobalPlanFollowsChanges(t *testing.T) {
+	f, cs, bus := newCachingFixture(t)
+	ctx := t.Context()
+	q := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
+	// The caches are live once the consumer runs.
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		cs.reset()
+		ask(t, f, tokAlice, q)
+		ask(t, f, tokAlice, q)
+		if n := cs.reset()["Reports"]; n > 1 {
+			return fmt.Errorf("%d report listings for two questions", n)
+		}
+		return nil
+	})
+	first := ask(t, f, tokAlice, q)
+	require.NotEmpty(t, first.Global.Themes)
+	again := ask(t, f, tokAlice, q)
+	require.Equal(t, first.Answer, again.Answer)
+	require.Equal(t, first.Global.Themes, again.Global.Themes)
+	require.Equal(t, first.Citations, again.Citations)
+	total := func(r query.QueryResponse) int {
+		n := 0
+		for _, th := range r.Global.Themes {
+			n += th.Count
+		}
+		return n
+	}
+
+	// A revocation, without any event: the document's member is neither
+	// counted nor cited by the next answer.
+	th := first.Global.Themes[0]
+	require.NotEmpty(t, first.Citations)
+	doc := first.Citations[0].DocID
+	_, err := f.st.SetACL(ctx, tenantAcme, doc, provenance.ACL{Groups: []string{"nobody"}})
+	require.NoError(t, err)
+	revoked := ask(t, f, tokAlice, q)
+	for _, c := range revoked.Citations {
+		require.NotEqual(t, doc, c.DocID)
+	}
+	require.Less(t, total(revoked), total(first))
+	require.NotContains(t, revoked.Answer, doc+"]")
+
+	// A new incident with the first theme counts once kg.graph.changed
+	// names the tenant.
+	count := func(r query.QueryResponse) int {
+		for _, t2 := range r.Global.Themes {
+			if t2.Target.ID == th.Target.ID {
+				return t2.Count
+			}
+		}
+		return 0
+	}
+	before := count(ask(t, f, tokAlice, q))
+	announceApply(t, f.st, tenantAcme, "INC-150", 1, incidentACL(), store.Contributions{Title: "INC-150", DocType: "postmortem",
+		Entities: []store.EntityContribution{
+			{ID: "incident:inc150", Type: "incident", Name: "INC-150", NameRank: 2},
+			{ID: th.Target.ID, Type: th.Target.Type, Name: th.Target.Name, NameRank: 2},
+		},
+		Edges: []store.EdgeContribution{{Source: "incident:inc150", Relation: th.Relation, Target: th.Target.ID, Weight: 1}}})
+	require.Equal(t, before, count(ask(t, f, tokAlice, q)), "kept until the graph changes")
+	_, err = bus.Publish(ctx, events.KindGraphChanged, tenantAcme, "graph-150",
+		&events.GraphChanged{Header: events.Header{Tenant: tenantAcme}, DocID: "INC-150", Version: 1})
+	require.NoError(t, err)
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		r := ask(t, f, tokAlice, q)
+		if n := count(r); n != before+1 {
+			return fmt.Errorf("theme %s counts %d, want %d", th.Target.ID, n, before+1)
+		}
+		if !slices.ContainsFunc(r.Citations, func(c provenance.SourceRef) bool { return c.DocID == "INC-150" }) {
+			return fmt.Errorf("INC-150 not cited")
+		}
+		return nil
+	})
+}

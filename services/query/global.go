@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,7 +107,6 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 	if err != nil {
 		return resp, err
 	}
-	cs, reports := d.communities, d.byCommunity // by community
 	admitted, err := v.admittedByCommunity(d)
 	if err != nil {
 		return resp, err
@@ -118,81 +118,20 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 	}
 	resp.Global = stats
 
-	relevant := func(c store.Community) bool {
-		for _, m := range c.Members {
-			if t, _ := resolve.SplitID(m); isTheme(themes, t) {
-				return true
-			}
-		}
-		r, ok := reports[c.ID]
-		if !ok {
-			return false
-		}
-		for _, f := range r.Findings {
-			for _, e := range f.Edges {
-				if isTheme(themes, edgeTargetType(e)) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	var selected []store.Report
-	consider := func(c store.Community) bool {
-		_, ok := reports[c.ID]
-		return ok && admitted[c.ID]
-	}
 	if req.Level != nil {
 		stats.Selection, stats.Level = "level", req.Level
-		for _, c := range cs {
-			if c.Level == *req.Level && consider(c) && relevant(c) {
-				selected = append(selected, reports[c.ID])
-			}
-		}
 	} else {
 		stats.Selection = "dynamic"
-		byID := make(map[string]store.Community, len(cs))
-		for _, c := range cs {
-			byID[c.ID] = c
-		}
-		// Rate from the roots down. An admitted, irrelevant community is
-		// pruned with its subtree (its members are a superset of its
-		// children's, so they cannot be relevant either). A relevant one is
-		// replaced by its relevant children when it has some. A community
-		// whose report is absent or not admitted is skipped, but its
-		// children are rated in its place, so no relevant child is lost
-		// because its parent could not be used.
-		var visit func(c store.Community) []store.Report
-		visit = func(c store.Community) []store.Report {
-			usable := consider(c)
-			if usable && !relevant(c) {
-				return nil
-			}
-			var fromChildren []store.Report
-			for _, ch := range c.Children {
-				if cc, ok := byID[ch]; ok {
-					fromChildren = append(fromChildren, visit(cc)...)
-				}
-			}
-			if len(fromChildren) > 0 || !usable {
-				return fromChildren
-			}
-			return []store.Report{reports[c.ID]}
-		}
-		for _, c := range cs {
-			if c.Parent == "" {
-				selected = append(selected, visit(c)...)
-			}
-		}
 	}
-	slices.SortFunc(selected, func(a, b store.Report) int {
-		return cmp.Or(cmp.Compare(b.Rating, a.Rating), cmp.Compare(a.ID, b.ID))
-	})
-	stats.ReportsUsed = len(selected)
-	themeList, cov, err := v.exactThemes(themes, selected, reports, admitted)
+	plan, err := v.globalPlan(d, admitted, themes, req.Level)
 	if err != nil {
 		return resp, err
 	}
+	selected := plan.selected
+	stats.ReportsUsed = len(selected)
+	// The plan is shared with later requests: the response gets its own
+	// theme list (whose member lists stay shared, read only).
+	themeList, cov := slices.Clone(plan.themes), plan.coverage()
 	stats.Themes, stats.Coverage = themeList, cov
 	if len(selected) == 0 && len(themeList) == 0 {
 		// Nothing corpus-wide the caller may read answers: local search
@@ -243,7 +182,9 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 		stats.LLMFallback = true
 		stats.Points = nil
 	}
-	resp.Citations = themeCitations(&resp)
+	// The offline answer cites its themes' members only: the plan's list,
+	// shared read only (clipped, so an append copies it).
+	resp.Citations = plan.cites
 	if counts == "" {
 		resp.Answer = "No theme of this question is linked to anything you can read."
 		resp.Timings["retrieval_ms"] = ms(time.Since(began))
@@ -252,6 +193,148 @@ func (s *Service) global(v *view, req QueryRequest, budget int) (QueryResponse, 
 	resp.Answer = fmt.Sprintf("Recurring themes, by the exact number of documents linked to each (evidence: %d community reports):\n", len(selected)) + counts
 	resp.Timings["retrieval_ms"] = ms(time.Since(began))
 	return resp, nil
+}
+
+// globalPlan is what a global question's answer is made from that depends
+// only on its theme types and level, not on its words: the reports chosen
+// for the map step, the exact themes and the coverage line, and the
+// themes' citations. It is the same for every question of one caller at
+// one registry generation, graph and set of reports (it counts with
+// /v1/aggregate's kept groups), so it is kept with the tenant's graph
+// reads like those; read only once kept.
+type globalPlan struct {
+	d        *derivedSet // the reports it was made from
+	selected []store.Report
+	themes   []GlobalTheme
+	cov      *Coverage
+	// cites are the themes' member citations, each once, in theme order
+	// (themeCitations of a response that cites nothing else).
+	cites []citation
+}
+
+// coverage returns a copy of the plan's coverage (nil when it has none).
+func (p *globalPlan) coverage() *Coverage {
+	if p.cov == nil {
+		return nil
+	}
+	c := *p.cov
+	return &c
+}
+
+// globalPlan returns the plan of a global question with these theme types
+// and level, kept per caller and registry generation with the tenant's
+// graph reads, and made again when the reports have changed.
+func (v *view) globalPlan(d *derivedSet, admitted map[string]bool, themes map[string]bool, level *int) (*globalPlan, error) {
+	g, err := v.graphSet()
+	if err != nil {
+		return nil, err
+	}
+	key, keep, err := v.aggregateKey("", Hop{})
+	if err != nil {
+		return nil, err
+	}
+	key.typ = "global\x00" + strings.Join(sortedKeys(themes), "\x00")
+	if level != nil {
+		key.rel = strconv.Itoa(*level)
+	}
+	if keep {
+		if p, ok := keptAt(g, &g.plans, key); ok && p.d == d {
+			return p, nil
+		}
+	}
+	p, err := v.planGlobal(d, admitted, themes, level)
+	if err != nil || !keep {
+		return p, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if old, ok := g.plans[key]; ok && old.d == d {
+		return old, nil
+	}
+	g.plans = keepKeyed(g.plans, key, p)
+	return p, nil
+}
+
+// planGlobal makes the plan of globalPlan: the reports of the relevant
+// communities (at level, else chosen from the roots down), best rated
+// first, then the exact themes.
+func (v *view) planGlobal(d *derivedSet, admitted map[string]bool, themes map[string]bool, level *int) (*globalPlan, error) {
+	cs, reports := d.communities, d.byCommunity
+	relevant := func(c store.Community) bool {
+		for _, m := range c.Members {
+			if t, _ := resolve.SplitID(m); isTheme(themes, t) {
+				return true
+			}
+		}
+		r, ok := reports[c.ID]
+		if !ok {
+			return false
+		}
+		for _, f := range r.Findings {
+			for _, e := range f.Edges {
+				if isTheme(themes, edgeTargetType(e)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var selected []store.Report
+	consider := func(c store.Community) bool {
+		_, ok := reports[c.ID]
+		return ok && admitted[c.ID]
+	}
+	if level != nil {
+		for _, c := range cs {
+			if c.Level == *level && consider(c) && relevant(c) {
+				selected = append(selected, reports[c.ID])
+			}
+		}
+	} else {
+		byID := make(map[string]store.Community, len(cs))
+		for _, c := range cs {
+			byID[c.ID] = c
+		}
+		// Rate from the roots down. An admitted, irrelevant community is
+		// pruned with its subtree (its members are a superset of its
+		// children's, so they cannot be relevant either). A relevant one is
+		// replaced by its relevant children when it has some. A community
+		// whose report is absent or not admitted is skipped, but its
+		// children are rated in its place, so no relevant child is lost
+		// because its parent could not be used.
+		var visit func(c store.Community) []store.Report
+		visit = func(c store.Community) []store.Report {
+			usable := consider(c)
+			if usable && !relevant(c) {
+				return nil
+			}
+			var fromChildren []store.Report
+			for _, ch := range c.Children {
+				if cc, ok := byID[ch]; ok {
+					fromChildren = append(fromChildren, visit(cc)...)
+				}
+			}
+			if len(fromChildren) > 0 || !usable {
+				return fromChildren
+			}
+			return []store.Report{reports[c.ID]}
+		}
+		for _, c := range cs {
+			if c.Parent == "" {
+				selected = append(selected, visit(c)...)
+			}
+		}
+	}
+	slices.SortFunc(selected, func(a, b store.Report) int {
+		return cmp.Or(cmp.Compare(b.Rating, a.Rating), cmp.Compare(a.ID, b.ID))
+	})
+	list, cov, err := v.exactThemes(themes, selected, reports, admitted)
+	if err != nil {
+		return nil, err
+	}
+	p := &globalPlan{d: d, selected: slices.Clip(selected), themes: list, cov: cov}
+	p.cites = slices.Clip(themeCitations(&QueryResponse{Global: &GlobalStats{Themes: list}}))
+	return p, nil
 }
 
 // defaultThemeRelations are the relations counted for a theme type when no
