@@ -863,12 +863,15 @@ func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 	// maxMentionCites of the fragments that state it: a hub's fragments
 	// mostly repeat one extractor description ("Kafka (message broker)"),
 	// and written once per document they filled the item with copies.
-	stated := map[string]int{} // description -> fragments cited for it
-	for _, f := range ve.sources {
-		if f.Description == "" {
-			continue
-		}
-		if n, seen := stated[f.Description]; seen && n >= maxMentionCites {
+	d := ve.descs
+	if d == nil {
+		d = newDescIndex(ve.sources)
+	}
+	stated := make([]int, len(d.words)) // by description: fragments cited for it
+	full := 0                           // descriptions cited maxMentionCites times
+	for i, f := range ve.sources {
+		k := d.of[i]
+		if k < 0 || stated[k] >= maxMentionCites {
 			continue
 		}
 		ok, err := v.adm.Direct(f.DocID)
@@ -879,8 +882,8 @@ func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 			continue
 		}
 		described = true
-		if _, seen := stated[f.Description]; !seen {
-			n := countFields(f.Description)
+		if stated[k] == 0 {
+			n := d.words[k]
 			if tokensOfWords(words+n) > limit {
 				break
 			}
@@ -888,8 +891,13 @@ func entityItem(v *view, ve visibleEntity, limit int) (ContextItem, error) {
 			b.WriteString(" ")
 			b.WriteString(f.Description)
 		}
-		stated[f.Description]++
+		stated[k]++
 		cites = appendFragmentCitations(cites, f)
+		if stated[k] == maxMentionCites {
+			if full++; full == len(d.words) {
+				break // every later fragment would be passed over
+			}
+		}
 	}
 	text := b.String()
 	if !described {

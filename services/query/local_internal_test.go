@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -73,6 +74,113 @@ func TestEntityItemStaysWithinItsLimit(t *testing.T) {
 	for _, c := range it.Citations {
 		require.True(t, states[c.DocID].ACL.Public, c.DocID)
 	}
+}
+
+// TestEntityItemByNumberedDescriptions: an entity item made through the
+// numbered descriptions (made with the entity or by the item), which stops
+// once every description has its citations, is the item of the plain
+// reading of every fragment, on random entities: few or many fragments,
+// repeated, unique and missing descriptions, unreadable documents and
+// limits that cut the item short.
+func TestEntityItemByNumberedDescriptions(t *testing.T) {
+	caller := provenance.Caller{Tenant: "acme", Principal: "sam", Groups: []string{"sre"}}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 300 {
+		states := map[string]provenance.SourceState{}
+		n := 1 + rng.IntN(120)
+		pool := 1 + rng.IntN(6)
+		var fs []store.Fragment
+		for i := range n {
+			id := fmt.Sprintf("doc-%03d", i)
+			acl := provenance.PublicACL()
+			if rng.IntN(4) == 0 {
+				acl = provenance.ACL{Groups: []string{"payments"}}
+			}
+			states[id] = provenance.SourceState{Tenant: "acme", DocID: id, Version: 1, ACL: acl}
+			desc := ""
+			switch r := rng.IntN(10); {
+			case r < 6:
+				desc = fmt.Sprintf("Described the %d-th way, with a few words.", rng.IntN(pool))
+			case r < 8:
+				desc = "Only " + id + " says this."
+			}
+			units := []string{"u1"}
+			if rng.IntN(3) == 0 {
+				units = []string{"u1", "u2"}
+			}
+			fs = append(fs, store.Fragment{DocID: id, Version: 1, TextUnits: units, Description: desc})
+		}
+		view := func() *view {
+			v := &view{}
+			v.adm = provenance.NewAdmitter(caller, func(ids []string) (map[string]provenance.SourceState, error) {
+				out := map[string]provenance.SourceState{}
+				for _, id := range ids {
+					if s, ok := states[id]; ok {
+						out[id] = s
+					}
+				}
+				return out, nil
+			})
+			return v
+		}
+		limit := 20 + rng.IntN(300)
+		ve := visibleEntity{sources: fs, out: entityJSON{ID: "service:gateway", Type: "service", Name: "gateway"}, ok: true}
+		want := plainEntityItem(t, view(), ve, limit)
+		got, err := entityItem(view(), ve, limit)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "round %d, made by the item", round)
+		ve.descs = newDescIndex(fs)
+		got, err = entityItem(view(), ve, limit)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "round %d, made with the entity", round)
+	}
+}
+
+// plainEntityItem is entityItem reading every fragment, its descriptions
+// told apart by a map.
+func plainEntityItem(t *testing.T, v *view, ve visibleEntity, limit int) ContextItem {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s).", ve.out.Name, strings.ReplaceAll(ve.out.Type, "_", " "))
+	words := len(strings.Fields(b.String()))
+	var cites []citation
+	described := false
+	stated := map[string]int{}
+	for _, f := range ve.sources {
+		if f.Description == "" || stated[f.Description] >= maxMentionCites {
+			continue
+		}
+		ok, err := v.adm.Direct(f.DocID)
+		require.NoError(t, err)
+		if !ok {
+			continue
+		}
+		described = true
+		if stated[f.Description] == 0 {
+			n := len(strings.Fields(f.Description))
+			if tokensOfWords(words+n) > limit {
+				break
+			}
+			words += n
+			b.WriteString(" " + f.Description)
+		}
+		stated[f.Description]++
+		cites = appendFragmentCitations(cites, f)
+	}
+	if !described {
+		for _, f := range ve.sources {
+			if len(cites) >= maxMentionCites {
+				break
+			}
+			ok, err := v.adm.Direct(f.DocID)
+			require.NoError(t, err)
+			if ok {
+				cites = appendFragmentCitations(cites, f)
+			}
+		}
+	}
+	text := b.String()
+	return ContextItem{Kind: KindEntity, ID: ve.out.ID, Text: text, Citations: cites, Tokens: ApproxTokens(text)}
 }
 
 // TestRelationRankerRanksAsTheSentence: relationRanker gives what

@@ -108,6 +108,43 @@ type visibleEntity struct {
 	sources []store.Fragment
 	out     entityJSON
 	ok      bool
+	// descs numbers the descriptions of sources, made with the entity
+	// when it has many (see indexedSources); nil: made by each reader.
+	descs *descIndex
+}
+
+// descIndex numbers the distinct descriptions of an entity's fragments:
+// of[i] is the number of fragment i's description (-1 when it has none),
+// words[k] the word count of description k. A hub's thousands of
+// fragments mostly repeat a few descriptions; an entity item reads them
+// by number instead of hashing each, and stops once every description
+// has all the citations it may show.
+type descIndex struct {
+	of    []int32
+	words []int
+}
+
+// indexedSources is how many fragments an entity has before admission
+// numbers its descriptions once for every later request of the caller.
+const indexedSources = 32
+
+func newDescIndex(fs []store.Fragment) *descIndex {
+	d := &descIndex{of: make([]int32, len(fs))}
+	num := map[string]int32{}
+	for i, f := range fs {
+		if f.Description == "" {
+			d.of[i] = -1
+			continue
+		}
+		k, ok := num[f.Description]
+		if !ok {
+			k = int32(len(d.words))
+			num[f.Description] = k
+			d.words = append(d.words, countFields(f.Description))
+		}
+		d.of[i] = k
+	}
+	return d
 }
 
 func newView(ctx context.Context, s *Service, caller provenance.Caller) *view {
@@ -202,7 +239,11 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 	if typ == "" {
 		typ, _, _ = cutID(e.ID)
 	}
-	return visibleEntity{sources: e.Sources, out: entityJSON{ID: e.ID, Type: typ, Name: name}, ok: true}, nil
+	ve := visibleEntity{sources: e.Sources, out: entityJSON{ID: e.ID, Type: typ, Name: name}, ok: true}
+	if len(e.Sources) >= indexedSources {
+		ve.descs = newDescIndex(e.Sources)
+	}
+	return ve, nil
 }
 
 // entity returns the entity with id as this caller sees it (ok=false when
