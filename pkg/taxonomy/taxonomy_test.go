@@ -631,3 +631,96 @@ func TestForgottenStepIsOperatorError(t *testing.T) {
 		"The cache hosts had their disk filled up overnight. We forgot to re-enable replication after the switchover."))
 	require.NotContains(t, selected(tx, "The operator forgot to update the timeout setting on the proxy."), "operator error")
 }
+
+// A latent issue, problem or flaw is a defect that waited for its trigger.
+func TestLatentIssueIsASoftwareBug(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"software bug"}, selected(tx, "The scheduler hit a latent issue in its lease renewal logic."))
+	require.Equal(t, []string{"software bug"}, selected(tx, "The controller encountered a latent problem in its quota logic."))
+}
+
+// A flood of log spam is what a defect looked like, not load; a flood of
+// requests still is load.
+func TestFloodOfLogSpamIsNoTrafficSurge(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Empty(t, selected(tx, "The new parser code unleashed a flood of \"PHP notice\" logspam."))
+	require.Empty(t, selected(tx, "The proxies wrote a flood of warnings to the journal."))
+	require.Equal(t, []string{"traffic surge"}, selected(tx, "A flood of requests reached the search cluster."))
+}
+
+// A shared platform service that failed, and a provider answering with bad
+// data, are failed dependencies; a service that "experienced a
+// disruption" is the incident itself.
+func TestSharedServiceAndProviderFailuresAreDependencies(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{
+		"The internal secrets management service suffered a failure at 02:00, and every region lost its storage volumes.",
+		"The edge proxies stapled bad responses from the certificate authority for an hour.",
+		"The vendor was sending OCSP responses with expired signatures.",
+	} {
+		require.Equal(t, []string{"dependency"}, selected(tx, text), text)
+	}
+	require.Empty(t, selected(tx, "The internal blob storage service experienced a service disruption for four hours."))
+}
+
+// Configuration files deployed in the wrong order, or one that should have
+// gone out before the others, broke the service by configuration; so did
+// a setting lost to a typo.
+func TestConfigurationOrderAndTypo(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{
+		"The settings files were deployed in the wrong order.",
+		"The list of disabled wikis should have been synced before the other config files.",
+		"The timeout setting was not passed through from the settings file because of a typo.",
+		"A deploy fixed the configuration setting typo.",
+	} {
+		require.Equal(t, []string{"configuration change"}, selected(tx, text), text)
+	}
+	// In what went on, the configuration file deploy order outweighs the
+	// memory usage the timeline saw after it.
+	require.Equal(t, []string{"configuration change"}, selected(tx,
+		"At 19:45 cache memory usage started spiking. The list of disabled wikis should have been synced before the other "+
+			"config files, and it is hard to define the proper order for deploying the configuration files."))
+}
+
+// "Because of an operator mistake" names the cause: operator error is then
+// among the causes the text names, and outweighs a weaker one a
+// root-cause sentence mentions in passing.
+func TestOperatorMistakeNamedAsTheReason(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	text := "The root cause was a cache restart run in a zone drained during network maintenance. " +
+		"Because of an operator mistake, the restart ran on every cache host at once."
+	require.Equal(t, []string{"operator error"}, selected(tx, text)[:1])
+}
+
+// Load from a named client is a traffic surge, not a capacity problem.
+func TestOverloadedByAClientIsATrafficSurge(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"traffic surge"}, selected(tx, "The public query endpoint was overloaded by a bot."))
+}
+
+// An update of the system software under a service is an upgrade, unless
+// the sentence tells it was the remedy.
+func TestOperatingSystemUpdateIsAnUpgrade(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"upgrade"}, selected(tx, "A regular operating system (OS) update was deployed to the gateway hosts."))
+	require.Equal(t, []string{"software bug"}, selected(tx,
+		"A bug in the kernel of the new hosts slowed the guests. A kernel update and a reboot resolved the problem."))
+	for _, h := range tx.Find("A kernel update and a reboot resolved the problem.", nil) {
+		require.True(t, h.Effect, h.Cue)
+	}
+}
+
+// A negation written with a typographic apostrophe negates as one written
+// with a straight apostrophe.
+func TestTypographicApostropheNegates(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	requireNoCause(t, tx, "We didn\u2019t see a DoS attack from the scanner.", "The certificate hadn\u2019t expired.")
+}
+
+// Maintenance that exposed a flaw in the network's design is a network
+// cause, not the hardware failure it was not.
+func TestNetworkDesignFlaw(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"network"}, selected(tx, "A line card restart exposed a flaw in the site's network design."))
+}

@@ -267,6 +267,14 @@ var (
 	})
 )
 
+// sectionCaps finds a title written in capitals without a colon inside a
+// paragraph ("... availability. ROOT CAUSE The control plane ..."), as
+// status pages flatten their headings. It runs on one line at a time, and
+// only on lines holding one of its titles.
+var sectionCaps = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?:^[ \t]*|[.!?][ \t]+)(ROOT CAUSES?|ISSUE SUMMARY|DETAILED DESCRIPTION OF IMPACT|REMEDIATION AND PREVENTION)[ \t]+[A-Z0-9]`)
+})
+
 // Sections finds the titled sections of text: per line, a title line, or
 // else every label in it.
 func Sections(text string) SectionMap {
@@ -274,9 +282,18 @@ func Sections(text string) SectionMap {
 	eachLine(text, func(off int, line string) {
 		if m := sectionLine().FindStringSubmatchIndex(line); m != nil {
 			out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
-		} else if strings.IndexByte(line, ':') >= 0 {
-			for _, m := range sectionLabel().FindAllStringSubmatchIndex(line, -1) {
-				out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
+		} else {
+			if strings.IndexByte(line, ':') >= 0 {
+				for _, m := range sectionLabel().FindAllStringSubmatchIndex(line, -1) {
+					out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
+				}
+			}
+			if strings.Contains(line, "ROOT CAUSE") || strings.Contains(line, "ISSUE SUMMARY") ||
+				strings.Contains(line, "DETAILED DESCRIPTION") || strings.Contains(line, "REMEDIATION AND") {
+				for _, m := range sectionCaps().FindAllStringSubmatchIndex(line, -1) {
+					out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
+				}
+				slices.SortStableFunc(out, func(a, b Section) int { return a.Start - b.Start })
 			}
 		}
 	})

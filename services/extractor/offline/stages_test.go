@@ -354,3 +354,27 @@ func TestFailureStageReadsTheTitleLast(t *testing.T) {
 	}, extract("20240102-StorageDiskFailure", "The archive was unavailable after a DNS record change."))
 	require.Empty(t, extract("20240102-Archive", "The archive was unavailable for an hour."))
 }
+
+// Titles a status page writes in capitals without a colon inside a
+// paragraph ("... for an hour. ROOT CAUSE The ...") open their sections as
+// labels do: a cue in the remediation counts nothing, one in the root
+// cause twice.
+func TestSectionsFindCapitalTitlesWithoutColon(t *testing.T) {
+	text := "ISSUE SUMMARY Checkout failed for an hour. ROOT CAUSE The scheduler hit a latent issue. " +
+		"REMEDIATION AND PREVENTION We will alert before the spool volume is full."
+	kinds := map[string]offline.SectionKind{}
+	for _, s := range offline.Sections(text) {
+		kinds[strings.Fields(strings.TrimLeft(text[s.Start:], ". \t"))[0]] = s.Kind
+	}
+	require.Equal(t, map[string]offline.SectionKind{"ISSUE": offline.SectionSummary, "ROOT": offline.SectionCause,
+		"REMEDIATION": offline.SectionFollowUp}, kinds)
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
+	require.Empty(t, extractDoc(t, cfg, "incident", "ISSUE SUMMARY Checkout failed for an hour. "+
+		"REMEDIATION AND PREVENTION We will make sure the spool volume is never full again."))
+	// The root cause outweighs the symptom the summary repeats.
+	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:software bug"}, extractDoc(t, cfg, "incident",
+		"ISSUE SUMMARY Tenants saw elevated packet loss. Packet loss lasted two hours. "+
+			"ROOT CAUSE The controller encountered a latent issue in its quota logic."))
+	// Capitals inside a sentence are no title.
+	require.Empty(t, offline.Sections("We wrote ROOT CAUSE Analysis on the page."))
+}
