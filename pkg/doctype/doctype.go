@@ -74,8 +74,9 @@ func (d Set) Resolve(docType, title, text string) (Decision, error) {
 var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 	return []*regexp.Regexp{
 		regexp.MustCompile(`(?i)\b(impact|impacted|affected|unavailable|customers? (saw|experienced|could not)|users? (saw|experienced|could not|were unable))\b`),
-		regexp.MustCompile(`(?i)\b(root cause|cause[ds]? by|contributing factors?|what went wrong|underlying (cause|issue)|was caused|due to)\b`),
-		regexp.MustCompile(`(?i)\b(timeline|\d{1,2}:\d{2}( ?UTC| ?PDT| ?PST)?|detected|alerted|paged)\b`),
+		regexp.MustCompile(`(?i)\b(root causes?|cause[ds]? by|contributing factors?|what went wrong|underlying (cause|issue)|was caused|due to)\b`),
+		// A clock time, also inside an ISO date-time ("2014-11-14T01:00").
+		regexp.MustCompile(`(?i)(\b|\d{4}-\d{2}-\d{2}T)(timeline|\d{1,2}:\d{2}( ?UTC| ?PDT| ?PST)?|detected|alerted|paged)\b`),
 		regexp.MustCompile(`(?i)\b(resolution|resolved|mitigat\w*|restored|rolled back|recovered|fixed|workaround)\b`),
 		regexp.MustCompile(`(?i)\b(incident|outage|postmortem|post-mortem|disruption|downtime|degradation|service event|unavailable|unreachable|(was|were|went) down|5xx|5\d\d errors?|errors?|failed|failures?|crash\w*)\b`),
 	}
@@ -105,7 +106,7 @@ var signals = sync.OnceValue(func() incidentSignals {
 		// A line that is only a report's heading ("## Contributing
 		// Factors", "What went well?", "Impact:").
 		heading:       regexp.MustCompile(`(?im)^[ \t#*]*(summary|timeline|impact|root causes?|causes?|contributing factors?|detection|resolution|recovery|mitigation|conclusions?|lessons learned|action items?|actionables?|follow-?ups?|what went well|what went wrong|where did we get lucky)[ \t*]*[:?]?[ \t]*$`),
-		retrospective: regexp.MustCompile(`(?i)\b(what went well|what went wrong|where did we get lucky|lessons? learned|action ?items?|actionables?|follow-?ups?|next steps to prevent|prevent (this|it) from happening again|prevent (future )?recurrences?|post-?mortem|root cause|contributing factors?)\b`),
+		retrospective: regexp.MustCompile(`(?i)\b(what went well|what went wrong|where did we get lucky|lessons? learned|action ?items?|actionables?|follow-?ups?|next steps to prevent|prevent (this|it) from happening again|prevent (future )?recurrences?|post-?mortem|root causes?|contributing factors?)\b`),
 		// "At 20:21 UTC", "between 15:07 and 17:25 PDT", "at 2014-11-18 14:42".
 		atTime: regexp.MustCompile(`(?i)\b(at|from|between|since|until|around|by|about) ~?(\d{4}-\d{2}-\d{2}[T ]?)?\d{1,2}[:.]\d{2}\b`),
 		// Labels and headings of a report: "Cause: ...", "The symptoms

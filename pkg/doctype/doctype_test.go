@@ -81,6 +81,12 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 				"the workers got stuck on one huge page until a hotfix skipped it.", "incident"},
 		{"dated report of lost writes", "20230305-Ingest",
 			"Events were not written to the store for two hours because the consumer ran out of memory and got killed.", "incident"},
+		// A clock time inside an ISO date-time is a timeline's time, and
+		// "root causes" names the cause part as "root cause" does.
+		{"times in ISO date-times", "20230110-Metrics",
+			"Metrics from the affected hosts were missing between 2023-01-10T02:00 and 2023-01-10T09:00; the collector failed after an upgrade.", "incident"},
+		{"root causes, plural", "20230111-Metrics",
+			"Metrics from the affected hosts were missing at 02:00 UTC. Several issues at once made finding the root causes slow.", "incident"},
 		// Symptom words in a dated plan, or in an undated page, are not.
 		{"dated plan", "20230401-Capacity",
 			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
