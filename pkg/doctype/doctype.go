@@ -115,7 +115,9 @@ var signals = sync.OnceValue(func() incidentSignals {
 		// What a failure looked like while it went on: a report dated in
 		// its title that tells of one in the past tense is an incident's
 		// even when it names no outage.
-		symptom:     regexp.MustCompile(`(?i)\b(overload\w*|timeouts?|timed out|flapping|stuck|hung|slow(ed|ness)?|(high|heavy) (cpu )?load|latenc(y|ies)|unable to|loss of|killed|(stopp\w*|ceased) (to )?respond\w*|broke|broken|dropped|dropping|read[- ]only|spikes?|paged|vandali[sz]\w*|compromised|5\d\d(s|s? errors?)?)\b`),
+		// Also lag and a used-up resource, a process that died or
+		// flapped, lost data, and a service that stopped serving.
+		symptom:     regexp.MustCompile(`(?i)\b(overload\w*|timeouts?|timed out|flap(s|ped|ping)?|stuck|hung|slow(ed|ness)?|(high|heavy) (cpu )?load|latenc(y|ies)|lag(s|ged|ging)?|saturat\w*|used up|exhausted|unable to|loss of|data loss|killed|died|dying|(stopp\w*|ceased|no longer) (to )?(respond|serv|send|process|accept|function)\w*|broke|broken|dropped|dropping|read[- ]only|spikes?|paged|vandali[sz]\w*|compromised|5\d\d(s|s? errors?)?)\b`),
 		pastFailure: regexp.MustCompile(`(?i)\b((was|were|had been|went) (down|unavailable|unreachable|degraded|affected|impacted|broken|slow|lost)|(experienced|suffered|caused|causing|crashed|aborted|stopped|lagged|resulted in|resulting in|led to|leading to|traced to|outage lasted|service interruption|elevated (error )?rates?|slowdown|slowed down|compromised|(were|was) (being )?dropped|lost (connectivity|connections?|data)|(did|was|were) not (able to|validate|work|respond)|(was|were) unable to|(was|were) not (written|processed|delivered|served|logged|shipped|sent)|(got|was|were) killed|ran out|could not|couldn't)\b|(failed|failing) (for|to|with|because))`),
 	}
 })

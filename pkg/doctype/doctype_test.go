@@ -87,11 +87,23 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 			"Metrics from the affected hosts were missing between 2023-01-10T02:00 and 2023-01-10T09:00; the collector failed after an upgrade.", "incident"},
 		{"root causes, plural", "20230111-Metrics",
 			"Metrics from the affected hosts were missing at 02:00 UTC. Several issues at once made finding the root causes slow.", "incident"},
+		// Lag, a used-up resource, a process that died or flapped and a
+		// service that stopped serving are symptoms too.
+		{"dated report of lag", "20230120-Storage",
+			"Shared storage lagged for every build host when a large copy used up all the bandwidth.", "incident"},
+		{"dated report of a stopped service", "20230121-Scoring",
+			"The scoring service stopped serving requests for two hours because its cache ran out of disk space.", "incident"},
+		{"dated report of a dying process", "20230122-Importer",
+			"A schema change caused the importer to die on every batch, and it flapped for a day before the field was added.", "incident"},
 		// Symptom words in a dated plan, or in an undated page, are not.
 		{"dated plan", "20230401-Capacity",
 			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
 		{"undated tuning notes", "Renderer tuning",
 			"The render workers were unable to keep up when a page is huge; the limit below stops them from getting stuck.", "document"},
+		{"undated note of lag", "Replica lag",
+			"Replicas lagged behind the primary when a large copy used up the bandwidth; throttle copies with the limit below.", "document"},
+		{"dated upgrade plan", "20230402-Upgrade",
+			"Before the upgrade we check that no process died or flapped on the staging hosts; the rollout starts next week.", "document"},
 	} {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
