@@ -88,7 +88,7 @@ var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 // follow-up lists of a retrospective, and sentences that report a past
 // failure.
 type incidentSignals struct {
-	title, datedTitle, timelineEntry, retrospective, pastFailure, atTime, labels, heading, symptom *regexp.Regexp
+	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, atTime, labels, heading, symptom *regexp.Regexp
 }
 
 var signals = sync.OnceValue(func() incidentSignals {
@@ -119,6 +119,10 @@ var signals = sync.OnceValue(func() incidentSignals {
 		// flapped, lost data, and a service that stopped serving.
 		symptom:     regexp.MustCompile(`(?i)\b(overload\w*|timeouts?|timed out|flap(s|ped|ping)?|stuck|hung|slow(ed|ness)?|(high|heavy) (cpu )?load|latenc(y|ies)|lag(s|ged|ging)?|saturat\w*|used up|exhausted|unable to|loss of|data loss|killed|died|dying|(stopp\w*|ceased|no longer) (to )?(respond|serv|send|process|accept|function)\w*|broke|broken|dropped|dropping|read[- ]only|spikes?|paged|vandali[sz]\w*|compromised|5\d\d(s|s? errors?)?)\b`),
 		pastFailure: regexp.MustCompile(`(?i)\b((was|were|had been|went) (down|unavailable|unreachable|degraded|affected|impacted|broken|slow|lost)|(experienced|suffered|caused|causing|crashed|aborted|stopped|lagged|resulted in|resulting in|led to|leading to|traced to|outage lasted|service interruption|elevated (error )?rates?|slowdown|slowed down|compromised|(were|was) (being )?dropped|lost (connectivity|connections?|data)|(did|was|were) not (able to|validate|work|respond)|(was|were) unable to|(was|were) not (written|processed|delivered|served|logged|shipped|sent)|(got|was|were) killed|ran out|could not|couldn't)\b|(failed|failing) (for|to|with|because))`),
+		// A cause stated in the past tense ("The cause was a change ...",
+		// "The root cause has been determined to be ..."): something
+		// happened, though not necessarily a failure.
+		causeStated: regexp.MustCompile(`(?i)\bthe (root )?cause (was|were|has been|had been|turned out)\b`),
 	}
 })
 
@@ -174,8 +178,9 @@ func Infer(title, text string) string {
 		return "incident"
 	}
 	past := g.pastFailure.MatchString(text)
+	cause := g.causeStated.MatchString(text)
 	timeline := g.timelineEntries(text, 2) >= 2
-	if !past && !timeline && !g.atTime.MatchString(text) {
+	if !past && !cause && !timeline && !g.atTime.MatchString(text) {
 		// Nothing says something happened.
 		return "document"
 	}
@@ -184,7 +189,7 @@ func Infer(title, text string) string {
 	switch {
 	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)):
 		return "incident"
-	case past && g.datedTitle.MatchString(title) && (parts[4].MatchString(s) || g.symptom.MatchString(text)):
+	case (past || cause) && g.datedTitle.MatchString(title) && (parts[4].MatchString(s) || g.symptom.MatchString(text)):
 		return "incident"
 	case (timeline || report) && failed, timeline && report:
 		return "incident"

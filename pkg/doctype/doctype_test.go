@@ -95,6 +95,9 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 			"The scoring service stopped serving requests for two hours because its cache ran out of disk space.", "incident"},
 		{"dated report of a dying process", "20230122-Importer",
 			"A schema change caused the importer to die on every batch, and it flapped for a day before the field was added.", "incident"},
+		// A cause stated in the past tense says something happened.
+		{"dated report that states its cause", "20230125-Builds",
+			"The cause was a settings change that removed the cache directory; builds broke for everyone until it was restored.", "incident"},
 		// Symptom words in a dated plan, or in an undated page, are not.
 		{"dated plan", "20230401-Capacity",
 			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
@@ -104,6 +107,10 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 			"Replicas lagged behind the primary when a large copy used up the bandwidth; throttle copies with the limit below.", "document"},
 		{"dated upgrade plan", "20230402-Upgrade",
 			"Before the upgrade we check that no process died or flapped on the staging hosts; the rollout starts next week.", "document"},
+		{"undated answer that states a cause", "Slow builds",
+			"Why were builds slow last year? The cause was a small cache, which is larger now.", "document"},
+		{"how-to naming a usual cause", "20230403-Builds",
+			"If builds are slow, the cause is usually a small cache: raise its size and the builds speed up.", "document"},
 	} {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
