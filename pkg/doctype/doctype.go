@@ -88,7 +88,7 @@ var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 // follow-up lists of a retrospective, and sentences that report a past
 // failure.
 type incidentSignals struct {
-	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, atTime, labels, heading, symptom *regexp.Regexp
+	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, thisOne, atTime, labels, heading, symptom *regexp.Regexp
 }
 
 var signals = sync.OnceValue(func() incidentSignals {
@@ -123,6 +123,9 @@ var signals = sync.OnceValue(func() incidentSignals {
 		// "The root cause has been determined to be ..."): something
 		// happened, though not necessarily a failure.
 		causeStated: regexp.MustCompile(`(?i)\bthe (root )?cause (was|were|has been|had been|turned out)\b`),
+		// "During this outage", "this incident": the text tells of one
+		// outage that happened, not of outages in general.
+		thisOne: regexp.MustCompile(`(?i)\bthis (incident|outage)\b`),
 	}
 })
 
@@ -159,7 +162,9 @@ func firstLine(text string) string {
 // and a text that reports a past failure and is called an incident in
 // its title or first heading, carries a date in its title, has a
 // timeline of at least two timestamped entries, or has a retrospective's
-// questions or follow-up list. Anything else is a document: a how-to or a service
+// questions or follow-up list. A cause stated in the past tense or a
+// reference to "this outage" says something happened as a past failure
+// or a timestamp does. Anything else is a document: a how-to or a service
 // overview talks of failures that may happen, not of one that did.
 func Infer(title, text string) string {
 	s := title + "\n" + text
@@ -180,7 +185,7 @@ func Infer(title, text string) string {
 	past := g.pastFailure.MatchString(text)
 	cause := g.causeStated.MatchString(text)
 	timeline := g.timelineEntries(text, 2) >= 2
-	if !past && !cause && !timeline && !g.atTime.MatchString(text) {
+	if !past && !cause && !timeline && !g.atTime.MatchString(text) && !g.thisOne.MatchString(text) {
 		// Nothing says something happened.
 		return "document"
 	}

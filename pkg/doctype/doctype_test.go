@@ -98,6 +98,9 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 		// A cause stated in the past tense says something happened.
 		{"dated report that states its cause", "20230125-Builds",
 			"The cause was a settings change that removed the cache directory; builds broke for everyone until it was restored.", "incident"},
+		// "This outage" tells of one that happened.
+		{"report of this outage", "20230126-Queue",
+			"Client jobs never reached the queue during this outage; server jobs went through.", "incident"},
 		// Symptom words in a dated plan, or in an undated page, are not.
 		{"dated plan", "20230401-Capacity",
 			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
@@ -111,6 +114,8 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 			"Why were builds slow last year? The cause was a small cache, which is larger now.", "document"},
 		{"how-to naming a usual cause", "20230403-Builds",
 			"If builds are slow, the cause is usually a small cache: raise its size and the builds speed up.", "document"},
+		{"status page guide", "Status page",
+			"Post an update on the status page every 30 minutes during an outage, and link the incident channel.", "document"},
 	} {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
