@@ -101,8 +101,9 @@ var signals = sync.OnceValue(func() incidentSignals {
 		datedTitle: regexp.MustCompile(`(^|\D)(19|20)\d{2}-?(0[1-9]|1[0-2])-?(0[1-9]|[12]\d|3[01])(\D|$)`),
 		// A line that starts (after a bullet) with a time or a dated
 		// time: "• 11:01 - ...", "2016-05-09T21:43 ...", "1600 UTC: ...",
-		// "~2.40 ...". A version number (1.27.0) is not one.
-		timelineEntry: regexp.MustCompile(`(?m)^[ \t]*(?:[•*\-–|][ \t]*)?~?(?:\d{4}-\d{2}-\d{2}(?:[T ]|, )?)?(?:\d{1,2}[:.]\d{2}(?:[:.]\d{2})?|\d{4} ?UTC)(?:[ \t,:\-–|]|$)`),
+		// "~2.40 ...", "• Mar 06 13:18 UTC - ...". A version number
+		// (1.27.0) is not one.
+		timelineEntry: regexp.MustCompile(`(?m)^[ \t]*(?:[•*\-–|][ \t]*)?~?(?:\d{4}-\d{2}-\d{2}(?:[T ]|, )?|(?i:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.? \d{1,2}(?:st|nd|rd|th)?,?(?: \d{4},?)? )?(?:\d{1,2}[:.]\d{2}(?:[:.]\d{2})?|\d{4} ?UTC)(?:[ \t,:\-–|]|$)`),
 		// A line that is only a report's heading ("## Contributing
 		// Factors", "What went well?", "Impact:").
 		heading:       regexp.MustCompile(`(?im)^[ \t#*]*(summary|timeline|impact|root causes?|causes?|contributing factors?|detection|resolution|recovery|mitigation|conclusions?|lessons learned|action items?|actionables?|follow-?ups?|what went well|what went wrong|where did we get lucky)[ \t*]*[:?]?[ \t]*$`),

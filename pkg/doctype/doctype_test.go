@@ -101,6 +101,11 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 		// "This outage" tells of one that happened.
 		{"report of this outage", "20230126-Queue",
 			"Client jobs never reached the queue during this outage; server jobs went through.", "incident"},
+		// A timeline entry may start with a month's name and a day.
+		{"timeline dated by month names", "Release branch mix-up",
+			"The root cause: a merge from the main branch into the release branch.\n" +
+				"• Mar 06 13:18 UTC - the change is merged into the release branch\n" +
+				"• Mar 06 14:46 UTC - a revert is merged", "incident"},
 		// Symptom words in a dated plan, or in an undated page, are not.
 		{"dated plan", "20230401-Capacity",
 			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
@@ -116,6 +121,8 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 			"If builds are slow, the cause is usually a small cache: raise its size and the builds speed up.", "document"},
 		{"status page guide", "Status page",
 			"Post an update on the status page every 30 minutes during an outage, and link the incident channel.", "document"},
+		{"release schedule", "Release schedule",
+			"• Mar 06 13:00 UTC - the release branch is cut\n• Mar 07 13:00 UTC - the release goes to every site", "document"},
 	} {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
