@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/resolve"
@@ -88,7 +89,7 @@ var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 // follow-up lists of a retrospective, and sentences that report a past
 // failure.
 type incidentSignals struct {
-	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, thisOne, atTime, labels, heading, symptom *regexp.Regexp
+	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, thisOne, failureEnd, atTime, labels, heading, symptom *regexp.Regexp
 }
 
 var signals = sync.OnceValue(func() incidentSignals {
@@ -127,6 +128,9 @@ var signals = sync.OnceValue(func() incidentSignals {
 		// "During this outage", "this incident": the text tells of one
 		// outage that happened, not of outages in general.
 		thisOne: regexp.MustCompile(`(?i)\bthis (incident|outage)\b`),
+		// A title whose last words name a failure ("port saturation",
+		// "API slowdown", "search API down"), read by endsWithFailure.
+		failureEnd: regexp.MustCompile(`(?i)(^|\s)(\w+ )?(down|outage|slowdown|saturation|saturated|overload|overloaded|crash|crashed|unavailable|unreachable|degradation|degraded|failure|disruption)$`),
 	}
 })
 
@@ -142,6 +146,30 @@ func (g incidentSignals) headings(text string) int {
 		seen[strings.ToLower(m[1])] = true
 	}
 	return len(seen)
+}
+
+// particles make "down" a verb's ("scale down", "shut down"), not a
+// failure's.
+var particles = map[string]bool{"scale": true, "scaled": true, "scaling": true, "shut": true, "shutting": true,
+	"wind": true, "step": true, "cool": true, "tear": true, "turn": true, "turning": true, "count": true, "slow": true, "break": true}
+
+// endsWithFailure reports whether a title ends by naming a failure, its words
+// split at hyphens, underscores and CamelCase ("PortSaturation").
+func (g incidentSignals) endsWithFailure(title string) bool {
+	var b strings.Builder
+	prev := rune(0)
+	for _, r := range title {
+		switch {
+		case r == '-' || r == '_':
+			r = ' '
+		case unicode.IsUpper(r) && unicode.IsLower(prev):
+			b.WriteRune(' ')
+		}
+		b.WriteRune(r)
+		prev = r
+	}
+	m := g.failureEnd.FindStringSubmatch(strings.TrimSpace(b.String()))
+	return m != nil && !(strings.EqualFold(m[3], "down") && particles[strings.ToLower(strings.TrimSpace(m[2]))])
 }
 
 // firstLine is the first non-empty line of text: the heading of a
@@ -163,7 +191,9 @@ func firstLine(text string) string {
 // and a text that reports a past failure and is called an incident in
 // its title or first heading, carries a date in its title, has a
 // timeline of at least two timestamped entries, or has a retrospective's
-// questions or follow-up list. A cause stated in the past tense or a
+// questions or follow-up list. A title with a date that ends by naming a
+// failure ("20230105-Cache saturation") is an incident's, whatever the
+// text. A cause stated in the past tense or a
 // reference to "this outage" says something happened as a past failure
 // or a timestamp does. Anything else is a document: a how-to or a service
 // overview talks of failures that may happen, not of one that did.
@@ -181,6 +211,10 @@ func Infer(title, text string) string {
 	}
 	g := signals()
 	if g.headings(text) >= 3 {
+		return "incident"
+	}
+	if g.datedTitle.MatchString(title) && g.endsWithFailure(title) {
+		// A report of that day's failure, even when its page is empty.
 		return "incident"
 	}
 	past := g.pastFailure.MatchString(text)

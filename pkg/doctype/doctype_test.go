@@ -106,6 +106,11 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 			"The root cause: a merge from the main branch into the release branch.\n" +
 				"• Mar 06 13:18 UTC - the change is merged into the release branch\n" +
 				"• Mar 06 14:46 UTC - a revert is merged", "incident"},
+		// A dated title that ends by naming a failure is an incident's,
+		// even when the page has no text.
+		{"dated failure title, empty page", "20230105-cache-saturation", "There is currently no text in this page.", "incident"},
+		{"dated CamelCase failure title", "20230106-SearchSlowdown", "", "incident"},
+		{"dated title, service down", "20230107-search API down", "", "incident"},
 		// Symptom words in a dated plan, or in an undated page, are not.
 		{"dated plan", "20230401-Capacity",
 			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
@@ -123,6 +128,9 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 			"Post an update on the status page every 30 minutes during an outage, and link the incident channel.", "document"},
 		{"release schedule", "Release schedule",
 			"• Mar 06 13:00 UTC - the release branch is cut\n• Mar 07 13:00 UTC - the release goes to every site", "document"},
+		{"dated plan about a failure", "20230108-Disk saturation plan", "We add disks next quarter.", "document"},
+		{"dated page on scaling down", "20230109-Workers scale down", "The worker pool shrinks to four hosts at night.", "document"},
+		{"undated failure title", "Cache saturation", "There is currently no text in this page.", "document"},
 	} {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
