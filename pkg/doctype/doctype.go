@@ -89,7 +89,7 @@ var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 // follow-up lists of a retrospective, and sentences that report a past
 // failure.
 type incidentSignals struct {
-	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, thisOne, failureEnd, atTime, labels, heading, symptom *regexp.Regexp
+	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, thisOne, failureEnd, incidentID, atTime, labels, heading, symptom *regexp.Regexp
 }
 
 var signals = sync.OnceValue(func() incidentSignals {
@@ -130,6 +130,9 @@ var signals = sync.OnceValue(func() incidentSignals {
 		thisOne: regexp.MustCompile(`(?i)\bthis (incident|outage)\b`),
 		// A title whose last words name a failure ("port saturation",
 		// "API slowdown", "search API down"), read by endsWithFailure.
+		// An incident tracker's identifier ("INC-207", "INC0012345"),
+		// in capitals.
+		incidentID: regexp.MustCompile(`\bINC-?\d+\b`),
 		failureEnd: regexp.MustCompile(`(?i)(^|\s)(\w+ )?(down|outage|slowdown|saturation|saturated|overload|overloaded|crash|crashed|unavailable|unreachable|degradation|degraded|failure|disruption)$`),
 	}
 })
@@ -189,7 +192,8 @@ func firstLine(text string) string {
 // incident. So is a text with three of a report's headings (Summary,
 // Timeline, Contributing factors, Lessons learned, Action items, ...),
 // and a text that reports a past failure and is called an incident in
-// its title or first heading, carries a date in its title, has a
+// its title or first heading (or named by an incident tracker's id
+// there, "INC-207"), carries a date in its title, has a
 // timeline of at least two timestamped entries, or has a retrospective's
 // questions or follow-up list. A title with a date that ends by naming a
 // failure ("20230105-Cache saturation") is an incident's, whatever the
@@ -227,7 +231,8 @@ func Infer(title, text string) string {
 	failed := past || parts[4].MatchString(s)
 	report := g.retrospective.MatchString(text) || g.labels.MatchString(text)
 	switch {
-	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)):
+	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)),
+		g.incidentID.MatchString(title) || g.incidentID.MatchString(firstLine(text)):
 		return "incident"
 	case (past || cause) && g.datedTitle.MatchString(title) && (parts[4].MatchString(s) || g.symptom.MatchString(text)):
 		return "incident"

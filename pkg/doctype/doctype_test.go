@@ -111,6 +111,9 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 		{"dated failure title, empty page", "20230105-cache-saturation", "There is currently no text in this page.", "incident"},
 		{"dated CamelCase failure title", "20230106-SearchSlowdown", "", "incident"},
 		{"dated title, service down", "20230107-search API down", "", "incident"},
+		// An incident tracker's id in the title names an incident.
+		{"incident id in the title", "INC-207",
+			"INC-207 (Mar 3): the queue workers stopped at 10:02 UTC and jobs piled up.", "incident"},
 		// Symptom words in a dated plan, or in an undated page, are not.
 		{"dated plan", "20230401-Capacity",
 			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
@@ -131,6 +134,8 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 		{"dated plan about a failure", "20230108-Disk saturation plan", "We add disks next quarter.", "document"},
 		{"dated page on scaling down", "20230109-Workers scale down", "The worker pool shrinks to four hosts at night.", "document"},
 		{"undated failure title", "Cache saturation", "There is currently no text in this page.", "document"},
+		{"company name in capitals", "Vendor notes",
+			"ACME INC 2023 contract: support answers at 09:00 UTC on workdays.", "document"},
 	} {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
