@@ -89,7 +89,7 @@ var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 // follow-up lists of a retrospective, and sentences that report a past
 // failure.
 type incidentSignals struct {
-	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, thisOne, failureEnd, incidentID, atTime, labels, heading, symptom *regexp.Regexp
+	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, thisOne, failureEnd, incidentID, lasted, atTime, labels, heading, symptom *regexp.Regexp
 }
 
 var signals = sync.OnceValue(func() incidentSignals {
@@ -130,6 +130,12 @@ var signals = sync.OnceValue(func() incidentSignals {
 		thisOne: regexp.MustCompile(`(?i)\bthis (incident|outage)\b`),
 		// A title whose last words name a failure ("port saturation",
 		// "API slowdown", "search API down"), read by endsWithFailure.
+		// How long something lasted, in minutes or hours, after a verb
+		// in the past tense: "rejected all requests for 12 minutes",
+		// "were empty for about 3 hours". After "is", "are", "be" or
+		// "get" the verb is a passive present ("are cached for 5
+		// minutes"): readLasted drops it.
+		lasted: regexp.MustCompile(`(?i)\b(?:(is|are|be|been|being|gets?) )?(?:\w+ed|was|were)\b[^.;:!?]{0,80}?\bfor (?:about |over |nearly |almost |roughly |around |~)?\d+ (?:minutes?|mins?|hours?|hrs?)\b`),
 		// An incident tracker's identifier ("INC-207", "INC0012345"),
 		// in capitals.
 		incidentID: regexp.MustCompile(`\bINC-?\d+\b`),
@@ -149,6 +155,17 @@ func (g incidentSignals) headings(text string) int {
 		seen[strings.ToLower(m[1])] = true
 	}
 	return len(seen)
+}
+
+// readLasted reports whether text says how long something lasted in the
+// past tense.
+func (g incidentSignals) readLasted(text string) bool {
+	for _, m := range g.lasted.FindAllStringSubmatch(text, 8) {
+		if m[1] == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // particles make "down" a verb's ("scale down", "shut down"), not a
@@ -198,7 +215,8 @@ func firstLine(text string) string {
 // questions or follow-up list. A title with a date that ends by naming a
 // failure ("20230105-Cache saturation") is an incident's, whatever the
 // text. A cause stated in the past tense or a
-// reference to "this outage" says something happened as a past failure
+// reference to "this outage" or how long something lasted ("for 12
+// minutes") says something happened as a past failure
 // or a timestamp does. Anything else is a document: a how-to or a service
 // overview talks of failures that may happen, not of one that did.
 func Infer(title, text string) string {
@@ -224,7 +242,7 @@ func Infer(title, text string) string {
 	past := g.pastFailure.MatchString(text)
 	cause := g.causeStated.MatchString(text)
 	timeline := g.timelineEntries(text, 2) >= 2
-	if !past && !cause && !timeline && !g.atTime.MatchString(text) && !g.thisOne.MatchString(text) {
+	if !past && !cause && !timeline && !g.atTime.MatchString(text) && !g.thisOne.MatchString(text) && !g.readLasted(text) {
 		// Nothing says something happened.
 		return "document"
 	}

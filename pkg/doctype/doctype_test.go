@@ -114,6 +114,9 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 		// An incident tracker's id in the title names an incident.
 		{"incident id in the title", "INC-207",
 			"INC-207 (Mar 3): the queue workers stopped at 10:02 UTC and jobs piled up.", "incident"},
+		// How long it lasted says something happened.
+		{"incident id and a duration", "INC-208",
+			"INC-208 (Mar 4): the upload service refused every file for 14 minutes until the limit was raised.", "incident"},
 		// Symptom words in a dated plan, or in an undated page, are not.
 		{"dated plan", "20230401-Capacity",
 			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
@@ -136,6 +139,10 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 		{"undated failure title", "Cache saturation", "There is currently no text in this page.", "document"},
 		{"company name in capitals", "Vendor notes",
 			"ACME INC 2023 contract: support answers at 09:00 UTC on workdays.", "document"},
+		{"runbook with a wait", "Restarting the queue",
+			"Stop the workers, wait for 10 minutes, then start them again. Incidents with the queue go to its channel.", "document"},
+		{"cache settings", "Cache settings",
+			"Responses are cached for 5 minutes; incident pages are never cached.", "document"},
 	} {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
