@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/resolve"
@@ -74,8 +75,9 @@ func (d Set) Resolve(docType, title, text string) (Decision, error) {
 var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 	return []*regexp.Regexp{
 		regexp.MustCompile(`(?i)\b(impact|impacted|affected|unavailable|customers? (saw|experienced|could not)|users? (saw|experienced|could not|were unable))\b`),
-		regexp.MustCompile(`(?i)\b(root cause|cause[ds]? by|contributing factors?|what went wrong|underlying (cause|issue)|was caused|due to)\b`),
-		regexp.MustCompile(`(?i)\b(timeline|\d{1,2}:\d{2}( ?UTC| ?PDT| ?PST)?|detected|alerted|paged)\b`),
+		regexp.MustCompile(`(?i)\b(root causes?|cause[ds]? by|contributing factors?|what went wrong|underlying (cause|issue)|was caused|due to)\b`),
+		// A clock time, also inside an ISO date-time ("2014-11-14T01:00").
+		regexp.MustCompile(`(?i)(\b|\d{4}-\d{2}-\d{2}T)(timeline|\d{1,2}:\d{2}( ?UTC| ?PDT| ?PST)?|detected|alerted|paged)\b`),
 		regexp.MustCompile(`(?i)\b(resolution|resolved|mitigat\w*|restored|rolled back|recovered|fixed|workaround)\b`),
 		regexp.MustCompile(`(?i)\b(incident|outage|postmortem|post-mortem|disruption|downtime|degradation|service event|unavailable|unreachable|(was|were|went) down|5xx|5\d\d errors?|errors?|failed|failures?|crash\w*)\b`),
 	}
@@ -87,7 +89,7 @@ var postmortemParts = sync.OnceValue(func() []*regexp.Regexp {
 // follow-up lists of a retrospective, and sentences that report a past
 // failure.
 type incidentSignals struct {
-	title, datedTitle, timelineEntry, retrospective, pastFailure, atTime, labels, heading, symptom *regexp.Regexp
+	title, datedTitle, timelineEntry, retrospective, pastFailure, causeStated, thisOne, failureEnd, incidentID, lasted, atTime, labels, heading, symptom *regexp.Regexp
 }
 
 var signals = sync.OnceValue(func() incidentSignals {
@@ -100,12 +102,13 @@ var signals = sync.OnceValue(func() incidentSignals {
 		datedTitle: regexp.MustCompile(`(^|\D)(19|20)\d{2}-?(0[1-9]|1[0-2])-?(0[1-9]|[12]\d|3[01])(\D|$)`),
 		// A line that starts (after a bullet) with a time or a dated
 		// time: "• 11:01 - ...", "2016-05-09T21:43 ...", "1600 UTC: ...",
-		// "~2.40 ...". A version number (1.27.0) is not one.
-		timelineEntry: regexp.MustCompile(`(?m)^[ \t]*(?:[•*\-–|][ \t]*)?~?(?:\d{4}-\d{2}-\d{2}(?:[T ]|, )?)?(?:\d{1,2}[:.]\d{2}(?:[:.]\d{2})?|\d{4} ?UTC)(?:[ \t,:\-–|]|$)`),
+		// "~2.40 ...", "• Mar 06 13:18 UTC - ...". A version number
+		// (1.27.0) is not one.
+		timelineEntry: regexp.MustCompile(`(?m)^[ \t]*(?:[•*\-–|][ \t]*)?~?(?:\d{4}-\d{2}-\d{2}(?:[T ]|, )?|(?i:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.? \d{1,2}(?:st|nd|rd|th)?,?(?: \d{4},?)? )?(?:\d{1,2}[:.]\d{2}(?:[:.]\d{2})?|\d{4} ?UTC)(?:[ \t,:\-–|]|$)`),
 		// A line that is only a report's heading ("## Contributing
 		// Factors", "What went well?", "Impact:").
 		heading:       regexp.MustCompile(`(?im)^[ \t#*]*(summary|timeline|impact|root causes?|causes?|contributing factors?|detection|resolution|recovery|mitigation|conclusions?|lessons learned|action items?|actionables?|follow-?ups?|what went well|what went wrong|where did we get lucky)[ \t*]*[:?]?[ \t]*$`),
-		retrospective: regexp.MustCompile(`(?i)\b(what went well|what went wrong|where did we get lucky|lessons? learned|action ?items?|actionables?|follow-?ups?|next steps to prevent|prevent (this|it) from happening again|prevent (future )?recurrences?|post-?mortem|root cause|contributing factors?)\b`),
+		retrospective: regexp.MustCompile(`(?i)\b(what went well|what went wrong|where did we get lucky|lessons? learned|action ?items?|actionables?|follow-?ups?|next steps to prevent|prevent (this|it) from happening again|prevent (future )?recurrences?|post-?mortem|root causes?|contributing factors?)\b`),
 		// "At 20:21 UTC", "between 15:07 and 17:25 PDT", "at 2014-11-18 14:42".
 		atTime: regexp.MustCompile(`(?i)\b(at|from|between|since|until|around|by|about) ~?(\d{4}-\d{2}-\d{2}[T ]?)?\d{1,2}[:.]\d{2}\b`),
 		// Labels and headings of a report: "Cause: ...", "The symptoms
@@ -114,8 +117,29 @@ var signals = sync.OnceValue(func() incidentSignals {
 		// What a failure looked like while it went on: a report dated in
 		// its title that tells of one in the past tense is an incident's
 		// even when it names no outage.
-		symptom:     regexp.MustCompile(`(?i)\b(overload\w*|timeouts?|timed out|flapping|stuck|hung|slow(ed|ness)?|(high|heavy) (cpu )?load|latenc(y|ies)|unable to|loss of|killed|(stopp\w*|ceased) (to )?respond\w*|broke|broken|dropped|dropping|read[- ]only|spikes?|paged|vandali[sz]\w*|compromised|5\d\d(s|s? errors?)?)\b`),
+		// Also lag and a used-up resource, a process that died or
+		// flapped, lost data, and a service that stopped serving.
+		symptom:     regexp.MustCompile(`(?i)\b(overload\w*|timeouts?|timed out|flap(s|ped|ping)?|stuck|hung|slow(ed|ness)?|(high|heavy) (cpu )?load|latenc(y|ies)|lag(s|ged|ging)?|saturat\w*|used up|exhausted|unable to|loss of|data loss|killed|died|dying|(stopp\w*|ceased|no longer) (to )?(respond|serv|send|process|accept|function)\w*|broke|broken|dropped|dropping|read[- ]only|spikes?|paged|vandali[sz]\w*|compromised|5\d\d(s|s? errors?)?)\b`),
 		pastFailure: regexp.MustCompile(`(?i)\b((was|were|had been|went) (down|unavailable|unreachable|degraded|affected|impacted|broken|slow|lost)|(experienced|suffered|caused|causing|crashed|aborted|stopped|lagged|resulted in|resulting in|led to|leading to|traced to|outage lasted|service interruption|elevated (error )?rates?|slowdown|slowed down|compromised|(were|was) (being )?dropped|lost (connectivity|connections?|data)|(did|was|were) not (able to|validate|work|respond)|(was|were) unable to|(was|were) not (written|processed|delivered|served|logged|shipped|sent)|(got|was|were) killed|ran out|could not|couldn't)\b|(failed|failing) (for|to|with|because))`),
+		// A cause stated in the past tense ("The cause was a change ...",
+		// "The root cause has been determined to be ..."): something
+		// happened, though not necessarily a failure.
+		causeStated: regexp.MustCompile(`(?i)\bthe (root )?cause (was|were|has been|had been|turned out)\b`),
+		// "During this outage", "this incident": the text tells of one
+		// outage that happened, not of outages in general.
+		thisOne: regexp.MustCompile(`(?i)\bthis (incident|outage)\b`),
+		// A title whose last words name a failure ("port saturation",
+		// "API slowdown", "search API down"), read by endsWithFailure.
+		// How long something lasted, in minutes or hours, after a verb
+		// in the past tense: "rejected all requests for 12 minutes",
+		// "were empty for about 3 hours". After "is", "are", "be" or
+		// "get" the verb is a passive present ("are cached for 5
+		// minutes"): readLasted drops it.
+		lasted: regexp.MustCompile(`(?i)\b(?:(is|are|be|been|being|gets?) )?(?:\w+ed|was|were)\b[^.;:!?]{0,80}?\bfor (?:about |over |nearly |almost |roughly |around |~)?\d+ (?:minutes?|mins?|hours?|hrs?)\b`),
+		// An incident tracker's identifier ("INC-207", "INC0012345"),
+		// in capitals.
+		incidentID: regexp.MustCompile(`\bINC-?\d+\b`),
+		failureEnd: regexp.MustCompile(`(?i)(^|\s)(\w+ )?(down|outage|slowdown|saturation|saturated|overload|overloaded|crash|crashed|unavailable|unreachable|degradation|degraded|failure|disruption)$`),
 	}
 })
 
@@ -131,6 +155,41 @@ func (g incidentSignals) headings(text string) int {
 		seen[strings.ToLower(m[1])] = true
 	}
 	return len(seen)
+}
+
+// readLasted reports whether text says how long something lasted in the
+// past tense.
+func (g incidentSignals) readLasted(text string) bool {
+	for _, m := range g.lasted.FindAllStringSubmatch(text, 8) {
+		if m[1] == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// particles make "down" a verb's ("scale down", "shut down"), not a
+// failure's.
+var particles = map[string]bool{"scale": true, "scaled": true, "scaling": true, "shut": true, "shutting": true,
+	"wind": true, "step": true, "cool": true, "tear": true, "turn": true, "turning": true, "count": true, "slow": true, "break": true}
+
+// endsWithFailure reports whether a title ends by naming a failure, its words
+// split at hyphens, underscores and CamelCase ("PortSaturation").
+func (g incidentSignals) endsWithFailure(title string) bool {
+	var b strings.Builder
+	prev := rune(0)
+	for _, r := range title {
+		switch {
+		case r == '-' || r == '_':
+			r = ' '
+		case unicode.IsUpper(r) && unicode.IsLower(prev):
+			b.WriteRune(' ')
+		}
+		b.WriteRune(r)
+		prev = r
+	}
+	m := g.failureEnd.FindStringSubmatch(strings.TrimSpace(b.String()))
+	return m != nil && !(strings.EqualFold(m[3], "down") && particles[strings.ToLower(strings.TrimSpace(m[2]))])
 }
 
 // firstLine is the first non-empty line of text: the heading of a
@@ -150,9 +209,15 @@ func firstLine(text string) string {
 // incident. So is a text with three of a report's headings (Summary,
 // Timeline, Contributing factors, Lessons learned, Action items, ...),
 // and a text that reports a past failure and is called an incident in
-// its title or first heading, carries a date in its title, has a
+// its title or first heading (or named by an incident tracker's id
+// there, "INC-207"), carries a date in its title, has a
 // timeline of at least two timestamped entries, or has a retrospective's
-// questions or follow-up list. Anything else is a document: a how-to or a service
+// questions or follow-up list. A title with a date that ends by naming a
+// failure ("20230105-Cache saturation") is an incident's, whatever the
+// text. A cause stated in the past tense or a
+// reference to "this outage" or how long something lasted ("for 12
+// minutes") says something happened as a past failure
+// or a timestamp does. Anything else is a document: a how-to or a service
 // overview talks of failures that may happen, not of one that did.
 func Infer(title, text string) string {
 	s := title + "\n" + text
@@ -170,18 +235,24 @@ func Infer(title, text string) string {
 	if g.headings(text) >= 3 {
 		return "incident"
 	}
+	if g.datedTitle.MatchString(title) && g.endsWithFailure(title) {
+		// A report of that day's failure, even when its page is empty.
+		return "incident"
+	}
 	past := g.pastFailure.MatchString(text)
+	cause := g.causeStated.MatchString(text)
 	timeline := g.timelineEntries(text, 2) >= 2
-	if !past && !timeline && !g.atTime.MatchString(text) {
+	if !past && !cause && !timeline && !g.atTime.MatchString(text) && !g.thisOne.MatchString(text) && !g.readLasted(text) {
 		// Nothing says something happened.
 		return "document"
 	}
 	failed := past || parts[4].MatchString(s)
 	report := g.retrospective.MatchString(text) || g.labels.MatchString(text)
 	switch {
-	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)):
+	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)),
+		g.incidentID.MatchString(title) || g.incidentID.MatchString(firstLine(text)):
 		return "incident"
-	case past && g.datedTitle.MatchString(title) && (parts[4].MatchString(s) || g.symptom.MatchString(text)):
+	case (past || cause) && g.datedTitle.MatchString(title) && (parts[4].MatchString(s) || g.symptom.MatchString(text)):
 		return "incident"
 	case (timeline || report) && failed, timeline && report:
 		return "incident"

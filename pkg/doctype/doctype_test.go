@@ -81,11 +81,68 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 				"the workers got stuck on one huge page until a hotfix skipped it.", "incident"},
 		{"dated report of lost writes", "20230305-Ingest",
 			"Events were not written to the store for two hours because the consumer ran out of memory and got killed.", "incident"},
+		// A clock time inside an ISO date-time is a timeline's time, and
+		// "root causes" names the cause part as "root cause" does.
+		{"times in ISO date-times", "20230110-Metrics",
+			"Metrics from the affected hosts were missing between 2023-01-10T02:00 and 2023-01-10T09:00; the collector failed after an upgrade.", "incident"},
+		{"root causes, plural", "20230111-Metrics",
+			"Metrics from the affected hosts were missing at 02:00 UTC. Several issues at once made finding the root causes slow.", "incident"},
+		// Lag, a used-up resource, a process that died or flapped and a
+		// service that stopped serving are symptoms too.
+		{"dated report of lag", "20230120-Storage",
+			"Shared storage lagged for every build host when a large copy used up all the bandwidth.", "incident"},
+		{"dated report of a stopped service", "20230121-Scoring",
+			"The scoring service stopped serving requests for two hours because its cache ran out of disk space.", "incident"},
+		{"dated report of a dying process", "20230122-Importer",
+			"A schema change caused the importer to die on every batch, and it flapped for a day before the field was added.", "incident"},
+		// A cause stated in the past tense says something happened.
+		{"dated report that states its cause", "20230125-Builds",
+			"The cause was a settings change that removed the cache directory; builds broke for everyone until it was restored.", "incident"},
+		// "This outage" tells of one that happened.
+		{"report of this outage", "20230126-Queue",
+			"Client jobs never reached the queue during this outage; server jobs went through.", "incident"},
+		// A timeline entry may start with a month's name and a day.
+		{"timeline dated by month names", "Release branch mix-up",
+			"The root cause: a merge from the main branch into the release branch.\n" +
+				"• Mar 06 13:18 UTC - the change is merged into the release branch\n" +
+				"• Mar 06 14:46 UTC - a revert is merged", "incident"},
+		// A dated title that ends by naming a failure is an incident's,
+		// even when the page has no text.
+		{"dated failure title, empty page", "20230105-cache-saturation", "There is currently no text in this page.", "incident"},
+		{"dated CamelCase failure title", "20230106-SearchSlowdown", "", "incident"},
+		{"dated title, service down", "20230107-search API down", "", "incident"},
+		// An incident tracker's id in the title names an incident.
+		{"incident id in the title", "INC-207",
+			"INC-207 (Mar 3): the queue workers stopped at 10:02 UTC and jobs piled up.", "incident"},
+		// How long it lasted says something happened.
+		{"incident id and a duration", "INC-208",
+			"INC-208 (Mar 4): the upload service refused every file for 14 minutes until the limit was raised.", "incident"},
 		// Symptom words in a dated plan, or in an undated page, are not.
 		{"dated plan", "20230401-Capacity",
 			"Next quarter we add two cache hosts so that latency stays low when load is high.", "document"},
 		{"undated tuning notes", "Renderer tuning",
 			"The render workers were unable to keep up when a page is huge; the limit below stops them from getting stuck.", "document"},
+		{"undated note of lag", "Replica lag",
+			"Replicas lagged behind the primary when a large copy used up the bandwidth; throttle copies with the limit below.", "document"},
+		{"dated upgrade plan", "20230402-Upgrade",
+			"Before the upgrade we check that no process died or flapped on the staging hosts; the rollout starts next week.", "document"},
+		{"undated answer that states a cause", "Slow builds",
+			"Why were builds slow last year? The cause was a small cache, which is larger now.", "document"},
+		{"how-to naming a usual cause", "20230403-Builds",
+			"If builds are slow, the cause is usually a small cache: raise its size and the builds speed up.", "document"},
+		{"status page guide", "Status page",
+			"Post an update on the status page every 30 minutes during an outage, and link the incident channel.", "document"},
+		{"release schedule", "Release schedule",
+			"• Mar 06 13:00 UTC - the release branch is cut\n• Mar 07 13:00 UTC - the release goes to every site", "document"},
+		{"dated plan about a failure", "20230108-Disk saturation plan", "We add disks next quarter.", "document"},
+		{"dated page on scaling down", "20230109-Workers scale down", "The worker pool shrinks to four hosts at night.", "document"},
+		{"undated failure title", "Cache saturation", "There is currently no text in this page.", "document"},
+		{"company name in capitals", "Vendor notes",
+			"ACME INC 2023 contract: support answers at 09:00 UTC on workdays.", "document"},
+		{"runbook with a wait", "Restarting the queue",
+			"Stop the workers, wait for 10 minutes, then start them again. Incidents with the queue go to its channel.", "document"},
+		{"cache settings", "Cache settings",
+			"Responses are cached for 5 minutes; incident pages are never cached.", "document"},
 	} {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
