@@ -125,7 +125,7 @@ type Part struct {
 	Fragment Fragment
 }
 
-// HeadWrites is what an adapter persists, in one transaction, to carry out a
+// Writes is what an adapter persists, in one transaction, to carry out a
 // planned change, in this order: RemoveEntities and RemoveEdges (with
 // their secondary index entries), the document's deleted fragments and
 // supports, then PutEntities and PutEdges, the document's put fragments
@@ -133,7 +133,7 @@ type Part struct {
 // changed: its head is both removed under its old type and put under its
 // new one. A removed entity or edge has no fragment left but possibly the
 // document's, which is then among the deleted ones.
-type HeadWrites struct {
+type Writes struct {
 	Result ApplyResult
 	// Record is the document's new record; nil when Result.Outcome is Stale
 	// or Duplicate, in which case the adapter writes nothing at all.
@@ -156,7 +156,7 @@ type HeadWrites struct {
 	DeleteFragments, DeleteSupports []string
 }
 
-// PlanHeads computes the writes of ch given old, the document's current record
+// Plan computes the writes of ch given old, the document's current record
 // (nil if none), and st, what the store holds of the entities and edges
 // named by ch.Reads(old). It does not modify its arguments.
 //
@@ -183,11 +183,11 @@ type HeadWrites struct {
 //     when none does, the edge is removed and re-added, like a type change.
 //   - A record lists an entity or edge the state lacks (an inconsistent
 //     store): there is nothing to retract, and the new record repairs it.
-func PlanHeads(ch Change, old *SourceRecord, st State) (HeadWrites, error) {
+func Plan(ch Change, old *SourceRecord, st State) (Writes, error) {
 	if err := ch.Validate(); err != nil {
-		return HeadWrites{}, err
+		return Writes{}, err
 	}
-	w := HeadWrites{Result: ApplyResult{Outcome: ch.Outcome(old)}}
+	w := Writes{Result: ApplyResult{Outcome: ch.Outcome(old)}}
 	if old != nil {
 		w.Result.Previous = old.Version
 	}
@@ -220,7 +220,7 @@ func PlanHeads(ch Change, old *SourceRecord, st State) (HeadWrites, error) {
 		for _, id := range order {
 			h, ok := st.Entities[id]
 			if ok && h.Fragments()-own(st.EntityFragments, id) > 0 && h.Type != ents[id].typ {
-				return HeadWrites{}, fmt.Errorf("%w: entity %q is of type %q, this document says %q",
+				return Writes{}, fmt.Errorf("%w: entity %q is of type %q, this document says %q",
 					ErrInvalid, id, h.Type, ents[id].typ)
 			}
 		}
@@ -230,7 +230,7 @@ func PlanHeads(ch Change, old *SourceRecord, st State) (HeadWrites, error) {
 			if ok && h.Supports-own(st.EdgeSupports, id) > 0 && (h.Source != m.source || h.Relation != m.relation || h.Target != m.target) {
 				// Entity ids may contain the separator, so two edges can
 				// spell one id; merging would keep the other's endpoints.
-				return HeadWrites{}, fmt.Errorf("%w: edge %q -%s-> %q has the id of the stored edge %q -%s-> %q",
+				return Writes{}, fmt.Errorf("%w: edge %q -%s-> %q has the id of the stored edge %q -%s-> %q",
 					ErrInvalid, m.source, m.relation, m.target, h.Source, h.Relation, h.Target)
 			}
 		}
@@ -274,7 +274,7 @@ func PlanHeads(ch Change, old *SourceRecord, st State) (HeadWrites, error) {
 			}
 			name, err := pickName(&h, ch.DocID, newFrag, st.Fragments)
 			if err != nil {
-				return HeadWrites{}, err
+				return Writes{}, err
 			}
 			h.Name = name
 		}

@@ -66,7 +66,7 @@ func (m *memGraph) change(ch store.Change) (store.ApplyResult, error) {
 			st.EdgeSupports[id] = f
 		}
 	}
-	w, err := store.PlanHeads(ch, old, st)
+	w, err := store.Plan(ch, old, st)
 	if err != nil || w.Record == nil {
 		return w.Result, err
 	}
@@ -302,7 +302,7 @@ func TestPlanDoesNotModifyInputs(t *testing.T) {
 		Entities:        map[string]store.EntityHead{"t:a": h},
 		EntityFragments: map[string]store.Fragment{"t:a": {DocID: "d", Version: 1, Name: "A"}},
 	}
-	w, err := store.PlanHeads(store.Change{DocID: "d", Version: 2}, old, st)
+	w, err := store.Plan(store.Change{DocID: "d", Version: 2}, old, st)
 	require.NoError(t, err)
 	require.Equal(t, []store.NameVote{{Name: "A", Count: 2, First: "d"}}, st.Entities["t:a"].Names)
 	require.Equal(t, []store.NameVote{{Name: "A", Count: 1}}, w.PutEntities[0].Names)

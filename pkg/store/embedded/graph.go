@@ -265,7 +265,7 @@ func (g *graphBuckets) apply(ch store.Change) (store.ApplyResult, error) {
 			st.EdgeSupports[id] = f
 		}
 	}
-	w, err := store.PlanHeads(ch, old, st)
+	w, err := store.Plan(ch, old, st)
 	if err != nil {
 		return store.ApplyResult{}, err
 	}
@@ -307,10 +307,10 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 	return results, errs, nil
 }
 
-// write persists planned writes in the order store.HeadWrites prescribes;
-// stored holds the heads as PlanHeads read them, whose name index entries a
+// write persists planned writes in the order store.Writes prescribes;
+// stored holds the heads as Plan read them, whose name index entries a
 // put replaces.
-func (g *graphBuckets) write(old *store.SourceRecord, w store.HeadWrites, stored map[string]store.EntityHead) error {
+func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map[string]store.EntityHead) error {
 	doc := w.Record.DocID
 	for _, e := range w.RemoveEntities {
 		if err := g.entityHeads.Delete([]byte(e.ID)); err != nil {

@@ -20,44 +20,36 @@ import (
 // tag, so all of them are in the tenant's slot.
 
 // readSetsScript: KEYS are sets, ARGV[i] the key prefix of the members of
-// KEYS[i]. The reply holds, per set, its members and then the values of
-// the keys they name (false where a key is absent), MGET by chunks of
-// 1,000 keys (unpack is bounded).
+// KEYS[i]. The reply holds, per set, its members and then the contents of
+// the hashes they name (HGETALL: fields and values in turn, empty where a
+// key is absent).
 var readSetsScript = goredis.NewScript(`
 local out = {}
 for i, set in ipairs(KEYS) do
   local ids = redis.call('SMEMBERS', set)
   local vals = {}
-  for s = 1, #ids, 1000 do
-    local chunk = {}
-    for j = s, math.min(s + 999, #ids) do chunk[#chunk + 1] = ARGV[i] .. ids[j] end
-    local got = redis.call('MGET', unpack(chunk))
-    for j = 1, #got do vals[#vals + 1] = got[j] end
-  end
+  for j = 1, #ids do vals[j] = redis.call('HGETALL', ARGV[i] .. ids[j]) end
   out[i] = {ids, vals}
 end
 return out
 `)
 
-// mgetScript is MGET of every key of KEYS in one atomic step, by chunks.
-var mgetScript = goredis.NewScript(`
+// hgetallScript is HGETALL of every key of KEYS in one atomic step.
+var hgetallScript = goredis.NewScript(`
 local out = {}
-for s = 1, #KEYS, 1000 do
-  local got = redis.call('MGET', unpack(KEYS, s, math.min(s + 999, #KEYS)))
-  for j = 1, #got do out[#out + 1] = got[j] end
-end
+for i = 1, #KEYS do out[i] = redis.call('HGETALL', KEYS[i]) end
 return out
 `)
 
 // setValues is one set of a readSets reply: its members and, for each, the
-// raw value of the key it names (nil if absent).
+// HGETALL reply of the key it names.
 type setValues struct {
 	ids  []string
 	vals []any
 }
 
-// readSets reads sets[i]'s members and the values of prefixes[i]+member,
-// for every set, atomically.
+// readSets reads sets[i]'s members and the hashes prefixes[i]+member, for
+// every set, atomically.
 func readSets(ctx context.Context, c goredis.Scripter, sets, prefixes []string) ([]setValues, error) {
 	args := make([]any, len(prefixes))
 	for i, p := range prefixes {
@@ -90,15 +82,20 @@ func readSets(ctx context.Context, c goredis.Scripter, sets, prefixes []string) 
 	return out, nil
 }
 
-// decodeSet decodes the values of one readSets set. A member naming no key
-// is a broken index (no write leaves one behind; Audit reports it): an
-// error naming the set.
-func decodeSet[T any](set string, sv setValues) ([]T, error) {
+// decodeSet assembles the values of one readSets set. A member naming no
+// key is a broken index (no write leaves one behind; Audit reports it):
+// an error naming the set.
+func decodeSet[T any](set string, sv setValues, assemble func(id string, hash []any) (T, bool, error)) ([]T, error) {
 	out := make([]T, 0, len(sv.ids))
-	err := decodeJSON(sv.vals, func(i int) string { return fmt.Sprintf("the value of %q in %q", sv.ids[i], set) },
-		func(_ int, v T) { out = append(out, v) })
-	if err != nil {
-		return nil, err
+	for i, id := range sv.ids {
+		hash, _ := sv.vals[i].([]any)
+		v, found, err := assemble(id, hash)
+		if err != nil {
+			return nil, fmt.Errorf("decoding the value of %q in %q: %w", id, set, err)
+		}
+		if found {
+			out = append(out, v)
+		}
 	}
 	if missing := len(sv.ids) - len(out); missing > 0 {
 		return nil, fmt.Errorf("index %q lists %d ids, %d of them without a value", set, len(sv.ids), missing)
@@ -106,18 +103,33 @@ func decodeSet[T any](set string, sv setValues) ([]T, error) {
 	return out, nil
 }
 
-// mgetAtomic reads keys in one atomic step and calls fn for each present
-// value, decoded, with its index in keys.
-func mgetAtomic[T any](ctx context.Context, c goredis.Scripter, keys []string, fn func(i int, v T)) error {
-	if len(keys) == 0 {
+// hgetallAtomic reads the hashes keys[i] = prefix+ids[i] in one atomic
+// step and calls fn with each assembled value found.
+func hgetallAtomic[T any](ctx context.Context, c goredis.Scripter, prefix string, ids []string,
+	assemble func(id string, hash []any) (T, bool, error), fn func(id string, v T)) error {
+	if len(ids) == 0 {
 		return nil
 	}
-	vals, err := mgetScript.Run(ctx, c, keys).Slice()
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = prefix + id
+	}
+	vals, err := hgetallScript.Run(ctx, c, keys).Slice()
 	if err != nil {
 		return err
 	}
 	if len(vals) != len(keys) {
 		return fmt.Errorf("reading %d keys: %d values", len(keys), len(vals))
 	}
-	return decodeJSON(vals, func(i int) string { return fmt.Sprintf("%q", keys[i]) }, fn)
+	for i, id := range ids {
+		hash, _ := vals[i].([]any)
+		v, found, err := assemble(id, hash)
+		if err != nil {
+			return fmt.Errorf("decoding %q: %w", keys[i], err)
+		}
+		if found {
+			fn(id, v)
+		}
+	}
+	return nil
 }
