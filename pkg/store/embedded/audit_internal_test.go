@@ -34,7 +34,7 @@ func TestAuditSeesStorage(t *testing.T) {
 		if err := g.out.Delete(pair("t:a", store.EdgeID("t:a", "r", "t:b"))); err != nil {
 			return err
 		}
-		return g.entityHeads.Delete([]byte("t:b"))
+		return g.entityRows.Delete(headKey("t:b"))
 	})
 	if err != nil {
 		t.Fatal(err)

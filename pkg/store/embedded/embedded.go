@@ -9,10 +9,10 @@
 //	meta                      layout = "1"
 //	registry/<tenant>/<doc>   provenance.SourceState
 //	graph/<tenant>/sources/<doc>          store.SourceRecord (tombstones too)
-//	graph/<tenant>/entity_heads/<id>      store.EntityHead (store.EncodeEntityHead)
-//	graph/<tenant>/entity_frags/<id|doc>  the doc's store.Fragment of the entity (store.EncodeFragment)
-//	graph/<tenant>/edge_heads/<id>        store.EdgeHead (store.EncodeEdgeHead)
-//	graph/<tenant>/edge_supports/<id|doc> the doc's support of the edge (store.EncodeFragment)
+//	graph/<tenant>/entity_rows/<id|>      store.EntityHead (store.EncodeEntityHead)
+//	graph/<tenant>/entity_rows/<id|doc>   the doc's store.Fragment of the entity (store.EncodeFragment)
+//	graph/<tenant>/edge_rows/<id|>        store.EdgeHead (store.EncodeEdgeHead)
+//	graph/<tenant>/edge_rows/<id|doc>     the doc's support of the edge (store.EncodeFragment)
 //	graph/<tenant>/by_type/<type|id>      "" (EntitiesByType)
 //	graph/<tenant>/out/<source|edge id>   "" (Edges Out)
 //	graph/<tenant>/in/<target|edge id>    "" (Edges In)

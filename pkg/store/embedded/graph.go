@@ -2,9 +2,9 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,17 +14,15 @@ import (
 
 // Names of a tenant graph's sub-buckets and counters.
 const (
-	subSources      = "sources"
-	subEntityHeads  = "entity_heads"
-	subEntityFrags  = "entity_frags"
-	subEdgeHeads    = "edge_heads"
-	subEdgeSupports = "edge_supports"
-	subByType       = "by_type"
-	subOut          = "out"
-	subIn           = "in"
-	subByRel        = "by_rel"
-	subByName       = "by_name"
-	subMeta         = "meta"
+	subSources    = "sources"
+	subEntityRows = "entity_rows"
+	subEdgeRows   = "edge_rows"
+	subByType     = "by_type"
+	subOut        = "out"
+	subIn         = "in"
+	subByRel      = "by_rel"
+	subByName     = "by_name"
+	subMeta       = "meta"
 
 	// The buckets of whole entities and edges, before heads (see
 	// migrateToHeads).
@@ -38,8 +36,11 @@ const (
 
 // graphBuckets are one tenant's graph buckets.
 type graphBuckets struct {
-	sources, entityHeads, entityFrags, edgeHeads, edgeSupports *bolt.Bucket
-	byType, out, in, byRel, byName, meta                       *bolt.Bucket
+	// entityRows and edgeRows hold, under <id|>, an entity's or edge's
+	// head and under <id|doc> the doc's fragment or support: the head and
+	// the fragments an apply writes are neighbours, mostly on one page.
+	sources, entityRows, edgeRows        *bolt.Bucket
+	byType, out, in, byRel, byName, meta *bolt.Bucket
 }
 
 // openGraph returns the tenant's graph buckets, nil if the tenant has none
@@ -54,8 +55,7 @@ func openGraph(tx *bolt.Tx, tenant string, create bool) (*graphBuckets, error) {
 		name string
 		b    **bolt.Bucket
 	}{
-		{subSources, &g.sources}, {subEntityHeads, &g.entityHeads}, {subEntityFrags, &g.entityFrags},
-		{subEdgeHeads, &g.edgeHeads}, {subEdgeSupports, &g.edgeSupports},
+		{subSources, &g.sources}, {subEntityRows, &g.entityRows}, {subEdgeRows, &g.edgeRows},
 		{subByType, &g.byType}, {subOut, &g.out}, {subIn, &g.in}, {subByRel, &g.byRel}, {subByName, &g.byName},
 		{subMeta, &g.meta},
 	} {
@@ -80,7 +80,7 @@ func (g *graphBuckets) record(docID string) (*store.SourceRecord, error) {
 }
 
 func (g *graphBuckets) entityHead(id string) (store.EntityHead, bool, error) {
-	v := g.entityHeads.Get([]byte(id))
+	v := g.entityRows.Get(headKey(id))
 	if v == nil {
 		return store.EntityHead{}, false, nil
 	}
@@ -92,7 +92,7 @@ func (g *graphBuckets) entityHead(id string) (store.EntityHead, bool, error) {
 }
 
 func (g *graphBuckets) edgeHead(id string) (store.EdgeHead, bool, error) {
-	v := g.edgeHeads.Get([]byte(id))
+	v := g.edgeRows.Get(headKey(id))
 	if v == nil {
 		return store.EdgeHead{}, false, nil
 	}
@@ -116,14 +116,21 @@ func part(b *bolt.Bucket, id, docID string) (store.Fragment, bool, error) {
 	return f, true, nil
 }
 
-// parts returns every fragment stored in b under <id|…>, sorted by doc id
-// (the key order).
+// headKey is the key of the head of id in a rows bucket: <id|>, before
+// every <id|doc>.
+func headKey(id string) []byte { return pairPrefix(id) }
+
+// parts returns every fragment stored in b under <id|doc>, sorted by doc
+// id (the key order).
 func parts(b *bolt.Bucket, id string) ([]store.Fragment, error) {
 	var out []store.Fragment
 	prefix := pairPrefix(id)
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		doc := string(k[len(prefix):])
+		if doc == "" {
+			continue // the head
+		}
 		f, err := store.DecodeFragment(doc, v)
 		if err != nil {
 			return nil, fmt.Errorf("decoding the fragment of %q by %q: %w", id, doc, err)
@@ -138,7 +145,7 @@ func (g *graphBuckets) entity(id string) (store.Entity, bool, error) {
 	if err != nil || !found {
 		return store.Entity{}, false, err
 	}
-	frags, err := parts(g.entityFrags, id)
+	frags, err := parts(g.entityRows, id)
 	if err != nil {
 		return store.Entity{}, false, err
 	}
@@ -150,7 +157,7 @@ func (g *graphBuckets) edge(id string) (store.Edge, bool, error) {
 	if err != nil || !found {
 		return store.Edge{}, false, err
 	}
-	frags, err := parts(g.edgeSupports, id)
+	frags, err := parts(g.edgeRows, id)
 	if err != nil {
 		return store.Edge{}, false, err
 	}
@@ -231,7 +238,7 @@ func (g *graphBuckets) apply(ch store.Change) (store.ApplyResult, error) {
 	st := store.State{
 		Entities: make(map[string]store.EntityHead, len(entityIDs)), Edges: make(map[string]store.EdgeHead, len(edgeIDs)),
 		EntityFragments: make(map[string]store.Fragment, len(entityIDs)), EdgeSupports: make(map[string]store.Fragment, len(edgeIDs)),
-		Fragments: func(id string) ([]store.Fragment, error) { return parts(g.entityFrags, id) },
+		Fragments: func(id string) ([]store.Fragment, error) { return parts(g.entityRows, id) },
 	}
 	for _, id := range entityIDs {
 		h, found, err := g.entityHead(id)
@@ -241,7 +248,7 @@ func (g *graphBuckets) apply(ch store.Change) (store.ApplyResult, error) {
 		if found {
 			st.Entities[id] = h
 		}
-		f, found, err := part(g.entityFrags, id, ch.DocID)
+		f, found, err := part(g.entityRows, id, ch.DocID)
 		if err != nil {
 			return store.ApplyResult{}, err
 		}
@@ -257,7 +264,7 @@ func (g *graphBuckets) apply(ch store.Change) (store.ApplyResult, error) {
 		if found {
 			st.Edges[id] = h
 		}
-		f, found, err := part(g.edgeSupports, id, ch.DocID)
+		f, found, err := part(g.edgeRows, id, ch.DocID)
 		if err != nil {
 			return store.ApplyResult{}, err
 		}
@@ -313,7 +320,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map[string]store.EntityHead) error {
 	doc := w.Record.DocID
 	for _, e := range w.RemoveEntities {
-		if err := g.entityHeads.Delete([]byte(e.ID)); err != nil {
+		if err := g.entityRows.Delete(headKey(e.ID)); err != nil {
 			return err
 		}
 		if err := g.byType.Delete(pair(e.Type, e.ID)); err != nil {
@@ -324,7 +331,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 		}
 	}
 	for _, e := range w.RemoveEdges {
-		if err := g.edgeHeads.Delete([]byte(e.ID)); err != nil {
+		if err := g.edgeRows.Delete(headKey(e.ID)); err != nil {
 			return err
 		}
 		if err := g.out.Delete(pair(e.Source, e.ID)); err != nil {
@@ -338,12 +345,12 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 		}
 	}
 	for _, id := range w.DeleteFragments {
-		if err := g.entityFrags.Delete(pair(id, doc)); err != nil {
+		if err := g.entityRows.Delete(pair(id, doc)); err != nil {
 			return err
 		}
 	}
 	for _, id := range w.DeleteSupports {
-		if err := g.edgeSupports.Delete(pair(id, doc)); err != nil {
+		if err := g.edgeRows.Delete(pair(id, doc)); err != nil {
 			return err
 		}
 	}
@@ -362,7 +369,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 		if err != nil {
 			return fmt.Errorf("encoding the head of entity %q: %w", e.ID, err)
 		}
-		if err := g.entityHeads.Put([]byte(e.ID), data); err != nil {
+		if err := g.entityRows.Put(headKey(e.ID), data); err != nil {
 			return err
 		}
 		if err := g.byType.Put(pair(e.Type, e.ID), nil); err != nil {
@@ -374,7 +381,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 		if err != nil {
 			return fmt.Errorf("encoding the head of edge %q: %w", e.ID, err)
 		}
-		if err := g.edgeHeads.Put([]byte(e.ID), data); err != nil {
+		if err := g.edgeRows.Put(headKey(e.ID), data); err != nil {
 			return err
 		}
 		if err := g.out.Put(pair(e.Source, e.ID), nil); err != nil {
@@ -390,7 +397,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 	for _, ps := range []struct {
 		b     *bolt.Bucket
 		parts []store.Part
-	}{{g.entityFrags, w.PutFragments}, {g.edgeSupports, w.PutSupports}} {
+	}{{g.entityRows, w.PutFragments}, {g.edgeRows, w.PutSupports}} {
 		for _, p := range ps.parts {
 			data, err := store.EncodeFragment(p.Fragment)
 			if err != nil {
@@ -651,20 +658,20 @@ func buildGraphIndexes(tx *bolt.Tx) error {
 		if err != nil {
 			return err
 		}
-		err = g.edgeHeads.ForEach(func(k, v []byte) error {
-			h, err := store.DecodeEdgeHead(string(k), v)
+		err = forEachHead(g.edgeRows, func(id string, v []byte) error {
+			h, err := store.DecodeEdgeHead(id, v)
 			if err != nil {
-				return fmt.Errorf("decoding the head of edge %q: %w", k, err)
+				return fmt.Errorf("decoding the head of edge %q: %w", id, err)
 			}
 			return g.byRel.Put(pair(h.Relation, h.ID), nil)
 		})
 		if err != nil {
 			return fmt.Errorf("indexing the relations of %q: %w", tenant, err)
 		}
-		err = g.entityHeads.ForEach(func(k, v []byte) error {
-			h, err := store.DecodeEntityHead(string(k), v)
+		err = forEachHead(g.entityRows, func(id string, v []byte) error {
+			h, err := store.DecodeEntityHead(id, v)
 			if err != nil {
-				return fmt.Errorf("decoding the head of entity %q: %w", k, err)
+				return fmt.Errorf("decoding the head of entity %q: %w", id, err)
 			}
 			for _, nk := range store.HeadNameKeys(h) {
 				if err := g.byName.Put(pair(nk, h.ID), nil); err != nil {
@@ -693,77 +700,103 @@ func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error
 	return gr, nil
 }
 
-// snapshot assembles every entity and edge from the heads and fragments,
-// each bucket read once in key order. When mismatch is not nil, it is
-// told of every head that disagrees with its fragments and of every
-// fragment without a head (what Audit checks of the layout).
+// snapshot assembles every entity and edge from the rows buckets, each
+// read once in key order. When mismatch is not nil, it is told of every
+// head that disagrees with its fragments and of every fragment without a
+// head (what Audit checks of the layout).
 func (g *graphBuckets) snapshot(mismatch func(format string, args ...any)) (store.Graph, error) {
+	if mismatch == nil {
+		mismatch = func(string, ...any) {}
+	}
 	gr := store.Graph{Entities: []store.Entity{}, Edges: []store.Edge{}}
-	frags, err := allParts(g.entityFrags)
-	if err != nil {
-		return store.Graph{}, err
-	}
-	err = g.entityHeads.ForEach(func(k, v []byte) error {
-		h, err := store.DecodeEntityHead(string(k), v)
+	err := forEachRow(g.entityRows, mismatch, func(id string, head []byte, frags []store.Fragment) error {
+		h, err := store.DecodeEntityHead(id, head)
 		if err != nil {
-			return fmt.Errorf("decoding the head of entity %q: %w", k, err)
+			return fmt.Errorf("decoding the head of entity %q: %w", id, err)
 		}
-		fs := frags[h.ID]
-		delete(frags, h.ID)
-		if p := store.CheckEntityHead(h, fs); p != "" && mismatch != nil {
+		if p := store.CheckEntityHead(h, frags); p != "" {
 			mismatch("%s", p)
 		}
-		gr.Entities = append(gr.Entities, store.AssembleEntity(h, fs))
+		gr.Entities = append(gr.Entities, store.AssembleEntity(h, frags))
 		return nil
 	})
 	if err != nil {
 		return store.Graph{}, err
 	}
-	supports, err := allParts(g.edgeSupports)
+	err = forEachRow(g.edgeRows, mismatch, func(id string, head []byte, frags []store.Fragment) error {
+		h, err := store.DecodeEdgeHead(id, head)
+		if err != nil {
+			return fmt.Errorf("decoding the head of edge %q: %w", id, err)
+		}
+		if p := store.CheckEdgeHead(h, frags); p != "" {
+			mismatch("%s", p)
+		}
+		gr.Edges = append(gr.Edges, store.AssembleEdge(h, frags))
+		return nil
+	})
 	if err != nil {
 		return store.Graph{}, err
 	}
-	err = g.edgeHeads.ForEach(func(k, v []byte) error {
-		h, err := store.DecodeEdgeHead(string(k), v)
-		if err != nil {
-			return fmt.Errorf("decoding the head of edge %q: %w", k, err)
-		}
-		fs := supports[h.ID]
-		delete(supports, h.ID)
-		if p := store.CheckEdgeHead(h, fs); p != "" && mismatch != nil {
-			mismatch("%s", p)
-		}
-		gr.Edges = append(gr.Edges, store.AssembleEdge(h, fs))
-		return nil
-	})
-	if mismatch != nil {
-		for _, id := range slices.Sorted(maps.Keys(frags)) {
-			mismatch("entity %q: %d fragments without a head", id, len(frags[id]))
-		}
-		for _, id := range slices.Sorted(maps.Keys(supports)) {
-			mismatch("edge %q: %d supports without a head", id, len(supports[id]))
-		}
-	}
-	return gr, err
+	// Ordered by id like the heads buckets of every reader.
+	slices.SortFunc(gr.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(gr.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
+	return gr, nil
 }
 
-// allParts reads every fragment of a fragments bucket, by entity or edge
-// id, each id's sorted by doc id (the key order).
-func allParts(b *bolt.Bucket) (map[string][]store.Fragment, error) {
-	out := map[string][]store.Fragment{}
+// forEachRow calls fn with each head of a rows bucket and its fragments,
+// in key order; fragments without a head are told to mismatch.
+func forEachRow(b *bolt.Bucket, mismatch func(format string, args ...any), fn func(id string, head []byte, frags []store.Fragment) error) error {
+	var (
+		cur   string
+		head  []byte
+		frags []store.Fragment
+		open  bool
+	)
+	flush := func() error {
+		if !open {
+			return nil
+		}
+		open = false
+		return fn(cur, head, frags)
+	}
 	err := b.ForEach(func(k, v []byte) error {
 		id, doc, err := splitPair(k)
 		if err != nil {
 			return err
 		}
+		if doc == "" {
+			if err := flush(); err != nil {
+				return err
+			}
+			cur, head, frags, open = id, v, nil, true
+			return nil
+		}
+		if !open || id != cur {
+			mismatch("%q: the fragment of %q has no head", id, doc)
+			return nil
+		}
 		f, err := store.DecodeFragment(doc, v)
 		if err != nil {
 			return fmt.Errorf("decoding the fragment of %q by %q: %w", id, doc, err)
 		}
-		out[id] = append(out[id], f)
+		frags = append(frags, f)
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return err
+	}
+	return flush()
+}
+
+// forEachHead calls fn with each head of a rows bucket.
+func forEachHead(b *bolt.Bucket, fn func(id string, head []byte) error) error {
+	return b.ForEach(func(k, v []byte) error {
+		id, doc, err := splitPair(k)
+		if err != nil || doc != "" {
+			return err
+		}
+		return fn(id, v)
+	})
 }
 
 // Stats returns the counts kept up to date by every write.

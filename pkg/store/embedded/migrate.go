@@ -28,12 +28,12 @@ func migrateToHeads(tx *bolt.Tx) error {
 		for _, sub := range []struct {
 			name string
 			b    **bolt.Bucket
-		}{{subEntityHeads, &g.entityHeads}, {subEntityFrags, &g.entityFrags}, {subEdgeHeads, &g.edgeHeads}, {subEdgeSupports, &g.edgeSupports}} {
+		}{{subEntityRows, &g.entityRows}, {subEdgeRows, &g.edgeRows}} {
 			if *sub.b, err = t.CreateBucketIfNotExists([]byte(sub.name)); err != nil {
 				return err
 			}
 		}
-		if err := splitWhole(t, subEntitiesWhole, g.entityHeads, g.entityFrags, func(v []byte) (any, []store.Fragment, error) {
+		if err := splitWhole(t, subEntitiesWhole, g.entityRows, func(v []byte) (any, []store.Fragment, error) {
 			var e store.Entity
 			if err := store.DecodeValue(v, &e); err != nil {
 				return nil, nil, err
@@ -43,7 +43,7 @@ func migrateToHeads(tx *bolt.Tx) error {
 		}); err != nil {
 			return fmt.Errorf("converting the entities of %q: %w", tenant, err)
 		}
-		if err := splitWhole(t, subEdgesWhole, g.edgeHeads, g.edgeSupports, func(v []byte) (any, []store.Fragment, error) {
+		if err := splitWhole(t, subEdgesWhole, g.edgeRows, func(v []byte) (any, []store.Fragment, error) {
 			var e store.Edge
 			if err := store.DecodeValue(v, &e); err != nil {
 				return nil, nil, err
@@ -58,8 +58,8 @@ func migrateToHeads(tx *bolt.Tx) error {
 }
 
 // splitWhole writes the head and fragments of every value of the tenant
-// bucket t's sub-bucket name into heads and frags, then deletes it.
-func splitWhole(t *bolt.Bucket, name string, heads, frags *bolt.Bucket, split func([]byte) (any, []store.Fragment, error)) error {
+// bucket t's sub-bucket name into the rows bucket, then deletes it.
+func splitWhole(t *bolt.Bucket, name string, rows *bolt.Bucket, split func([]byte) (any, []store.Fragment, error)) error {
 	whole := t.Bucket([]byte(name))
 	if whole == nil {
 		return nil
@@ -79,7 +79,7 @@ func splitWhole(t *bolt.Bucket, name string, heads, frags *bolt.Bucket, split fu
 		if err != nil {
 			return fmt.Errorf("encoding the head of %q: %w", k, err)
 		}
-		if err := heads.Put(k, data); err != nil {
+		if err := rows.Put(headKey(string(k)), data); err != nil {
 			return err
 		}
 		for _, f := range fs {
@@ -87,7 +87,7 @@ func splitWhole(t *bolt.Bucket, name string, heads, frags *bolt.Bucket, split fu
 			if err != nil {
 				return fmt.Errorf("encoding the fragment of %q by %q: %w", k, f.DocID, err)
 			}
-			if err := frags.Put(pair(string(k), f.DocID), data); err != nil {
+			if err := rows.Put(pair(string(k), f.DocID), data); err != nil {
 				return err
 			}
 		}

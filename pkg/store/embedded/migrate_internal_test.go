@@ -62,7 +62,7 @@ func toWholeLayout(t *testing.T, path string, dropIndexes bool) {
 			for _, e := range gr.Edges {
 				require.NoError(t, putJSON(eds, e.ID, e, store.FastCompression))
 			}
-			drop := []string{subEntityHeads, subEntityFrags, subEdgeHeads, subEdgeSupports}
+			drop := []string{subEntityRows, subEdgeRows}
 			if dropIndexes {
 				drop = append(drop, subByRel, subByName)
 			}
