@@ -206,80 +206,81 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 // writeCmd queues commands of a transaction.
 type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 
-// writes turns planned writes into commands, in the order store.Writes
-// prescribes. Encoding happens here, before the transaction, so a failure
-// cannot leave half a MULTI queued. stored holds the heads as they were
-// read, whose name index entries a put replaces.
+// writes turns planned writes into commands: the hashes of removed
+// entities and edges deleted and the document's dropped fields, then every
+// set removal, then one HSET per hash written (its head and the document's
+// field together), then every set addition, each set's members in one
+// command; then the record. Removals before additions keep the order
+// store.Writes prescribes (an entity whose type changed is removed and
+// put). Encoding happens here, before the transaction, so a failure cannot
+// leave half a MULTI queued. stored holds the heads as they were read,
+// whose name index entries a put replaces.
 func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writeCmd, error) {
-	var cmds []writeCmd
-	add := func(c writeCmd) { cmds = append(cmds, c) }
 	doc := w.Record.DocID
-	var goneEntities, goneEdges, putEntities, putEdges []string
+	var (
+		del, hdel []string
+		srem      = newSetOps()
+		sadd      = newSetOps()
+		hset      = map[string][]any{}
+		hsetOrder []string
+	)
+	field := func(key string, name string, value []byte) {
+		if _, ok := hset[key]; !ok {
+			hsetOrder = append(hsetOrder, key)
+		}
+		hset[key] = append(hset[key], name, value)
+	}
 	for _, e := range w.RemoveEntities {
-		add(func(ctx context.Context, p goredis.Pipeliner) {
-			p.Del(ctx, k.entity(e.ID))
-			p.SRem(ctx, k.byType(e.Type), e.ID)
-			for _, nk := range store.HeadNameKeys(e) {
-				p.SRem(ctx, k.byName(nk), e.ID)
-			}
-		})
-		goneEntities = append(goneEntities, e.ID)
+		del = append(del, k.entity(e.ID))
+		srem.add(k.byType(e.Type), e.ID)
+		for _, nk := range store.HeadNameKeys(e) {
+			srem.add(k.byName(nk), e.ID)
+		}
+		srem.add(k.entities(), e.ID)
 	}
 	for _, e := range w.RemoveEdges {
-		add(func(ctx context.Context, p goredis.Pipeliner) {
-			p.Del(ctx, k.edge(e.ID))
-			p.SRem(ctx, k.out(e.Source), e.ID)
-			p.SRem(ctx, k.in(e.Target), e.ID)
-			p.SRem(ctx, k.byRel(e.Relation), e.ID)
-		})
-		goneEdges = append(goneEdges, e.ID)
+		del = append(del, k.edge(e.ID))
+		srem.add(k.out(e.Source), e.ID)
+		srem.add(k.in(e.Target), e.ID)
+		srem.add(k.byRel(e.Relation), e.ID)
+		srem.add(k.edges(), e.ID)
 	}
-	if len(w.DeleteFragments)+len(w.DeleteSupports) > 0 {
-		add(func(ctx context.Context, p goredis.Pipeliner) {
-			for _, id := range w.DeleteFragments {
-				p.HDel(ctx, k.entity(id), doc)
-			}
-			for _, id := range w.DeleteSupports {
-				p.HDel(ctx, k.edge(id), doc)
-			}
-		})
+	for _, id := range w.DeleteFragments {
+		hdel = append(hdel, k.entity(id))
+	}
+	for _, id := range w.DeleteSupports {
+		hdel = append(hdel, k.edge(id))
 	}
 	for _, e := range w.PutEntities {
 		data, err := store.EncodeEntityHead(e)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the head of entity %q: %w", e.ID, err)
 		}
-		var oldNames []string
-		if o, ok := stored[e.ID]; ok {
-			oldNames = store.HeadNameKeys(o)
-		}
 		names := store.HeadNameKeys(e)
-		add(func(ctx context.Context, p goredis.Pipeliner) {
-			p.HSet(ctx, k.entity(e.ID), headField, data)
-			p.SAdd(ctx, k.byType(e.Type), e.ID)
-			for _, nk := range oldNames {
+		if o, ok := stored[e.ID]; ok {
+			for _, nk := range store.HeadNameKeys(o) {
 				if !slices.Contains(names, nk) {
-					p.SRem(ctx, k.byName(nk), e.ID)
+					srem.add(k.byName(nk), e.ID)
 				}
 			}
-			for _, nk := range names {
-				p.SAdd(ctx, k.byName(nk), e.ID)
-			}
-		})
-		putEntities = append(putEntities, e.ID)
+		}
+		field(k.entity(e.ID), headField, data)
+		sadd.add(k.byType(e.Type), e.ID)
+		for _, nk := range names {
+			sadd.add(k.byName(nk), e.ID)
+		}
+		sadd.add(k.entities(), e.ID)
 	}
 	for _, e := range w.PutEdges {
 		data, err := store.EncodeEdgeHead(e)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the head of edge %q: %w", e.ID, err)
 		}
-		add(func(ctx context.Context, p goredis.Pipeliner) {
-			p.HSet(ctx, k.edge(e.ID), headField, data)
-			p.SAdd(ctx, k.out(e.Source), e.ID)
-			p.SAdd(ctx, k.in(e.Target), e.ID)
-			p.SAdd(ctx, k.byRel(e.Relation), e.ID)
-		})
-		putEdges = append(putEdges, e.ID)
+		field(k.edge(e.ID), headField, data)
+		sadd.add(k.out(e.Source), e.ID)
+		sadd.add(k.in(e.Target), e.ID)
+		sadd.add(k.byRel(e.Relation), e.ID)
+		sadd.add(k.edges(), e.ID)
 	}
 	for _, ps := range []struct {
 		key   func(string) string
@@ -290,8 +291,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 			if err != nil {
 				return nil, fmt.Errorf("encoding the fragment of %q by %q: %w", pt.ID, doc, err)
 			}
-			key := ps.key(pt.ID)
-			add(func(ctx context.Context, p goredis.Pipeliner) { p.HSet(ctx, key, doc, data) })
+			field(ps.key(pt.ID), doc, data)
 		}
 	}
 	rec, err := marshal(w.Record, store.SmallCompression)
@@ -299,20 +299,18 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		return nil, err
 	}
 	deleted := w.Record.Deleted
-	add(func(ctx context.Context, p goredis.Pipeliner) {
-		// Removals first: an entity whose type changed is in both lists.
-		if len(goneEntities) > 0 {
-			p.SRem(ctx, k.entities(), anys(goneEntities)...)
+	return []writeCmd{func(ctx context.Context, p goredis.Pipeliner) {
+		if len(del) > 0 {
+			p.Del(ctx, del...)
 		}
-		if len(goneEdges) > 0 {
-			p.SRem(ctx, k.edges(), anys(goneEdges)...)
+		for _, key := range hdel {
+			p.HDel(ctx, key, doc)
 		}
-		if len(putEntities) > 0 {
-			p.SAdd(ctx, k.entities(), anys(putEntities)...)
+		srem.each(func(set string, members []any) { p.SRem(ctx, set, members...) })
+		for _, key := range hsetOrder {
+			p.HSet(ctx, key, hset[key]...)
 		}
-		if len(putEdges) > 0 {
-			p.SAdd(ctx, k.edges(), anys(putEdges)...)
-		}
+		sadd.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
 		p.Set(ctx, k.src(doc), rec, 0)
 		p.SAdd(ctx, k.srcs(), doc)
 		if deleted {
@@ -320,17 +318,31 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		} else {
 			p.SAdd(ctx, k.live(), doc)
 		}
-	})
-	return cmds, nil
+	}}, nil
 }
 
-func anys(ids []string) []any {
-	out := make([]any, len(ids))
-	for i, id := range ids {
-		out[i] = id
-	}
-	return out
+// setOps gathers the members added to (or removed from) each set, so each
+// set gets one command.
+type setOps struct {
+	order   []string
+	members map[string][]any
 }
+
+func newSetOps() *setOps { return &setOps{members: map[string][]any{}} }
+
+func (o *setOps) add(set, member string) {
+	if _, ok := o.members[set]; !ok {
+		o.order = append(o.order, set)
+	}
+	o.members[set] = append(o.members[set], member)
+}
+
+func (o *setOps) each(fn func(set string, members []any)) {
+	for _, set := range o.order {
+		fn(set, o.members[set])
+	}
+}
+
 
 // Source returns a document's record (store.ErrNotFound if never applied).
 func (s *Store) Source(ctx context.Context, tenant, docID string) (store.SourceRecord, error) {
