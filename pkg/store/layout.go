@@ -48,13 +48,43 @@ func (h EntityHead) Fragments() int {
 	return n
 }
 
-// EdgeHead is an edge without its supports.
+// EdgeHead is an edge with its supports while they are few (Inline), or
+// without them once they are many (Spilled).
 type EdgeHead struct {
-	ID       string `json:"-"` // the key
-	Source   string `json:"s,omitempty"`
-	Relation string `json:"r,omitempty"`
-	Target   string `json:"t,omitempty"`
-	Supports int    `json:"n"`
+	ID       string // the key
+	Source   string
+	Relation string
+	Target   string
+	Supports int // how many, inline or not
+	// Inline holds the supports, sorted by doc id, while the edge has at
+	// most MaxInlineSupports of them: most edges have one, which then
+	// costs no key of its own. An apply adding one more moves them all to
+	// their (edge, document) keys and sets Spilled; they stay there until
+	// the edge goes.
+	Inline  []Fragment
+	Spilled bool
+}
+
+// MaxInlineSupports is how many supports an edge head holds inline (see
+// EdgeHead.Inline).
+const MaxInlineSupports = 4
+
+// storedEdgeHead is an EdgeHead as stored: short field names, the
+// endpoints left out when the id spells them.
+type storedEdgeHead struct {
+	Source   string         `json:"s,omitempty"`
+	Relation string         `json:"r,omitempty"`
+	Target   string         `json:"t,omitempty"`
+	Supports int            `json:"n"`
+	Inline   []storedInline `json:"i,omitempty"`
+	Spilled  bool           `json:"x,omitempty"`
+}
+
+// storedInline is a support stored inline in its edge's head, with its doc
+// id.
+type storedInline struct {
+	DocID string `json:"k"`
+	storedFragment
 }
 
 // storedFragment is a fragment as stored under its (entity or edge, doc)
@@ -70,10 +100,7 @@ type storedFragment struct {
 }
 
 // EncodeFragment encodes a fragment for its (entity or edge, f.DocID) key.
-func EncodeFragment(f Fragment) ([]byte, error) {
-	return EncodeValue(storedFragment{Version: f.Version, TextUnits: f.TextUnits, Description: f.Description,
-		Weight: f.Weight, Name: f.Name, NameRank: f.NameRank}, FastCompression)
-}
+func EncodeFragment(f Fragment) ([]byte, error) { return EncodeValue(toStored(f), FastCompression) }
 
 // DecodeFragment decodes the fragment of docID that EncodeFragment stored.
 func DecodeFragment(docID string, data []byte) (Fragment, error) {
@@ -81,8 +108,17 @@ func DecodeFragment(docID string, data []byte) (Fragment, error) {
 	if err := DecodeValue(data, &s); err != nil {
 		return Fragment{}, err
 	}
+	return s.fragment(docID), nil
+}
+
+func toStored(f Fragment) storedFragment {
+	return storedFragment{Version: f.Version, TextUnits: f.TextUnits, Description: f.Description,
+		Weight: f.Weight, Name: f.Name, NameRank: f.NameRank}
+}
+
+func (s storedFragment) fragment(docID string) Fragment {
 	return Fragment{DocID: docID, Version: s.Version, TextUnits: nilIfEmpty(s.TextUnits), Description: s.Description,
-		Weight: s.Weight, Name: s.Name, NameRank: s.NameRank}, nil
+		Weight: s.Weight, Name: s.Name, NameRank: s.NameRank}
 }
 
 // EncodeEntityHead encodes an entity head for its key (the id).
@@ -102,19 +138,26 @@ func DecodeEntityHead(id string, data []byte) (EntityHead, error) {
 // and relation are left out when the id spells them unambiguously (exactly
 // two separators), which is nearly always.
 func EncodeEdgeHead(h EdgeHead) ([]byte, error) {
+	st := storedEdgeHead{Source: h.Source, Relation: h.Relation, Target: h.Target, Supports: h.Supports, Spilled: h.Spilled}
 	if s, r, t, ok := splitEdgeID(h.ID); ok && s == h.Source && r == h.Relation && t == h.Target {
-		h.Source, h.Relation, h.Target = "", "", ""
+		st.Source, st.Relation, st.Target = "", "", ""
 	}
-	return EncodeValue(h, FastCompression)
+	for _, f := range h.Inline {
+		st.Inline = append(st.Inline, storedInline{DocID: f.DocID, storedFragment: toStored(f)})
+	}
+	return EncodeValue(st, FastCompression)
 }
 
 // DecodeEdgeHead decodes the head stored under id.
 func DecodeEdgeHead(id string, data []byte) (EdgeHead, error) {
-	var h EdgeHead
-	if err := DecodeValue(data, &h); err != nil {
+	var st storedEdgeHead
+	if err := DecodeValue(data, &st); err != nil {
 		return EdgeHead{}, err
 	}
-	h.ID = id
+	h := EdgeHead{ID: id, Source: st.Source, Relation: st.Relation, Target: st.Target, Supports: st.Supports, Spilled: st.Spilled}
+	for _, f := range st.Inline {
+		h.Inline = append(h.Inline, f.fragment(f.DocID))
+	}
 	if h.Source == "" && h.Relation == "" && h.Target == "" {
 		s, r, t, ok := splitEdgeID(id)
 		if !ok {
@@ -140,9 +183,12 @@ func AssembleEntity(h EntityHead, frags []Fragment) Entity {
 	return Entity{ID: h.ID, Type: h.Type, Name: h.Name, Sources: nilIfEmpty(frags)}
 }
 
-// AssembleEdge returns the edge of a head and its supports, sorted by doc
-// id (frags is sorted in place).
+// AssembleEdge returns the edge of a head and its supports stored apart
+// (frags, sorted in place), with the inline ones, sorted by doc id.
 func AssembleEdge(h EdgeHead, frags []Fragment) Edge {
+	if len(h.Inline) > 0 {
+		frags = append(slices.Clone(h.Inline), frags...)
+	}
 	slices.SortFunc(frags, byDocID)
 	return Edge{ID: h.ID, Source: h.Source, Relation: h.Relation, Target: h.Target, Supports: nilIfEmpty(frags)}
 }
@@ -153,9 +199,16 @@ func SplitEntity(e Entity) (EntityHead, []Fragment) {
 	return EntityHead{ID: e.ID, Type: e.Type, Name: e.Name, Names: tally(e.Sources)}, e.Sources
 }
 
-// SplitEdge returns the head and supports of a whole edge.
+// SplitEdge returns the head and the supports stored apart of a whole
+// edge: inline while they are few (see EdgeHead.Inline).
 func SplitEdge(e Edge) (EdgeHead, []Fragment) {
-	return EdgeHead{ID: e.ID, Source: e.Source, Relation: e.Relation, Target: e.Target, Supports: len(e.Supports)}, e.Supports
+	h := EdgeHead{ID: e.ID, Source: e.Source, Relation: e.Relation, Target: e.Target, Supports: len(e.Supports)}
+	if len(e.Supports) <= MaxInlineSupports {
+		h.Inline = nilIfEmpty(slices.Clone(e.Supports))
+		return h, nil
+	}
+	h.Spilled = true
+	return h, e.Supports
 }
 
 // tally counts fragments by rank and spelling, with each one's lowest doc
@@ -210,10 +263,18 @@ func CheckEntityHead(h EntityHead, frags []Fragment) string {
 	return ""
 }
 
-// CheckEdgeHead is CheckEntityHead for an edge.
+// CheckEdgeHead is CheckEntityHead for an edge and its supports stored
+// apart.
 func CheckEdgeHead(h EdgeHead, supports []Fragment) string {
-	if h.Supports != len(supports) {
-		return fmt.Sprintf("edge %q: head counts %d supports, %d are stored", h.ID, h.Supports, len(supports))
+	switch {
+	case h.Supports != len(h.Inline)+len(supports):
+		return fmt.Sprintf("edge %q: head counts %d supports, %d are stored", h.ID, h.Supports, len(h.Inline)+len(supports))
+	case !h.Spilled && len(supports) > 0:
+		return fmt.Sprintf("edge %q: %d supports stored apart from a head holding them inline", h.ID, len(supports))
+	case h.Spilled && len(h.Inline) > 0:
+		return fmt.Sprintf("edge %q: %d supports inline in a spilled head", h.ID, len(h.Inline))
+	case len(h.Inline) > MaxInlineSupports:
+		return fmt.Sprintf("edge %q: %d supports inline, more than %d", h.ID, len(h.Inline), MaxInlineSupports)
 	}
 	return ""
 }

@@ -103,7 +103,8 @@ func (ch Change) Reads(old *SourceRecord) (entityIDs, edgeIDs []string) {
 
 // State is what Plan reads of a store for a change: the heads of the
 // entities and edges ch.Reads names and the changed document's own
-// fragments of them. Ids absent from a map have no head (or no fragment of
+// fragments of them (of an edge: the one stored apart, if any; an inline
+// one is in its head). Ids absent from a map have no head (or no fragment of
 // the document).
 type State struct {
 	Entities map[string]EntityHead
@@ -149,9 +150,11 @@ type Writes struct {
 	// by id.
 	RemoveEdges []EdgeHead
 	// PutFragments and PutSupports are the document's new or changed
-	// fragments and supports, sorted by id; DeleteFragments and
-	// DeleteSupports the ids of the entities and edges whose stored
-	// fragment or support of the document goes, sorted.
+	// fragments and supports, sorted by id, each under its id and its
+	// Fragment.DocID (the supports of a head that spills are every
+	// document's, see EdgeHead.Inline); DeleteFragments and DeleteSupports
+	// the ids of the entities and edges whose stored fragment or support of
+	// the document goes, sorted.
 	PutFragments, PutSupports       []Part
 	DeleteFragments, DeleteSupports []string
 }
@@ -227,7 +230,8 @@ func Plan(ch Change, old *SourceRecord, st State) (Writes, error) {
 		for _, id := range edgeOrder {
 			h, ok := st.Edges[id]
 			m := eds[id]
-			if ok && h.Supports-own(st.EdgeSupports, id) > 0 && (h.Source != m.source || h.Relation != m.relation || h.Target != m.target) {
+			_, hadOwn := ownSupport(st, id, ch.DocID)
+			if ok && h.Supports-b2i(hadOwn) > 0 && (h.Source != m.source || h.Relation != m.relation || h.Target != m.target) {
 				// Entity ids may contain the separator, so two edges can
 				// spell one id; merging would keep the other's endpoints.
 				return Writes{}, fmt.Errorf("%w: edge %q -%s-> %q has the id of the stored edge %q -%s-> %q",
@@ -305,12 +309,13 @@ func Plan(ch Change, old *SourceRecord, st State) (Writes, error) {
 	}
 	for _, id := range edgeIDs {
 		before, existed := st.Edges[id]
-		stored, hadOwn := st.EdgeSupports[id]
+		stored, hadOwn := ownSupport(st, id, ch.DocID)
 		m := eds[id]
 		h := EdgeHead{ID: id}
 		if existed {
 			h = before
-			h.Supports = max(h.Supports-own(st.EdgeSupports, id), 0)
+			h.Inline = nil
+			h.Supports = max(h.Supports-b2i(hadOwn), 0)
 		}
 		if m != nil {
 			if h.Supports == 0 {
@@ -322,6 +327,20 @@ func Plan(ch Change, old *SourceRecord, st State) (Writes, error) {
 		}
 		alive := h.Supports > 0
 		switch {
+		case !h.Spilled:
+			inline := withoutDoc(before.Inline, ch.DocID)
+			if m != nil {
+				inline = append(inline, m.frag)
+				slices.SortFunc(inline, byDocID)
+			}
+			if len(inline) <= MaxInlineSupports {
+				h.Inline = nilIfEmpty(inline)
+				break
+			}
+			h.Spilled = true // every support to its own key
+			for _, f := range inline {
+				w.PutSupports = append(w.PutSupports, Part{ID: id, Fragment: f})
+			}
 		case m != nil && (!hadOwn || !reflect.DeepEqual(stored, m.frag)):
 			w.PutSupports = append(w.PutSupports, Part{ID: id, Fragment: m.frag})
 		case m == nil && hadOwn:
@@ -343,7 +362,7 @@ func Plan(ch Change, old *SourceRecord, st State) (Writes, error) {
 			w.Result.EdgesAdded++
 			touched[before.Source], touched[before.Target] = true, true
 			touched[h.Source], touched[h.Target] = true, true
-		case existed && alive && before != h:
+		case existed && alive && !reflect.DeepEqual(before, h):
 			w.PutEdges = append(w.PutEdges, h)
 		}
 	}
@@ -355,7 +374,27 @@ func Plan(ch Change, old *SourceRecord, st State) (Writes, error) {
 
 // own is 1 when the document has a stored fragment of id, else 0.
 func own(frags map[string]Fragment, id string) int {
-	if _, ok := frags[id]; ok {
+	_, ok := frags[id]
+	return b2i(ok)
+}
+
+// ownSupport returns the document's stored support of edge id: inline in
+// its head, or stored apart once the head has spilled.
+func ownSupport(st State, id, docID string) (Fragment, bool) {
+	h, ok := st.Edges[id]
+	if !ok || h.Spilled {
+		f, ok := st.EdgeSupports[id]
+		return f, ok
+	}
+	i := slices.IndexFunc(h.Inline, func(f Fragment) bool { return f.DocID == docID })
+	if i < 0 {
+		return Fragment{}, false
+	}
+	return h.Inline[i], true
+}
+
+func b2i(b bool) int {
+	if b {
 		return 1
 	}
 	return 0

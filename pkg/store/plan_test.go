@@ -350,6 +350,12 @@ func variedContributions(r *rand.Rand) store.Contributions {
 		c.Edges = append(c.Edges, store.EdgeContribution{Source: a.ID, Relation: []string{"x", "y", "x|y"}[r.IntN(3)], Target: b.ID,
 			Weight: float64(r.IntN(3))})
 	}
+	if r.IntN(3) > 0 { // an edge most documents state: more supports than a head holds
+		c.Entities = append(c.Entities, store.EntityContribution{ID: "h:hub", Type: "h", Name: "Hub"},
+			store.EntityContribution{ID: "h:spoke", Type: "h", Name: "Spoke"})
+		c.Edges = append(c.Edges, store.EdgeContribution{Source: "h:hub", Relation: "x", Target: "h:spoke",
+			Weight: float64(r.IntN(3)), Description: fmt.Sprintf("d%d", r.IntN(2))})
+	}
 	return c
 }
 
@@ -359,7 +365,7 @@ func variedContributions(r *rand.Rand) store.Contributions {
 // assembled graph must be the same.
 func TestPlanMatchesWholePlanner(t *testing.T) {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	steps, reads := 0, 0
+	steps, reads, spilled := 0, 0, 0
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 2))
 		heads, whole := newMemGraph(), newWholeGraph()
@@ -382,10 +388,15 @@ func TestPlanMatchesWholePlanner(t *testing.T) {
 			rep := heads.audit()
 			require.Zero(t, rep.OrphanEdges+rep.OrphanEntities+rep.IndexMismatches, "seed %d step %d: %v", seed, step, rep.Problems)
 			steps++
+			for _, h := range heads.edges {
+				spilled += b2i(h.Spilled)
+			}
 		}
 		reads += heads.fragmentReads
 	}
-	t.Logf("%d changes read every fragment of an entity %d times", steps, reads)
+	t.Logf("%d changes read every fragment of an entity %d times; %d edge heads after a change had spilled their supports", steps, reads, spilled)
+	require.Positive(t, reads, "no change needed a tie's lowest doc id")
+	require.Positive(t, spilled, "no edge had more supports than its head holds")
 }
 
 // TestPlanReadsOwnFragments: edits and deletions of documents naming a
@@ -411,4 +422,11 @@ func TestPlanReadsOwnFragments(t *testing.T) {
 	require.Zero(t, m.fragmentReads)
 	require.Equal(t, []store.NameVote{{Rank: 2, Name: "HUB", Count: 1, First: "doc999"}, {Rank: 2, Name: "Hub", Count: 99}}, m.entities["t:hub"].Names)
 	require.Equal(t, "Hub", m.entities["t:hub"].Name)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

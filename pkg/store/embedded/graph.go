@@ -401,9 +401,9 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 		for _, p := range ps.parts {
 			data, err := store.EncodeFragment(p.Fragment)
 			if err != nil {
-				return fmt.Errorf("encoding the fragment of %q by %q: %w", p.ID, doc, err)
+				return fmt.Errorf("encoding the fragment of %q by %q: %w", p.ID, p.Fragment.DocID, err)
 			}
-			if err := ps.b.Put(pair(p.ID, doc), data); err != nil {
+			if err := ps.b.Put(pair(p.ID, p.Fragment.DocID), data); err != nil {
 				return err
 			}
 		}

@@ -19,16 +19,24 @@ import (
 // graph's keys takes. Every key a script touches carries the tenant's hash
 // tag, so all of them are in the tenant's slot.
 
-// readSetsScript: KEYS are sets, ARGV[i] the key prefix of the members of
-// KEYS[i]. The reply holds, per set, its members and then the contents of
-// the hashes they name (HGETALL: fields and values in turn, empty where a
-// key is absent).
+// readSetsScript: KEYS are sets of entity or edge ids, ARGV[i] says which
+// KEYS[i] holds ("e" or "x") and ARGV[#KEYS+1] is the graph keys' prefix.
+// The reply holds, per set, its members and then, per member, an entity's
+// hash (HGETALL: fields and values in turn, empty where absent) or an
+// edge's head (false where absent) and supports hash.
 var readSetsScript = goredis.NewScript(`
+local prefix = ARGV[#KEYS + 1]
 local out = {}
 for i, set in ipairs(KEYS) do
   local ids = redis.call('SMEMBERS', set)
   local vals = {}
-  for j = 1, #ids do vals[j] = redis.call('HGETALL', ARGV[i] .. ids[j]) end
+  for j = 1, #ids do
+    if ARGV[i] == 'e' then
+      vals[j] = redis.call('HGETALL', prefix .. 'e:' .. ids[j])
+    else
+      vals[j] = {redis.call('GET', prefix .. 'x:' .. ids[j]), redis.call('HGETALL', prefix .. 'xs:' .. ids[j])}
+    end
+  end
   out[i] = {ids, vals}
 end
 return out
@@ -41,20 +49,21 @@ for i = 1, #KEYS do out[i] = redis.call('HGETALL', KEYS[i]) end
 return out
 `)
 
-// setValues is one set of a readSets reply: its members and, for each, the
-// HGETALL reply of the key it names.
+// setValues is one set of a readSets reply: its members and, for each,
+// what readSetsScript read of it.
 type setValues struct {
 	ids  []string
 	vals []any
 }
 
-// readSets reads sets[i]'s members and the hashes prefixes[i]+member, for
-// every set, atomically.
-func readSets(ctx context.Context, c goredis.Scripter, sets, prefixes []string) ([]setValues, error) {
-	args := make([]any, len(prefixes))
-	for i, p := range prefixes {
-		args[i] = p
+// readSets reads sets[i]'s members and the entities (kinds[i] "e") or
+// edges ("x") they name, for every set, atomically.
+func readSets(ctx context.Context, c goredis.Scripter, graph string, sets, kinds []string) ([]setValues, error) {
+	args := make([]any, 0, len(kinds)+1)
+	for _, kind := range kinds {
+		args = append(args, kind)
 	}
+	args = append(args, graph)
 	reply, err := readSetsScript.Run(ctx, c, sets, args...).Slice()
 	if err != nil {
 		return nil, err
@@ -85,11 +94,10 @@ func readSets(ctx context.Context, c goredis.Scripter, sets, prefixes []string) 
 // decodeSet assembles the values of one readSets set. A member naming no
 // key is a broken index (no write leaves one behind; Audit reports it):
 // an error naming the set.
-func decodeSet[T any](set string, sv setValues, assemble func(id string, hash []any) (T, bool, error)) ([]T, error) {
+func decodeSet[T any](set string, sv setValues, assemble func(id string, read any) (T, bool, error)) ([]T, error) {
 	out := make([]T, 0, len(sv.ids))
 	for i, id := range sv.ids {
-		hash, _ := sv.vals[i].([]any)
-		v, found, err := assemble(id, hash)
+		v, found, err := assemble(id, sv.vals[i])
 		if err != nil {
 			return nil, fmt.Errorf("decoding the value of %q in %q: %w", id, set, err)
 		}
@@ -106,7 +114,7 @@ func decodeSet[T any](set string, sv setValues, assemble func(id string, hash []
 // hgetallAtomic reads the hashes keys[i] = prefix+ids[i] in one atomic
 // step and calls fn with each assembled value found.
 func hgetallAtomic[T any](ctx context.Context, c goredis.Scripter, prefix string, ids []string,
-	assemble func(id string, hash []any) (T, bool, error), fn func(id string, v T)) error {
+	assemble func(id string, read any) (T, bool, error), fn func(id string, v T)) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -122,8 +130,7 @@ func hgetallAtomic[T any](ctx context.Context, c goredis.Scripter, prefix string
 		return fmt.Errorf("reading %d keys: %d values", len(keys), len(vals))
 	}
 	for i, id := range ids {
-		hash, _ := vals[i].([]any)
-		v, found, err := assemble(id, hash)
+		v, found, err := assemble(id, vals[i])
 		if err != nil {
 			return fmt.Errorf("decoding %q: %w", keys[i], err)
 		}

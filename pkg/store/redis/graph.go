@@ -118,8 +118,9 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 }
 
 // readState reads, in one pipeline, the heads of the entities and edges
-// of a change and the document's own fields of them (HMGET of the head and
-// the doc's field), for store.Plan. Every fragment of an entity is
+// of a change and the document's own fields of them (HMGET of an entity's
+// head and the doc's field; GET of an edge's head, HGET of the doc's
+// support stored apart), for store.Plan. Every fragment of an entity is
 // read (HGETALL) only when Plan asks for it.
 func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entityIDs, entityKeys, edgeIDs, edgeKeys []string) (store.State, error) {
 	st := store.State{
@@ -146,35 +147,34 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 	}
 	for start := 0; start < len(entityKeys)+len(edgeKeys); start += mgetChunk {
 		end := min(start+mgetChunk, len(entityKeys)+len(edgeKeys))
-		cmds := make([]*goredis.SliceCmd, 0, end-start)
+		cmds := make([][2]goredis.Cmder, 0, end-start)
 		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i := start; i < end; i++ {
 				if i < len(entityKeys) {
-					cmds = append(cmds, p.HMGet(ctx, entityKeys[i], headField, docID))
+					cmds = append(cmds, [2]goredis.Cmder{p.HMGet(ctx, entityKeys[i], headField, docID)})
 				} else {
-					cmds = append(cmds, p.HMGet(ctx, edgeKeys[i-len(entityKeys)], headField, docID))
+					id := edgeIDs[i-len(entityKeys)]
+					cmds = append(cmds, [2]goredis.Cmder{p.Get(ctx, edgeKeys[i-len(entityKeys)]), p.HGet(ctx, k.edgeSupports(id), docID)})
 				}
 			}
 			return nil
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, goredis.Nil) {
 			return store.State{}, err
 		}
 		for n, c := range cmds {
 			i := start + n
-			vals := c.Val()
-			head, _ := vals[0].(string)
-			frag, hasFrag := vals[1].(string)
 			if i < len(entityKeys) {
 				id := entityIDs[i]
-				if vals[0] != nil {
+				vals := c[0].(*goredis.SliceCmd).Val()
+				if head, ok := vals[0].(string); ok {
 					h, err := store.DecodeEntityHead(id, []byte(head))
 					if err != nil {
 						return store.State{}, fmt.Errorf("decoding the head of entity %q: %w", id, err)
 					}
 					st.Entities[id] = h
 				}
-				if hasFrag {
+				if frag, ok := vals[1].(string); ok {
 					f, err := store.DecodeFragment(docID, []byte(frag))
 					if err != nil {
 						return store.State{}, fmt.Errorf("decoding the fragment of %q by %q: %w", id, docID, err)
@@ -184,19 +184,27 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 				continue
 			}
 			id := edgeIDs[i-len(entityKeys)]
-			if vals[0] != nil {
-				h, err := store.DecodeEdgeHead(id, []byte(head))
+			head, err := c[0].(*goredis.StringCmd).Bytes()
+			switch {
+			case err == nil:
+				h, err := store.DecodeEdgeHead(id, head)
 				if err != nil {
 					return store.State{}, fmt.Errorf("decoding the head of edge %q: %w", id, err)
 				}
 				st.Edges[id] = h
+			case !errors.Is(err, goredis.Nil):
+				return store.State{}, err
 			}
-			if hasFrag {
-				f, err := store.DecodeFragment(docID, []byte(frag))
+			support, err := c[1].(*goredis.StringCmd).Bytes()
+			switch {
+			case err == nil:
+				f, err := store.DecodeFragment(docID, support)
 				if err != nil {
 					return store.State{}, fmt.Errorf("decoding the support of %q by %q: %w", id, docID, err)
 				}
 				st.EdgeSupports[id] = f
+			case !errors.Is(err, goredis.Nil):
+				return store.State{}, err
 			}
 		}
 	}
@@ -206,10 +214,10 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 // writeCmd queues commands of a transaction.
 type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 
-// writes turns planned writes into commands: the hashes of removed
-// entities and edges deleted and the document's dropped fields, then every
-// set removal, then one HSET per hash written (its head and the document's
-// field together), then every set addition, each set's members in one
+// writes turns planned writes into commands: the keys of removed entities
+// and edges deleted and the document's dropped fields, then every set
+// removal, then one HSET per hash written (an entity's head and the
+// document's field together), the edge heads, then every set addition, each set's members in one
 // command; then the record. Removals before additions keep the order
 // store.Writes prescribes (an entity whose type changed is removed and
 // put). Encoding happens here, before the transaction, so a failure cannot
@@ -223,6 +231,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		sadd      = newSetOps()
 		hset      = map[string][]any{}
 		hsetOrder []string
+		heads     [][2]any // edge heads: key, value
 	)
 	field := func(key string, name string, value []byte) {
 		if _, ok := hset[key]; !ok {
@@ -239,7 +248,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		srem.add(k.entities(), e.ID)
 	}
 	for _, e := range w.RemoveEdges {
-		del = append(del, k.edge(e.ID))
+		del = append(del, k.edge(e.ID), k.edgeSupports(e.ID))
 		srem.add(k.out(e.Source), e.ID)
 		srem.add(k.in(e.Target), e.ID)
 		srem.add(k.byRel(e.Relation), e.ID)
@@ -249,7 +258,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		hdel = append(hdel, k.entity(id))
 	}
 	for _, id := range w.DeleteSupports {
-		hdel = append(hdel, k.edge(id))
+		hdel = append(hdel, k.edgeSupports(id))
 	}
 	for _, e := range w.PutEntities {
 		data, err := store.EncodeEntityHead(e)
@@ -276,7 +285,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		if err != nil {
 			return nil, fmt.Errorf("encoding the head of edge %q: %w", e.ID, err)
 		}
-		field(k.edge(e.ID), headField, data)
+		heads = append(heads, [2]any{k.edge(e.ID), data})
 		sadd.add(k.out(e.Source), e.ID)
 		sadd.add(k.in(e.Target), e.ID)
 		sadd.add(k.byRel(e.Relation), e.ID)
@@ -285,13 +294,13 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 	for _, ps := range []struct {
 		key   func(string) string
 		parts []store.Part
-	}{{k.entity, w.PutFragments}, {k.edge, w.PutSupports}} {
+	}{{k.entity, w.PutFragments}, {k.edgeSupports, w.PutSupports}} {
 		for _, pt := range ps.parts {
 			data, err := store.EncodeFragment(pt.Fragment)
 			if err != nil {
-				return nil, fmt.Errorf("encoding the fragment of %q by %q: %w", pt.ID, doc, err)
+				return nil, fmt.Errorf("encoding the fragment of %q by %q: %w", pt.ID, pt.Fragment.DocID, err)
 			}
-			field(ps.key(pt.ID), doc, data)
+			field(ps.key(pt.ID), pt.Fragment.DocID, data)
 		}
 	}
 	rec, err := marshal(w.Record, store.SmallCompression)
@@ -309,6 +318,9 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		srem.each(func(set string, members []any) { p.SRem(ctx, set, members...) })
 		for _, key := range hsetOrder {
 			p.HSet(ctx, key, hset[key]...)
+		}
+		for _, kv := range heads {
+			p.Set(ctx, kv[0].(string), kv[1], 0)
 		}
 		sadd.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
 		p.Set(ctx, k.src(doc), rec, 0)
@@ -342,7 +354,6 @@ func (o *setOps) each(fn func(set string, members []any)) {
 		fn(set, o.members[set])
 	}
 }
-
 
 // Source returns a document's record (store.ErrNotFound if never applied).
 func (s *Store) Source(ctx context.Context, tenant, docID string) (store.SourceRecord, error) {
@@ -431,7 +442,7 @@ func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store
 	if typ == "" {
 		set = k.entities()
 	}
-	out, err := readSet(ctx, s.client, set, k.entity, assembleEntity)
+	out, err := readSet(ctx, s.client, k, set, "e", assembleEntity)
 	if err != nil {
 		return nil, fmt.Errorf("listing entities of type %q in %q: %w", typ, tenant, err)
 	}
@@ -453,7 +464,7 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 	if dir == store.In {
 		set = k.in(entityID)
 	}
-	out, err := readSet(ctx, s.client, set, k.edge, assembleEdge)
+	out, err := readSet(ctx, s.client, k, set, "x", assembleEdge)
 	if err != nil {
 		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
 	}
@@ -471,7 +482,7 @@ func (s *Store) EdgesByRelation(ctx context.Context, tenant, relation, sourceTyp
 	if err := s.ensureLayout(ctx); err != nil {
 		return nil, err
 	}
-	out, err := readSet(ctx, s.client, k.byRel(relation), k.edge, assembleEdge)
+	out, err := readSet(ctx, s.client, k, k.byRel(relation), "x", assembleEdge)
 	if err != nil {
 		return nil, fmt.Errorf("listing %q edges in %q: %w", relation, tenant, err)
 	}
@@ -525,7 +536,7 @@ func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]stor
 	if err := s.ensureLayout(ctx); err != nil {
 		return nil, err
 	}
-	out, err := readSet(ctx, s.client, k.byName(key), k.entity, assembleEntity)
+	out, err := readSet(ctx, s.client, k, k.byName(key), "e", assembleEntity)
 	if err != nil {
 		return nil, fmt.Errorf("finding entities named %q in %q: %w", name, tenant, err)
 	}
@@ -533,11 +544,11 @@ func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]stor
 	return out, nil
 }
 
-// readSet reads the values of the hashes named by a set's members, in one
-// atomic step (see atomic.go).
-func readSet[T any](ctx context.Context, c goredis.Scripter, set string, key func(string) string,
-	assemble func(id string, hash []any) (T, bool, error)) ([]T, error) {
-	svs, err := readSets(ctx, c, []string{set}, []string{key("")})
+// readSet reads the entities (kind "e") or edges ("x") named by a set's
+// members, in one atomic step (see atomic.go).
+func readSet[T any](ctx context.Context, c goredis.Scripter, k keys, set, kind string,
+	assemble func(id string, read any) (T, bool, error)) ([]T, error) {
+	svs, err := readSets(ctx, c, k.graph(), []string{set}, []string{kind})
 	if err != nil {
 		return nil, err
 	}
@@ -562,7 +573,7 @@ func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error
 // snapshot reads the entity and edge sets and their values in one atomic
 // step.
 func (s *Store) snapshot(ctx context.Context, k keys) (store.Graph, error) {
-	svs, err := readSets(ctx, s.client, []string{k.entities(), k.edges()}, []string{k.entity(""), k.edge("")})
+	svs, err := readSets(ctx, s.client, k.graph(), []string{k.entities(), k.edges()}, []string{"e", "x"})
 	if err != nil {
 		return store.Graph{}, err
 	}
@@ -650,7 +661,7 @@ end
 for i = 5, #KEYS do want(KEYS[i]) end
 for _, id in ipairs(sets[1]) do want(prefix .. 'src:' .. id) end
 for _, id in ipairs(sets[3]) do want(prefix .. 'e:' .. id); want(prefix .. 'out:' .. id); want(prefix .. 'in:' .. id) end
-for _, id in ipairs(sets[4]) do want(prefix .. 'x:' .. id) end
+for _, id in ipairs(sets[4]) do want(prefix .. 'x:' .. id); want(prefix .. 'xs:' .. id) end
 local types, held = {}, {}
 for i, key in ipairs(names) do
   local t = redis.call('TYPE', key)['ok']
@@ -670,7 +681,7 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	for iter.Next(ctx) {
 		key := iter.Val()
 		rest := strings.TrimPrefix(key, k.graph())
-		for _, kind := range []string{"src:", "e:", "x:", "type:", "out:", "in:"} {
+		for _, kind := range []string{"src:", "e:", "x:", "xs:", "type:", "out:", "in:"} {
 			if strings.HasPrefix(rest, kind) {
 				scanned = append(scanned, key)
 				break
@@ -707,6 +718,7 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	var g store.Graph
 	var recs []store.SourceRecord
 	var wrongType, layout []string
+	edgeHeads, edgeSupports := map[string][]byte{}, map[string][]any{}
 	idx := store.Indexes{ByType: map[string][]string{}, Out: map[string][]string{}, In: map[string][]string{}}
 	for i, raw := range names {
 		key, _ := raw.(string)
@@ -727,42 +739,40 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 			var r store.SourceRecord
 			err = store.DecodeValue([]byte(value), &r)
 			recs = append(recs, r)
-		case "e:", "x:":
+		case "e:":
 			if !isHash {
 				wrongType = append(wrongType, key)
 				continue
 			}
 			id := strings.TrimPrefix(rest, kind)
 			hash, _ := held[i].([]any)
-			var found bool
-			if kind == "e:" {
-				var e store.Entity
-				if e, found, err = assembleEntity(id, hash); found {
-					g.Entities = append(g.Entities, e)
-					head, _ := hashParts(hash)
-					stored, herr := store.DecodeEntityHead(id, head)
-					if herr == nil {
-						if p := store.CheckEntityHead(stored, e.Sources); p != "" {
-							layout = append(layout, p)
-						}
+			var (
+				e     store.Entity
+				found bool
+			)
+			if e, found, err = assembleEntity(id, hash); found {
+				g.Entities = append(g.Entities, e)
+				head, _ := hashParts(hash)
+				if h, herr := store.DecodeEntityHead(id, head); herr == nil {
+					if p := store.CheckEntityHead(h, e.Sources); p != "" {
+						layout = append(layout, p)
 					}
 				}
-			} else {
-				var e store.Edge
-				if e, found, err = assembleEdge(id, hash); found {
-					g.Edges = append(g.Edges, e)
-					head, _ := hashParts(hash)
-					stored, herr := store.DecodeEdgeHead(id, head)
-					if herr == nil {
-						if p := store.CheckEdgeHead(stored, e.Supports); p != "" {
-							layout = append(layout, p)
-						}
-					}
-				}
-			}
-			if err == nil && !found {
+			} else if err == nil {
 				layout = append(layout, fmt.Sprintf("key %q: %d fields without a head", key, len(hash)/2))
 			}
+		case "x:":
+			if !isString {
+				wrongType = append(wrongType, key)
+				continue
+			}
+			edgeHeads[strings.TrimPrefix(rest, kind)] = []byte(value)
+		case "xs:":
+			if !isHash {
+				wrongType = append(wrongType, key)
+				continue
+			}
+			edgeSupports[strings.TrimPrefix(rest, kind)], _ = held[i].([]any)
 		case "type:", "out:", "in:":
 			if !isSet {
 				wrongType = append(wrongType, key)
@@ -775,6 +785,25 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 			return store.AuditReport{}, fmt.Errorf("decoding %q: %w", key, err)
 		}
 	}
+	for id, head := range edgeHeads {
+		e, _, err := assembleEdgeParts(id, head, edgeSupports[id])
+		if err != nil {
+			return store.AuditReport{}, fmt.Errorf("decoding edge %q: %w", id, err)
+		}
+		g.Edges = append(g.Edges, e)
+		h, _ := store.DecodeEdgeHead(id, head)
+		_, apart := hashParts(edgeSupports[id])
+		fs, _ := decodeFragments(apart)
+		if p := store.CheckEdgeHead(h, fs); p != "" {
+			layout = append(layout, p)
+		}
+	}
+	for id, hash := range edgeSupports {
+		if _, ok := edgeHeads[id]; !ok {
+			layout = append(layout, fmt.Sprintf("edge %q: %d supports without a head", id, len(hash)/2))
+		}
+	}
+	slices.Sort(layout)
 	slices.SortFunc(g.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(g.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
 	rep := store.Audit(g, recs, &idx)

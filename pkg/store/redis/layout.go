@@ -10,9 +10,8 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
-// headField is the field of an entity's or edge's hash holding its head;
-// every other field is a doc id (never empty) holding that document's
-// fragment or support.
+// headField is the field of an entity's hash holding its head; every
+// other field is a doc id (never empty) holding that document's fragment.
 const headField = ""
 
 // graphLayout is the value of the layout key (<p>:graph-layout) once every
@@ -66,7 +65,7 @@ func (s *Store) ensureLayout(ctx context.Context) error {
 // short resumes where it stopped and two processes converting at once do
 // not convert a key twice. Names and indexes are kept: the graph reads the same.
 func (s *Store) migrate(ctx context.Context, k keys) error {
-	split := func(set string, old, key func(string) string, fields func(data []byte) ([]any, error)) error {
+	split := func(set string, old func(string) string, write func(p goredis.Pipeliner, id string, data []byte) error) error {
 		ids, err := s.client.SMembers(ctx, set).Result()
 		if err != nil {
 			return err
@@ -87,12 +86,9 @@ func (s *Store) migrate(ctx context.Context, k keys) error {
 						if !ok {
 							continue // converted already, or never there
 						}
-						f, err := fields([]byte(str))
-						if err != nil {
+						if err := write(p, chunk[i], []byte(str)); err != nil {
 							return fmt.Errorf("converting %q: %w", olds[i], err)
 						}
-						p.Del(ctx, key(chunk[i]))
-						p.HSet(ctx, key(chunk[i]), f...)
 						p.Del(ctx, olds[i])
 					}
 					return nil
@@ -105,38 +101,57 @@ func (s *Store) migrate(ctx context.Context, k keys) error {
 		}
 		return nil
 	}
-	err := split(k.entities(), k.wholeEntity, k.entity, func(data []byte) ([]any, error) {
+	err := split(k.entities(), k.wholeEntity, func(p goredis.Pipeliner, id string, data []byte) error {
 		var e store.Entity
 		if err := store.DecodeValue(data, &e); err != nil {
-			return nil, err
+			return err
 		}
 		h, frags := store.SplitEntity(e)
 		head, err := store.EncodeEntityHead(h)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return hashFields(head, frags)
+		fields, err := hashFields(head, frags)
+		if err != nil {
+			return err
+		}
+		p.Del(ctx, k.entity(id))
+		p.HSet(ctx, k.entity(id), fields...)
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	return split(k.edges(), k.wholeEdge, k.edge, func(data []byte) ([]any, error) {
+	return split(k.edges(), k.wholeEdge, func(p goredis.Pipeliner, id string, data []byte) error {
 		var e store.Edge
 		if err := store.DecodeValue(data, &e); err != nil {
-			return nil, err
+			return err
 		}
-		h, frags := store.SplitEdge(e)
+		h, supports := store.SplitEdge(e)
 		head, err := store.EncodeEdgeHead(h)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return hashFields(head, frags)
+		p.Set(ctx, k.edge(id), head, 0)
+		p.Del(ctx, k.edgeSupports(id))
+		if len(supports) > 0 {
+			fields, err := hashFields(nil, supports)
+			if err != nil {
+				return err
+			}
+			p.HSet(ctx, k.edgeSupports(id), fields...)
+		}
+		return nil
 	})
 }
 
-// hashFields returns the HSET arguments of a head and its fragments.
+// hashFields returns the HSET arguments of a head (if not nil) and
+// fragments.
 func hashFields(head []byte, frags []store.Fragment) ([]any, error) {
-	out := []any{headField, string(head)}
+	var out []any
+	if head != nil {
+		out = append(out, headField, string(head))
+	}
 	for _, f := range frags {
 		data, err := store.EncodeFragment(f)
 		if err != nil {
@@ -176,7 +191,8 @@ func decodeFragments(frags [][2]string) ([]store.Fragment, error) {
 
 // assembleEntity assembles an entity from its hash (an HGETALL reply);
 // found is false when the hash has no head.
-func assembleEntity(id string, hash []any) (store.Entity, bool, error) {
+func assembleEntity(id string, read any) (store.Entity, bool, error) {
+	hash, _ := read.([]any)
 	head, frags := hashParts(hash)
 	if head == nil {
 		return store.Entity{}, false, nil
@@ -192,16 +208,30 @@ func assembleEntity(id string, hash []any) (store.Entity, bool, error) {
 	return store.AssembleEntity(h, fs), true, nil
 }
 
-// assembleEdge is assembleEntity for an edge.
-func assembleEdge(id string, hash []any) (store.Edge, bool, error) {
-	head, frags := hashParts(hash)
-	if head == nil {
+// assembleEdge assembles an edge from its head and supports hash, as
+// readSetsScript reads them ({GET, HGETALL}); found is false when there
+// is no head.
+func assembleEdge(id string, read any) (store.Edge, bool, error) {
+	pair, _ := read.([]any)
+	if len(pair) != 2 {
+		return store.Edge{}, false, fmt.Errorf("edge %q: unexpected reply %T", id, read)
+	}
+	head, ok := pair[0].(string)
+	if !ok {
 		return store.Edge{}, false, nil
 	}
+	supports, _ := pair[1].([]any)
+	return assembleEdgeParts(id, []byte(head), supports)
+}
+
+// assembleEdgeParts assembles an edge from its head and supports hash (an
+// HGETALL reply).
+func assembleEdgeParts(id string, head []byte, supports []any) (store.Edge, bool, error) {
 	h, err := store.DecodeEdgeHead(id, head)
 	if err != nil {
 		return store.Edge{}, false, err
 	}
+	_, frags := hashParts(supports)
 	fs, err := decodeFragments(frags)
 	if err != nil {
 		return store.Edge{}, false, err

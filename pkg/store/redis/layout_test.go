@@ -69,7 +69,7 @@ func TestConvertsWholeLayout(t *testing.T) {
 		for _, e := range g.Edges {
 			data, err := store.EncodeValue(e, store.FastCompression)
 			require.NoError(t, err)
-			require.NoError(t, c.Del(ctx, base+"x:"+e.ID).Err())
+			require.NoError(t, c.Del(ctx, base+"x:"+e.ID, base+"xs:"+e.ID).Err())
 			require.NoError(t, c.Set(ctx, base+"edge:"+e.ID, data, 0).Err())
 		}
 	}
