@@ -737,7 +737,7 @@ func (g *graphBuckets) snapshot(mismatch func(format string, args ...any)) (stor
 	if err != nil {
 		return store.Graph{}, err
 	}
-	// Ordered by id like the heads buckets of every reader.
+	// Rows are in key order, the id's length first: readers return ids in order.
 	slices.SortFunc(gr.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(gr.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
 	return gr, nil

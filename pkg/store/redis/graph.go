@@ -119,8 +119,9 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 
 // readState reads, in one pipeline, the heads of the entities and edges
 // of a change and the document's own fields of them (HMGET of an entity's
-// head and the doc's field; GET of an edge's head, HGET of the doc's
-// support stored apart), for store.Plan. Every fragment of an entity is
+// head and the doc's field, GET of an edge's head), then, in a second, the
+// document's supports stored apart of the edge heads that spilled them,
+// for store.Plan. Every fragment of an entity is
 // read (HGETALL) only when Plan asks for it.
 func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entityIDs, entityKeys, edgeIDs, edgeKeys []string) (store.State, error) {
 	st := store.State{
@@ -147,14 +148,13 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 	}
 	for start := 0; start < len(entityKeys)+len(edgeKeys); start += mgetChunk {
 		end := min(start+mgetChunk, len(entityKeys)+len(edgeKeys))
-		cmds := make([][2]goredis.Cmder, 0, end-start)
+		cmds := make([]goredis.Cmder, 0, end-start)
 		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i := start; i < end; i++ {
 				if i < len(entityKeys) {
-					cmds = append(cmds, [2]goredis.Cmder{p.HMGet(ctx, entityKeys[i], headField, docID)})
+					cmds = append(cmds, p.HMGet(ctx, entityKeys[i], headField, docID))
 				} else {
-					id := edgeIDs[i-len(entityKeys)]
-					cmds = append(cmds, [2]goredis.Cmder{p.Get(ctx, edgeKeys[i-len(entityKeys)]), p.HGet(ctx, k.edgeSupports(id), docID)})
+					cmds = append(cmds, p.Get(ctx, edgeKeys[i-len(entityKeys)]))
 				}
 			}
 			return nil
@@ -166,7 +166,7 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 			i := start + n
 			if i < len(entityKeys) {
 				id := entityIDs[i]
-				vals := c[0].(*goredis.SliceCmd).Val()
+				vals := c.(*goredis.SliceCmd).Val()
 				if head, ok := vals[0].(string); ok {
 					h, err := store.DecodeEntityHead(id, []byte(head))
 					if err != nil {
@@ -184,7 +184,7 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 				continue
 			}
 			id := edgeIDs[i-len(entityKeys)]
-			head, err := c[0].(*goredis.StringCmd).Bytes()
+			head, err := c.(*goredis.StringCmd).Bytes()
 			switch {
 			case err == nil:
 				h, err := store.DecodeEdgeHead(id, head)
@@ -195,7 +195,30 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 			case !errors.Is(err, goredis.Nil):
 				return store.State{}, err
 			}
-			support, err := c[1].(*goredis.StringCmd).Bytes()
+		}
+	}
+	// The document's supports stored apart, of the heads that spilled them
+	// (the others hold them inline: nothing more to read).
+	var spilled []string
+	for _, id := range edgeIDs {
+		if st.Edges[id].Spilled {
+			spilled = append(spilled, id)
+		}
+	}
+	for start := 0; start < len(spilled); start += mgetChunk {
+		chunk := spilled[start:min(start+mgetChunk, len(spilled))]
+		cmds := make([]*goredis.StringCmd, len(chunk))
+		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, id := range chunk {
+				cmds[i] = p.HGet(ctx, k.edgeSupports(id), docID)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return store.State{}, err
+		}
+		for i, id := range chunk {
+			support, err := cmds[i].Bytes()
 			switch {
 			case err == nil:
 				f, err := store.DecodeFragment(docID, support)
@@ -217,7 +240,8 @@ type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 // writes turns planned writes into commands: the keys of removed entities
 // and edges deleted and the document's dropped fields, then every set
 // removal, then one HSET per hash written (an entity's head and the
-// document's field together), the edge heads, then every set addition, each set's members in one
+// document's field together), the edge heads in one MSET, then every set
+// addition, each set's members in one
 // command; then the record. Removals before additions keep the order
 // store.Writes prescribes (an entity whose type changed is removed and
 // put). Encoding happens here, before the transaction, so a failure cannot
@@ -231,7 +255,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		sadd      = newSetOps()
 		hset      = map[string][]any{}
 		hsetOrder []string
-		heads     [][2]any // edge heads: key, value
+		heads     []any // edge heads: key, value, key, value...
 	)
 	field := func(key string, name string, value []byte) {
 		if _, ok := hset[key]; !ok {
@@ -285,7 +309,7 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		if err != nil {
 			return nil, fmt.Errorf("encoding the head of edge %q: %w", e.ID, err)
 		}
-		heads = append(heads, [2]any{k.edge(e.ID), data})
+		heads = append(heads, k.edge(e.ID), data)
 		sadd.add(k.out(e.Source), e.ID)
 		sadd.add(k.in(e.Target), e.ID)
 		sadd.add(k.byRel(e.Relation), e.ID)
@@ -319,8 +343,8 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		for _, key := range hsetOrder {
 			p.HSet(ctx, key, hset[key]...)
 		}
-		for _, kv := range heads {
-			p.Set(ctx, kv[0].(string), kv[1], 0)
+		if len(heads) > 0 {
+			p.MSet(ctx, heads...)
 		}
 		sadd.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
 		p.Set(ctx, k.src(doc), rec, 0)
