@@ -76,9 +76,10 @@ func (ch Change) Outcome(old *SourceRecord) Outcome {
 	}
 }
 
-// Reads returns the ids of the entities and edges whose current state Plan
-// needs: everything old recorded plus everything the change contributes,
-// sorted. It returns nothing when Outcome already says nothing will change.
+// Reads returns the ids of the entities and edges whose heads, and whose
+// fragment of ch.DocID, Plan needs: everything old recorded plus
+// everything the change contributes, sorted. It returns nothing when
+// Outcome already says nothing will change.
 func (ch Change) Reads(old *SourceRecord) (entityIDs, edgeIDs []string) {
 	if ch.Outcome(old) != Applied {
 		return nil, nil
@@ -100,31 +101,67 @@ func (ch Change) Reads(old *SourceRecord) (entityIDs, edgeIDs []string) {
 	return slices.Compact(entityIDs), slices.Compact(edgeIDs)
 }
 
+// State is what Plan reads of a store for a change: the heads of the
+// entities and edges ch.Reads names and the changed document's own
+// fragments of them (of an edge: the one stored apart, if any; an inline
+// one is in its head). Ids absent from a map have no head (or no fragment of
+// the document).
+type State struct {
+	Entities map[string]EntityHead
+	Edges    map[string]EdgeHead
+	// EntityFragments and EdgeSupports are the document's stored fragments.
+	EntityFragments map[string]Fragment
+	EdgeSupports    map[string]Fragment
+	// Fragments returns every stored fragment of an entity. Plan calls it
+	// only when a tie between spellings needs a lowest doc id the head no
+	// longer knows (NameVote.First), so an apply does not read the other
+	// documents' fragments otherwise. Nil means no such read is possible:
+	// Plan then fails on such a tie.
+	Fragments func(entityID string) ([]Fragment, error)
+}
+
+// Part is one document's fragment of an entity, or support of an edge.
+type Part struct {
+	ID       string // the entity or edge id
+	Fragment Fragment
+}
+
 // Writes is what an adapter persists, in one transaction, to carry out a
-// planned change: first RemoveEntities and RemoveEdges (with their secondary
-// index entries), then PutEntities and PutEdges, then Record. The order
-// matters for an entity whose type changed: it is both removed under its old
-// type and put under its new one.
+// planned change, in this order: RemoveEntities and RemoveEdges (with
+// their secondary index entries), the document's deleted fragments and
+// supports, then PutEntities and PutEdges, the document's put fragments
+// and supports, then Record. The order matters for an entity whose type
+// changed: its head is both removed under its old type and put under its
+// new one. A removed entity or edge has no fragment left but possibly the
+// document's, which is then among the deleted ones.
 type Writes struct {
 	Result ApplyResult
 	// Record is the document's new record; nil when Result.Outcome is Stale
 	// or Duplicate, in which case the adapter writes nothing at all.
 	Record *SourceRecord
-	// PutEntities are the new or changed entities, sorted by id.
-	PutEntities []Entity
-	// RemoveEntities are the entities to delete, as they were stored, so
+	// PutEntities are the new or changed heads, sorted by id.
+	PutEntities []EntityHead
+	// RemoveEntities are the heads to delete, as they were stored, so
 	// adapters can drop their index entries. Sorted by id.
-	RemoveEntities []Entity
-	// PutEdges are the new or changed edges, sorted by id.
-	PutEdges []Edge
-	// RemoveEdges are the edges to delete, as they were stored. Sorted by id.
-	RemoveEdges []Edge
+	RemoveEntities []EntityHead
+	// PutEdges are the new or changed edge heads, sorted by id.
+	PutEdges []EdgeHead
+	// RemoveEdges are the edge heads to delete, as they were stored. Sorted
+	// by id.
+	RemoveEdges []EdgeHead
+	// PutFragments and PutSupports are the document's new or changed
+	// fragments and supports, sorted by id, each under its id and its
+	// Fragment.DocID (the supports of a head that spills are every
+	// document's, see EdgeHead.Inline); DeleteFragments and DeleteSupports
+	// the ids of the entities and edges whose stored fragment or support of
+	// the document goes, sorted.
+	PutFragments, PutSupports       []Part
+	DeleteFragments, DeleteSupports []string
 }
 
 // Plan computes the writes of ch given old, the document's current record
-// (nil if none), and the current state of the entities and edges named by
-// ch.Reads(old) (ids absent from the maps do not exist). It does not modify
-// its arguments.
+// (nil if none), and st, what the store holds of the entities and edges
+// named by ch.Reads(old). It does not modify its arguments.
 //
 // Semantics, beyond the GraphStore doc comments:
 //   - Several contributions of one entity or edge within one document merge
@@ -135,11 +172,11 @@ type Writes struct {
 //     chunks, an extractor repeating itself) is no stronger evidence than
 //     its strongest statement, and re-chunking must not change weights.
 //     Cross-document strength is the number and weights of supports.
-//   - The display name is the name of the fragment with the lowest
-//     NameRank. On a tie the entity keeps its current name (the first
-//     spelling seen); when the fragment carrying the current name is gone,
-//     the tied fragment of the lowest doc id wins, so the choice is
-//     deterministic.
+//   - The display name: among the fragments of the lowest NameRank, the
+//     spelling most documents use; on a tie, the spelling of the lowest doc
+//     id. It depends on the fragments only, never on the name the entity had
+//     before, so the graph does not depend on ingest order. The head's
+//     tally (EntityHead.Names) holds what this needs.
 //   - An entity's type is fixed while any other document supports it; a
 //     contribution with another type is an error. An entity supported only
 //     by this document may change type: it is removed and re-added.
@@ -147,9 +184,9 @@ type Writes struct {
 //     id. A contribution spelling a stored edge's id with other endpoints
 //     or relation is an error while another document supports that edge;
 //     when none does, the edge is removed and re-added, like a type change.
-//   - A record lists an entity or edge the maps lack (an inconsistent
+//   - A record lists an entity or edge the state lacks (an inconsistent
 //     store): there is nothing to retract, and the new record repairs it.
-func Plan(ch Change, old *SourceRecord, entities map[string]Entity, edges map[string]Edge) (Writes, error) {
+func Plan(ch Change, old *SourceRecord, st State) (Writes, error) {
 	if err := ch.Validate(); err != nil {
 		return Writes{}, err
 	}
@@ -161,29 +198,16 @@ func Plan(ch Change, old *SourceRecord, entities map[string]Entity, edges map[st
 		return w, nil
 	}
 
-	// Working copies, with this document's previous fragments retracted.
-	workEnt := map[string]*Entity{}
-	workEdge := map[string]*Edge{}
-	entityIDs, edgeIDs := ch.Reads(old)
-	for _, id := range entityIDs {
-		if e, ok := entities[id]; ok {
-			e.Sources = withoutDoc(e.Sources, ch.DocID)
-			workEnt[id] = &e
-		}
-	}
-	for _, id := range edgeIDs {
-		if e, ok := edges[id]; ok {
-			e.Supports = withoutDoc(e.Supports, ch.DocID)
-			workEdge[id] = &e
-		}
-	}
-
 	rec := &SourceRecord{
 		DocID:     ch.DocID,
 		Version:   ch.Version,
 		Deleted:   ch.Delete,
 		AppliedAt: ch.Now.UTC().Round(0),
 	}
+	var (
+		ents map[string]*mergedEntity
+		eds  map[string]*mergedEdge
+	)
 	if !ch.Delete {
 		c := ch.Contributions
 		rec.Title, rec.DocType = c.Title, c.DocType
@@ -192,56 +216,77 @@ func Plan(ch Change, old *SourceRecord, entities map[string]Entity, edges map[st
 		if !c.ReceivedAt.IsZero() {
 			rec.ReceivedAt = c.ReceivedAt.UTC().Round(0)
 		}
-		ents, order := mergeEntities(ch.DocID, ch.Version, c.Entities)
+		var order, edgeOrder []string
+		ents, order = mergeEntities(ch.DocID, ch.Version, c.Entities)
+		eds, edgeOrder = mergeEdges(ch.DocID, ch.Version, c.Edges)
+		// Conflicts with what other documents hold, in contribution order.
 		for _, id := range order {
-			m := ents[id]
-			e := workEnt[id]
-			if e == nil {
-				e = &Entity{ID: id, Type: m.typ}
-				workEnt[id] = e
-			}
-			if len(e.Sources) == 0 {
-				e.Type = m.typ // nobody else holds it: the type may change
-			} else if e.Type != m.typ {
+			h, ok := st.Entities[id]
+			if ok && h.Fragments()-own(st.EntityFragments, id) > 0 && h.Type != ents[id].typ {
 				return Writes{}, fmt.Errorf("%w: entity %q is of type %q, this document says %q",
-					ErrInvalid, id, e.Type, m.typ)
+					ErrInvalid, id, h.Type, ents[id].typ)
 			}
-			e.Sources = append(e.Sources, m.frag)
 		}
-		rec.Entities = nilIfEmpty(order)
-		eds, edgeOrder := mergeEdges(ch.DocID, ch.Version, c.Edges)
 		for _, id := range edgeOrder {
+			h, ok := st.Edges[id]
 			m := eds[id]
-			e := workEdge[id]
-			if e == nil {
-				e = &Edge{ID: id, Source: m.source, Relation: m.relation, Target: m.target}
-				workEdge[id] = e
-			} else if len(e.Supports) > 0 && (e.Source != m.source || e.Relation != m.relation || e.Target != m.target) {
+			_, hadOwn := ownSupport(st, id, ch.DocID)
+			if ok && h.Supports-b2i(hadOwn) > 0 && (h.Source != m.source || h.Relation != m.relation || h.Target != m.target) {
 				// Entity ids may contain the separator, so two edges can
 				// spell one id; merging would keep the other's endpoints.
 				return Writes{}, fmt.Errorf("%w: edge %q -%s-> %q has the id of the stored edge %q -%s-> %q",
-					ErrInvalid, m.source, m.relation, m.target, e.Source, e.Relation, e.Target)
-			} else {
-				// Only this document held it, under another spelling:
-				// the edge is removed and re-added (see below).
-				e.Source, e.Relation, e.Target = m.source, m.relation, m.target
+					ErrInvalid, m.source, m.relation, m.target, h.Source, h.Relation, h.Target)
 			}
-			e.Supports = append(e.Supports, m.frag)
 		}
+		rec.Entities = nilIfEmpty(order)
 		rec.Edges = nilIfEmpty(edgeOrder)
 		slices.Sort(rec.Entities)
 		slices.Sort(rec.Edges)
 	}
 	w.Record = rec
 
+	entityIDs, edgeIDs := ch.Reads(old)
 	touched := map[string]bool{}
-	for _, id := range sortedKeys(workEnt) {
-		e := workEnt[id]
-		slices.SortFunc(e.Sources, byDocID)
-		before, existed := entities[id]
-		alive := len(e.Sources) > 0
+	for _, id := range entityIDs {
+		before, existed := st.Entities[id]
+		stored, hadOwn := st.EntityFragments[id]
+		m := ents[id]
+		h, others := EntityHead{ID: id}, 0
+		if existed {
+			h = before
+			h.Names = slices.Clone(before.Names)
+			others = max(h.Fragments()-own(st.EntityFragments, id), 0)
+		}
+		if m != nil && others == 0 {
+			h.Type = m.typ // nobody else holds it: the type may change
+		}
+		// The same rank and spelling again (an edit's usual case) leaves
+		// the tally as it is: retracting it first would forget its First.
+		if !existed || !hadOwn || m == nil || stored.NameRank != m.frag.NameRank || stored.Name != m.frag.Name {
+			if existed && hadOwn {
+				h.Names = unvote(h.Names, stored, ch.DocID)
+			}
+			if m != nil {
+				h.Names = vote(h.Names, m.frag)
+			}
+		}
+		alive := h.Fragments() > 0
 		if alive {
-			e.Name = displayName(e.Sources)
+			var newFrag *Fragment
+			if m != nil {
+				newFrag = &m.frag
+			}
+			name, err := pickName(&h, ch.DocID, newFrag, st.Fragments)
+			if err != nil {
+				return Writes{}, err
+			}
+			h.Name = name
+		}
+		switch {
+		case m != nil && (!hadOwn || !reflect.DeepEqual(stored, m.frag)):
+			w.PutFragments = append(w.PutFragments, Part{ID: id, Fragment: m.frag})
+		case m == nil && hadOwn:
+			w.DeleteFragments = append(w.DeleteFragments, id)
 		}
 		switch {
 		case existed && !alive:
@@ -249,48 +294,194 @@ func Plan(ch Change, old *SourceRecord, entities map[string]Entity, edges map[st
 			w.Result.EntitiesRemoved++
 			touched[id] = true
 		case !existed && alive:
-			w.PutEntities = append(w.PutEntities, *e)
+			w.PutEntities = append(w.PutEntities, h)
 			w.Result.EntitiesAdded++
 			touched[id] = true
-		case existed && alive && before.Type != e.Type:
+		case existed && alive && before.Type != h.Type:
 			w.RemoveEntities = append(w.RemoveEntities, before)
-			w.PutEntities = append(w.PutEntities, *e)
+			w.PutEntities = append(w.PutEntities, h)
 			w.Result.EntitiesRemoved++
 			w.Result.EntitiesAdded++
 			touched[id] = true
-		case existed && alive && !reflect.DeepEqual(before, *e):
-			w.PutEntities = append(w.PutEntities, *e)
+		case existed && alive && !reflect.DeepEqual(before, h):
+			w.PutEntities = append(w.PutEntities, h)
 		}
 	}
-	for _, id := range sortedKeys(workEdge) {
-		e := workEdge[id]
-		slices.SortFunc(e.Supports, byDocID)
-		before, existed := edges[id]
-		alive := len(e.Supports) > 0
+	for _, id := range edgeIDs {
+		before, existed := st.Edges[id]
+		stored, hadOwn := ownSupport(st, id, ch.DocID)
+		m := eds[id]
+		h := EdgeHead{ID: id}
+		if existed {
+			h = before
+			h.Inline = nil
+			h.Supports = max(h.Supports-b2i(hadOwn), 0)
+		}
+		if m != nil {
+			if h.Supports == 0 {
+				// Only this document held it, maybe under another
+				// spelling: the edge is removed and re-added (see below).
+				h.Source, h.Relation, h.Target = m.source, m.relation, m.target
+			}
+			h.Supports++
+		}
+		alive := h.Supports > 0
+		switch {
+		case !h.Spilled:
+			inline := withoutDoc(before.Inline, ch.DocID)
+			if m != nil {
+				inline = append(inline, m.frag)
+				slices.SortFunc(inline, byDocID)
+			}
+			if len(inline) <= MaxInlineSupports {
+				h.Inline = nilIfEmpty(inline)
+				break
+			}
+			h.Spilled = true // every support to its own key
+			for _, f := range inline {
+				w.PutSupports = append(w.PutSupports, Part{ID: id, Fragment: f})
+			}
+		case m != nil && (!hadOwn || !reflect.DeepEqual(stored, m.frag)):
+			w.PutSupports = append(w.PutSupports, Part{ID: id, Fragment: m.frag})
+		case m == nil && hadOwn:
+			w.DeleteSupports = append(w.DeleteSupports, id)
+		}
 		switch {
 		case existed && !alive:
 			w.RemoveEdges = append(w.RemoveEdges, before)
 			w.Result.EdgesRemoved++
 			touched[before.Source], touched[before.Target] = true, true
 		case !existed && alive:
-			w.PutEdges = append(w.PutEdges, *e)
+			w.PutEdges = append(w.PutEdges, h)
 			w.Result.EdgesAdded++
-			touched[e.Source], touched[e.Target] = true, true
-		case existed && alive && (before.Source != e.Source || before.Relation != e.Relation || before.Target != e.Target):
+			touched[h.Source], touched[h.Target] = true, true
+		case existed && alive && (before.Source != h.Source || before.Relation != h.Relation || before.Target != h.Target):
 			w.RemoveEdges = append(w.RemoveEdges, before)
-			w.PutEdges = append(w.PutEdges, *e)
+			w.PutEdges = append(w.PutEdges, h)
 			w.Result.EdgesRemoved++
 			w.Result.EdgesAdded++
 			touched[before.Source], touched[before.Target] = true, true
-			touched[e.Source], touched[e.Target] = true, true
-		case existed && alive && !reflect.DeepEqual(before, *e):
-			w.PutEdges = append(w.PutEdges, *e)
+			touched[h.Source], touched[h.Target] = true, true
+		case existed && alive && !reflect.DeepEqual(before, h):
+			w.PutEdges = append(w.PutEdges, h)
 		}
 	}
 	if len(touched) > 0 {
 		w.Result.Touched = sortedKeys(touched)
 	}
 	return w, nil
+}
+
+// own is 1 when the document has a stored fragment of id, else 0.
+func own(frags map[string]Fragment, id string) int {
+	_, ok := frags[id]
+	return b2i(ok)
+}
+
+// ownSupport returns the document's stored support of edge id: inline in
+// its head, or stored apart once the head has spilled.
+func ownSupport(st State, id, docID string) (Fragment, bool) {
+	h, ok := st.Edges[id]
+	if !ok || h.Spilled {
+		f, ok := st.EdgeSupports[id]
+		return f, ok
+	}
+	i := slices.IndexFunc(h.Inline, func(f Fragment) bool { return f.DocID == docID })
+	if i < 0 {
+		return Fragment{}, false
+	}
+	return h.Inline[i], true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func voteIndex(votes []NameVote, rank int, name string) (int, bool) {
+	return slices.BinarySearchFunc(votes, NameVote{Rank: rank, Name: name}, func(a, b NameVote) int {
+		return cmp.Or(cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Name, b.Name))
+	})
+}
+
+// vote adds f to a tally (which it may modify).
+func vote(votes []NameVote, f Fragment) []NameVote {
+	i, found := voteIndex(votes, f.NameRank, f.Name)
+	if !found {
+		return slices.Insert(votes, i, NameVote{Rank: f.NameRank, Name: f.Name, Count: 1, First: f.DocID})
+	}
+	votes[i].Count++
+	if votes[i].First != "" {
+		votes[i].First = min(votes[i].First, f.DocID)
+	}
+	return votes
+}
+
+// unvote removes docID's fragment f from a tally (which it may modify).
+// When f's doc was the lowest of its spelling, the next lowest is not
+// known from the tally: First becomes "".
+func unvote(votes []NameVote, f Fragment, docID string) []NameVote {
+	i, found := voteIndex(votes, f.NameRank, f.Name)
+	if !found {
+		return votes // an inconsistent head: nothing to retract
+	}
+	votes[i].Count--
+	switch {
+	case votes[i].Count <= 0:
+		return slices.Delete(votes, i, i+1)
+	case votes[i].First == docID:
+		votes[i].First = ""
+	}
+	return votes
+}
+
+// pickName returns the display name of a head's tally (see Plan): among
+// the votes of the lowest rank, the one with the most fragments, and on a
+// tie the one of the lowest doc id. When a tied vote's First is unknown,
+// every First of h is recomputed from the stored fragments (docID's
+// replaced by newFrag, the document's fragment after the change).
+func pickName(h *EntityHead, docID string, newFrag *Fragment, fragments func(string) ([]Fragment, error)) (string, error) {
+	var tied []int
+	for i, v := range h.Names {
+		switch {
+		case v.Rank != h.Names[0].Rank: // sorted by rank: the lowest come first
+		case len(tied) == 0 || v.Count > h.Names[tied[0]].Count:
+			tied = append(tied[:0], i)
+		case v.Count == h.Names[tied[0]].Count:
+			tied = append(tied, i)
+		}
+	}
+	if len(tied) == 1 {
+		return h.Names[tied[0]].Name, nil
+	}
+	if slices.ContainsFunc(tied, func(i int) bool { return h.Names[i].First == "" }) {
+		if fragments == nil {
+			return "", fmt.Errorf("entity %q: choosing its name needs its fragments, which cannot be read", h.ID)
+		}
+		frags, err := fragments(h.ID)
+		if err != nil {
+			return "", fmt.Errorf("reading the fragments of entity %q: %w", h.ID, err)
+		}
+		frags = withoutDoc(frags, docID)
+		if newFrag != nil {
+			frags = append(frags, *newFrag)
+		}
+		firsts := tally(frags)
+		for i := range h.Names {
+			if j, ok := voteIndex(firsts, h.Names[i].Rank, h.Names[i].Name); ok {
+				h.Names[i].First = firsts[j].First
+			}
+		}
+	}
+	best := tied[0]
+	for _, i := range tied[1:] {
+		if h.Names[i].First < h.Names[best].First {
+			best = i
+		}
+	}
+	return h.Names[best].Name, nil
 }
 
 // Validate checks contributions without looking at any state: ids, types,
@@ -460,33 +651,6 @@ func mergeEdges(docID string, version int64, cs []EdgeContribution) (map[string]
 		m.frag.TextUnits = nilIfEmpty(slices.Compact(m.frag.TextUnits))
 	}
 	return out, order
-}
-
-// displayName picks an entity's name from its fragments (sorted by doc id,
-// one per document): among the fragments of the lowest NameRank, the
-// spelling most documents use wins; on a tie, the spelling of the lowest
-// doc id. The name depends on the fragments only, never on the name the
-// entity had before, so the graph does not depend on ingest order.
-func displayName(frags []Fragment) string {
-	best := slices.MinFunc(frags, func(a, b Fragment) int { return cmp.Compare(a.NameRank, b.NameRank) }).NameRank
-	count := map[string]int{}
-	var order []string // spellings by their lowest doc id
-	for _, f := range frags {
-		if f.NameRank != best {
-			continue
-		}
-		if count[f.Name] == 0 {
-			order = append(order, f.Name)
-		}
-		count[f.Name]++
-	}
-	name := order[0]
-	for _, n := range order[1:] {
-		if count[n] > count[name] {
-			name = n
-		}
-	}
-	return name
 }
 
 func withoutDoc(frags []Fragment, docID string) []Fragment {

@@ -29,13 +29,12 @@ func TestValuesAreStoredCompressed(t *testing.T) {
 		}
 	}
 	storetest.ValueEncoding(t, s, storetest.RawValues{
-		Entity: get(func(g *graphBuckets) *bolt.Bucket { return g.entities }),
 		Source: get(func(g *graphBuckets) *bolt.Bucket { return g.sources }),
-		PutEntity: func(id string, data []byte) {
+		PutSource: func(id string, data []byte) {
 			require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
 				g, err := openGraph(tx, "acme", false)
 				require.NoError(t, err)
-				return g.entities.Put([]byte(id), data)
+				return g.sources.Put([]byte(id), data)
 			}))
 		},
 	})

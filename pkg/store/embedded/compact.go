@@ -132,7 +132,7 @@ func compressionAt(path [][]byte) (store.Compression, bool) {
 	switch top := string(path[0]); {
 	case top == bucketGraph && len(path) == 3:
 		switch string(path[2]) {
-		case subEntities, subEdges:
+		case subEntityRows, subEdgeRows:
 			return store.FastCompression, true
 		case subSources:
 			return store.SmallCompression, true

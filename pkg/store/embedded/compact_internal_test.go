@@ -55,7 +55,7 @@ func dumpFile(t *testing.T, path string) map[string]string {
 }
 
 // TestCompactKeepsEveryValue: a store written partly by an older build
-// (layout 1, plain JSON values), edited and with documents deleted, is
+// (a plain JSON value), edited and with documents deleted, is
 // compacted: every bucket, sequence, key and value (decompressed) is the
 // same, the plain values are now compressed, the file is smaller, and a
 // deleted document's text is not in the file.
@@ -84,22 +84,18 @@ func TestCompactKeepsEveryValue(t *testing.T) {
 		_, err := s.Delete(ctx, "acme", fmt.Sprintf("doc-%03d", i), 2)
 		require.NoError(t, err)
 	}
-	// Values an older build wrote: plain JSON, and the file at layout 1.
-	var plainHub []byte
+	// A value an older build wrote: plain JSON.
+	var plainRecord []byte
 	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
 		g, err := openGraph(tx, "acme", false)
 		require.NoError(t, err)
-		v, err := store.DecompressValue(g.entities.Get([]byte("service:hub")))
+		v, err := store.DecompressValue(g.sources.Get([]byte("doc-050")))
 		require.NoError(t, err)
-		plainHub = bytes.Clone(v)
-		if err := g.entities.Put([]byte("service:hub"), plainHub); err != nil {
-			return err
-		}
-		return tx.Bucket([]byte(bucketMeta)).Put([]byte(keyLayout), []byte(layoutUncompressed))
+		plainRecord = bytes.Clone(v)
+		return g.sources.Put([]byte("doc-050"), plainRecord)
 	}))
 	require.NoError(t, s.Close())
 	before := dumpFile(t, path)
-	require.Equal(t, layoutUncompressed, before["meta/"+keyLayout])
 
 	st, err := Compact(ctx, path)
 	require.NoError(t, err)
@@ -108,12 +104,11 @@ func TestCompactKeepsEveryValue(t *testing.T) {
 	require.Positive(t, st.Values)
 
 	after := dumpFile(t, path)
-	before["meta/"+keyLayout] = layoutVersion // Open upgraded it
 	require.Equal(t, before, after)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.False(t, bytes.Contains(data, []byte(marker)), "the deleted document's text is still in the file")
-	require.False(t, bytes.Contains(data, plainHub), "the hub is still stored as plain JSON")
+	require.False(t, bytes.Contains(data, plainRecord), "the record is still stored as plain JSON")
 
 	s, err = Open(path, Options{})
 	require.NoError(t, err)
@@ -147,7 +142,8 @@ func TestCompactRefusesAnOpenStore(t *testing.T) {
 }
 
 // TestOpenUpgradesLayoutOne: a layout 1 file (plain JSON values) opens and
-// is marked layout 2; the refusal of unknown layouts is
+// is marked layout 3 (TestOpenConvertsWholeLayout converts one with a
+// graph); the refusal of unknown layouts is
 // TestOpenRefusesOtherLayout.
 func TestOpenUpgradesLayoutOne(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")

@@ -9,8 +9,10 @@
 //	meta                      layout = "1"
 //	registry/<tenant>/<doc>   provenance.SourceState
 //	graph/<tenant>/sources/<doc>          store.SourceRecord (tombstones too)
-//	graph/<tenant>/entities/<id>          store.Entity
-//	graph/<tenant>/edges/<id>             store.Edge
+//	graph/<tenant>/entity_rows/<id|>      store.EntityHead (store.EncodeEntityHead)
+//	graph/<tenant>/entity_rows/<id|doc>   the doc's store.Fragment of the entity (store.EncodeFragment)
+//	graph/<tenant>/edge_rows/<id|>        store.EdgeHead (store.EncodeEdgeHead)
+//	graph/<tenant>/edge_rows/<id|doc>     the doc's support of the edge (store.EncodeFragment)
 //	graph/<tenant>/by_type/<type|id>      "" (EntitiesByType)
 //	graph/<tenant>/out/<source|edge id>   "" (Edges Out)
 //	graph/<tenant>/in/<target|edge id>    "" (Edges In)
@@ -27,7 +29,10 @@
 //
 // A file written before report_index, communities/<tenant>/members,
 // by_rel or by_name existed gets them built from its reports and communities when it is
-// opened.
+// opened. A file of layout 1 or 2 keeps whole entities and edges, all
+// their fragments in one value, under graph/<tenant>/entities/<id> and
+// graph/<tenant>/edges/<id>: Open splits them into heads and fragments
+// (migrateToHeads), in the transaction that marks the file layout 3.
 package embedded
 
 import (
@@ -43,13 +48,14 @@ import (
 
 // layoutVersion is the bucket layout this code reads and writes; Open
 // refuses a file with another, rather than misreading it. Layout 2 is
-// layout 1 whose values may be compressed (store.EncodeValue): a layout 1
-// file reads unchanged, so Open marks it 2 and carries on (its values are
-// compressed as they are rewritten, or all at once by Compact); a build
-// that knows only layout 1 refuses a layout 2 file instead of failing on
-// its first compressed value.
+// layout 1 whose values may be compressed (store.EncodeValue). Layout 3
+// stores entities and edges as heads and per-document fragments. Open
+// converts a layout 1 or 2 file to layout 3 (migrateToHeads); a build that
+// knows only layout 2 refuses a layout 3 file instead of finding no
+// entities in it.
 const (
-	layoutVersion      = "2"
+	layoutVersion      = "3"
+	layoutWhole        = "2"
 	layoutUncompressed = "1"
 )
 
@@ -91,7 +97,6 @@ func (o Options) Validate() error {
 type Store struct {
 	db  *bolt.DB
 	now func() time.Time
-	hot *hotCache // write transactions only (see hotCache)
 }
 
 var _ store.Stores = (*Store)(nil)
@@ -117,16 +122,24 @@ func Open(path string, opts Options) (*Store, error) {
 		if err != nil {
 			return err
 		}
-		switch v := meta.Get([]byte(keyLayout)); {
-		case v == nil, string(v) == layoutUncompressed:
-			if err := meta.Put([]byte(keyLayout), []byte(layoutVersion)); err != nil {
-				return err
-			}
-		case string(v) != layoutVersion:
+		v := meta.Get([]byte(keyLayout))
+		switch {
+		case v == nil, string(v) == layoutVersion, string(v) == layoutUncompressed, string(v) == layoutWhole:
+		default:
 			return fmt.Errorf("file has layout %q, this build reads %q", v, layoutVersion)
 		}
 		for _, name := range []string{bucketRegistry, bucketGraph, bucketCommunities, bucketReports} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return err
+			}
+		}
+		if v != nil && string(v) != layoutVersion {
+			if err := migrateToHeads(tx); err != nil {
+				return fmt.Errorf("converting layout %s to %s: %w", v, layoutVersion, err)
+			}
+		}
+		if string(v) != layoutVersion {
+			if err := meta.Put([]byte(keyLayout), []byte(layoutVersion)); err != nil {
 				return err
 			}
 		}
@@ -151,7 +164,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("opening store %q: %w", path, err)
 	}
-	return &Store{db: db, now: opts.Now, hot: newHotCache()}, nil
+	return &Store{db: db, now: opts.Now}, nil
 }
 
 // Ping reports whether the file is open.

@@ -2,9 +2,9 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,15 +14,20 @@ import (
 
 // Names of a tenant graph's sub-buckets and counters.
 const (
-	subSources  = "sources"
-	subEntities = "entities"
-	subEdges    = "edges"
-	subByType   = "by_type"
-	subOut      = "out"
-	subIn       = "in"
-	subByRel    = "by_rel"
-	subByName   = "by_name"
-	subMeta     = "meta"
+	subSources    = "sources"
+	subEntityRows = "entity_rows"
+	subEdgeRows   = "edge_rows"
+	subByType     = "by_type"
+	subOut        = "out"
+	subIn         = "in"
+	subByRel      = "by_rel"
+	subByName     = "by_name"
+	subMeta       = "meta"
+
+	// The buckets of whole entities and edges, before heads (see
+	// migrateToHeads).
+	subEntitiesWhole = "entities"
+	subEdgesWhole    = "edges"
 
 	countSources  = "sources"
 	countEntities = "entities"
@@ -31,112 +36,11 @@ const (
 
 // graphBuckets are one tenant's graph buckets.
 type graphBuckets struct {
-	sources, entities, edges, byType, out, in, byRel, byName, meta *bolt.Bucket
-	// pending, in a batch's transaction (its maps are nil otherwise), holds the entities and
-	// edges written by the batch's earlier changes, decoded, until flush
-	// encodes each once: a hub that every change of the batch touches is
-	// decoded and encoded once per batch, not once per change.
-	pending overlay
-	// hot, in a write transaction, is the store's cache of large decoded
-	// entities and edges; written records what this transaction wrote, for
-	// the cache once it has committed (see hotCache).
-	hot     *hotCache
-	tenant  string
-	written overlay
-}
-
-// overlay is entities and edges written by id; a nil value is one
-// removed.
-type overlay struct {
-	entities map[string]*store.Entity
-	edges    map[string]*store.Edge
-}
-
-func newOverlay() overlay {
-	return overlay{entities: map[string]*store.Entity{}, edges: map[string]*store.Edge{}}
-}
-
-// useHot makes g, opened in the write transaction tx, read through the
-// store's cache and update it once tx has committed.
-func (g *graphBuckets) useHot(tx *bolt.Tx, tenant string, hot *hotCache) {
-	if hot == nil {
-		return
-	}
-	g.hot, g.tenant, g.written = hot, tenant, newOverlay()
-	w := g.written
-	tx.OnCommit(func() {
-		for id, e := range w.entities {
-			hot.setEntity(tenant, id, e)
-		}
-		for id, e := range w.edges {
-			hot.setEdge(tenant, id, e)
-		}
-	})
-}
-
-// flush writes the batch's overlay to the buckets, each entity and edge
-// once.
-func (g *graphBuckets) flush() error {
-	if err := flushInto(g.entities, g.pending.entities); err != nil {
-		return err
-	}
-	if err := flushInto(g.edges, g.pending.edges); err != nil {
-		return err
-	}
-	g.pending = overlay{}
-	return nil
-}
-
-// flushInto writes m's values to b (nil: deleted), in key order.
-func flushInto[T any](b *bolt.Bucket, m map[string]*T) error {
-	for _, id := range slices.Sorted(maps.Keys(m)) {
-		if v := m[id]; v == nil {
-			if err := b.Delete([]byte(id)); err != nil {
-				return err
-			}
-		} else if err := putJSON(b, id, v, store.FastCompression); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// putEntity stores e (in the batch's overlay when there is one) and notes
-// it for the cache.
-func (g *graphBuckets) putEntity(e store.Entity) error {
-	return writeTo(g, g.entities, g.written.entities, g.pending.entities, e.ID, &e)
-}
-
-// deleteEntity removes an entity, as putEntity stores one.
-func (g *graphBuckets) deleteEntity(id string) error {
-	return writeTo(g, g.entities, g.written.entities, g.pending.entities, id, nil)
-}
-
-// putEdge stores e, as putEntity stores an entity.
-func (g *graphBuckets) putEdge(e store.Edge) error {
-	return writeTo(g, g.edges, g.written.edges, g.pending.edges, e.ID, &e)
-}
-
-// deleteEdge removes an edge, as putEntity stores an entity.
-func (g *graphBuckets) deleteEdge(id string) error {
-	return writeTo(g, g.edges, g.written.edges, g.pending.edges, id, nil)
-}
-
-// writeTo writes v (nil: deletes id): into pending when the batch has an
-// overlay, else into b; and notes it in written when the cache is used.
-func writeTo[T any](g *graphBuckets, b *bolt.Bucket, written, pending map[string]*T, id string, v *T) error {
-	if g.hot != nil {
-		written[id] = v
-	}
-	switch {
-	case pending != nil:
-		pending[id] = v
-		return nil
-	case v == nil:
-		return b.Delete([]byte(id))
-	default:
-		return putJSON(b, id, v, store.FastCompression)
-	}
+	// entityRows and edgeRows hold, under <id|>, an entity's or edge's
+	// head and under <id|doc> the doc's fragment or support: the head and
+	// the fragments an apply writes are neighbours, mostly on one page.
+	sources, entityRows, edgeRows        *bolt.Bucket
+	byType, out, in, byRel, byName, meta *bolt.Bucket
 }
 
 // openGraph returns the tenant's graph buckets, nil if the tenant has none
@@ -151,7 +55,7 @@ func openGraph(tx *bolt.Tx, tenant string, create bool) (*graphBuckets, error) {
 		name string
 		b    **bolt.Bucket
 	}{
-		{subSources, &g.sources}, {subEntities, &g.entities}, {subEdges, &g.edges},
+		{subSources, &g.sources}, {subEntityRows, &g.entityRows}, {subEdgeRows, &g.edgeRows},
 		{subByType, &g.byType}, {subOut, &g.out}, {subIn, &g.in}, {subByRel, &g.byRel}, {subByName, &g.byName},
 		{subMeta, &g.meta},
 	} {
@@ -175,40 +79,89 @@ func (g *graphBuckets) record(docID string) (*store.SourceRecord, error) {
 	return &r, nil
 }
 
+func (g *graphBuckets) entityHead(id string) (store.EntityHead, bool, error) {
+	v := g.entityRows.Get(headKey(id))
+	if v == nil {
+		return store.EntityHead{}, false, nil
+	}
+	h, err := store.DecodeEntityHead(id, v)
+	if err != nil {
+		return store.EntityHead{}, false, fmt.Errorf("decoding the head of entity %q: %w", id, err)
+	}
+	return h, true, nil
+}
+
+func (g *graphBuckets) edgeHead(id string) (store.EdgeHead, bool, error) {
+	v := g.edgeRows.Get(headKey(id))
+	if v == nil {
+		return store.EdgeHead{}, false, nil
+	}
+	h, err := store.DecodeEdgeHead(id, v)
+	if err != nil {
+		return store.EdgeHead{}, false, fmt.Errorf("decoding the head of edge %q: %w", id, err)
+	}
+	return h, true, nil
+}
+
+// part returns the fragment of docID stored in b under <id|docID>.
+func part(b *bolt.Bucket, id, docID string) (store.Fragment, bool, error) {
+	v := b.Get(pair(id, docID))
+	if v == nil {
+		return store.Fragment{}, false, nil
+	}
+	f, err := store.DecodeFragment(docID, v)
+	if err != nil {
+		return store.Fragment{}, false, fmt.Errorf("decoding the fragment of %q by %q: %w", id, docID, err)
+	}
+	return f, true, nil
+}
+
+// headKey is the key of the head of id in a rows bucket: <id|>, before
+// every <id|doc>.
+func headKey(id string) []byte { return pairPrefix(id) }
+
+// parts returns every fragment stored in b under <id|doc>, sorted by doc
+// id (the key order).
+func parts(b *bolt.Bucket, id string) ([]store.Fragment, error) {
+	var out []store.Fragment
+	prefix := pairPrefix(id)
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		doc := string(k[len(prefix):])
+		if doc == "" {
+			continue // the head
+		}
+		f, err := store.DecodeFragment(doc, v)
+		if err != nil {
+			return nil, fmt.Errorf("decoding the fragment of %q by %q: %w", id, doc, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 func (g *graphBuckets) entity(id string) (store.Entity, bool, error) {
-	return readThrough(g, g.entities, g.pending.entities, g.written.entities, id, g.hot.entity, g.hot.setEntity)
+	h, found, err := g.entityHead(id)
+	if err != nil || !found {
+		return store.Entity{}, false, err
+	}
+	frags, err := parts(g.entityRows, id)
+	if err != nil {
+		return store.Entity{}, false, err
+	}
+	return store.AssembleEntity(h, frags), true, nil
 }
 
 func (g *graphBuckets) edge(id string) (store.Edge, bool, error) {
-	return readThrough(g, g.edges, g.pending.edges, g.written.edges, id, g.hot.edge, g.hot.setEdge)
-}
-
-// readThrough reads id from the batch's overlay (pending), else from the
-// cache (cached) unless this transaction wrote it, else from b, keeping
-// what b held in the cache (keep): nothing wrote it yet, so it is the
-// committed value. The cache is used only when g has one.
-func readThrough[T any](g *graphBuckets, b *bolt.Bucket, pending, written map[string]*T, id string,
-	cached func(tenant, id string) (T, bool), keep func(tenant, id string, v *T)) (T, bool, error) {
-	if v, ok := pending[id]; ok {
-		if v == nil {
-			var zero T
-			return zero, false, nil
-		}
-		return *v, true, nil
+	h, found, err := g.edgeHead(id)
+	if err != nil || !found {
+		return store.Edge{}, false, err
 	}
-	_, wrote := written[id]
-	hot := g.hot != nil && !wrote
-	if hot {
-		if v, ok := cached(g.tenant, id); ok {
-			return v, true, nil
-		}
+	frags, err := parts(g.edgeRows, id)
+	if err != nil {
+		return store.Edge{}, false, err
 	}
-	var v T
-	found, err := getJSON(b, id, &v)
-	if found && err == nil && hot {
-		keep(g.tenant, id, &v)
-	}
-	return v, found, err
+	return store.AssembleEdge(h, frags), true, nil
 }
 
 // Apply retracts what docID contributed before and adds c, in one
@@ -266,54 +219,71 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if err != nil {
 			return err
 		}
-		g.useHot(tx, tenant, s.hot)
 		res, err = g.apply(ch)
 		return err
 	})
 	return res, err
 }
 
-// apply plans and writes one validated change inside a write transaction.
+// apply plans and writes one validated change inside a write transaction:
+// it reads the heads of what the change touches and the document's own
+// fragments, never the other documents' (but for a tie of spellings, see
+// store.State.Fragments).
 func (g *graphBuckets) apply(ch store.Change) (store.ApplyResult, error) {
 	old, err := g.record(ch.DocID)
 	if err != nil {
 		return store.ApplyResult{}, err
 	}
 	entityIDs, edgeIDs := ch.Reads(old)
-	entities := make(map[string]store.Entity, len(entityIDs))
+	st := store.State{
+		Entities: make(map[string]store.EntityHead, len(entityIDs)), Edges: make(map[string]store.EdgeHead, len(edgeIDs)),
+		EntityFragments: make(map[string]store.Fragment, len(entityIDs)), EdgeSupports: make(map[string]store.Fragment, len(edgeIDs)),
+		Fragments: func(id string) ([]store.Fragment, error) { return parts(g.entityRows, id) },
+	}
 	for _, id := range entityIDs {
-		e, found, err := g.entity(id)
+		h, found, err := g.entityHead(id)
 		if err != nil {
 			return store.ApplyResult{}, err
 		}
 		if found {
-			entities[id] = e
+			st.Entities[id] = h
+		}
+		f, found, err := part(g.entityRows, id, ch.DocID)
+		if err != nil {
+			return store.ApplyResult{}, err
+		}
+		if found {
+			st.EntityFragments[id] = f
 		}
 	}
-	edges := make(map[string]store.Edge, len(edgeIDs))
 	for _, id := range edgeIDs {
-		e, found, err := g.edge(id)
+		h, found, err := g.edgeHead(id)
 		if err != nil {
 			return store.ApplyResult{}, err
 		}
 		if found {
-			edges[id] = e
+			st.Edges[id] = h
+		}
+		f, found, err := part(g.edgeRows, id, ch.DocID)
+		if err != nil {
+			return store.ApplyResult{}, err
+		}
+		if found {
+			st.EdgeSupports[id] = f
 		}
 	}
-	w, err := store.Plan(ch, old, entities, edges)
+	w, err := store.Plan(ch, old, st)
 	if err != nil {
 		return store.ApplyResult{}, err
 	}
 	if w.Record == nil {
 		return w.Result, nil
 	}
-	return w.Result, g.write(old, w, entities)
+	return w.Result, g.write(old, w, st.Entities)
 }
 
 // ApplyBatch applies changes in order in one write transaction: one
-// commit, one fsync for the batch (see store.GraphStore). The entities and
-// edges the changes write are kept decoded until the batch's end (see
-// overlay), so each is encoded once per batch.
+// commit, one fsync for the batch (see store.GraphStore).
 func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.Change) ([]store.ApplyResult, []error, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, nil, fmt.Errorf("applying a batch of %d changes: %w", len(changes), err)
@@ -326,8 +296,6 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 		if err != nil {
 			return err
 		}
-		g.useHot(tx, tenant, s.hot)
-		g.pending = newOverlay()
 		for i, ch := range changes {
 			if err := ch.Validate(); err != nil {
 				errs[i] = fmt.Errorf("applying source %q version %d in %q: %w", ch.DocID, ch.Version, tenant, err)
@@ -338,7 +306,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 				return fmt.Errorf("applying source %q version %d: %w", ch.DocID, ch.Version, err)
 			}
 		}
-		return g.flush()
+		return nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("applying a batch of %d changes in %q: %w", len(changes), tenant, err)
@@ -347,11 +315,12 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 }
 
 // write persists planned writes in the order store.Writes prescribes;
-// stored holds the entities as Plan read them, whose name index entries a
+// stored holds the heads as Plan read them, whose name index entries a
 // put replaces.
-func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map[string]store.Entity) error {
+func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map[string]store.EntityHead) error {
+	doc := w.Record.DocID
 	for _, e := range w.RemoveEntities {
-		if err := g.deleteEntity(e.ID); err != nil {
+		if err := g.entityRows.Delete(headKey(e.ID)); err != nil {
 			return err
 		}
 		if err := g.byType.Delete(pair(e.Type, e.ID)); err != nil {
@@ -362,7 +331,7 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 		}
 	}
 	for _, e := range w.RemoveEdges {
-		if err := g.deleteEdge(e.ID); err != nil {
+		if err := g.edgeRows.Delete(headKey(e.ID)); err != nil {
 			return err
 		}
 		if err := g.out.Delete(pair(e.Source, e.ID)); err != nil {
@@ -375,18 +344,32 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 			return err
 		}
 	}
+	for _, id := range w.DeleteFragments {
+		if err := g.entityRows.Delete(pair(id, doc)); err != nil {
+			return err
+		}
+	}
+	for _, id := range w.DeleteSupports {
+		if err := g.edgeRows.Delete(pair(id, doc)); err != nil {
+			return err
+		}
+	}
 	for _, e := range w.PutEntities {
 		if old, found := stored[e.ID]; found {
 			if err := g.unindexNames(old); err != nil {
 				return err
 			}
 		}
-		for _, k := range store.NameKeys(e) {
+		for _, k := range store.HeadNameKeys(e) {
 			if err := g.byName.Put(pair(k, e.ID), nil); err != nil {
 				return err
 			}
 		}
-		if err := g.putEntity(e); err != nil {
+		data, err := store.EncodeEntityHead(e)
+		if err != nil {
+			return fmt.Errorf("encoding the head of entity %q: %w", e.ID, err)
+		}
+		if err := g.entityRows.Put(headKey(e.ID), data); err != nil {
 			return err
 		}
 		if err := g.byType.Put(pair(e.Type, e.ID), nil); err != nil {
@@ -394,7 +377,11 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 		}
 	}
 	for _, e := range w.PutEdges {
-		if err := g.putEdge(e); err != nil {
+		data, err := store.EncodeEdgeHead(e)
+		if err != nil {
+			return fmt.Errorf("encoding the head of edge %q: %w", e.ID, err)
+		}
+		if err := g.edgeRows.Put(headKey(e.ID), data); err != nil {
 			return err
 		}
 		if err := g.out.Put(pair(e.Source, e.ID), nil); err != nil {
@@ -405,6 +392,20 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 		}
 		if err := g.byRel.Put(pair(e.Relation, e.ID), nil); err != nil {
 			return err
+		}
+	}
+	for _, ps := range []struct {
+		b     *bolt.Bucket
+		parts []store.Part
+	}{{g.entityRows, w.PutFragments}, {g.edgeRows, w.PutSupports}} {
+		for _, p := range ps.parts {
+			data, err := store.EncodeFragment(p.Fragment)
+			if err != nil {
+				return fmt.Errorf("encoding the fragment of %q by %q: %w", p.ID, p.Fragment.DocID, err)
+			}
+			if err := ps.b.Put(pair(p.ID, p.Fragment.DocID), data); err != nil {
+				return err
+			}
 		}
 	}
 	if err := putJSON(g.sources, w.Record.DocID, w.Record, store.SmallCompression); err != nil {
@@ -499,14 +500,9 @@ func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store
 	out := []store.Entity{}
 	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
 		if typ == "" {
-			return g.entities.ForEach(func(k, v []byte) error {
-				var e store.Entity
-				if err := unmarshal(k, v, &e); err != nil {
-					return err
-				}
-				out = append(out, e)
-				return nil
-			})
+			all, err := g.snapshot(nil)
+			out = all.Entities
+			return err
 		}
 		return scanPrefix(g.byType, typ, func(id string) error {
 			e, found, err := g.entity(id)
@@ -554,8 +550,8 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 }
 
 // unindexNames removes an entity's name index entries.
-func (g *graphBuckets) unindexNames(e store.Entity) error {
-	for _, k := range store.NameKeys(e) {
+func (g *graphBuckets) unindexNames(e store.EntityHead) error {
+	for _, k := range store.HeadNameKeys(e) {
 		if err := g.byName.Delete(pair(k, e.ID)); err != nil {
 			return err
 		}
@@ -648,7 +644,7 @@ func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]stor
 }
 
 // buildGraphIndexes creates the relation and name indexes of every tenant
-// graph that has none (a file from before them).
+// graph that has none (a file from before them), from the heads.
 func buildGraphIndexes(tx *bolt.Tx) error {
 	for _, tenant := range tenantNames(tx, bucketGraph) {
 		t, err := tenantBucket(tx, bucketGraph, tenant, false)
@@ -662,23 +658,23 @@ func buildGraphIndexes(tx *bolt.Tx) error {
 		if err != nil {
 			return err
 		}
-		err = g.edges.ForEach(func(k, v []byte) error {
-			var e store.Edge
-			if err := unmarshal(k, v, &e); err != nil {
-				return err
+		err = forEachHead(g.edgeRows, func(id string, v []byte) error {
+			h, err := store.DecodeEdgeHead(id, v)
+			if err != nil {
+				return fmt.Errorf("decoding the head of edge %q: %w", id, err)
 			}
-			return g.byRel.Put(pair(e.Relation, e.ID), nil)
+			return g.byRel.Put(pair(h.Relation, h.ID), nil)
 		})
 		if err != nil {
 			return fmt.Errorf("indexing the relations of %q: %w", tenant, err)
 		}
-		err = g.entities.ForEach(func(k, v []byte) error {
-			var e store.Entity
-			if err := unmarshal(k, v, &e); err != nil {
-				return err
+		err = forEachHead(g.entityRows, func(id string, v []byte) error {
+			h, err := store.DecodeEntityHead(id, v)
+			if err != nil {
+				return fmt.Errorf("decoding the head of entity %q: %w", id, err)
 			}
-			for _, nk := range store.NameKeys(e) {
-				if err := g.byName.Put(pair(nk, e.ID), nil); err != nil {
+			for _, nk := range store.HeadNameKeys(h) {
+				if err := g.byName.Put(pair(nk, h.ID), nil); err != nil {
 					return err
 				}
 			}
@@ -695,7 +691,7 @@ func buildGraphIndexes(tx *bolt.Tx) error {
 func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error) {
 	gr := store.Graph{Entities: []store.Entity{}, Edges: []store.Edge{}}
 	err := s.readGraph(ctx, tenant, func(g *graphBuckets) (err error) {
-		gr, err = g.snapshot()
+		gr, err = g.snapshot(nil)
 		return err
 	})
 	if err != nil {
@@ -704,28 +700,103 @@ func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error
 	return gr, nil
 }
 
-func (g *graphBuckets) snapshot() (store.Graph, error) {
+// snapshot assembles every entity and edge from the rows buckets, each
+// read once in key order. When mismatch is not nil, it is told of every
+// head that disagrees with its fragments and of every fragment without a
+// head (what Audit checks of the layout).
+func (g *graphBuckets) snapshot(mismatch func(format string, args ...any)) (store.Graph, error) {
+	if mismatch == nil {
+		mismatch = func(string, ...any) {}
+	}
 	gr := store.Graph{Entities: []store.Entity{}, Edges: []store.Edge{}}
-	err := g.entities.ForEach(func(k, v []byte) error {
-		var e store.Entity
-		if err := unmarshal(k, v, &e); err != nil {
-			return err
+	err := forEachRow(g.entityRows, mismatch, func(id string, head []byte, frags []store.Fragment) error {
+		h, err := store.DecodeEntityHead(id, head)
+		if err != nil {
+			return fmt.Errorf("decoding the head of entity %q: %w", id, err)
 		}
-		gr.Entities = append(gr.Entities, e)
+		if p := store.CheckEntityHead(h, frags); p != "" {
+			mismatch("%s", p)
+		}
+		gr.Entities = append(gr.Entities, store.AssembleEntity(h, frags))
 		return nil
 	})
 	if err != nil {
 		return store.Graph{}, err
 	}
-	err = g.edges.ForEach(func(k, v []byte) error {
-		var e store.Edge
-		if err := unmarshal(k, v, &e); err != nil {
-			return err
+	err = forEachRow(g.edgeRows, mismatch, func(id string, head []byte, frags []store.Fragment) error {
+		h, err := store.DecodeEdgeHead(id, head)
+		if err != nil {
+			return fmt.Errorf("decoding the head of edge %q: %w", id, err)
 		}
-		gr.Edges = append(gr.Edges, e)
+		if p := store.CheckEdgeHead(h, frags); p != "" {
+			mismatch("%s", p)
+		}
+		gr.Edges = append(gr.Edges, store.AssembleEdge(h, frags))
 		return nil
 	})
-	return gr, err
+	if err != nil {
+		return store.Graph{}, err
+	}
+	// Rows are in key order, the id's length first: readers return ids in order.
+	slices.SortFunc(gr.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(gr.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
+	return gr, nil
+}
+
+// forEachRow calls fn with each head of a rows bucket and its fragments,
+// in key order; fragments without a head are told to mismatch.
+func forEachRow(b *bolt.Bucket, mismatch func(format string, args ...any), fn func(id string, head []byte, frags []store.Fragment) error) error {
+	var (
+		cur   string
+		head  []byte
+		frags []store.Fragment
+		open  bool
+	)
+	flush := func() error {
+		if !open {
+			return nil
+		}
+		open = false
+		return fn(cur, head, frags)
+	}
+	err := b.ForEach(func(k, v []byte) error {
+		id, doc, err := splitPair(k)
+		if err != nil {
+			return err
+		}
+		if doc == "" {
+			if err := flush(); err != nil {
+				return err
+			}
+			cur, head, frags, open = id, v, nil, true
+			return nil
+		}
+		if !open || id != cur {
+			mismatch("%q: the fragment of %q has no head", id, doc)
+			return nil
+		}
+		f, err := store.DecodeFragment(doc, v)
+		if err != nil {
+			return fmt.Errorf("decoding the fragment of %q by %q: %w", id, doc, err)
+		}
+		frags = append(frags, f)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
+}
+
+// forEachHead calls fn with each head of a rows bucket.
+func forEachHead(b *bolt.Bucket, fn func(id string, head []byte) error) error {
+	return b.ForEach(func(k, v []byte) error {
+		id, doc, err := splitPair(k)
+		if err != nil || doc != "" {
+			return err
+		}
+		return fn(id, v)
+	})
 }
 
 // Stats returns the counts kept up to date by every write.
@@ -750,7 +821,8 @@ func (s *Store) Stats(ctx context.Context, tenant string) (store.Stats, error) {
 func (s *Store) Audit(ctx context.Context, tenant string) (store.AuditReport, error) {
 	var rep store.AuditReport
 	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
-		gr, err := g.snapshot()
+		var layout []string
+		gr, err := g.snapshot(func(format string, args ...any) { layout = append(layout, fmt.Sprintf(format, args...)) })
 		if err != nil {
 			return err
 		}
@@ -784,6 +856,9 @@ func (s *Store) Audit(ctx context.Context, tenant string) (store.AuditReport, er
 			}
 		}
 		rep = store.Audit(gr, recs, &idx)
+		for _, p := range layout {
+			rep.AddIndexMismatch("%s", p)
+		}
 		for _, c := range []struct {
 			key  string
 			want int

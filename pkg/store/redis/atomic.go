@@ -19,50 +19,51 @@ import (
 // graph's keys takes. Every key a script touches carries the tenant's hash
 // tag, so all of them are in the tenant's slot.
 
-// readSetsScript: KEYS are sets, ARGV[i] the key prefix of the members of
-// KEYS[i]. The reply holds, per set, its members and then the values of
-// the keys they name (false where a key is absent), MGET by chunks of
-// 1,000 keys (unpack is bounded).
+// readSetsScript: KEYS are sets of entity or edge ids, ARGV[i] says which
+// KEYS[i] holds ("e" or "x") and ARGV[#KEYS+1] is the graph keys' prefix.
+// The reply holds, per set, its members and then, per member, an entity's
+// hash (HGETALL: fields and values in turn, empty where absent) or an
+// edge's head (false where absent) and supports hash.
 var readSetsScript = goredis.NewScript(`
+local prefix = ARGV[#KEYS + 1]
 local out = {}
 for i, set in ipairs(KEYS) do
   local ids = redis.call('SMEMBERS', set)
   local vals = {}
-  for s = 1, #ids, 1000 do
-    local chunk = {}
-    for j = s, math.min(s + 999, #ids) do chunk[#chunk + 1] = ARGV[i] .. ids[j] end
-    local got = redis.call('MGET', unpack(chunk))
-    for j = 1, #got do vals[#vals + 1] = got[j] end
+  for j = 1, #ids do
+    if ARGV[i] == 'e' then
+      vals[j] = redis.call('HGETALL', prefix .. 'e:' .. ids[j])
+    else
+      vals[j] = {redis.call('GET', prefix .. 'x:' .. ids[j]), redis.call('HGETALL', prefix .. 'xs:' .. ids[j])}
+    end
   end
   out[i] = {ids, vals}
 end
 return out
 `)
 
-// mgetScript is MGET of every key of KEYS in one atomic step, by chunks.
-var mgetScript = goredis.NewScript(`
+// hgetallScript is HGETALL of every key of KEYS in one atomic step.
+var hgetallScript = goredis.NewScript(`
 local out = {}
-for s = 1, #KEYS, 1000 do
-  local got = redis.call('MGET', unpack(KEYS, s, math.min(s + 999, #KEYS)))
-  for j = 1, #got do out[#out + 1] = got[j] end
-end
+for i = 1, #KEYS do out[i] = redis.call('HGETALL', KEYS[i]) end
 return out
 `)
 
-// setValues is one set of a readSets reply: its members and, for each, the
-// raw value of the key it names (nil if absent).
+// setValues is one set of a readSets reply: its members and, for each,
+// what readSetsScript read of it.
 type setValues struct {
 	ids  []string
 	vals []any
 }
 
-// readSets reads sets[i]'s members and the values of prefixes[i]+member,
-// for every set, atomically.
-func readSets(ctx context.Context, c goredis.Scripter, sets, prefixes []string) ([]setValues, error) {
-	args := make([]any, len(prefixes))
-	for i, p := range prefixes {
-		args[i] = p
+// readSets reads sets[i]'s members and the entities (kinds[i] "e") or
+// edges ("x") they name, for every set, atomically.
+func readSets(ctx context.Context, c goredis.Scripter, graph string, sets, kinds []string) ([]setValues, error) {
+	args := make([]any, 0, len(kinds)+1)
+	for _, kind := range kinds {
+		args = append(args, kind)
 	}
+	args = append(args, graph)
 	reply, err := readSetsScript.Run(ctx, c, sets, args...).Slice()
 	if err != nil {
 		return nil, err
@@ -90,15 +91,19 @@ func readSets(ctx context.Context, c goredis.Scripter, sets, prefixes []string) 
 	return out, nil
 }
 
-// decodeSet decodes the values of one readSets set. A member naming no key
-// is a broken index (no write leaves one behind; Audit reports it): an
-// error naming the set.
-func decodeSet[T any](set string, sv setValues) ([]T, error) {
+// decodeSet assembles the values of one readSets set. A member naming no
+// key is a broken index (no write leaves one behind; Audit reports it):
+// an error naming the set.
+func decodeSet[T any](set string, sv setValues, assemble func(id string, read any) (T, bool, error)) ([]T, error) {
 	out := make([]T, 0, len(sv.ids))
-	err := decodeJSON(sv.vals, func(i int) string { return fmt.Sprintf("the value of %q in %q", sv.ids[i], set) },
-		func(_ int, v T) { out = append(out, v) })
-	if err != nil {
-		return nil, err
+	for i, id := range sv.ids {
+		v, found, err := assemble(id, sv.vals[i])
+		if err != nil {
+			return nil, fmt.Errorf("decoding the value of %q in %q: %w", id, set, err)
+		}
+		if found {
+			out = append(out, v)
+		}
 	}
 	if missing := len(sv.ids) - len(out); missing > 0 {
 		return nil, fmt.Errorf("index %q lists %d ids, %d of them without a value", set, len(sv.ids), missing)
@@ -106,18 +111,32 @@ func decodeSet[T any](set string, sv setValues) ([]T, error) {
 	return out, nil
 }
 
-// mgetAtomic reads keys in one atomic step and calls fn for each present
-// value, decoded, with its index in keys.
-func mgetAtomic[T any](ctx context.Context, c goredis.Scripter, keys []string, fn func(i int, v T)) error {
-	if len(keys) == 0 {
+// hgetallAtomic reads the hashes keys[i] = prefix+ids[i] in one atomic
+// step and calls fn with each assembled value found.
+func hgetallAtomic[T any](ctx context.Context, c goredis.Scripter, prefix string, ids []string,
+	assemble func(id string, read any) (T, bool, error), fn func(id string, v T)) error {
+	if len(ids) == 0 {
 		return nil
 	}
-	vals, err := mgetScript.Run(ctx, c, keys).Slice()
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = prefix + id
+	}
+	vals, err := hgetallScript.Run(ctx, c, keys).Slice()
 	if err != nil {
 		return err
 	}
 	if len(vals) != len(keys) {
 		return fmt.Errorf("reading %d keys: %d values", len(keys), len(vals))
 	}
-	return decodeJSON(vals, func(i int) string { return fmt.Sprintf("%q", keys[i]) }, fn)
+	for i, id := range ids {
+		v, found, err := assemble(id, vals[i])
+		if err != nil {
+			return fmt.Errorf("decoding %q: %w", keys[i], err)
+		}
+		if found {
+			fn(id, v)
+		}
+	}
+	return nil
 }

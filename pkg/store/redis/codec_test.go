@@ -21,10 +21,9 @@ func TestValuesAreStoredCompressed(t *testing.T) {
 		}
 	}
 	storetest.ValueEncoding(t, s, storetest.RawValues{
-		Entity: get("ent:"),
 		Source: get("src:"),
-		PutEntity: func(id string, data []byte) {
-			require.NoError(t, c.Set(ctx, base+"ent:"+id, data, 0).Err())
+		PutSource: func(id string, data []byte) {
+			require.NoError(t, c.Set(ctx, base+"src:"+id, data, 0).Err())
 		},
 	})
 }

@@ -64,6 +64,9 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		return store.ApplyResult{}, err
 	}
 	k := s.tenantKeys(tenant)
+	if err := s.ensureLayout(ctx); err != nil {
+		return store.ApplyResult{}, err
+	}
 	var res store.ApplyResult
 	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
 		old, err := getJSON[store.SourceRecord](ctx, tx, k.src(ch.DocID))
@@ -82,16 +85,12 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 				return err
 			}
 		}
-		entities := make(map[string]store.Entity, len(entityIDs))
-		if err := mgetJSON(ctx, tx, entityKeys, func(i int, e store.Entity) { entities[entityIDs[i]] = e }); err != nil {
-			return err
-		}
-		edges := make(map[string]store.Edge, len(edgeIDs))
-		if err := mgetJSON(ctx, tx, edgeKeys, func(i int, e store.Edge) { edges[edgeIDs[i]] = e }); err != nil {
+		st, err := readState(ctx, tx, k, ch.DocID, entityIDs, entityKeys, edgeIDs, edgeKeys)
+		if err != nil {
 			return err
 		}
 		ch.Now = s.now()
-		w, err := store.Plan(ch, old, entities, edges)
+		w, err := store.Plan(ch, old, st)
 		if err != nil {
 			return err
 		}
@@ -99,7 +98,7 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if w.Record == nil {
 			return nil
 		}
-		cmds, err := k.writes(w, entities)
+		cmds, err := k.writes(w, st.Entities)
 		if err != nil {
 			return err
 		}
@@ -118,93 +117,236 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 	return res, err
 }
 
+// readState reads, in one pipeline, the heads of the entities and edges
+// of a change and the document's own fields of them (HMGET of an entity's
+// head and the doc's field, GET of an edge's head), then, in a second, the
+// document's supports stored apart of the edge heads that spilled them,
+// for store.Plan. Every fragment of an entity is
+// read (HGETALL) only when Plan asks for it.
+func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entityIDs, entityKeys, edgeIDs, edgeKeys []string) (store.State, error) {
+	st := store.State{
+		Entities: make(map[string]store.EntityHead, len(entityIDs)), Edges: make(map[string]store.EdgeHead, len(edgeIDs)),
+		EntityFragments: make(map[string]store.Fragment, len(entityIDs)), EdgeSupports: make(map[string]store.Fragment, len(edgeIDs)),
+		Fragments: func(id string) ([]store.Fragment, error) {
+			hash, err := tx.HGetAll(ctx, k.entity(id)).Result()
+			if err != nil {
+				return nil, err
+			}
+			out := make([]store.Fragment, 0, len(hash))
+			for field, v := range hash {
+				if field == headField {
+					continue
+				}
+				f, err := store.DecodeFragment(field, []byte(v))
+				if err != nil {
+					return nil, fmt.Errorf("decoding the fragment of %q by %q: %w", id, field, err)
+				}
+				out = append(out, f)
+			}
+			return out, nil
+		},
+	}
+	for start := 0; start < len(entityKeys)+len(edgeKeys); start += mgetChunk {
+		end := min(start+mgetChunk, len(entityKeys)+len(edgeKeys))
+		cmds := make([]goredis.Cmder, 0, end-start)
+		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := start; i < end; i++ {
+				if i < len(entityKeys) {
+					cmds = append(cmds, p.HMGet(ctx, entityKeys[i], headField, docID))
+				} else {
+					cmds = append(cmds, p.Get(ctx, edgeKeys[i-len(entityKeys)]))
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return store.State{}, err
+		}
+		for n, c := range cmds {
+			i := start + n
+			if i < len(entityKeys) {
+				id := entityIDs[i]
+				vals := c.(*goredis.SliceCmd).Val()
+				if head, ok := vals[0].(string); ok {
+					h, err := store.DecodeEntityHead(id, []byte(head))
+					if err != nil {
+						return store.State{}, fmt.Errorf("decoding the head of entity %q: %w", id, err)
+					}
+					st.Entities[id] = h
+				}
+				if frag, ok := vals[1].(string); ok {
+					f, err := store.DecodeFragment(docID, []byte(frag))
+					if err != nil {
+						return store.State{}, fmt.Errorf("decoding the fragment of %q by %q: %w", id, docID, err)
+					}
+					st.EntityFragments[id] = f
+				}
+				continue
+			}
+			id := edgeIDs[i-len(entityKeys)]
+			head, err := c.(*goredis.StringCmd).Bytes()
+			switch {
+			case err == nil:
+				h, err := store.DecodeEdgeHead(id, head)
+				if err != nil {
+					return store.State{}, fmt.Errorf("decoding the head of edge %q: %w", id, err)
+				}
+				st.Edges[id] = h
+			case !errors.Is(err, goredis.Nil):
+				return store.State{}, err
+			}
+		}
+	}
+	// The document's supports stored apart, of the heads that spilled them
+	// (the others hold them inline: nothing more to read).
+	var spilled []string
+	for _, id := range edgeIDs {
+		if st.Edges[id].Spilled {
+			spilled = append(spilled, id)
+		}
+	}
+	for start := 0; start < len(spilled); start += mgetChunk {
+		chunk := spilled[start:min(start+mgetChunk, len(spilled))]
+		cmds := make([]*goredis.StringCmd, len(chunk))
+		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, id := range chunk {
+				cmds[i] = p.HGet(ctx, k.edgeSupports(id), docID)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return store.State{}, err
+		}
+		for i, id := range chunk {
+			support, err := cmds[i].Bytes()
+			switch {
+			case err == nil:
+				f, err := store.DecodeFragment(docID, support)
+				if err != nil {
+					return store.State{}, fmt.Errorf("decoding the support of %q by %q: %w", id, docID, err)
+				}
+				st.EdgeSupports[id] = f
+			case !errors.Is(err, goredis.Nil):
+				return store.State{}, err
+			}
+		}
+	}
+	return st, nil
+}
+
 // writeCmd queues commands of a transaction.
 type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 
-// writes turns planned writes into commands, in the order store.Writes
-// prescribes, ending with the generation bump. Encoding happens here, before
-// the transaction, so a failure cannot leave half a MULTI queued. stored
-// holds the entities as they were read, whose name index entries a put
-// replaces.
-func (k keys) writes(w store.Writes, stored map[string]store.Entity) ([]writeCmd, error) {
-	var cmds []writeCmd
-	add := func(c writeCmd) { cmds = append(cmds, c) }
-	var goneEntities, goneEdges, putEntities, putEdges []string
+// writes turns planned writes into commands: the keys of removed entities
+// and edges deleted and the document's dropped fields, then every set
+// removal, then one HSET per hash written (an entity's head and the
+// document's field together), the edge heads in one MSET, then every set
+// addition, each set's members in one
+// command; then the record. Removals before additions keep the order
+// store.Writes prescribes (an entity whose type changed is removed and
+// put). Encoding happens here, before the transaction, so a failure cannot
+// leave half a MULTI queued. stored holds the heads as they were read,
+// whose name index entries a put replaces.
+func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writeCmd, error) {
+	doc := w.Record.DocID
+	var (
+		del, hdel []string
+		srem      = newSetOps()
+		sadd      = newSetOps()
+		hset      = map[string][]any{}
+		hsetOrder []string
+		heads     []any // edge heads: key, value, key, value...
+	)
+	field := func(key string, name string, value []byte) {
+		if _, ok := hset[key]; !ok {
+			hsetOrder = append(hsetOrder, key)
+		}
+		hset[key] = append(hset[key], name, value)
+	}
 	for _, e := range w.RemoveEntities {
-		add(func(ctx context.Context, p goredis.Pipeliner) {
-			p.Del(ctx, k.entity(e.ID))
-			p.SRem(ctx, k.byType(e.Type), e.ID)
-			for _, nk := range store.NameKeys(e) {
-				p.SRem(ctx, k.byName(nk), e.ID)
-			}
-		})
-		goneEntities = append(goneEntities, e.ID)
+		del = append(del, k.entity(e.ID))
+		srem.add(k.byType(e.Type), e.ID)
+		for _, nk := range store.HeadNameKeys(e) {
+			srem.add(k.byName(nk), e.ID)
+		}
+		srem.add(k.entities(), e.ID)
 	}
 	for _, e := range w.RemoveEdges {
-		add(func(ctx context.Context, p goredis.Pipeliner) {
-			p.Del(ctx, k.edge(e.ID))
-			p.SRem(ctx, k.out(e.Source), e.ID)
-			p.SRem(ctx, k.in(e.Target), e.ID)
-			p.SRem(ctx, k.byRel(e.Relation), e.ID)
-		})
-		goneEdges = append(goneEdges, e.ID)
+		del = append(del, k.edge(e.ID), k.edgeSupports(e.ID))
+		srem.add(k.out(e.Source), e.ID)
+		srem.add(k.in(e.Target), e.ID)
+		srem.add(k.byRel(e.Relation), e.ID)
+		srem.add(k.edges(), e.ID)
+	}
+	for _, id := range w.DeleteFragments {
+		hdel = append(hdel, k.entity(id))
+	}
+	for _, id := range w.DeleteSupports {
+		hdel = append(hdel, k.edgeSupports(id))
 	}
 	for _, e := range w.PutEntities {
-		data, err := marshal(e, store.FastCompression)
+		data, err := store.EncodeEntityHead(e)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("encoding the head of entity %q: %w", e.ID, err)
 		}
-		var oldNames []string
+		names := store.HeadNameKeys(e)
 		if o, ok := stored[e.ID]; ok {
-			oldNames = store.NameKeys(o)
-		}
-		names := store.NameKeys(e)
-		add(func(ctx context.Context, p goredis.Pipeliner) {
-			p.Set(ctx, k.entity(e.ID), data, 0)
-			p.SAdd(ctx, k.byType(e.Type), e.ID)
-			for _, nk := range oldNames {
+			for _, nk := range store.HeadNameKeys(o) {
 				if !slices.Contains(names, nk) {
-					p.SRem(ctx, k.byName(nk), e.ID)
+					srem.add(k.byName(nk), e.ID)
 				}
 			}
-			for _, nk := range names {
-				p.SAdd(ctx, k.byName(nk), e.ID)
-			}
-		})
-		putEntities = append(putEntities, e.ID)
+		}
+		field(k.entity(e.ID), headField, data)
+		sadd.add(k.byType(e.Type), e.ID)
+		for _, nk := range names {
+			sadd.add(k.byName(nk), e.ID)
+		}
+		sadd.add(k.entities(), e.ID)
 	}
 	for _, e := range w.PutEdges {
-		data, err := marshal(e, store.FastCompression)
+		data, err := store.EncodeEdgeHead(e)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("encoding the head of edge %q: %w", e.ID, err)
 		}
-		add(func(ctx context.Context, p goredis.Pipeliner) {
-			p.Set(ctx, k.edge(e.ID), data, 0)
-			p.SAdd(ctx, k.out(e.Source), e.ID)
-			p.SAdd(ctx, k.in(e.Target), e.ID)
-			p.SAdd(ctx, k.byRel(e.Relation), e.ID)
-		})
-		putEdges = append(putEdges, e.ID)
+		heads = append(heads, k.edge(e.ID), data)
+		sadd.add(k.out(e.Source), e.ID)
+		sadd.add(k.in(e.Target), e.ID)
+		sadd.add(k.byRel(e.Relation), e.ID)
+		sadd.add(k.edges(), e.ID)
+	}
+	for _, ps := range []struct {
+		key   func(string) string
+		parts []store.Part
+	}{{k.entity, w.PutFragments}, {k.edgeSupports, w.PutSupports}} {
+		for _, pt := range ps.parts {
+			data, err := store.EncodeFragment(pt.Fragment)
+			if err != nil {
+				return nil, fmt.Errorf("encoding the fragment of %q by %q: %w", pt.ID, pt.Fragment.DocID, err)
+			}
+			field(ps.key(pt.ID), pt.Fragment.DocID, data)
+		}
 	}
 	rec, err := marshal(w.Record, store.SmallCompression)
 	if err != nil {
 		return nil, err
 	}
-	doc, deleted := w.Record.DocID, w.Record.Deleted
-	add(func(ctx context.Context, p goredis.Pipeliner) {
-		// Removals first: an entity whose type changed is in both lists.
-		if len(goneEntities) > 0 {
-			p.SRem(ctx, k.entities(), anys(goneEntities)...)
+	deleted := w.Record.Deleted
+	return []writeCmd{func(ctx context.Context, p goredis.Pipeliner) {
+		if len(del) > 0 {
+			p.Del(ctx, del...)
 		}
-		if len(goneEdges) > 0 {
-			p.SRem(ctx, k.edges(), anys(goneEdges)...)
+		for _, key := range hdel {
+			p.HDel(ctx, key, doc)
 		}
-		if len(putEntities) > 0 {
-			p.SAdd(ctx, k.entities(), anys(putEntities)...)
+		srem.each(func(set string, members []any) { p.SRem(ctx, set, members...) })
+		for _, key := range hsetOrder {
+			p.HSet(ctx, key, hset[key]...)
 		}
-		if len(putEdges) > 0 {
-			p.SAdd(ctx, k.edges(), anys(putEdges)...)
+		if len(heads) > 0 {
+			p.MSet(ctx, heads...)
 		}
+		sadd.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
 		p.Set(ctx, k.src(doc), rec, 0)
 		p.SAdd(ctx, k.srcs(), doc)
 		if deleted {
@@ -212,16 +354,29 @@ func (k keys) writes(w store.Writes, stored map[string]store.Entity) ([]writeCmd
 		} else {
 			p.SAdd(ctx, k.live(), doc)
 		}
-	})
-	return cmds, nil
+	}}, nil
 }
 
-func anys(ids []string) []any {
-	out := make([]any, len(ids))
-	for i, id := range ids {
-		out[i] = id
+// setOps gathers the members added to (or removed from) each set, so each
+// set gets one command.
+type setOps struct {
+	order   []string
+	members map[string][]any
+}
+
+func newSetOps() *setOps { return &setOps{members: map[string][]any{}} }
+
+func (o *setOps) add(set, member string) {
+	if _, ok := o.members[set]; !ok {
+		o.order = append(o.order, set)
 	}
-	return out
+	o.members[set] = append(o.members[set], member)
+}
+
+func (o *setOps) each(fn func(set string, members []any)) {
+	for _, set := range o.order {
+		fn(set, o.members[set])
+	}
 }
 
 // Source returns a document's record (store.ErrNotFound if never applied).
@@ -235,11 +390,33 @@ func (s *Store) Source(ctx context.Context, tenant, docID string) (store.SourceR
 
 // Entity returns one entity (store.ErrNotFound if absent).
 func (s *Store) Entity(ctx context.Context, tenant, id string) (store.Entity, error) {
-	e, err := getOne[store.Entity](ctx, s, tenant, func(k keys) string { return k.entity(id) })
+	e, err := s.entity(ctx, tenant, id)
 	if err != nil {
 		return store.Entity{}, fmt.Errorf("getting entity %q of %q: %w", id, tenant, err)
 	}
 	return e, nil
+}
+
+func (s *Store) entity(ctx context.Context, tenant, id string) (store.Entity, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return store.Entity{}, err
+	}
+	if err := s.ensureLayout(ctx); err != nil {
+		return store.Entity{}, err
+	}
+	hash, err := s.client.HGetAll(ctx, s.tenantKeys(tenant).entity(id)).Result()
+	if err != nil {
+		return store.Entity{}, err
+	}
+	flat := make([]any, 0, 2*len(hash))
+	for field, v := range hash {
+		flat = append(flat, field, v)
+	}
+	e, found, err := assembleEntity(id, flat)
+	if err == nil && !found {
+		err = store.ErrNotFound
+	}
+	return e, err
 }
 
 func getOne[T any](ctx context.Context, s *Store, tenant string, key func(keys) string) (T, error) {
@@ -263,9 +440,12 @@ func (s *Store) Entities(ctx context.Context, tenant string, ids []string) (map[
 		return nil, fmt.Errorf("getting entities: %w", err)
 	}
 	k := s.tenantKeys(tenant)
+	if err := s.ensureLayout(ctx); err != nil {
+		return nil, err
+	}
 	ids = slices.Compact(slices.Sorted(slices.Values(ids))) // each asked once: decoded once
 	out := make(map[string]store.Entity, len(ids))
-	err := mgetAtomic(ctx, s.client, k.prefixed(k.entity, ids), func(i int, e store.Entity) { out[ids[i]] = e })
+	err := hgetallAtomic(ctx, s.client, k.entity(""), ids, assembleEntity, func(id string, e store.Entity) { out[id] = e })
 	if err != nil {
 		return nil, fmt.Errorf("getting entities of %q: %w", tenant, err)
 	}
@@ -279,11 +459,14 @@ func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store
 		return nil, fmt.Errorf("listing entities of type %q: %w", typ, err)
 	}
 	k := s.tenantKeys(tenant)
+	if err := s.ensureLayout(ctx); err != nil {
+		return nil, err
+	}
 	set := k.byType(typ)
 	if typ == "" {
 		set = k.entities()
 	}
-	out, err := readSet[store.Entity](ctx, s.client, set, k.entity)
+	out, err := readSet(ctx, s.client, k, set, "e", assembleEntity)
 	if err != nil {
 		return nil, fmt.Errorf("listing entities of type %q in %q: %w", typ, tenant, err)
 	}
@@ -298,11 +481,14 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 		return nil, fmt.Errorf("listing edges of %q: %w", entityID, err)
 	}
 	k := s.tenantKeys(tenant)
+	if err := s.ensureLayout(ctx); err != nil {
+		return nil, err
+	}
 	set := k.out(entityID)
 	if dir == store.In {
 		set = k.in(entityID)
 	}
-	out, err := readSet[store.Edge](ctx, s.client, set, k.edge)
+	out, err := readSet(ctx, s.client, k, set, "x", assembleEdge)
 	if err != nil {
 		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
 	}
@@ -317,7 +503,10 @@ func (s *Store) EdgesByRelation(ctx context.Context, tenant, relation, sourceTyp
 		return nil, fmt.Errorf("listing %q edges: %w", relation, err)
 	}
 	k := s.tenantKeys(tenant)
-	out, err := readSet[store.Edge](ctx, s.client, k.byRel(relation), k.edge)
+	if err := s.ensureLayout(ctx); err != nil {
+		return nil, err
+	}
+	out, err := readSet(ctx, s.client, k, k.byRel(relation), "x", assembleEdge)
 	if err != nil {
 		return nil, fmt.Errorf("listing %q edges in %q: %w", relation, tenant, err)
 	}
@@ -334,6 +523,9 @@ func (s *Store) EdgeCounts(ctx context.Context, tenant string, ids []string, dir
 		return nil, fmt.Errorf("counting the edges of %d entities: %w", len(ids), err)
 	}
 	k := s.tenantKeys(tenant)
+	if err := s.ensureLayout(ctx); err != nil {
+		return nil, err
+	}
 	set := k.out
 	if dir == store.In {
 		set = k.in
@@ -365,7 +557,10 @@ func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]stor
 		return []store.Entity{}, nil
 	}
 	k := s.tenantKeys(tenant)
-	out, err := readSet[store.Entity](ctx, s.client, k.byName(key), k.entity)
+	if err := s.ensureLayout(ctx); err != nil {
+		return nil, err
+	}
+	out, err := readSet(ctx, s.client, k, k.byName(key), "e", assembleEntity)
 	if err != nil {
 		return nil, fmt.Errorf("finding entities named %q in %q: %w", name, tenant, err)
 	}
@@ -373,20 +568,24 @@ func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]stor
 	return out, nil
 }
 
-// readSet reads the JSON values of the keys named by a set's members, in
-// one atomic step (see atomic.go).
-func readSet[T any](ctx context.Context, c goredis.Scripter, set string, key func(string) string) ([]T, error) {
-	svs, err := readSets(ctx, c, []string{set}, []string{key("")})
+// readSet reads the entities (kind "e") or edges ("x") named by a set's
+// members, in one atomic step (see atomic.go).
+func readSet[T any](ctx context.Context, c goredis.Scripter, k keys, set, kind string,
+	assemble func(id string, read any) (T, bool, error)) ([]T, error) {
+	svs, err := readSets(ctx, c, k.graph(), []string{set}, []string{kind})
 	if err != nil {
 		return nil, err
 	}
-	return decodeSet[T](set, svs[0])
+	return decodeSet(set, svs[0], assemble)
 }
 
 // Snapshot returns the whole tenant graph, read in one atomic step.
 func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return store.Graph{}, fmt.Errorf("taking a snapshot: %w", err)
+	}
+	if err := s.ensureLayout(ctx); err != nil {
+		return store.Graph{}, fmt.Errorf("taking a snapshot of %q: %w", tenant, err)
 	}
 	g, err := s.snapshot(ctx, s.tenantKeys(tenant))
 	if err != nil {
@@ -398,15 +597,15 @@ func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error
 // snapshot reads the entity and edge sets and their values in one atomic
 // step.
 func (s *Store) snapshot(ctx context.Context, k keys) (store.Graph, error) {
-	svs, err := readSets(ctx, s.client, []string{k.entities(), k.edges()}, []string{k.entity(""), k.edge("")})
+	svs, err := readSets(ctx, s.client, k.graph(), []string{k.entities(), k.edges()}, []string{"e", "x"})
 	if err != nil {
 		return store.Graph{}, err
 	}
-	entities, err := decodeSet[store.Entity](k.entities(), svs[0])
+	entities, err := decodeSet(k.entities(), svs[0], assembleEntity)
 	if err != nil {
 		return store.Graph{}, err
 	}
-	edges, err := decodeSet[store.Edge](k.edges(), svs[1])
+	edges, err := decodeSet(k.edges(), svs[1], assembleEdge)
 	if err != nil {
 		return store.Graph{}, err
 	}
@@ -421,6 +620,9 @@ func (s *Store) Stats(ctx context.Context, tenant string) (store.Stats, error) {
 		return store.Stats{}, fmt.Errorf("counting the graph: %w", err)
 	}
 	k := s.tenantKeys(tenant)
+	if err := s.ensureLayout(ctx); err != nil {
+		return store.Stats{}, err
+	}
 	var live, ents, edges *goredis.IntCmd
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		live, ents, edges = p.SCard(ctx, k.live()), p.SCard(ctx, k.entities()), p.SCard(ctx, k.edges())
@@ -446,6 +648,9 @@ func (s *Store) Audit(ctx context.Context, tenant string) (store.AuditReport, er
 		return store.AuditReport{}, fmt.Errorf("auditing the graph: %w", err)
 	}
 	k := s.tenantKeys(tenant)
+	if err := s.ensureLayout(ctx); err != nil {
+		return store.AuditReport{}, err
+	}
 	var rep store.AuditReport
 	for pass := 0; pass < auditPasses; pass++ {
 		var err error
@@ -468,7 +673,7 @@ const auditPasses = 3
 // (those found, and those the id sets name: each source's, entity's and
 // edge's key and each entity's adjacency sets), each once, each one's
 // type ("none" when absent) and what it holds (a string's value, a set's
-// members, else false).
+// members, a hash's fields and values, else false).
 var auditScript = goredis.NewScript(`
 local prefix = ARGV[1]
 local sets = {}
@@ -479,14 +684,15 @@ local function want(key)
 end
 for i = 5, #KEYS do want(KEYS[i]) end
 for _, id in ipairs(sets[1]) do want(prefix .. 'src:' .. id) end
-for _, id in ipairs(sets[3]) do want(prefix .. 'ent:' .. id); want(prefix .. 'out:' .. id); want(prefix .. 'in:' .. id) end
-for _, id in ipairs(sets[4]) do want(prefix .. 'edge:' .. id) end
+for _, id in ipairs(sets[3]) do want(prefix .. 'e:' .. id); want(prefix .. 'out:' .. id); want(prefix .. 'in:' .. id) end
+for _, id in ipairs(sets[4]) do want(prefix .. 'x:' .. id); want(prefix .. 'xs:' .. id) end
 local types, held = {}, {}
 for i, key in ipairs(names) do
   local t = redis.call('TYPE', key)['ok']
   types[i] = t
   if t == 'string' then held[i] = redis.call('GET', key)
   elseif t == 'set' then held[i] = redis.call('SMEMBERS', key)
+  elseif t == 'hash' then held[i] = redis.call('HGETALL', key)
   else held[i] = false end
 end
 return {sets, names, types, held}
@@ -499,7 +705,7 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	for iter.Next(ctx) {
 		key := iter.Val()
 		rest := strings.TrimPrefix(key, k.graph())
-		for _, kind := range []string{"src:", "ent:", "edge:", "type:", "out:", "in:"} {
+		for _, kind := range []string{"src:", "e:", "x:", "xs:", "type:", "out:", "in:"} {
 			if strings.HasPrefix(rest, kind) {
 				scanned = append(scanned, key)
 				break
@@ -535,7 +741,8 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	}
 	var g store.Graph
 	var recs []store.SourceRecord
-	var wrongType []string
+	var wrongType, layout []string
+	edgeHeads, edgeSupports := map[string][]byte{}, map[string][]any{}
 	idx := store.Indexes{ByType: map[string][]string{}, Out: map[string][]string{}, In: map[string][]string{}}
 	for i, raw := range names {
 		key, _ := raw.(string)
@@ -545,28 +752,51 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 			continue // absent: deleted since the scan, or an empty adjacency set
 		}
 		value, _ := held[i].(string)
-		isString, isSet := typ == "string", typ == "set"
+		isString, isSet, isHash := typ == "string", typ == "set", typ == "hash"
 		var err error
 		switch kind := strings.SplitAfterN(rest, ":", 2)[0]; kind {
-		case "src:", "ent:", "edge:":
+		case "src:":
 			if !isString {
 				wrongType = append(wrongType, key)
 				continue
 			}
-			switch kind {
-			case "src:":
-				var r store.SourceRecord
-				err = store.DecodeValue([]byte(value), &r)
-				recs = append(recs, r)
-			case "ent:":
-				var e store.Entity
-				err = store.DecodeValue([]byte(value), &e)
-				g.Entities = append(g.Entities, e)
-			default:
-				var e store.Edge
-				err = store.DecodeValue([]byte(value), &e)
-				g.Edges = append(g.Edges, e)
+			var r store.SourceRecord
+			err = store.DecodeValue([]byte(value), &r)
+			recs = append(recs, r)
+		case "e:":
+			if !isHash {
+				wrongType = append(wrongType, key)
+				continue
 			}
+			id := strings.TrimPrefix(rest, kind)
+			hash, _ := held[i].([]any)
+			var (
+				e     store.Entity
+				found bool
+			)
+			if e, found, err = assembleEntity(id, hash); found {
+				g.Entities = append(g.Entities, e)
+				head, _ := hashParts(hash)
+				if h, herr := store.DecodeEntityHead(id, head); herr == nil {
+					if p := store.CheckEntityHead(h, e.Sources); p != "" {
+						layout = append(layout, p)
+					}
+				}
+			} else if err == nil {
+				layout = append(layout, fmt.Sprintf("key %q: %d fields without a head", key, len(hash)/2))
+			}
+		case "x:":
+			if !isString {
+				wrongType = append(wrongType, key)
+				continue
+			}
+			edgeHeads[strings.TrimPrefix(rest, kind)] = []byte(value)
+		case "xs:":
+			if !isHash {
+				wrongType = append(wrongType, key)
+				continue
+			}
+			edgeSupports[strings.TrimPrefix(rest, kind)], _ = held[i].([]any)
 		case "type:", "out:", "in:":
 			if !isSet {
 				wrongType = append(wrongType, key)
@@ -579,11 +809,33 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 			return store.AuditReport{}, fmt.Errorf("decoding %q: %w", key, err)
 		}
 	}
+	for id, head := range edgeHeads {
+		e, _, err := assembleEdgeParts(id, head, edgeSupports[id])
+		if err != nil {
+			return store.AuditReport{}, fmt.Errorf("decoding edge %q: %w", id, err)
+		}
+		g.Edges = append(g.Edges, e)
+		h, _ := store.DecodeEdgeHead(id, head)
+		_, apart := hashParts(edgeSupports[id])
+		fs, _ := decodeFragments(apart)
+		if p := store.CheckEdgeHead(h, fs); p != "" {
+			layout = append(layout, p)
+		}
+	}
+	for id, hash := range edgeSupports {
+		if _, ok := edgeHeads[id]; !ok {
+			layout = append(layout, fmt.Sprintf("edge %q: %d supports without a head", id, len(hash)/2))
+		}
+	}
+	slices.Sort(layout)
 	slices.SortFunc(g.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(g.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
 	rep := store.Audit(g, recs, &idx)
 	for _, key := range wrongType {
 		rep.AddIndexMismatch("key %q does not hold the type its name says", key)
+	}
+	for _, p := range layout {
+		rep.AddIndexMismatch("%s", p)
 	}
 
 	// The id sets must list exactly the keys that exist.

@@ -41,10 +41,11 @@
 //	<p>:{<t>}:g:src:<doc>            store.SourceRecord (JSON, tombstones too)
 //	<p>:{<t>}:g:srcs                 set of doc ids with a record
 //	<p>:{<t>}:g:live                 set of doc ids with a live record (Stats)
-//	<p>:{<t>}:g:ent:<id>             store.Entity (JSON)
+//	<p>:{<t>}:g:e:<id>               hash: "" -> store.EntityHead, <doc> -> the doc's store.Fragment (store.Encode*)
 //	<p>:{<t>}:g:ents                 set of entity ids
 //	<p>:{<t>}:g:type:<type>          set of entity ids of a type
-//	<p>:{<t>}:g:edge:<id>            store.Edge (JSON)
+//	<p>:{<t>}:g:x:<id>               store.EdgeHead (store.EncodeEdgeHead; the supports inline while they are few)
+//	<p>:{<t>}:g:xs:<id>              hash <doc> -> the doc's support, once the head has spilled them (store.EdgeHead.Inline)
 //	<p>:{<t>}:g:edges                set of edge ids
 //	<p>:{<t>}:g:out:<entity>         set of ids of edges leaving the entity
 //	<p>:{<t>}:g:in:<entity>          set of ids of edges entering the entity
@@ -58,9 +59,20 @@
 //	<p>:{<t>}:rsrc:<doc>             set of ids of reports citing the document
 //	<p>:{<t>}:outbox                 hash event id -> pending event record (store.Outbox, see outbox.go)
 //	<p>:outbox-tenants               set of tenants with pending events
+//	<p>:graph-layout                 "2" once every graph is in the layout above (see layout.go)
+//
+// An entity is one hash of its head and one field per document; an edge is
+// its head, holding its supports while they are few (most edges have one),
+// and once they are many a hash of one field per document. So an apply
+// reads (HMGET, GET, HGET) and writes (HSET, SET, HDEL) the heads it
+// touches and its own document's fields, never the other documents'
+// fragments.
+// Graphs written before that hold each entity and edge whole under
+// g:ent:<id> and g:edge:<id>; a Store converts them before its first graph
+// operation (ensureLayout).
 //
 // A JSON value of at least store.CompressMin bytes is stored compressed
-// (store.EncodeValue): entities and edges with S2, source records,
+// (store.EncodeValue): heads and fragments with S2, source records,
 // communities, reports and citations with zstd; registry states and the
 // member index stay plain. Every read decodes either form, so values an
 // older build wrote read unchanged.
@@ -71,6 +83,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -107,6 +121,10 @@ type Store struct {
 	maxAttempts int
 	backoff     time.Duration
 	now         func() time.Time
+	// layoutMu and layoutDone guard the conversion of older graphs
+	// (ensureLayout).
+	layoutMu   sync.Mutex
+	layoutDone atomic.Bool
 }
 
 var _ store.SourceCounter = (*Store)(nil)
@@ -149,27 +167,30 @@ func (s *Store) tenantKeys(tenant string) keys { return keys{base: s.prefix + ":
 func (s *Store) tenantsKey() string      { return s.prefix + ":tenants" }
 func (s *Store) graphTenantsKey() string { return s.prefix + ":graph-tenants" }
 
-func (k keys) reg(doc string) string    { return k.base + "reg:" + doc }
-func (k keys) regDocs() string          { return k.base + "reg-docs" }
-func (k keys) regCount() string         { return k.base + "reg-count" }
-func (k keys) graph() string            { return k.base + "g:" }
-func (k keys) src(doc string) string    { return k.base + "g:src:" + doc }
-func (k keys) srcs() string             { return k.base + "g:srcs" }
-func (k keys) live() string             { return k.base + "g:live" }
-func (k keys) entity(id string) string  { return k.base + "g:ent:" + id }
-func (k keys) entities() string         { return k.base + "g:ents" }
-func (k keys) byType(t string) string   { return k.base + "g:type:" + t }
-func (k keys) edge(id string) string    { return k.base + "g:edge:" + id }
-func (k keys) edges() string            { return k.base + "g:edges" }
-func (k keys) out(id string) string     { return k.base + "g:out:" + id }
-func (k keys) in(id string) string      { return k.base + "g:in:" + id }
-func (k keys) byRel(r string) string    { return k.base + "g:rel:" + r }
-func (k keys) byName(n string) string   { return k.base + "g:name:" + n }
-func (k keys) communities() string      { return k.base + "communities" }
-func (k keys) communitiesRun() string   { return k.base + "communities-run" }
-func (k keys) communityMembers() string { return k.base + "cmembers" }
-func (k keys) reports() string          { return k.base + "reports" }
-func (k keys) reportCites() string      { return k.base + "rcites" }
+func (k keys) reg(doc string) string         { return k.base + "reg:" + doc }
+func (k keys) regDocs() string               { return k.base + "reg-docs" }
+func (k keys) regCount() string              { return k.base + "reg-count" }
+func (k keys) graph() string                 { return k.base + "g:" }
+func (k keys) src(doc string) string         { return k.base + "g:src:" + doc }
+func (k keys) srcs() string                  { return k.base + "g:srcs" }
+func (k keys) live() string                  { return k.base + "g:live" }
+func (k keys) entity(id string) string       { return k.base + "g:e:" + id }
+func (k keys) entities() string              { return k.base + "g:ents" }
+func (k keys) byType(t string) string        { return k.base + "g:type:" + t }
+func (k keys) edge(id string) string         { return k.base + "g:x:" + id }
+func (k keys) edgeSupports(id string) string { return k.base + "g:xs:" + id }
+func (k keys) edges() string                 { return k.base + "g:edges" }
+func (k keys) out(id string) string          { return k.base + "g:out:" + id }
+func (k keys) in(id string) string           { return k.base + "g:in:" + id }
+func (k keys) byRel(r string) string         { return k.base + "g:rel:" + r }
+func (k keys) byName(n string) string        { return k.base + "g:name:" + n }
+func (k keys) communities() string           { return k.base + "communities" }
+func (k keys) wholeEntity(id string) string  { return k.base + "g:ent:" + id }
+func (k keys) wholeEdge(id string) string    { return k.base + "g:edge:" + id }
+func (k keys) communitiesRun() string        { return k.base + "communities-run" }
+func (k keys) communityMembers() string      { return k.base + "cmembers" }
+func (k keys) reports() string               { return k.base + "reports" }
+func (k keys) reportCites() string           { return k.base + "rcites" }
 func (k keys) reportsOf(doc string) string {
 	return k.base + "rsrc:" + doc
 }

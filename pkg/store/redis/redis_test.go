@@ -109,7 +109,7 @@ func TestAuditSeesStorage(t *testing.T) {
 	if err := c.SRem(ctx, base+"out:t:a", store.EdgeID("t:a", "r", "t:b")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Del(ctx, base+"ent:t:b").Err(); err != nil {
+	if err := c.Del(ctx, base+"e:t:b").Err(); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := s.Audit(ctx, "acme")
@@ -122,10 +122,10 @@ func TestAuditSeesStorage(t *testing.T) {
 
 	// A key no id set lists is found by the scan; a key of the wrong type
 	// is a finding, not a failure of the audit.
-	if err := c.Set(ctx, base+"ent:t:ghost", `{"id":"t:ghost","type":"t","name":"ghost"}`, 0).Err(); err != nil {
+	if err := c.HSet(ctx, base+"e:t:ghost", "", `{"t":"t","n":"ghost"}`).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SAdd(ctx, base+"edge:t:x|r|t:y", "not an edge").Err(); err != nil {
+	if err := c.SAdd(ctx, base+"x:t:x|r|t:y", "not an edge").Err(); err != nil {
 		t.Fatal(err)
 	}
 	again, err := s.Audit(ctx, "acme")
@@ -228,7 +228,7 @@ func edgeMemory(tb testing.TB, c *goredis.Client, graph string, n int) edgeCost 
 	}
 	var cost edgeCost
 	for _, id := range ids {
-		size, err := c.MemoryUsage(ctx, graph+"edge:"+id, 0).Result()
+		size, err := c.MemoryUsage(ctx, graph+"x:"+id, 0).Result()
 		if err != nil {
 			tb.Fatalf("MEMORY USAGE of edge %q: %v", id, err)
 		}

@@ -1,0 +1,159 @@
+package embedded
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// hubDoc is document i's contribution: its incident, naming the hub and a
+// second hub (their edge gathers a support per document), in a name of the
+// hub that changes with the version.
+func hubDoc(i int, version int64) store.Contributions {
+	inc := fmt.Sprintf("incident:%03d", i)
+	u := []string{"u"}
+	return store.Contributions{
+		TextUnits: []events.TextUnit{{ID: "u", Text: "t"}},
+		Entities: []store.EntityContribution{
+			{ID: inc, Type: "incident", Name: inc, NameRank: 2, TextUnits: u},
+			{ID: "service:hub", Type: "service", Name: fmt.Sprintf("Hub v%d", version), NameRank: 2 + i%3, TextUnits: u,
+				Description: fmt.Sprintf("seen by %d at %d", i, version)},
+			{ID: "service:hub2", Type: "service", Name: "Hub two", NameRank: 2, TextUnits: u},
+		},
+		Edges: []store.EdgeContribution{
+			{Source: inc, Relation: "affected", Target: "service:hub", Weight: 1, TextUnits: u},
+			{Source: "service:hub", Relation: "calls", Target: "service:hub2", Weight: float64(version), TextUnits: u},
+		},
+	}
+}
+
+// toWholeLayout rewrites the graphs of the closed store file at path as
+// a layout 2 build stored them: each entity and edge whole, all its
+// fragments in one value (store.EncodeValue, S2) under its id in
+// graph/<tenant>/entities and graph/<tenant>/edges, and no heads or
+// fragment buckets; with dropIndexes, also without the relation and name
+// indexes (a file from before them).
+func toWholeLayout(t *testing.T, path string, dropIndexes bool) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		for _, tenant := range tenantNames(tx, bucketGraph) {
+			g, err := openGraph(tx, tenant, false)
+			require.NoError(t, err)
+			gr, err := g.snapshot(nil)
+			require.NoError(t, err)
+			tb, err := tenantBucket(tx, bucketGraph, tenant, false)
+			require.NoError(t, err)
+			ents, err := tb.CreateBucket([]byte(subEntitiesWhole))
+			require.NoError(t, err)
+			for _, e := range gr.Entities {
+				require.NoError(t, putJSON(ents, e.ID, e, store.FastCompression))
+			}
+			eds, err := tb.CreateBucket([]byte(subEdgesWhole))
+			require.NoError(t, err)
+			for _, e := range gr.Edges {
+				require.NoError(t, putJSON(eds, e.ID, e, store.FastCompression))
+			}
+			drop := []string{subEntityRows, subEdgeRows}
+			if dropIndexes {
+				drop = append(drop, subByRel, subByName)
+			}
+			for _, name := range drop {
+				require.NoError(t, tb.DeleteBucket([]byte(name)))
+			}
+		}
+		return tx.Bucket([]byte(bucketMeta)).Put([]byte(keyLayout), []byte(layoutWhole))
+	}))
+}
+
+// TestOpenConvertsWholeLayout: a file of whole entities and edges (layout
+// 2, with and without the relation and name indexes) opens as layout 3
+// and reads the same graph through every reader; it audits clean, and
+// applies after the conversion leave it as they leave a store that never
+// was converted.
+func TestOpenConvertsWholeLayout(t *testing.T) {
+	for _, dropIndexes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dropIndexes=%v", dropIndexes), func(t *testing.T) {
+			ctx := t.Context()
+			dir := t.TempDir()
+			open := func(name string) *Store {
+				s, err := Open(filepath.Join(dir, name), Options{NoSync: true})
+				require.NoError(t, err)
+				return s
+			}
+			fill := func(s *Store) {
+				for i := range 30 {
+					_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 1, hubDoc(i, 1))
+					require.NoError(t, err)
+					_, err = s.Apply(ctx, "globex", fmt.Sprintf("doc-%03d", i), 1, hubDoc(i, 2))
+					require.NoError(t, err)
+				}
+				_, err := s.Delete(ctx, "acme", "doc-004", 2)
+				require.NoError(t, err)
+			}
+			old, never := open("old.db"), open("never.db")
+			fill(old)
+			fill(never)
+			require.NoError(t, old.Close())
+			toWholeLayout(t, filepath.Join(dir, "old.db"), dropIndexes)
+			old = open("old.db")
+			defer old.Close()
+			defer never.Close()
+			require.NoError(t, old.db.View(func(tx *bolt.Tx) error {
+				require.Equal(t, layoutVersion, string(tx.Bucket([]byte(bucketMeta)).Get([]byte(keyLayout))))
+				tb, err := tenantBucket(tx, bucketGraph, "acme", false)
+				require.NoError(t, err)
+				require.Nil(t, tb.Bucket([]byte(subEntitiesWhole)), "the whole entities are still there")
+				require.Nil(t, tb.Bucket([]byte(subEdgesWhole)), "the whole edges are still there")
+				return nil
+			}))
+
+			same := func(step string) {
+				for _, tenant := range []string{"acme", "globex"} {
+					want, err := never.Snapshot(ctx, tenant)
+					require.NoError(t, err)
+					got, err := old.Snapshot(ctx, tenant)
+					require.NoError(t, err)
+					require.Equal(t, want, got, "%s: snapshot of %s", step, tenant)
+					require.Len(t, got.Entities, 32-map[string]int{"acme": 1, "globex": 0}[tenant])
+					for _, read := range []func(s *Store) (any, error){
+						func(s *Store) (any, error) { return s.Entity(ctx, tenant, "service:hub") },
+						func(s *Store) (any, error) { return s.EntitiesByType(ctx, tenant, "service") },
+						func(s *Store) (any, error) { return s.EntitiesByType(ctx, tenant, "") },
+						func(s *Store) (any, error) { return s.Edges(ctx, tenant, "service:hub", store.In) },
+						func(s *Store) (any, error) { return s.EdgesByRelation(ctx, tenant, "calls", "") },
+						func(s *Store) (any, error) { return s.EntitiesByName(ctx, tenant, "hub two") },
+						func(s *Store) (any, error) { return s.Stats(ctx, tenant) },
+					} {
+						w, err := read(never)
+						require.NoError(t, err)
+						g, err := read(old)
+						require.NoError(t, err)
+						require.Equal(t, w, g, "%s: %s", step, tenant)
+					}
+					rep, err := old.Audit(ctx, tenant)
+					require.NoError(t, err)
+					require.Empty(t, rep.Problems, "%s: audit of %s", step, tenant)
+				}
+			}
+			same("converted")
+			for _, s := range []*Store{old, never} {
+				for i := range 10 {
+					_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 3, hubDoc(i, 3))
+					require.NoError(t, err)
+				}
+				_, err := s.Delete(ctx, "acme", "doc-020", 3)
+				require.NoError(t, err)
+			}
+			same("edited after the conversion")
+		})
+	}
+}

@@ -1,0 +1,240 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// headField is the field of an entity's hash holding its head; every
+// other field is a doc id (never empty) holding that document's fragment.
+const headField = ""
+
+// graphLayout is the value of the layout key (<p>:graph-layout) once every
+// tenant graph holds entities and edges as hashes of a head and
+// per-document fragments. Without it, graphs may hold whole entities and
+// edges (store.Entity, store.Edge JSON) under g:ent:<id> and g:edge:<id>,
+// as builds before heads wrote them: the first graph operation of a Store
+// converts them (migrate) and then sets the key.
+const graphLayout = "2"
+
+func (s *Store) layoutKey() string { return s.prefix + ":graph-layout" }
+
+// ensureLayout converts the graphs of an older layout once per Store (see
+// graphLayout). Concurrent callers wait for the conversion; a failed one
+// is tried again by the next call.
+func (s *Store) ensureLayout(ctx context.Context) error {
+	if s.layoutDone.Load() {
+		return nil
+	}
+	s.layoutMu.Lock()
+	defer s.layoutMu.Unlock()
+	if s.layoutDone.Load() {
+		return nil
+	}
+	v, err := s.client.Get(ctx, s.layoutKey()).Result()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return fmt.Errorf("reading the graph layout: %w", err)
+	}
+	if v != graphLayout {
+		tenants, err := s.client.SMembers(ctx, s.graphTenantsKey()).Result()
+		if err != nil {
+			return fmt.Errorf("listing graph tenants: %w", err)
+		}
+		for _, tenant := range tenants {
+			if err := s.migrate(ctx, s.tenantKeys(tenant)); err != nil {
+				return fmt.Errorf("converting the graph of %q to layout %s: %w", tenant, graphLayout, err)
+			}
+		}
+		if err := s.client.Set(ctx, s.layoutKey(), graphLayout, 0).Err(); err != nil {
+			return fmt.Errorf("recording the graph layout: %w", err)
+		}
+	}
+	s.layoutDone.Store(true)
+	return nil
+}
+
+// migrate converts one tenant's whole entities and edges into hashes of a
+// head and per-document fragments (store.SplitEntity, store.SplitEdge),
+// by chunks of the id sets; each chunk's new hashes are written and its
+// old keys deleted in one transaction watching them, so a conversion cut
+// short resumes where it stopped and two processes converting at once do
+// not convert a key twice. Names and indexes are kept: the graph reads the same.
+func (s *Store) migrate(ctx context.Context, k keys) error {
+	split := func(set string, old func(string) string, write func(p goredis.Pipeliner, id string, data []byte) error) error {
+		ids, err := s.client.SMembers(ctx, set).Result()
+		if err != nil {
+			return err
+		}
+		for start := 0; start < len(ids); start += mgetChunk {
+			chunk := ids[start:min(start+mgetChunk, len(ids))]
+			olds := k.prefixed(old, chunk)
+			// Watched: another process converting the same graph, or
+			// writing it once converted, makes this chunk start again.
+			err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+				vals, err := tx.MGet(ctx, olds...).Result()
+				if err != nil {
+					return err
+				}
+				_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+					for i, raw := range vals {
+						str, ok := raw.(string)
+						if !ok {
+							continue // converted already, or never there
+						}
+						if err := write(p, chunk[i], []byte(str)); err != nil {
+							return fmt.Errorf("converting %q: %w", olds[i], err)
+						}
+						p.Del(ctx, olds[i])
+					}
+					return nil
+				})
+				return err
+			}, olds...)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := split(k.entities(), k.wholeEntity, func(p goredis.Pipeliner, id string, data []byte) error {
+		var e store.Entity
+		if err := store.DecodeValue(data, &e); err != nil {
+			return err
+		}
+		h, frags := store.SplitEntity(e)
+		head, err := store.EncodeEntityHead(h)
+		if err != nil {
+			return err
+		}
+		fields, err := hashFields(head, frags)
+		if err != nil {
+			return err
+		}
+		p.Del(ctx, k.entity(id))
+		p.HSet(ctx, k.entity(id), fields...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return split(k.edges(), k.wholeEdge, func(p goredis.Pipeliner, id string, data []byte) error {
+		var e store.Edge
+		if err := store.DecodeValue(data, &e); err != nil {
+			return err
+		}
+		h, supports := store.SplitEdge(e)
+		head, err := store.EncodeEdgeHead(h)
+		if err != nil {
+			return err
+		}
+		p.Set(ctx, k.edge(id), head, 0)
+		p.Del(ctx, k.edgeSupports(id))
+		if len(supports) > 0 {
+			fields, err := hashFields(nil, supports)
+			if err != nil {
+				return err
+			}
+			p.HSet(ctx, k.edgeSupports(id), fields...)
+		}
+		return nil
+	})
+}
+
+// hashFields returns the HSET arguments of a head (if not nil) and
+// fragments.
+func hashFields(head []byte, frags []store.Fragment) ([]any, error) {
+	var out []any
+	if head != nil {
+		out = append(out, headField, string(head))
+	}
+	for _, f := range frags {
+		data, err := store.EncodeFragment(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f.DocID, string(data))
+	}
+	return out, nil
+}
+
+// hashParts splits an HGETALL reply into the head and the fragments of
+// each document.
+func hashParts(hash []any) (head []byte, frags [][2]string) {
+	for i := 0; i+1 < len(hash); i += 2 {
+		field, _ := hash[i].(string)
+		value, _ := hash[i+1].(string)
+		if field == headField {
+			head = []byte(value)
+			continue
+		}
+		frags = append(frags, [2]string{field, value})
+	}
+	return head, frags
+}
+
+func decodeFragments(frags [][2]string) ([]store.Fragment, error) {
+	out := make([]store.Fragment, 0, len(frags))
+	for _, fv := range frags {
+		f, err := store.DecodeFragment(fv[0], []byte(fv[1]))
+		if err != nil {
+			return nil, fmt.Errorf("decoding the fragment of %q: %w", fv[0], err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// assembleEntity assembles an entity from its hash (an HGETALL reply);
+// found is false when the hash has no head.
+func assembleEntity(id string, read any) (store.Entity, bool, error) {
+	hash, _ := read.([]any)
+	head, frags := hashParts(hash)
+	if head == nil {
+		return store.Entity{}, false, nil
+	}
+	h, err := store.DecodeEntityHead(id, head)
+	if err != nil {
+		return store.Entity{}, false, err
+	}
+	fs, err := decodeFragments(frags)
+	if err != nil {
+		return store.Entity{}, false, err
+	}
+	return store.AssembleEntity(h, fs), true, nil
+}
+
+// assembleEdge assembles an edge from its head and supports hash, as
+// readSetsScript reads them ({GET, HGETALL}); found is false when there
+// is no head.
+func assembleEdge(id string, read any) (store.Edge, bool, error) {
+	pair, _ := read.([]any)
+	if len(pair) != 2 {
+		return store.Edge{}, false, fmt.Errorf("edge %q: unexpected reply %T", id, read)
+	}
+	head, ok := pair[0].(string)
+	if !ok {
+		return store.Edge{}, false, nil
+	}
+	supports, _ := pair[1].([]any)
+	return assembleEdgeParts(id, []byte(head), supports)
+}
+
+// assembleEdgeParts assembles an edge from its head and supports hash (an
+// HGETALL reply).
+func assembleEdgeParts(id string, head []byte, supports []any) (store.Edge, bool, error) {
+	h, err := store.DecodeEdgeHead(id, head)
+	if err != nil {
+		return store.Edge{}, false, err
+	}
+	_, frags := hashParts(supports)
+	fs, err := decodeFragments(frags)
+	if err != nil {
+		return store.Edge{}, false, err
+	}
+	return store.AssembleEdge(h, fs), true, nil
+}
