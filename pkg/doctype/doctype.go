@@ -173,9 +173,10 @@ func (g incidentSignals) readLasted(text string) bool {
 var particles = map[string]bool{"scale": true, "scaled": true, "scaling": true, "shut": true, "shutting": true,
 	"wind": true, "step": true, "cool": true, "tear": true, "turn": true, "turning": true, "count": true, "slow": true, "break": true}
 
-// endsWithFailure reports whether a title ends by naming a failure, its words
-// split at hyphens, underscores and CamelCase ("PortSaturation").
-func (g incidentSignals) endsWithFailure(title string) bool {
+// TitleWords splits a document title into words: hyphens and underscores
+// made spaces, a lower-case letter followed by an upper-case one split
+// ("PartialNetworkOutage" is "Partial Network Outage").
+func TitleWords(title string) string {
 	var b strings.Builder
 	prev := rune(0)
 	for _, r := range title {
@@ -183,12 +184,18 @@ func (g incidentSignals) endsWithFailure(title string) bool {
 		case r == '-' || r == '_':
 			r = ' '
 		case unicode.IsUpper(r) && unicode.IsLower(prev):
-			b.WriteRune(' ')
+			b.WriteByte(' ')
 		}
 		b.WriteRune(r)
 		prev = r
 	}
-	m := g.failureEnd.FindStringSubmatch(strings.TrimSpace(b.String()))
+	return b.String()
+}
+
+// endsWithFailure reports whether a title ends by naming a failure, its words
+// split at hyphens, underscores and CamelCase ("PortSaturation").
+func (g incidentSignals) endsWithFailure(title string) bool {
+	m := g.failureEnd.FindStringSubmatch(strings.TrimSpace(TitleWords(title)))
 	return m != nil && !(strings.EqualFold(m[3], "down") && particles[strings.ToLower(strings.TrimSpace(m[2]))])
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unicode"
 
+	"github.com/kgstream/kgstream/pkg/doctype"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/taxonomy"
 )
@@ -184,19 +185,7 @@ func mayBeUndetermined(text string) bool {
 // number dropped, hyphens and underscores made spaces, a lower-case letter
 // followed by an upper-case one split ("PartialNetworkOutage").
 func titleWords(title string) string {
-	var b strings.Builder
-	prev := rune(0)
-	for _, r := range title {
-		switch {
-		case r == '-' || r == '_':
-			r = ' '
-		case unicode.IsUpper(r) && unicode.IsLower(prev):
-			b.WriteByte(' ')
-		}
-		b.WriteRune(r)
-		prev = r
-	}
-	return strings.TrimLeftFunc(b.String(), func(r rune) bool { return unicode.IsDigit(r) || unicode.IsSpace(r) })
+	return strings.TrimLeftFunc(doctype.TitleWords(title), func(r rune) bool { return unicode.IsDigit(r) || unicode.IsSpace(r) })
 }
 
 // fromTitle classifies a document whose text names no cause by its title
