@@ -14,6 +14,21 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
+// statesView is a view whose admitter reads the registry states of states.
+func statesView(caller provenance.Caller, states map[string]provenance.SourceState) *view {
+	v := &view{}
+	v.adm = provenance.NewAdmitter(caller, func(ids []string) (map[string]provenance.SourceState, error) {
+		out := map[string]provenance.SourceState{}
+		for _, id := range ids {
+			if s, ok := states[id]; ok {
+				out[id] = s
+			}
+		}
+		return out, nil
+	})
+	return v
+}
+
 // TestEntityItemStaysWithinItsLimit: an entity described by hundreds of
 // documents gets an item of its first readable descriptions that fits the
 // limit (not one too large to be taken), citing only what it quotes and
@@ -37,19 +52,7 @@ func TestEntityItemStaysWithinItsLimit(t *testing.T) {
 		described = append(described, store.Fragment{DocID: id, Version: 1, TextUnits: []string{"u1"}, Description: desc})
 		mentioned = append(mentioned, store.Fragment{DocID: id, Version: 1, TextUnits: []string{"u1"}})
 	}
-	view := func() *view {
-		v := &view{}
-		v.adm = provenance.NewAdmitter(caller, func(ids []string) (map[string]provenance.SourceState, error) {
-			out := map[string]provenance.SourceState{}
-			for _, id := range ids {
-				if s, ok := states[id]; ok {
-					out[id] = s
-				}
-			}
-			return out, nil
-		})
-		return v
-	}
+	view := func() *view { return statesView(caller, states) }
 	hub := visibleEntity{sources: described, out: entityJSON{ID: "service:gateway", Type: "service", Name: "gateway"}, ok: true}
 	const limit = 120
 	it, err := entityItem(view(), hub, limit)
@@ -110,19 +113,7 @@ func TestEntityItemByNumberedDescriptions(t *testing.T) {
 			}
 			fs = append(fs, store.Fragment{DocID: id, Version: 1, TextUnits: units, Description: desc})
 		}
-		view := func() *view {
-			v := &view{}
-			v.adm = provenance.NewAdmitter(caller, func(ids []string) (map[string]provenance.SourceState, error) {
-				out := map[string]provenance.SourceState{}
-				for _, id := range ids {
-					if s, ok := states[id]; ok {
-						out[id] = s
-					}
-				}
-				return out, nil
-			})
-			return v
-		}
+		view := func() *view { return statesView(caller, states) }
 		limit := 20 + rng.IntN(300)
 		ve := visibleEntity{sources: fs, out: entityJSON{ID: "service:gateway", Type: "service", Name: "gateway"}, ok: true}
 		want := plainEntityItem(t, view(), ve, limit)
