@@ -14,12 +14,18 @@ func NameKey(name string) string {
 // NameKeys returns the distinct name keys an entity is indexed under: its
 // display name and every fragment's spelling, sorted.
 func NameKeys(e Entity) []string {
-	keys := make([]string, 0, 1+len(e.Sources))
-	if k := NameKey(e.Name); k != "" {
+	return nameKeys(e.Name, len(e.Sources), func(i int) string { return e.Sources[i].Name })
+}
+
+// nameKeys is the sorted distinct name keys of a display name and n
+// spellings.
+func nameKeys(name string, n int, spelling func(i int) string) []string {
+	keys := make([]string, 0, 1+n)
+	if k := NameKey(name); k != "" {
 		keys = append(keys, k)
 	}
-	for _, f := range e.Sources {
-		if k := NameKey(f.Name); k != "" {
+	for i := range n {
+		if k := NameKey(spelling(i)); k != "" {
 			keys = append(keys, k)
 		}
 	}

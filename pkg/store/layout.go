@@ -232,17 +232,7 @@ func tally(frags []Fragment) []NameVote {
 // (NameKeys of the assembled entity): its display name and every
 // fragment's spelling, sorted.
 func HeadNameKeys(h EntityHead) []string {
-	keys := make([]string, 0, 1+len(h.Names))
-	if k := NameKey(h.Name); k != "" {
-		keys = append(keys, k)
-	}
-	for _, v := range h.Names {
-		if k := NameKey(v.Name); k != "" {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return slices.Compact(keys)
+	return nameKeys(h.Name, len(h.Names), func(i int) string { return h.Names[i].Name })
 }
 
 // CheckEntityHead compares a stored head with the fragments stored for it

@@ -333,7 +333,7 @@ func (v *view) planGlobal(d *derivedSet, admitted map[string]bool, themes map[st
 		return nil, err
 	}
 	p := &globalPlan{d: d, selected: slices.Clip(selected), themes: list, cov: cov}
-	p.cites = slices.Clip(themeCitations(&QueryResponse{Global: &GlobalStats{Themes: list}}))
+	p.cites = slices.Clip(withThemeCitations([]citation{}, list))
 	return p, nil
 }
 
@@ -532,18 +532,24 @@ func themeCitations(resp *QueryResponse) []citation {
 	if resp.Global == nil {
 		return slices.Clone(resp.Citations)
 	}
+	return withThemeCitations(resp.Citations, resp.Global.Themes)
+}
+
+// withThemeCitations is cites followed by the themes' member citations
+// not among them, each once.
+func withThemeCitations(cites []citation, themes []GlobalTheme) []citation {
 	// Sized once: the members of every theme cite thousands of documents.
-	n := len(resp.Citations)
-	for _, t := range resp.Global.Themes {
+	n := len(cites)
+	for _, t := range themes {
 		n += len(t.memberCites)
 	}
 	out := make([]citation, 0, n)
 	seen := make(map[citation]struct{}, n)
-	out = append(out, resp.Citations...)
-	for _, c := range resp.Citations {
+	out = append(out, cites...)
+	for _, c := range cites {
 		seen[c] = struct{}{}
 	}
-	for _, t := range resp.Global.Themes {
+	for _, t := range themes {
 		for _, m := range t.memberCites {
 			if _, dup := seen[m]; !dup {
 				seen[m] = struct{}{}

@@ -15,6 +15,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/storetest"
 )
 
 // dumpFile returns every bucket's sequence and every key with its value
@@ -65,7 +66,7 @@ func TestCompactKeepsEveryValue(t *testing.T) {
 	s, err := Open(path, Options{NoSync: true})
 	require.NoError(t, err)
 	for i := range 60 {
-		c := hubDoc(i, 1)
+		c := storetest.HubDoc(i, 1)
 		c.TextUnits = []events.TextUnit{{ID: "u", Text: strings.Repeat(fmt.Sprintf("The broker of doc %d restarted. ", i), 20)}}
 		_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 1, c)
 		require.NoError(t, err)
@@ -128,7 +129,7 @@ func TestCompactRefusesAnOpenStore(t *testing.T) {
 	s, err := Open(path, Options{NoSync: true})
 	require.NoError(t, err)
 	defer s.Close()
-	_, err = s.Apply(t.Context(), "acme", "doc-1", 1, hubDoc(1, 1))
+	_, err = s.Apply(t.Context(), "acme", "doc-1", 1, storetest.HubDoc(1, 1))
 	require.NoError(t, err)
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)

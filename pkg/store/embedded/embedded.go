@@ -6,7 +6,7 @@
 // Layout (all values JSON unless noted; "<a|b>" is a composite key, the
 // uvarint length of a, a, then b, so prefix scans over a are exact):
 //
-//	meta                      layout = "1"
+//	meta                      layout = "3"
 //	registry/<tenant>/<doc>   provenance.SourceState
 //	graph/<tenant>/sources/<doc>          store.SourceRecord (tombstones too)
 //	graph/<tenant>/entity_rows/<id|>      store.EntityHead (store.EncodeEntityHead)

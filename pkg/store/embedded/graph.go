@@ -123,43 +123,50 @@ func headKey(id string) []byte { return pairPrefix(id) }
 // parts returns every fragment stored in b under <id|doc>, sorted by doc
 // id (the key order).
 func parts(b *bolt.Bucket, id string) ([]store.Fragment, error) {
-	var out []store.Fragment
+	_, frags, err := row(b, id)
+	return frags, err
+}
+
+// row reads id's head (nil when absent) and fragments from b with one
+// cursor: the head, <id|>, is the first key of the prefix.
+func row(b *bolt.Bucket, id string) (head []byte, frags []store.Fragment, err error) {
 	prefix := pairPrefix(id)
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		doc := string(k[len(prefix):])
 		if doc == "" {
-			continue // the head
+			head = v
+			continue
 		}
 		f, err := store.DecodeFragment(doc, v)
 		if err != nil {
-			return nil, fmt.Errorf("decoding the fragment of %q by %q: %w", id, doc, err)
+			return nil, nil, fmt.Errorf("decoding the fragment of %q by %q: %w", id, doc, err)
 		}
-		out = append(out, f)
+		frags = append(frags, f)
 	}
-	return out, nil
+	return head, frags, nil
 }
 
 func (g *graphBuckets) entity(id string) (store.Entity, bool, error) {
-	h, found, err := g.entityHead(id)
-	if err != nil || !found {
+	v, frags, err := row(g.entityRows, id)
+	if err != nil || v == nil {
 		return store.Entity{}, false, err
 	}
-	frags, err := parts(g.entityRows, id)
+	h, err := store.DecodeEntityHead(id, v)
 	if err != nil {
-		return store.Entity{}, false, err
+		return store.Entity{}, false, fmt.Errorf("decoding the head of entity %q: %w", id, err)
 	}
 	return store.AssembleEntity(h, frags), true, nil
 }
 
 func (g *graphBuckets) edge(id string) (store.Edge, bool, error) {
-	h, found, err := g.edgeHead(id)
-	if err != nil || !found {
+	v, frags, err := row(g.edgeRows, id)
+	if err != nil || v == nil {
 		return store.Edge{}, false, err
 	}
-	frags, err := parts(g.edgeRows, id)
+	h, err := store.DecodeEdgeHead(id, v)
 	if err != nil {
-		return store.Edge{}, false, err
+		return store.Edge{}, false, fmt.Errorf("decoding the head of edge %q: %w", id, err)
 	}
 	return store.AssembleEdge(h, frags), true, nil
 }

@@ -8,30 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/storetest"
 )
-
-// hubDoc is document i's contribution: its incident, naming the hub and a
-// second hub (their edge gathers a support per document), in a name of the
-// hub that changes with the version.
-func hubDoc(i int, version int64) store.Contributions {
-	inc := fmt.Sprintf("incident:%03d", i)
-	u := []string{"u"}
-	return store.Contributions{
-		TextUnits: []events.TextUnit{{ID: "u", Text: "t"}},
-		Entities: []store.EntityContribution{
-			{ID: inc, Type: "incident", Name: inc, NameRank: 2, TextUnits: u},
-			{ID: "service:hub", Type: "service", Name: fmt.Sprintf("Hub v%d", version), NameRank: 2 + i%3, TextUnits: u,
-				Description: fmt.Sprintf("seen by %d at %d", i, version)},
-			{ID: "service:hub2", Type: "service", Name: "Hub two", NameRank: 2, TextUnits: u},
-		},
-		Edges: []store.EdgeContribution{
-			{Source: inc, Relation: "affected", Target: "service:hub", Weight: 1, TextUnits: u},
-			{Source: "service:hub", Relation: "calls", Target: "service:hub2", Weight: float64(version), TextUnits: u},
-		},
-	}
-}
 
 // toWholeLayout rewrites the graphs of the closed store file at path as
 // a layout 2 build stored them: each entity and edge whole, all its
@@ -91,9 +70,9 @@ func TestOpenConvertsWholeLayout(t *testing.T) {
 			}
 			fill := func(s *Store) {
 				for i := range 30 {
-					_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 1, hubDoc(i, 1))
+					_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 1, storetest.HubDoc(i, 1))
 					require.NoError(t, err)
-					_, err = s.Apply(ctx, "globex", fmt.Sprintf("doc-%03d", i), 1, hubDoc(i, 2))
+					_, err = s.Apply(ctx, "globex", fmt.Sprintf("doc-%03d", i), 1, storetest.HubDoc(i, 2))
 					require.NoError(t, err)
 				}
 				_, err := s.Delete(ctx, "acme", "doc-004", 2)
@@ -147,7 +126,7 @@ func TestOpenConvertsWholeLayout(t *testing.T) {
 			same("converted")
 			for _, s := range []*Store{old, never} {
 				for i := range 10 {
-					_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 3, hubDoc(i, 3))
+					_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 3, storetest.HubDoc(i, 3))
 					require.NoError(t, err)
 				}
 				_, err := s.Delete(ctx, "acme", "doc-020", 3)
