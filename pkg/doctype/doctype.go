@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/resolve"
@@ -210,6 +211,43 @@ func firstLine(text string) string {
 	return ""
 }
 
+// maxHeadingWords is the most words a line without a Markdown heading mark
+// may have to read as a heading.
+const maxHeadingWords = 12
+
+// headingLine is line when it reads as a document's heading: a Markdown
+// heading ("# Storage Incident #17002"), or a short line of at most
+// maxHeadingWords words that does not end as a sentence does. Otherwise it
+// is "": a first line that is a sentence ("This page explains what to do
+// in an outage.") names no document.
+func headingLine(line string) string {
+	if strings.HasPrefix(line, "#") {
+		return line
+	}
+	if len(strings.Fields(line)) > maxHeadingWords || strings.ContainsAny(line[len(line)-1:], ".!?;,") {
+		return ""
+	}
+	return line
+}
+
+// namesIncident reports whether a title or heading calls its document an
+// incident: one of the title words starting a word, a CamelCase word
+// counting as one ("AllWikisOutage"), not inside another word
+// ("coincidental").
+func (g incidentSignals) namesIncident(s string) bool {
+	for _, m := range g.title.FindAllStringIndex(s, -1) {
+		if m[0] == 0 {
+			return true
+		}
+		prev, _ := utf8.DecodeLastRuneInString(s[:m[0]])
+		first, _ := utf8.DecodeRuneInString(s[m[0]:])
+		if !unicode.IsLetter(prev) || unicode.IsLower(prev) && unicode.IsUpper(first) {
+			return true
+		}
+	}
+	return false
+}
+
 // Infer reads a document's type from its text: a postmortem names
 // an impact, a cause, a timeline and a resolution; a text with outage
 // words and two of those four parts (or three of the four) is an
@@ -256,8 +294,8 @@ func Infer(title, text string) string {
 	failed := past || parts[4].MatchString(s)
 	report := g.retrospective.MatchString(text) || g.labels.MatchString(text)
 	switch {
-	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)),
-		g.incidentID.MatchString(title) || g.incidentID.MatchString(firstLine(text)):
+	case g.namesIncident(title) || g.namesIncident(headingLine(firstLine(text))),
+		g.incidentID.MatchString(title) || g.incidentID.MatchString(headingLine(firstLine(text))):
 		return "incident"
 	case (past || cause) && g.datedTitle.MatchString(title) && (parts[4].MatchString(s) || g.symptom.MatchString(text)):
 		return "incident"

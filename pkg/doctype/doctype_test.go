@@ -147,3 +147,24 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
 }
+
+// A first line names its document an incident only when it reads as a
+// heading (a Markdown heading, or a short line that is no sentence), and
+// a title word counts only at a word's start: a note whose first sentence
+// mentions an outage, or a title with "coincidental" in it, names none.
+func TestInferReadsTheIncidentWordOnlyInAHeading(t *testing.T) {
+	past := "The cache was unavailable for most users; clients retried and the pages came back."
+	for _, tc := range []struct {
+		name, title, text, want string
+	}{
+		{"short first line", "Search notes", "Search outage on the first of March\n\n" + past, "incident"},
+		{"Markdown heading", "Search notes", "# Notes on the search outage of the first of March, written by the team\n\n" + past, "incident"},
+		{"first line is a sentence", "Cache notes", "Notes on handling an outage of the cache tier.\n\n" + past, "document"},
+		{"long first line", "Cache notes",
+			"Notes on handling an outage of the cache tier kept by the storage team for the new hires on call\n\n" + past, "document"},
+		{"word inside another word", "Coincidental cache restarts", past, "document"},
+		{"CamelCase title", "CacheOutage", past, "incident"},
+	} {
+		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
+	}
+}
