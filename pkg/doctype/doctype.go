@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/resolve"
@@ -118,9 +119,13 @@ var signals = sync.OnceValue(func() incidentSignals {
 		// its title that tells of one in the past tense is an incident's
 		// even when it names no outage.
 		// Also lag and a used-up resource, a process that died or
-		// flapped, lost data, and a service that stopped serving.
-		symptom:     regexp.MustCompile(`(?i)\b(overload\w*|timeouts?|timed out|flap(s|ped|ping)?|stuck|hung|slow(ed|ness)?|(high|heavy) (cpu )?load|latenc(y|ies)|lag(s|ged|ging)?|saturat\w*|used up|exhausted|unable to|loss of|data loss|killed|died|dying|(stopp\w*|ceased|no longer) (to )?(respond|serv|send|process|accept|function)\w*|broke|broken|dropped|dropping|read[- ]only|spikes?|paged|vandali[sz]\w*|compromised|5\d\d(s|s? errors?)?)\b`),
-		pastFailure: regexp.MustCompile(`(?i)\b((was|were|had been|went) (down|unavailable|unreachable|degraded|affected|impacted|broken|slow|lost)|(experienced|suffered|caused|causing|crashed|aborted|stopped|lagged|resulted in|resulting in|led to|leading to|traced to|outage lasted|service interruption|elevated (error )?rates?|slowdown|slowed down|compromised|(were|was) (being )?dropped|lost (connectivity|connections?|data)|(did|was|were) not (able to|validate|work|respond)|(was|were) unable to|(was|were) not (written|processed|delivered|served|logged|shipped|sent)|(got|was|were) killed|ran out|could not|couldn't)\b|(failed|failing) (for|to|with|because))`),
+		// flapped, lost data, a service that stopped serving, and
+		// requests answered with 4xx ("users were served 404s").
+		symptom: regexp.MustCompile(`(?i)\b(overload\w*|timeouts?|timed out|flap(s|ped|ping)?|stuck|hung|slow(ed|ness)?|(high|heavy) (cpu )?load|latenc(y|ies)|lag(s|ged|ging)?|saturat\w*|used up|exhausted|unable to|loss of|data loss|killed|died|dying|(stopp\w*|ceased|no longer) (to )?(respond|serv|send|process|accept|function)\w*|broke|broken|dropped|dropping|read[- ]only|spikes?|paged|vandali[sz]\w*|compromised|5\d\d(s|s? errors?)?|4xx|4\d\ds)\b`),
+		// A failure in the past tense, also one that went on ("the code
+		// was dropping events") or a thing found wrong ("there were two
+		// things wrong with it").
+		pastFailure: regexp.MustCompile(`(?i)\b((was|were|had been|went) (down|unavailable|unreachable|degraded|affected|impacted|broken|slow|lost)|(experienced|suffered|caused|causing|crashed|aborted|stopped|lagged|resulted in|resulting in|led to|leading to|traced to|outage lasted|service interruption|elevated (error )?rates?|slowdown|slowed down|compromised|(were|was) (being )?dropped|(was|were) (dropping|losing|rejecting|discarding|corrupting)|there (was|were) (\w+ ){0,2}?wrong with|lost (connectivity|connections?|data)|(did|was|were) not (able to|validate|work|respond)|(was|were) unable to|(was|were) not (written|processed|delivered|served|logged|shipped|sent)|(got|was|were) killed|ran out|could not|couldn't)\b|(failed|failing) (for|to|with|because))`),
 		// A cause stated in the past tense ("The cause was a change ...",
 		// "The root cause has been determined to be ..."): something
 		// happened, though not necessarily a failure.
@@ -139,7 +144,7 @@ var signals = sync.OnceValue(func() incidentSignals {
 		// An incident tracker's identifier ("INC-207", "INC0012345"),
 		// in capitals.
 		incidentID: regexp.MustCompile(`\bINC-?\d+\b`),
-		failureEnd: regexp.MustCompile(`(?i)(^|\s)(\w+ )?(down|outage|slowdown|saturation|saturated|overload|overloaded|crash|crashed|unavailable|unreachable|degradation|degraded|failure|disruption)$`),
+		failureEnd: regexp.MustCompile(`(?i)(^|\s)(\w+ )?(down|outage|slowdown|saturation|saturated|overload|overloaded|crash|crashed|unavailable|unreachable|degradation|degraded|failure|disruption|vandalism)$`),
 	}
 })
 
@@ -210,6 +215,43 @@ func firstLine(text string) string {
 	return ""
 }
 
+// maxHeadingWords is the most words a line without a Markdown heading mark
+// may have to read as a heading.
+const maxHeadingWords = 12
+
+// headingLine is line when it reads as a document's heading: a Markdown
+// heading ("# Storage Incident #17002"), or a short line of at most
+// maxHeadingWords words that does not end as a sentence does. Otherwise it
+// is "": a first line that is a sentence ("This page explains what to do
+// in an outage.") names no document.
+func headingLine(line string) string {
+	if strings.HasPrefix(line, "#") {
+		return line
+	}
+	if len(strings.Fields(line)) > maxHeadingWords || strings.ContainsAny(line[len(line)-1:], ".!?;,") {
+		return ""
+	}
+	return line
+}
+
+// namesIncident reports whether a title or heading calls its document an
+// incident: one of the title words starting a word, a CamelCase word
+// counting as one ("AllWikisOutage"), not inside another word
+// ("coincidental").
+func (g incidentSignals) namesIncident(s string) bool {
+	for _, m := range g.title.FindAllStringIndex(s, -1) {
+		if m[0] == 0 {
+			return true
+		}
+		prev, _ := utf8.DecodeLastRuneInString(s[:m[0]])
+		first, _ := utf8.DecodeRuneInString(s[m[0]:])
+		if !unicode.IsLetter(prev) || unicode.IsLower(prev) && unicode.IsUpper(first) {
+			return true
+		}
+	}
+	return false
+}
+
 // Infer reads a document's type from its text: a postmortem names
 // an impact, a cause, a timeline and a resolution; a text with outage
 // words and two of those four parts (or three of the four) is an
@@ -256,10 +298,12 @@ func Infer(title, text string) string {
 	failed := past || parts[4].MatchString(s)
 	report := g.retrospective.MatchString(text) || g.labels.MatchString(text)
 	switch {
-	case g.title.MatchString(title) || g.title.MatchString(firstLine(text)),
-		g.incidentID.MatchString(title) || g.incidentID.MatchString(firstLine(text)):
+	case g.namesIncident(title) || g.namesIncident(headingLine(firstLine(text))),
+		g.incidentID.MatchString(title) || g.incidentID.MatchString(headingLine(firstLine(text))):
 		return "incident"
-	case (past || cause) && g.datedTitle.MatchString(title) && (parts[4].MatchString(s) || g.symptom.MatchString(text)):
+	case (past || cause) && g.datedTitle.MatchString(title) && (parts[4].MatchString(s) || g.symptom.MatchString(text) || parts[0].MatchString(text)):
+		// A dated report of a past failure that names an outage word, a
+		// symptom or what it affected.
 		return "incident"
 	case (timeline || report) && failed, timeline && report:
 		return "incident"

@@ -147,3 +147,50 @@ func TestInferReadsIncidentReportsWithoutHeadings(t *testing.T) {
 		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
 	}
 }
+
+// A first line names its document an incident only when it reads as a
+// heading (a Markdown heading, or a short line that is no sentence), and
+// a title word counts only at a word's start: a note whose first sentence
+// mentions an outage, or a title with "coincidental" in it, names none.
+func TestInferReadsTheIncidentWordOnlyInAHeading(t *testing.T) {
+	past := "The cache was unavailable for most users; clients retried and the pages came back."
+	for _, tc := range []struct {
+		name, title, text, want string
+	}{
+		{"short first line", "Search notes", "Search outage on the first of March\n\n" + past, "incident"},
+		{"Markdown heading", "Search notes", "# Notes on the search outage of the first of March, written by the team\n\n" + past, "incident"},
+		{"first line is a sentence", "Cache notes", "Notes on handling an outage of the cache tier.\n\n" + past, "document"},
+		{"long first line", "Cache notes",
+			"Notes on handling an outage of the cache tier kept by the storage team for the new hires on call\n\n" + past, "document"},
+		{"word inside another word", "Coincidental cache restarts", past, "document"},
+		{"CamelCase title", "CacheOutage", past, "incident"},
+	} {
+		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
+	}
+}
+
+// Dated reports of a past failure told by what went on ("was dropping
+// events"), by what was wrong ("there were two things wrong with it") with
+// the 404s users got, or by what it affected are incidents; vandalism
+// named at a dated title's end is one too. Undated, or in the present
+// tense, the same words are not.
+func TestInferReadsDatedReportsOfWhatWentOn(t *testing.T) {
+	for _, tc := range []struct {
+		name, title, text, want string
+	}{
+		{"was dropping events", "20230310-Collector", "The collector code was dropping events now and then from Monday to Thursday.", "incident"},
+		{"is dropping events by design", "20230310-Collector", "The collector code is dropping events it cannot parse, by design.", "document"},
+		{"things wrong, 404s", "20230311-Proxies",
+			"At 10:20 UTC a change to the proxy package was merged. There were two things wrong with it, and readers were served 404s until it was reverted.", "incident"},
+		{"a question on what was wrong", "20230311-Proxies",
+			"At 10:20 UTC each day the FAQ is updated. Q: what was wrong with my request? A: the path is unknown.", "document"},
+		{"what it affected", "20230313-Validation",
+			"For half a day most events did not validate. The issue affected events sent by browsers.", "incident"},
+		{"what it affected, undated", "Validation",
+			"For half a day most events did not validate. The issue affected events sent by browsers.", "document"},
+		{"dated vandalism title", "20230315-wiki-vandalism", "This page is currently a draft.", "incident"},
+		{"undated vandalism title", "Wiki vandalism", "This page is currently a draft.", "document"},
+	} {
+		require.Equal(t, tc.want, doctype.Infer(tc.title, tc.text), tc.name)
+	}
+}

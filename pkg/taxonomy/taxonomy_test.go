@@ -724,3 +724,96 @@ func TestNetworkDesignFlaw(t *testing.T) {
 	tx := defaultTaxonomy(t)
 	require.Equal(t, []string{"network"}, selected(tx, "A line card restart exposed a flaw in the site's network design."))
 }
+
+// Connection pools that "max out" ran out of connections.
+func TestConnectionPoolsMaxingOut(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"connection pool exhaustion"}, selected(tx,
+		"A slow report query caused the client connection pools to max out on the ledger database."))
+	require.Empty(t, selected(tx, "The client connection pools did not max out during the failover."))
+}
+
+// A disk filling up counts with a short phrase between ("disks on most of
+// the cache nodes filling up"), and not when it was not filling up.
+func TestDisksOnManyNodesFillingUp(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"disk full"}, selected(tx,
+		"Debug logging led to disks on about half of the render nodes filling up."))
+	require.Empty(t, selected(tx, "The disks on the render nodes were not filling up."))
+}
+
+// A room that got too warm or too humid is a cooling failure; the
+// temperature of a forecast or of a CPU that stayed normal is none.
+func TestTemperatureAndHumidityRiseIsCooling(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{
+		"The hall saw an increase in outside air temperature that tripped the chillers' controls.",
+		"The humidity increase made the controllers call for more cooling.",
+		"Staff worked to bring down the escalating humidity in the server room.",
+	} {
+		require.Equal(t, []string{"power or cooling"}, selected(tx, text), text)
+	}
+	require.Empty(t, selected(tx, "The weather service reported the temperature for each region."))
+	require.Empty(t, selected(tx, "There was no increase in room temperature during the event."))
+}
+
+// The cause placed in a provider or a carrier is a dependency's; a resource
+// provider is a part of the platform.
+func TestCauseInAProviderIsADependency(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{
+		"This issue was due to a 3rd party messaging provider which was dropping texts.",
+		"The issue was in a telecom carrier, and it hit other customers of the authority too.",
+	} {
+		require.Equal(t, []string{"dependency"}, selected(tx, text), text)
+	}
+	require.Empty(t, selected(tx, "Deletes failed because of the compute resource provider."))
+	require.Empty(t, selected(tx, "The login page lists each identity provider the tenant trusts."))
+}
+
+// A service that failed because of an underlying service's issue had a
+// failed dependency; an underlying network issue is the network's, and an
+// underlying platform issue names none.
+func TestUnderlyingServiceIssueIsADependency(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"dependency"}, selected(tx, "Engineers found that the errors were caused by an underlying Blob Storage issue."))
+	require.Equal(t, []string{"network failure"}, selected(tx, "Requests failed due to an underlying networking issue."))
+	require.Empty(t, selected(tx, "Engineers are investigating the underlying cause of the storage errors."))
+	// A vague platform issue names no service.
+	require.Empty(t, selected(tx, "The timeouts were caused by an underlying platform issue."))
+}
+
+// A component that did not handle a case it met, a problem in the
+// implementation, and a failed assertion are defects.
+func TestUnhandledCasesAndAssertionsAreBugs(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	for _, text := range []string{
+		"When the gateway failed over, the switch was not properly handled by the metrics agent.",
+		"The agent did not correctly detect that its endpoint had moved.",
+		"Due to an issue in the implementation, the new change reset every stored image.",
+		"The database process aborted after an assertion failure in the lock manager.",
+	} {
+		require.Equal(t, []string{"software bug"}, selected(tx, text), text)
+	}
+	require.Empty(t, selected(tx, "The agent will properly handle a moved endpoint from the next release."))
+	require.Empty(t, selected(tx, "The operators handled the failover correctly."))
+	require.Empty(t, selected(tx, "There was no problem in the implementation of the parser."))
+}
+
+// A network device that became unhealthy or malfunctioned failed; a
+// backend service that became unhealthy names no cause.
+func TestUnhealthyNetworkDeviceIsANetworkFailure(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"network failure"}, selected(tx,
+		"A backend network device became unhealthy, and traffic was not rerouted."))
+	require.Empty(t, selected(tx, "Instances of a backend service became unhealthy, preventing requests from completing."))
+}
+
+// Demand for an expensive query loads a backend, however many words name
+// the query.
+func TestExpensiveQueryNamedInWords(t *testing.T) {
+	tx := defaultTaxonomy(t)
+	require.Equal(t, []string{"traffic surge"}, selected(tx,
+		"External demand for an expensive search API query slowed the API servers."))
+	require.Empty(t, selected(tx, "The expensive dashboard was rebuilt to query the API less often."))
+}

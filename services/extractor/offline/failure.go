@@ -252,7 +252,7 @@ var (
 		return regexp.MustCompile(`^(?:#{1,6}[ \t]*([^\n]+)$|\*\*([^*\n]+)\*\*[ \t]*:?[ \t]*$)`)
 	})
 	sectionLabel = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`(?:(?:^[ \t]*(?:[•*+\-][ \t]*)?|[.!?][ \t]+)((?i:preliminary root cause|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))|[ \t]((?:Preliminary r|R)oot causes?|Mitigation|Workaround|Next [Ss]teps|Lessons [Ll]earned|Action [Ii]tems|Follow[- ][Uu]ps?))[ \t]*:`)
+		return regexp.MustCompile(`(?:(?:^[ \t]*(?:[•*+\-][ \t]*)?|[.!?][ \t]+)((?i:(?:preliminary|final) root causes?(?: and mitigation)?|summary root cause|root causes?(?: and mitigation)?|(?:the )?underlying cause|contributing factors?|what went wrong|cause|trigger|summary of impact|summary|impact|customer impact|detailed description of impact|timeline|detection|mitigation|resolution|recovery|workaround|next steps|remediation and prevention|lessons learned|action items|follow[- ]ups?))|[ \t]((?:Preliminary r|R)oot causes?|Mitigation|Workaround|Next [Ss]teps|Lessons [Ll]earned|Action [Ii]tems|Follow[- ][Uu]ps?))[ \t]*:`)
 	})
 )
 

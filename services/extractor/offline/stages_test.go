@@ -290,6 +290,23 @@ func TestSectionsFindLabelsAfterFlattenedLists(t *testing.T) {
 	require.Len(t, offline.Sections("The root cause: nobody knew. We took next steps: none."), 0)
 }
 
+// "Final root cause and mitigation:" opens a root-cause section as
+// "Preliminary root cause:" does: a cue in it outweighs one in the impact
+// summary before it.
+func TestSectionsFindFinalRootCause(t *testing.T) {
+	text := "Summary of impact: a traffic spike and a flood of requests hit the API for an hour.\n\n" +
+		"Final root cause and mitigation: engineers reviewed the hall. A relay's cooling system failed there."
+	var kinds []offline.SectionKind
+	for _, s := range offline.Sections(text) {
+		kinds = append(kinds, s.Kind)
+	}
+	require.Equal(t, []offline.SectionKind{offline.SectionContext, offline.SectionCause}, kinds)
+	cfg := offline.Config{DisablePatterns: true, DisableMentions: true}
+	require.Equal(t, []string{"incident:D-1 -failure-> failure_mode:power or cooling"}, extractDoc(t, cfg, "incident", text))
+	// Inside a sentence the words are prose.
+	require.Len(t, offline.Sections("We wrote the final root cause: later."), 0)
+}
+
 // A label opening a list item ("• Cause: ...") opens its section as one at
 // a line's start does: a person's slip stated as the cause outweighs the
 // load it led to.
