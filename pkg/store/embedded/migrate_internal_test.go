@@ -61,26 +61,15 @@ func toWholeLayout(t *testing.T, path string, dropIndexes bool) {
 func TestOpenConvertsWholeLayout(t *testing.T) {
 	for _, dropIndexes := range []bool{false, true} {
 		t.Run(fmt.Sprintf("dropIndexes=%v", dropIndexes), func(t *testing.T) {
-			ctx := t.Context()
 			dir := t.TempDir()
 			open := func(name string) *Store {
 				s, err := Open(filepath.Join(dir, name), Options{NoSync: true})
 				require.NoError(t, err)
 				return s
 			}
-			fill := func(s *Store) {
-				for i := range 30 {
-					_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 1, storetest.HubDoc(i, 1))
-					require.NoError(t, err)
-					_, err = s.Apply(ctx, "globex", fmt.Sprintf("doc-%03d", i), 1, storetest.HubDoc(i, 2))
-					require.NoError(t, err)
-				}
-				_, err := s.Delete(ctx, "acme", "doc-004", 2)
-				require.NoError(t, err)
-			}
 			old, never := open("old.db"), open("never.db")
-			fill(old)
-			fill(never)
+			storetest.FillHubGraph(t, old)
+			storetest.FillHubGraph(t, never)
 			require.NoError(t, old.Close())
 			toWholeLayout(t, filepath.Join(dir, "old.db"), dropIndexes)
 			old = open("old.db")
@@ -95,44 +84,10 @@ func TestOpenConvertsWholeLayout(t *testing.T) {
 				return nil
 			}))
 
-			same := func(step string) {
-				for _, tenant := range []string{"acme", "globex"} {
-					want, err := never.Snapshot(ctx, tenant)
-					require.NoError(t, err)
-					got, err := old.Snapshot(ctx, tenant)
-					require.NoError(t, err)
-					require.Equal(t, want, got, "%s: snapshot of %s", step, tenant)
-					require.Len(t, got.Entities, 32-map[string]int{"acme": 1, "globex": 0}[tenant])
-					for _, read := range []func(s *Store) (any, error){
-						func(s *Store) (any, error) { return s.Entity(ctx, tenant, "service:hub") },
-						func(s *Store) (any, error) { return s.EntitiesByType(ctx, tenant, "service") },
-						func(s *Store) (any, error) { return s.EntitiesByType(ctx, tenant, "") },
-						func(s *Store) (any, error) { return s.Edges(ctx, tenant, "service:hub", store.In) },
-						func(s *Store) (any, error) { return s.EdgesByRelation(ctx, tenant, "calls", "") },
-						func(s *Store) (any, error) { return s.EntitiesByName(ctx, tenant, "hub two") },
-						func(s *Store) (any, error) { return s.Stats(ctx, tenant) },
-					} {
-						w, err := read(never)
-						require.NoError(t, err)
-						g, err := read(old)
-						require.NoError(t, err)
-						require.Equal(t, w, g, "%s: %s", step, tenant)
-					}
-					rep, err := old.Audit(ctx, tenant)
-					require.NoError(t, err)
-					require.Empty(t, rep.Problems, "%s: audit of %s", step, tenant)
-				}
-			}
-			same("converted")
-			for _, s := range []*Store{old, never} {
-				for i := range 10 {
-					_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 3, storetest.HubDoc(i, 3))
-					require.NoError(t, err)
-				}
-				_, err := s.Delete(ctx, "acme", "doc-020", 3)
-				require.NoError(t, err)
-			}
-			same("edited after the conversion")
+			storetest.SameHubGraph(t, "converted", never, old)
+			storetest.EditHubGraph(t, old)
+			storetest.EditHubGraph(t, never)
+			storetest.SameHubGraph(t, "edited after the conversion", never, old)
 		})
 	}
 }

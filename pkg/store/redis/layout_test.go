@@ -1,7 +1,6 @@
 package redis_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,18 +20,8 @@ func TestConvertsWholeLayout(t *testing.T) {
 	ctx := t.Context()
 	old, c, prefix := freshStore(t)
 	never, _, _ := freshStore(t)
-	fill := func(s *redis.Store) {
-		for i := range 30 {
-			_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 1, storetest.HubDoc(i, 1))
-			require.NoError(t, err)
-			_, err = s.Apply(ctx, "globex", fmt.Sprintf("doc-%03d", i), 1, storetest.HubDoc(i, 2))
-			require.NoError(t, err)
-		}
-		_, err := s.Delete(ctx, "acme", "doc-004", 2)
-		require.NoError(t, err)
-	}
-	fill(old)
-	fill(never)
+	storetest.FillHubGraph(t, old)
+	storetest.FillHubGraph(t, never)
 
 	// Rewrite old's graphs as the layout before heads stored them.
 	for _, tenant := range []string{"acme", "globex"} {
@@ -56,32 +45,7 @@ func TestConvertsWholeLayout(t *testing.T) {
 
 	converted := redis.New(newClient(t), prefix)
 	t.Cleanup(func() { _ = converted.Close() })
-	same := func(step string) {
-		for _, tenant := range []string{"acme", "globex"} {
-			for _, read := range []func(s *redis.Store) (any, error){
-				func(s *redis.Store) (any, error) { return s.Snapshot(ctx, tenant) },
-				func(s *redis.Store) (any, error) { return s.Entity(ctx, tenant, "service:hub") },
-				func(s *redis.Store) (any, error) {
-					return s.Entities(ctx, tenant, []string{"service:hub", "incident:007"})
-				},
-				func(s *redis.Store) (any, error) { return s.EntitiesByType(ctx, tenant, "service") },
-				func(s *redis.Store) (any, error) { return s.Edges(ctx, tenant, "service:hub", store.In) },
-				func(s *redis.Store) (any, error) { return s.EdgesByRelation(ctx, tenant, "calls", "") },
-				func(s *redis.Store) (any, error) { return s.EntitiesByName(ctx, tenant, "hub two") },
-				func(s *redis.Store) (any, error) { return s.Stats(ctx, tenant) },
-			} {
-				want, err := read(never)
-				require.NoError(t, err)
-				got, err := read(converted)
-				require.NoError(t, err)
-				require.Equal(t, want, got, "%s: %s", step, tenant)
-			}
-			rep, err := converted.Audit(ctx, tenant)
-			require.NoError(t, err)
-			require.Empty(t, rep.Problems, "%s: audit of %s", step, tenant)
-		}
-	}
-	same("converted")
+	storetest.SameHubGraph(t, "converted", never, converted)
 	n, err := c.Exists(ctx, prefix+":{acme}:g:ent:service:hub", prefix+":{acme}:g:edge:service:hub|calls|service:hub2").Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "whole values are left")
@@ -89,13 +53,7 @@ func TestConvertsWholeLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, layout)
 
-	for _, s := range []*redis.Store{converted, never} {
-		for i := range 10 {
-			_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%03d", i), 3, storetest.HubDoc(i, 3))
-			require.NoError(t, err)
-		}
-		_, err := s.Delete(ctx, "acme", "doc-020", 3)
-		require.NoError(t, err)
-	}
-	same("edited after the conversion")
+	storetest.EditHubGraph(t, converted)
+	storetest.EditHubGraph(t, never)
+	storetest.SameHubGraph(t, "edited after the conversion", never, converted)
 }
