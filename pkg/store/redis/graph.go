@@ -68,7 +68,9 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		return store.ApplyResult{}, err
 	}
 	var res store.ApplyResult
+	attempt := 0
 	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+		attempt++
 		old, err := getJSON[store.SourceRecord](ctx, tx, k.src(ch.DocID))
 		if err != nil {
 			return err
@@ -80,9 +82,9 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		entityIDs, edgeIDs := ch.Reads(old)
 		entityKeys, edgeKeys := k.prefixed(k.entity, entityIDs), k.prefixed(k.edge, edgeIDs)
 		// Watch before reading, so any change after our read aborts EXEC:
-		// the heads, or for a large change their stripes, which every
-		// writer of them bumps (see stripes.go).
-		if watch := k.watchKeys(entityIDs, edgeIDs, s.watchHeadsMax); len(watch) > 0 {
+		// the heads, or for a large change's first attempt their stripes,
+		// which every writer of them bumps (see stripes.go).
+		if watch := k.watchKeys(entityIDs, edgeIDs, s.watchStripes(len(entityIDs)+len(edgeIDs), attempt)); len(watch) > 0 {
 			if err := tx.Watch(ctx, watch...).Err(); err != nil {
 				return err
 			}

@@ -22,28 +22,31 @@ import (
 // hash INCRs, inside its MULTI, the stripes of the ids it writes
 // (bumpStripes). An apply reading at most watchHeadsMax entities and
 // edges watches their heads, as before; a larger one watches their
-// distinct stripes instead (watchKeys), at most stripeCount keys. Either
-// way a concurrent write of a head it read changes a key it watches (the
-// head itself, and its stripe), so its EXEC fails: the stripes give the
-// same guarantee with coarser conflicts.
+// distinct stripes instead (watchKeys), at most stripeCount keys, on its
+// first attempt (see watchStripes for the retries). Either way a
+// concurrent write of a head it read changes a key it watches (the head
+// itself, and its stripe), so its EXEC fails: the stripes give the same
+// guarantee with coarser conflicts.
 //
 // Why not stripes for every apply: two small applies sharing no entity
 // would then collide whenever their stripes meet by chance, which with 8
 // writers of 10-contribution documents (18 ids each) and 1024 stripes
 // made 70% more attempts than watching heads and the preload of the apply
-// benchmark 60% slower. A large apply reads so many ids that it collides
-// with almost any concurrent write either way; for it the stripes only
-// make WATCH cheap.
+// benchmark 60% slower. And a large apply watches most stripes, so it
+// collides with almost any concurrent write: worth it for one attempt,
+// which usually meets none, not for every one (see watchStripes).
 //
-// stripeCount is 1024: a large apply watches at most that many keys
-// (about 950 for the 3,000 ids an edit of 1,000 contributions reads, ~5 ms
-// of WATCH at the worst instead of ~40), while an apply just above
-// watchHeadsMax still watches well under half of them. A tenant's
-// stripes are at most stripeCount small integer keys (~60 KiB), created
-// by the first INCR; a store written by an older build has none, which
-// reads as "never written" and is just as sound. Every process writing a
-// store must agree on stripeCount and stripeOf: changing either needs new
-// key names, or a reader would watch stripes the writers no longer bump.
+// stripeCount is 1024. It bounds what a large apply watches and bumps:
+// about 950 distinct stripes for the ~3,000 ids an edit of 1,000
+// contributions reads and writes (WATCH ~5 ms of Redis CPU at the worst
+// instead of ~40, and as many INCRs). Fewer stripes would make that
+// cheaper but make an apply just above watchHeadsMax watch most of them
+// (with 1024 it watches about 40%). A tenant's stripes are at most
+// stripeCount small integer keys (about 60 KiB), created by the first
+// INCR; a store written by an older build has none, which reads as "never
+// written" and is just as sound. Every process writing a store must agree
+// on stripeCount and stripeOf: changing either needs new key names, or a
+// reader would watch stripes the writers no longer bump.
 const stripeCount = 1024
 
 // stripeOf is the stripe of an entity or edge id: FNV-1a (32 bits) of the
@@ -59,14 +62,29 @@ func stripeOf(id string) uint32 {
 
 // watchHeadsMax is the most entities and edges an apply reads and still
 // watches one by one (WATCH of 512 keys costs ~1 ms of Redis CPU); above
-// it, it watches their stripes. An edit of 100 contributions reads ~300.
+// it, its first attempt watches their stripes. An edit of 100
+// contributions reads ~300.
 const watchHeadsMax = 512
 
+// watchStripes says whether attempt (1 for the first) of an apply reading
+// the heads of n entities and edges watches their stripes rather than the
+// heads: only the first attempt of a large apply does. Once it failed,
+// some write met one of its stripes, which for a large apply is likely
+// whatever the write was (it watches most stripes), and as likely again
+// next time while writers are busy: the retries watch the heads, paying
+// the quadratic WATCH for conflicts that are real, as applies did before
+// the stripes, rather than starving.
+func (s *Store) watchStripes(n, attempt int) bool {
+	if s.watchHeadsMax < 0 {
+		return true // tests: stripes always
+	}
+	return n > s.watchHeadsMax && attempt == 1
+}
+
 // watchKeys returns the keys an apply reading the heads of entityIDs and
-// edgeIDs watches: those heads, or their stripes when they are more than
-// headsMax.
-func (k keys) watchKeys(entityIDs, edgeIDs []string, headsMax int) []string {
-	if len(entityIDs)+len(edgeIDs) > headsMax {
+// edgeIDs watches: their stripes, or the heads themselves.
+func (k keys) watchKeys(entityIDs, edgeIDs []string, stripes bool) []string {
+	if stripes {
 		return k.stripeKeys(entityIDs, edgeIDs)
 	}
 	return append(k.prefixed(k.entity, entityIDs), k.prefixed(k.edge, edgeIDs)...)

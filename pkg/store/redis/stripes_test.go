@@ -167,62 +167,74 @@ func TestWritesBumpStripes(t *testing.T) {
 }
 
 // TestConcurrentHubStripes races writers of documents that all name the
-// same hub entities and share one edge, with every apply watching
-// stripes: the graph must be the one applying the same final versions one
-// after the other gives, and clean. It fails if a write of the hub leaves
-// its stripe alone (then concurrent applies overwrite each other's heads).
+// same hub entities and share one edge: the graph must be the one
+// applying the same final versions one after the other gives, and clean.
+// Once with every apply watching stripes, where it fails if a write of the
+// hub leaves its stripe alone (then concurrent applies overwrite each
+// other's heads); once with the default store and documents large enough
+// that each apply's first attempt watches stripes and its retries heads.
 func TestConcurrentHubStripes(t *testing.T) {
-	ctx := t.Context()
-	c := newClient(t)
-	prefix := "kgtest-" + rand.Text()[:12]
-	s := redis.New(c, prefix, redis.WithStripesAlways(), redis.WithMaxAttempts(1000))
-	t.Cleanup(func() {
-		_ = s.Close()
-		deleteKeys(t, prefix)
-	})
-	const writers, versions = 12, 4
-	var wg sync.WaitGroup
-	errs := make([]error, writers)
-	for i := range writers {
-		wg.Go(func() {
-			for v := int64(1); v <= versions; v++ {
-				doc := fmt.Sprintf("doc-%03d", i)
-				contrib := storetest.HubDoc(i, v)
+	for _, tc := range []struct {
+		name string
+		opts []redis.Option
+		pad  int
+	}{
+		{"stripes always", []redis.Option{redis.WithStripesAlways()}, 0},
+		{"large documents", nil, 600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			c := newClient(t)
+			prefix := "kgtest-" + rand.Text()[:12]
+			s := redis.New(c, prefix, append(tc.opts, redis.WithMaxAttempts(1000))...)
+			t.Cleanup(func() {
+				_ = s.Close()
+				deleteKeys(t, prefix)
+			})
+			const writers, versions = 12, 4
+			doc := func(i int) string { return fmt.Sprintf("doc-%03d", i) }
+			contrib := func(i int, v int64) store.Contributions {
+				c := storetest.HubDoc(i, v)
+				for j := range tc.pad {
+					c.Entities = append(c.Entities, store.EntityContribution{ID: fmt.Sprintf("part:%03d-%04d", i, (j+int(v)*7)%(2*tc.pad)),
+						Type: "part", Name: fmt.Sprintf("part %d", j), NameRank: 2, TextUnits: []string{"u"}})
+				}
+				return c
+			}
+			// Writers i%3 == 0 delete their document at the last version.
+			write := func(tenant string, i int, v int64) error {
+				var err error
 				if v == versions && i%3 == 0 {
-					if _, err := s.Delete(ctx, "race", doc, v); err != nil {
-						errs[i] = err
-						return
+					_, err = s.Delete(ctx, tenant, doc(i), v)
+				} else {
+					_, err = s.Apply(ctx, tenant, doc(i), v, contrib(i, v))
+				}
+				return err
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, writers)
+			for i := range writers {
+				wg.Go(func() {
+					for v := int64(1); v <= versions && errs[i] == nil; v++ {
+						errs[i] = write("race", i, v)
 					}
-					continue
-				}
-				if _, err := s.Apply(ctx, "race", doc, v, contrib); err != nil {
-					errs[i] = err
-					return
-				}
+				})
+			}
+			wg.Wait()
+			require.NoError(t, errors.Join(errs...))
+			for i := range writers {
+				require.NoError(t, write("sequential", i, versions))
+			}
+			want, err := s.Snapshot(ctx, "sequential")
+			require.NoError(t, err)
+			got, err := s.Snapshot(ctx, "race")
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			for _, tenant := range []string{"race", "sequential"} {
+				rep, err := s.Audit(ctx, tenant)
+				require.NoError(t, err)
+				require.Empty(t, rep.Problems, "audit of %s", tenant)
 			}
 		})
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
-
-	for i := range writers {
-		doc := fmt.Sprintf("doc-%03d", i)
-		var err error
-		if i%3 == 0 {
-			_, err = s.Delete(ctx, "sequential", doc, versions)
-		} else {
-			_, err = s.Apply(ctx, "sequential", doc, versions, storetest.HubDoc(i, versions))
-		}
-		require.NoError(t, err)
-	}
-	want, err := s.Snapshot(ctx, "sequential")
-	require.NoError(t, err)
-	got, err := s.Snapshot(ctx, "race")
-	require.NoError(t, err)
-	require.Equal(t, want, got)
-	for _, tenant := range []string{"race", "sequential"} {
-		rep, err := s.Audit(ctx, tenant)
-		require.NoError(t, err)
-		require.Empty(t, rep.Problems, "audit of %s", tenant)
 	}
 }
