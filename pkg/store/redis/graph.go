@@ -241,7 +241,7 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 // writeCmd queues commands of a transaction.
 type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 
-// writes turns planned writes into commands: the INCR of the stripe of
+// writes turns planned writes into commands: the write of the stripe of
 // every entity and edge written (see stripes.go), the keys of removed
 // entities and edges deleted and the document's dropped fields, then every set
 // removal, then one HSET per hash written (an entity's head and the

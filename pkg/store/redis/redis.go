@@ -12,8 +12,8 @@
 // then fails with store.ErrConflict. Apply watches the source record first,
 // then, before reading them, every entity and edge the old and new
 // contributions touch, so two applies sharing an entity serialize on it: it
-// watches their heads, or, when they are many, their stripes, version keys
-// that every write of an entity or edge bumps in its MULTI (see stripes.go;
+// watches their heads, or, when they are many, their stripes, keys that
+// every write of an entity or edge rewrites in its MULTI (see stripes.go;
 // WATCH of N keys costs Redis O(N²)).
 //
 // WATCH over Lua because the merge rules then exist once, in Go, for both
@@ -54,7 +54,7 @@
 //	<p>:{<t>}:g:in:<entity>          set of ids of edges entering the entity
 //	<p>:{<t>}:g:rel:<relation>       set of ids of the relation's edges
 //	<p>:{<t>}:g:name:<name key>      set of ids of entities with the name (store.NameKey)
-//	<p>:{<t>}:gv:<n>                 stripe n's version: INCR by every write of an entity or edge of the stripe (stripes.go)
+//	<p>:{<t>}:gv:<n>                 stripe n: a random token, rewritten by every write of an entity or edge of the stripe (stripes.go)
 //	<p>:{<t>}:communities            hash community id -> store.Community (JSON)
 //	<p>:{<t>}:communities-run        last run number
 //	<p>:{<t>}:cmembers               hash entity id -> ids of the communities holding it (JSON)
