@@ -68,7 +68,9 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		return store.ApplyResult{}, err
 	}
 	var res store.ApplyResult
+	attempt := 0
 	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+		attempt++
 		old, err := getJSON[store.SourceRecord](ctx, tx, k.src(ch.DocID))
 		if err != nil {
 			return err
@@ -79,8 +81,10 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		}
 		entityIDs, edgeIDs := ch.Reads(old)
 		entityKeys, edgeKeys := k.prefixed(k.entity, entityIDs), k.prefixed(k.edge, edgeIDs)
-		// Watch before reading, so any change after our read aborts EXEC.
-		if watch := slices.Concat(entityKeys, edgeKeys); len(watch) > 0 {
+		// Watch before reading, so any change after our read aborts EXEC:
+		// the heads, or for a large change's first attempt their stripes,
+		// which every writer of them bumps (see stripes.go).
+		if watch := k.watchKeys(entityIDs, edgeIDs, s.watchStripes(len(entityIDs)+len(edgeIDs), attempt)); len(watch) > 0 {
 			if err := tx.Watch(ctx, watch...).Err(); err != nil {
 				return err
 			}
@@ -237,8 +241,9 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 // writeCmd queues commands of a transaction.
 type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 
-// writes turns planned writes into commands: the keys of removed entities
-// and edges deleted and the document's dropped fields, then every set
+// writes turns planned writes into commands: the write of the stripe of
+// every entity and edge written (see stripes.go), the keys of removed
+// entities and edges deleted and the document's dropped fields, then every set
 // removal, then one HSET per hash written (an entity's head and the
 // document's field together), the edge heads in one MSET, then every set
 // addition, each set's members in one
@@ -332,7 +337,9 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		return nil, err
 	}
 	deleted := w.Record.Deleted
+	bumped := k.stripeKeys(writtenIDs(w)...)
 	return []writeCmd{func(ctx context.Context, p goredis.Pipeliner) {
+		bumpStripes(ctx, p, bumped)
 		if len(del) > 0 {
 			p.Del(ctx, del...)
 		}
@@ -355,6 +362,30 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 			p.SAdd(ctx, k.live(), doc)
 		}
 	}}, nil
+}
+
+// writtenIDs returns the ids of the entities and edges whose keys w
+// writes (their stripes are bumped), in any order, possibly repeated.
+func writtenIDs(w store.Writes) [][]string {
+	var ids []string
+	for _, e := range w.RemoveEntities {
+		ids = append(ids, e.ID)
+	}
+	for _, e := range w.RemoveEdges {
+		ids = append(ids, e.ID)
+	}
+	for _, e := range w.PutEntities {
+		ids = append(ids, e.ID)
+	}
+	for _, e := range w.PutEdges {
+		ids = append(ids, e.ID)
+	}
+	for _, parts := range [][]store.Part{w.PutFragments, w.PutSupports} {
+		for _, pt := range parts {
+			ids = append(ids, pt.ID)
+		}
+	}
+	return [][]string{ids, w.DeleteFragments, w.DeleteSupports}
 }
 
 // setOps gathers the members added to (or removed from) each set, so each

@@ -81,6 +81,7 @@ func (s *Store) migrate(ctx context.Context, k keys) error {
 					return err
 				}
 				_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+					var converted []string
 					for i, raw := range vals {
 						str, ok := raw.(string)
 						if !ok {
@@ -90,7 +91,11 @@ func (s *Store) migrate(ctx context.Context, k keys) error {
 							return fmt.Errorf("converting %q: %w", olds[i], err)
 						}
 						p.Del(ctx, olds[i])
+						converted = append(converted, chunk[i])
 					}
+					// Like every write of entity and edge keys, this
+					// one changes their stripes (see stripes.go).
+					bumpStripes(ctx, p, k.stripeKeys(converted))
 					return nil
 				})
 				return err

@@ -11,7 +11,10 @@
 // transaction is retried after a jittered backoff, a bounded number of times,
 // then fails with store.ErrConflict. Apply watches the source record first,
 // then, before reading them, every entity and edge the old and new
-// contributions touch, so two applies sharing an entity serialize on it.
+// contributions touch, so two applies sharing an entity serialize on it: it
+// watches their heads, or, when they are many, their stripes, keys that
+// every write of an entity or edge rewrites in its MULTI (see stripes.go;
+// WATCH of N keys costs Redis O(N²)).
 //
 // WATCH over Lua because the merge rules then exist once, in Go, for both
 // adapters; a Lua port would be a second implementation to keep identical
@@ -51,6 +54,7 @@
 //	<p>:{<t>}:g:in:<entity>          set of ids of edges entering the entity
 //	<p>:{<t>}:g:rel:<relation>       set of ids of the relation's edges
 //	<p>:{<t>}:g:name:<name key>      set of ids of entities with the name (store.NameKey)
+//	<p>:{<t>}:gv:<n>                 stripe n: a random token, rewritten by every write of an entity or edge of the stripe (stripes.go)
 //	<p>:{<t>}:communities            hash community id -> store.Community (JSON)
 //	<p>:{<t>}:communities-run        last run number
 //	<p>:{<t>}:cmembers               hash entity id -> ids of the communities holding it (JSON)
@@ -119,8 +123,10 @@ type Store struct {
 	client      goredis.UniversalClient
 	prefix      string
 	maxAttempts int
-	backoff     time.Duration
-	now         func() time.Time
+	// watchHeadsMax is watchHeadsMax but for tests (see stripes.go).
+	watchHeadsMax int
+	backoff       time.Duration
+	now           func() time.Time
 	// layoutMu and layoutDone guard the conversion of older graphs
 	// (ensureLayout).
 	layoutMu   sync.Mutex
@@ -136,7 +142,7 @@ func New(client goredis.UniversalClient, prefix string, opts ...Option) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	s := &Store{client: client, prefix: prefix, maxAttempts: DefaultMaxAttempts, backoff: time.Millisecond, now: time.Now}
+	s := &Store{client: client, prefix: prefix, maxAttempts: DefaultMaxAttempts, watchHeadsMax: watchHeadsMax, backoff: time.Millisecond, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
