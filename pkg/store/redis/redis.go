@@ -41,6 +41,7 @@
 //	<p>:{<t>}:reg:<doc>              provenance.SourceState (JSON)
 //	<p>:{<t>}:reg-docs               set of registry doc ids
 //	<p>:{<t>}:reg-count              hash: live, deleted (registry counts), counted (1: they cover every document)
+//	<p>:{<t>}:reg-gen                registry generation, INCR by every registry write (generation.go)
 //	<p>:{<t>}:g:src:<doc>            store.SourceRecord (JSON, tombstones too)
 //	<p>:{<t>}:g:srcs                 set of doc ids with a record
 //	<p>:{<t>}:g:live                 set of doc ids with a live record (Stats)
