@@ -9,10 +9,12 @@ import (
 
 // The cue search is the hot path of offline extraction: every sentence of
 // every document against every cue. A cue's regular expression runs only
-// on a sentence holding one of the literal strings every match of it must
-// contain ("cert" for `\bcert(ificate)?s?\b`), and a mode's keywords and
-// those literals are found by one pass of an Aho-Corasick automaton over
-// the lower-cased sentence. The result is the same as running every cue.
+// on a sentence holding the literal strings every match of it must
+// contain: one of each of its sets ("cert" for `\bcert(ificate)?s?\b`;
+// one of puppet, ansible and one of change, patch for
+// `(puppet|ansible)\s+(change|patch)`). A mode's keywords and those
+// literals are found by one pass of an Aho-Corasick automaton over the
+// lower-cased sentence. The result is the same as running every cue.
 
 // requiredLiterals returns lower-case strings one of which every match of
 // re contains, or nil when there is no such set (a cue that may match
@@ -94,14 +96,53 @@ func asciiOnly(s string) bool {
 	return true
 }
 
-// cueLiterals parses a cue's expression (as compile does) and returns its
-// required literals, nil when it has none.
-func cueLiterals(expr string) []string {
+// cueLiteralSets parses a cue's expression (as compile does) and returns
+// sets of lower-case strings such that every match holds a string of each
+// set (nil: none known, the cue always runs). A cue naming two things
+// ("(puppet|ansible) (change|patch)") runs only on a sentence holding one
+// of each.
+func cueLiteralSets(expr string) [][]string {
 	re, err := syntax.Parse("(?i)"+expr, syntax.Perl)
 	if err != nil {
 		return nil
 	}
-	return requiredLiterals(re.Simplify())
+	return requiredLiteralSets(re.Simplify())
+}
+
+// requiredLiteralSets returns the literal sets of re: every part of a
+// concatenation must match, so each part's required literals are one set
+// (adjacent literals joined, as requiredLiterals joins them); anything
+// else is the one set requiredLiterals finds.
+func requiredLiteralSets(re *syntax.Regexp) [][]string {
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	if re.Op != syntax.OpConcat {
+		if l := requiredLiterals(re); l != nil {
+			return [][]string{l}
+		}
+		return nil
+	}
+	var out [][]string
+	var run strings.Builder
+	flush := func() {
+		if run.Len() > 0 {
+			out = append(out, []string{run.String()})
+			run.Reset()
+		}
+	}
+	for _, sub := range re.Sub {
+		if sub.Op == syntax.OpLiteral {
+			if l := requiredLiterals(sub); l != nil {
+				run.WriteString(l[0])
+				continue
+			}
+		}
+		flush()
+		out = append(out, requiredLiteralSets(sub)...)
+	}
+	flush()
+	return out
 }
 
 // foldsToASCII reports whether s holds a rune that case-insensitive

@@ -57,8 +57,8 @@ type Taxonomy struct {
 	// the ids of its patterns.
 	auto      *automaton
 	nPatterns int
-	keywordIx [][]int32   // mode -> keyword pattern ids (nil: none)
-	literalIx [][][]int32 // mode -> cue -> literal pattern ids (nil: always run)
+	keywordIx [][]int32     // mode -> keyword pattern ids (nil: none)
+	literalIx [][][][]int32 // mode -> cue -> sets of literal pattern ids, one of each set required (nil: always run)
 }
 
 // Mode is one failure mode.
@@ -292,20 +292,34 @@ func (t *Taxonomy) buildPrefilter() {
 		return i
 	}
 	t.keywordIx = make([][]int32, len(t.Modes))
-	t.literalIx = make([][][]int32, len(t.Modes))
+	t.literalIx = make([][][][]int32, len(t.Modes))
 	for mi, m := range t.Modes {
 		for _, k := range m.Keywords {
 			t.keywordIx[mi] = append(t.keywordIx[mi], id(k))
 		}
-		t.literalIx[mi] = make([][]int32, len(m.Cues))
+		t.literalIx[mi] = make([][][]int32, len(m.Cues))
 		for ci, c := range m.Cues {
-			for _, l := range cueLiterals(c.Pattern) {
-				t.literalIx[mi][ci] = append(t.literalIx[mi][ci], id(l))
+			for _, set := range cueLiteralSets(c.Pattern) {
+				ids := make([]int32, len(set))
+				for i, l := range set {
+					ids[i] = id(l)
+				}
+				t.literalIx[mi][ci] = append(t.literalIx[mi][ci], ids)
 			}
 		}
 	}
 	t.auto = newAutomaton(patterns)
 	t.nPatterns = len(patterns)
+}
+
+// allFound reports whether a pattern of every set was found.
+func allFound(found []bool, sets [][]int32) bool {
+	for _, ids := range sets {
+		if !anyFound(found, ids) {
+			return false
+		}
+	}
+	return true
 }
 
 func anyFound(found []bool, ids []int32) bool {
@@ -406,7 +420,7 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 				continue
 			}
 			for ci, c := range m.Cues {
-				if lits := t.literalIx[mi][ci]; lits != nil && !exact && !anyFound(found, lits) {
+				if sets := t.literalIx[mi][ci]; sets != nil && !exact && !allFound(found, sets) {
 					continue
 				}
 				locs := c.re.FindAllStringIndex(sent, -1)

@@ -173,6 +173,16 @@ func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64,
 	if err := store.ValidateCommunities(tenant, run, cs); err != nil {
 		return fmt.Errorf("updating %d communities of %q: %w", len(cs), tenant, err)
 	}
+	// Encoded before the write transaction: a grown community is large,
+	// and every other writer of the file waits while one is open.
+	encoded := make([][]byte, len(cs))
+	for i, c := range cs {
+		data, err := store.EncodeValue(c, store.SmallCompression)
+		if err != nil {
+			return fmt.Errorf("updating %d communities of %q: encoding %q: %w", len(cs), tenant, c.ID, err)
+		}
+		encoded[i] = data
+	}
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		t, err := tenantBucket(tx, bucketCommunities, tenant, false)
 		if err != nil {
@@ -185,8 +195,11 @@ func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64,
 		if items == nil || members == nil {
 			return fmt.Errorf("%w: no communities stored", store.ErrNotFound)
 		}
-		for _, c := range cs {
-			var old store.Community
+		for i, c := range cs {
+			// Only the members are needed of the stored community.
+			var old struct {
+				Members []string `json:"members"`
+			}
 			found, err := getJSON(items, c.ID, &old)
 			if err != nil {
 				return err
@@ -194,17 +207,10 @@ func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64,
 			if !found {
 				return fmt.Errorf("%w: community %q", store.ErrNotFound, c.ID)
 			}
-			for _, m := range old.Members {
-				if err := members.Delete(pair(m, c.ID)); err != nil {
-					return err
-				}
+			if err := updateMembers(members, c.ID, old.Members, c.Members); err != nil {
+				return err
 			}
-			for _, m := range c.Members {
-				if err := members.Put(pair(m, c.ID), nil); err != nil {
-					return err
-				}
-			}
-			if err := putJSON(items, c.ID, c, store.SmallCompression); err != nil {
+			if err := items.Put([]byte(c.ID), encoded[i]); err != nil {
 				return err
 			}
 		}
@@ -212,6 +218,40 @@ func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64,
 	})
 	if err != nil {
 		return fmt.Errorf("updating %d communities of %q in run %d: %w", len(cs), tenant, run, err)
+	}
+	return nil
+}
+
+// updateMembers moves community id's member index from the members was
+// to the members now: it ends holding <m|id> for every m of now and for
+// no m of was that now lacks, as deleting every pair of was and putting
+// every pair of now would, but touches only the pairs that change (a
+// grown community keeps most of its members, and every pair written
+// dirties a page the commit writes).
+func updateMembers(members *bolt.Bucket, id string, was, now []string) error {
+	keep := make(map[string]bool, len(now))
+	for _, m := range now {
+		keep[m] = true
+	}
+	for _, m := range was {
+		if keep[m] {
+			continue
+		}
+		if err := members.Delete(pair(m, id)); err != nil {
+			return err
+		}
+	}
+	cur := members.Cursor()
+	for _, m := range now {
+		// Seek, not Get: Get cannot tell a key with an empty value (every
+		// pair's) from a missing one.
+		k := pair(m, id)
+		if at, _ := cur.Seek(k); bytes.Equal(at, k) {
+			continue
+		}
+		if err := members.Put(k, nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }
