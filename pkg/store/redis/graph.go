@@ -102,7 +102,7 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if w.Record == nil {
 			return nil
 		}
-		cmds, err := k.writes(w, st.Entities)
+		cmds, err := k.writes(w, st)
 		if err != nil {
 			return err
 		}
@@ -247,17 +247,17 @@ type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 // removal, then one HSET per hash written (an entity's head and the
 // document's field together), the edge heads in one MSET, then every set
 // addition, each set's members in one
-// command; then the record. Removals before additions keep the order
-// store.Writes prescribes (an entity whose type changed is removed and
-// put). Encoding happens here, before the transaction, so a failure cannot
-// leave half a MULTI queued. stored holds the heads as they were read,
-// whose name index entries a put replaces.
-func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writeCmd, error) {
+// command; then the record. Encoding happens here, before the transaction,
+// so a failure cannot leave half a MULTI queued. st holds the heads as they
+// were read: the index sets change by the difference between the sets a
+// head belongs to as read and as written (indexOps), so an edit that
+// changes a head's tally but not its type, spellings or endpoints, the
+// usual case, writes no index entry for it.
+func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 	doc := w.Record.DocID
 	var (
 		del, hdel []string
-		srem      = newSetOps()
-		sadd      = newSetOps()
+		ix        = newIndexOps()
 		hset      = map[string][]any{}
 		hsetOrder []string
 		heads     []any // edge heads: key, value, key, value...
@@ -268,20 +268,28 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		}
 		hset[key] = append(hset[key], name, value)
 	}
+	// An entity or edge both removed and put (a type change, another
+	// spelling of an edge id) changes its index entries once, from the
+	// head as read to the head put.
+	putEntities := make(map[string]bool, len(w.PutEntities))
+	for _, e := range w.PutEntities {
+		putEntities[e.ID] = true
+	}
+	putEdges := make(map[string]bool, len(w.PutEdges))
+	for _, e := range w.PutEdges {
+		putEdges[e.ID] = true
+	}
 	for _, e := range w.RemoveEntities {
 		del = append(del, k.entity(e.ID))
-		srem.add(k.byType(e.Type), e.ID)
-		for _, nk := range store.HeadNameKeys(e) {
-			srem.add(k.byName(nk), e.ID)
+		if !putEntities[e.ID] {
+			ix.entity(k, e.ID, &e, nil)
 		}
-		srem.add(k.entities(), e.ID)
 	}
 	for _, e := range w.RemoveEdges {
 		del = append(del, k.edge(e.ID), k.edgeSupports(e.ID))
-		srem.add(k.out(e.Source), e.ID)
-		srem.add(k.in(e.Target), e.ID)
-		srem.add(k.byRel(e.Relation), e.ID)
-		srem.add(k.edges(), e.ID)
+		if !putEdges[e.ID] {
+			ix.edge(k, e.ID, &e, nil)
+		}
 	}
 	for _, id := range w.DeleteFragments {
 		hdel = append(hdel, k.entity(id))
@@ -294,20 +302,12 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		if err != nil {
 			return nil, fmt.Errorf("encoding the head of entity %q: %w", e.ID, err)
 		}
-		names := store.HeadNameKeys(e)
-		if o, ok := stored[e.ID]; ok {
-			for _, nk := range store.HeadNameKeys(o) {
-				if !slices.Contains(names, nk) {
-					srem.add(k.byName(nk), e.ID)
-				}
-			}
-		}
 		field(k.entity(e.ID), headField, data)
-		sadd.add(k.byType(e.Type), e.ID)
-		for _, nk := range names {
-			sadd.add(k.byName(nk), e.ID)
+		var before *store.EntityHead
+		if o, ok := st.Entities[e.ID]; ok {
+			before = &o
 		}
-		sadd.add(k.entities(), e.ID)
+		ix.entity(k, e.ID, before, &e)
 	}
 	for _, e := range w.PutEdges {
 		data, err := store.EncodeEdgeHead(e)
@@ -315,10 +315,11 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 			return nil, fmt.Errorf("encoding the head of edge %q: %w", e.ID, err)
 		}
 		heads = append(heads, k.edge(e.ID), data)
-		sadd.add(k.out(e.Source), e.ID)
-		sadd.add(k.in(e.Target), e.ID)
-		sadd.add(k.byRel(e.Relation), e.ID)
-		sadd.add(k.edges(), e.ID)
+		var before *store.EdgeHead
+		if o, ok := st.Edges[e.ID]; ok {
+			before = &o
+		}
+		ix.edge(k, e.ID, before, &e)
 	}
 	for _, ps := range []struct {
 		key   func(string) string
@@ -346,14 +347,14 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		for _, key := range hdel {
 			p.HDel(ctx, key, doc)
 		}
-		srem.each(func(set string, members []any) { p.SRem(ctx, set, members...) })
+		ix.rem.each(func(set string, members []any) { p.SRem(ctx, set, members...) })
 		for _, key := range hsetOrder {
 			p.HSet(ctx, key, hset[key]...)
 		}
 		if len(heads) > 0 {
 			p.MSet(ctx, heads...)
 		}
-		sadd.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
+		ix.add.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
 		p.Set(ctx, k.src(doc), rec, 0)
 		p.SAdd(ctx, k.srcs(), doc)
 		if deleted {
@@ -362,6 +363,82 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 			p.SAdd(ctx, k.live(), doc)
 		}
 	}}, nil
+}
+
+// indexOps gathers the index set entries a write removes and adds.
+type indexOps struct{ rem, add *setOps }
+
+func newIndexOps() indexOps { return indexOps{rem: newSetOps(), add: newSetOps()} }
+
+// entity records the index changes of entity id going from head before
+// to head after (nil: absent): the sets before belongs to and after does
+// not lose id, those after belongs to and before did not gain it; the
+// sets both belong to are left alone, as they already list it.
+func (ix indexOps) entity(k keys, id string, before, after *store.EntityHead) {
+	var was, is []string
+	switch {
+	case before == nil && after == nil:
+		return
+	case before == nil:
+		ix.add.add(k.entities(), id)
+		ix.add.add(k.byType(after.Type), id)
+	case after == nil:
+		ix.rem.add(k.entities(), id)
+		ix.rem.add(k.byType(before.Type), id)
+	case before.Type != after.Type:
+		ix.rem.add(k.byType(before.Type), id)
+		ix.add.add(k.byType(after.Type), id)
+	}
+	if before != nil {
+		was = store.HeadNameKeys(*before)
+	}
+	if after != nil {
+		is = store.HeadNameKeys(*after)
+	}
+	for _, nk := range was {
+		if !slices.Contains(is, nk) {
+			ix.rem.add(k.byName(nk), id)
+		}
+	}
+	for _, nk := range is {
+		if !slices.Contains(was, nk) {
+			ix.add.add(k.byName(nk), id)
+		}
+	}
+}
+
+// edge is entity's counterpart for edge id: its adjacency sets, its
+// relation's set and the edge id set.
+func (ix indexOps) edge(k keys, id string, before, after *store.EdgeHead) {
+	switch {
+	case before == nil && after == nil:
+		return
+	case before != nil && after != nil:
+		if before.Source == after.Source && before.Relation == after.Relation && before.Target == after.Target {
+			return
+		}
+	case before == nil:
+		ix.add.add(k.edges(), id)
+	default:
+		ix.rem.add(k.edges(), id)
+	}
+	var was, is []string
+	if before != nil {
+		was = []string{k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)}
+	}
+	if after != nil {
+		is = []string{k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)}
+	}
+	for _, set := range was {
+		if !slices.Contains(is, set) {
+			ix.rem.add(set, id)
+		}
+	}
+	for _, set := range is {
+		if !slices.Contains(was, set) {
+			ix.add.add(set, id)
+		}
+	}
 }
 
 // writtenIDs returns the ids of the entities and edges whose keys w
