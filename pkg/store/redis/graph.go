@@ -123,7 +123,7 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 
 // readState reads, in one pipeline, the heads of the entities and edges
 // of a change and the document's own fields of them (HMGET of an entity's
-// head and the doc's field, GET of an edge's head), then, in a second, the
+// head and the doc's field, MGET of the edge heads), then, in a second, the
 // document's supports stored apart of the edge heads that spilled them,
 // for store.Plan. Every fragment of an entity is
 // read (HGETALL) only when Plan asks for it.
@@ -150,55 +150,57 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 			return out, nil
 		},
 	}
-	for start := 0; start < len(entityKeys)+len(edgeKeys); start += mgetChunk {
-		end := min(start+mgetChunk, len(entityKeys)+len(edgeKeys))
-		cmds := make([]goredis.Cmder, 0, end-start)
+	// Each round trip reads up to mgetChunk entities, one HMGET each, and
+	// up to mgetChunk edge heads in one MGET.
+	for start := 0; start < max(len(entityKeys), len(edgeKeys)); start += mgetChunk {
+		ents := entityKeys[min(start, len(entityKeys)):min(start+mgetChunk, len(entityKeys))]
+		eds := edgeKeys[min(start, len(edgeKeys)):min(start+mgetChunk, len(edgeKeys))]
+		cmds := make([]*goredis.SliceCmd, len(ents))
+		var heads *goredis.SliceCmd
 		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := start; i < end; i++ {
-				if i < len(entityKeys) {
-					cmds = append(cmds, p.HMGet(ctx, entityKeys[i], headField, docID))
-				} else {
-					cmds = append(cmds, p.Get(ctx, edgeKeys[i-len(entityKeys)]))
-				}
+			for i, key := range ents {
+				cmds[i] = p.HMGet(ctx, key, headField, docID)
+			}
+			if len(eds) > 0 {
+				heads = p.MGet(ctx, eds...)
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, goredis.Nil) {
+		if err != nil {
 			return store.State{}, err
 		}
 		for n, c := range cmds {
-			i := start + n
-			if i < len(entityKeys) {
-				id := entityIDs[i]
-				vals := c.(*goredis.SliceCmd).Val()
-				if head, ok := vals[0].(string); ok {
-					h, err := store.DecodeEntityHead(id, []byte(head))
-					if err != nil {
-						return store.State{}, fmt.Errorf("decoding the head of entity %q: %w", id, err)
-					}
-					st.Entities[id] = h
-				}
-				if frag, ok := vals[1].(string); ok {
-					f, err := store.DecodeFragment(docID, []byte(frag))
-					if err != nil {
-						return store.State{}, fmt.Errorf("decoding the fragment of %q by %q: %w", id, docID, err)
-					}
-					st.EntityFragments[id] = f
-				}
-				continue
-			}
-			id := edgeIDs[i-len(entityKeys)]
-			head, err := c.(*goredis.StringCmd).Bytes()
-			switch {
-			case err == nil:
-				h, err := store.DecodeEdgeHead(id, head)
+			id := entityIDs[start+n]
+			vals := c.Val()
+			if head, ok := vals[0].(string); ok {
+				h, err := store.DecodeEntityHead(id, []byte(head))
 				if err != nil {
-					return store.State{}, fmt.Errorf("decoding the head of edge %q: %w", id, err)
+					return store.State{}, fmt.Errorf("decoding the head of entity %q: %w", id, err)
 				}
-				st.Edges[id] = h
-			case !errors.Is(err, goredis.Nil):
-				return store.State{}, err
+				st.Entities[id] = h
 			}
+			if frag, ok := vals[1].(string); ok {
+				f, err := store.DecodeFragment(docID, []byte(frag))
+				if err != nil {
+					return store.State{}, fmt.Errorf("decoding the fragment of %q by %q: %w", id, docID, err)
+				}
+				st.EntityFragments[id] = f
+			}
+		}
+		if heads == nil {
+			continue
+		}
+		for n, v := range heads.Val() {
+			head, ok := v.(string)
+			if !ok {
+				continue // absent
+			}
+			id := edgeIDs[start+n]
+			h, err := store.DecodeEdgeHead(id, []byte(head))
+			if err != nil {
+				return store.State{}, fmt.Errorf("decoding the head of edge %q: %w", id, err)
+			}
+			st.Edges[id] = h
 		}
 	}
 	// The document's supports stored apart, of the heads that spilled them
