@@ -130,7 +130,9 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entityIDs, entityKeys, edgeIDs, edgeKeys []string) (store.State, error) {
 	st := store.State{
 		Entities: make(map[string]store.EntityHead, len(entityIDs)), Edges: make(map[string]store.EdgeHead, len(edgeIDs)),
-		EntityFragments: make(map[string]store.Fragment, len(entityIDs)), EdgeSupports: make(map[string]store.Fragment, len(edgeIDs)),
+		// Only the document's own fragments and spilled supports: most
+		// ids have none.
+		EntityFragments: map[string]store.Fragment{}, EdgeSupports: map[string]store.Fragment{},
 		Fragments: func(id string) ([]store.Fragment, error) {
 			hash, err := tx.HGetAll(ctx, k.entity(id)).Result()
 			if err != nil {
@@ -377,7 +379,6 @@ func newIndexOps() indexOps { return indexOps{rem: newSetOps(), add: newSetOps()
 // not lose id, those after belongs to and before did not gain it; the
 // sets both belong to are left alone, as they already list it.
 func (ix indexOps) entity(k keys, id string, before, after *store.EntityHead) {
-	var was, is []string
 	switch {
 	case before == nil && after == nil:
 		return
@@ -391,6 +392,10 @@ func (ix indexOps) entity(k keys, id string, before, after *store.EntityHead) {
 		ix.rem.add(k.byType(before.Type), id)
 		ix.add.add(k.byType(after.Type), id)
 	}
+	if before != nil && after != nil && sameSpellings(*before, *after) {
+		return // the same name keys
+	}
+	var was, is []string
 	if before != nil {
 		was = store.HeadNameKeys(*before)
 	}
@@ -409,36 +414,34 @@ func (ix indexOps) entity(k keys, id string, before, after *store.EntityHead) {
 	}
 }
 
+// sameSpellings says whether two heads have the same display name and
+// tally the same spellings (whatever their counts), so the same name
+// keys (store.HeadNameKeys).
+func sameSpellings(a, b store.EntityHead) bool {
+	return a.Name == b.Name && slices.EqualFunc(a.Names, b.Names, func(x, y store.NameVote) bool { return x.Name == y.Name })
+}
+
 // edge is entity's counterpart for edge id: its adjacency sets, its
 // relation's set and the edge id set.
 func (ix indexOps) edge(k keys, id string, before, after *store.EdgeHead) {
 	switch {
 	case before == nil && after == nil:
-		return
-	case before != nil && after != nil:
-		if before.Source == after.Source && before.Relation == after.Relation && before.Target == after.Target {
-			return
-		}
 	case before == nil:
-		ix.add.add(k.edges(), id)
-	default:
-		ix.rem.add(k.edges(), id)
-	}
-	var was, is []string
-	if before != nil {
-		was = []string{k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)}
-	}
-	if after != nil {
-		is = []string{k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)}
-	}
-	for _, set := range was {
-		if !slices.Contains(is, set) {
+		for _, set := range [...]string{k.edges(), k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)} {
+			ix.add.add(set, id)
+		}
+	case after == nil:
+		for _, set := range [...]string{k.edges(), k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)} {
 			ix.rem.add(set, id)
 		}
-	}
-	for _, set := range is {
-		if !slices.Contains(was, set) {
-			ix.add.add(set, id)
+	default:
+		was := [...]string{k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)}
+		is := [...]string{k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)}
+		for i := range was {
+			if was[i] != is[i] {
+				ix.rem.add(was[i], id)
+				ix.add.add(is[i], id)
+			}
 		}
 	}
 }

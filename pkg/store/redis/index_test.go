@@ -133,6 +133,23 @@ func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 	apply(3, "Alpha Prime", "team")
 	require.Equal(t, []string{"SADD name:alpha prime alpha", "SREM name:alpha alpha"}, rec.take(), "an edit respelling alpha")
 
+	// Another document's spelling of alpha, of a lower rank: the display
+	// name stays, the tally gains a spelling.
+	alfa := store.Contributions{
+		TextUnits: []events.TextUnit{{ID: "u", Text: "text"}},
+		Entities:  []store.EntityContribution{{ID: "alpha", Type: "service", Name: "Alfa", NameRank: 2, TextUnits: []string{"u"}}},
+	}
+	_, err := s.Apply(ctx, tenant, "other", 1, alfa)
+	require.NoError(t, err)
+	require.Equal(t, []string{"SADD name:alfa alpha"}, rec.take(), "another document's spelling")
+	alfa.Entities[0].Description = "edited"
+	_, err = s.Apply(ctx, tenant, "other", 2, alfa)
+	require.NoError(t, err)
+	require.Empty(t, rec.take(), "an edit of the other document")
+	_, err = s.Delete(ctx, tenant, "other", 3)
+	require.NoError(t, err)
+	require.Equal(t, []string{"SREM name:alfa alpha"}, rec.take(), "the other document's deletion")
+
 	apply(4, "Alpha Prime", "service")
 	require.Equal(t, []string{"SADD type:service beta", "SREM type:team beta"}, rec.take(), "an edit changing beta's type")
 
