@@ -290,7 +290,10 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		}
 	}
 	for _, e := range w.RemoveEdges {
-		del = append(del, k.edge(e.ID), k.edgeSupports(e.ID))
+		del = append(del, k.edge(e.ID))
+		if e.Spilled { // else its supports are inline: no key of their own
+			del = append(del, k.edgeSupports(e.ID))
+		}
 		if !putEdges[e.ID] {
 			ix.edge(k, e.ID, &e, nil)
 		}

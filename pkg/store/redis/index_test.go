@@ -19,7 +19,8 @@ import (
 
 // indexRecorder is a client hook keeping the SADD and SREM commands sent
 // on the index sets under base (entity, type, name, adjacency, relation
-// and edge sets), as "SADD <key after base> <members, sorted>".
+// and edge sets), as "SADD <key after base> <members, sorted>", and the
+// deletions of keys of supports stored apart, as "DEL <key after base>".
 type indexRecorder struct {
 	base string
 	mu   sync.Mutex
@@ -47,6 +48,16 @@ func (r *indexRecorder) ProcessPipelineHook(next goredis.ProcessPipelineHook) go
 func (r *indexRecorder) record(cmd goredis.Cmder) {
 	name := strings.ToUpper(cmd.Name())
 	args := cmd.Args()
+	if name == "DEL" {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, a := range args[1:] {
+			if rest, ok := strings.CutPrefix(fmt.Sprint(a), r.base); ok && strings.HasPrefix(rest, "xs:") {
+				r.cmds = append(r.cmds, "DEL "+rest)
+			}
+		}
+		return
+	}
 	if (name != "SADD" && name != "SREM") || len(args) < 3 {
 		return
 	}
@@ -182,4 +193,60 @@ func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 		"SREM rel:uses " + edge,
 		"SREM type:service alpha,beta",
 	}, rec.take(), "the deletion")
+}
+
+// TestRemovedEdgeDeletesSupportsKeyOnlyWhenSpilled checks that removing
+// an edge deletes the key of its supports stored apart only when its head
+// has spilled them: an edge whose supports are inline has no such key.
+func TestRemovedEdgeDeletesSupportsKeyOnlyWhenSpilled(t *testing.T) {
+	ctx := t.Context()
+	const tenant = "acme"
+	c := newClient(t)
+	prefix := "kgtest-" + rand.Text()[:12]
+	rec := &indexRecorder{base: prefix + ":{" + tenant + "}:g:"}
+	c.AddHook(rec)
+	s := redis.New(c, prefix)
+	t.Cleanup(func() {
+		_ = s.Close()
+		deleteKeys(t, prefix)
+	})
+	stating := func(source, target string) store.Contributions {
+		return store.Contributions{
+			TextUnits: []events.TextUnit{{ID: "u", Text: "text"}},
+			Entities: []store.EntityContribution{
+				{ID: source, Type: "service", Name: source, TextUnits: []string{"u"}},
+				{ID: target, Type: "service", Name: target, TextUnits: []string{"u"}},
+			},
+			Edges: []store.EdgeContribution{{Source: source, Relation: "uses", Target: target, Weight: 1, TextUnits: []string{"u"}}},
+		}
+	}
+	dels := func() []string {
+		return slices.DeleteFunc(rec.take(), func(c string) bool { return !strings.HasPrefix(c, "DEL ") })
+	}
+	_, err := s.Apply(ctx, tenant, "lone", 1, stating("c", "d"))
+	require.NoError(t, err)
+	docs := store.MaxInlineSupports + 1 // one more than a head holds: spilled
+	for i := range docs {
+		_, err := s.Apply(ctx, tenant, fmt.Sprintf("doc-%d", i), 1, stating("a", "b"))
+		require.NoError(t, err)
+	}
+	rec.take()
+
+	_, err = s.Delete(ctx, tenant, "lone", 2)
+	require.NoError(t, err)
+	require.Empty(t, dels(), "removing an edge with one inline support")
+	for i := range docs {
+		_, err := s.Delete(ctx, tenant, fmt.Sprintf("doc-%d", i), 2)
+		require.NoError(t, err)
+		if i < docs-1 {
+			require.Empty(t, dels(), "retracting support %d of a spilled edge", i)
+		}
+	}
+	require.Equal(t, []string{"DEL xs:" + store.EdgeID("a", "uses", "b")}, dels(), "removing the spilled edge")
+	rep, err := s.Audit(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, store.AuditReport{}, rep)
+	n, err := c.Exists(ctx, rec.base+"xs:"+store.EdgeID("a", "uses", "b")).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "the spilled edge's supports key is left")
 }
