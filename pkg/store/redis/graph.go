@@ -261,7 +261,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 	doc := w.Record.DocID
 	var (
 		del, hdel []string
-		ix        = newIndexOps()
+		ix        = newIndexOps(k)
 		hset      = map[string][]any{}
 		hsetOrder []string
 		heads     []any // edge heads: key, value, key, value...
@@ -373,9 +373,16 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 }
 
 // indexOps gathers the index set entries a write removes and adds.
-type indexOps struct{ rem, add *setOps }
+type indexOps struct {
+	rem, add *setOps
+	// entities and edges are the keys of the id sets, k.entities() and
+	// k.edges(), built once.
+	entities, edges string
+}
 
-func newIndexOps() indexOps { return indexOps{rem: newSetOps(), add: newSetOps()} }
+func newIndexOps(k keys) indexOps {
+	return indexOps{rem: newSetOps(), add: newSetOps(), entities: k.entities(), edges: k.edges()}
+}
 
 // entity records the index changes of entity id going from head before
 // to head after (nil: absent): the sets before belongs to and after does
@@ -386,10 +393,10 @@ func (ix indexOps) entity(k keys, id string, before, after *store.EntityHead) {
 	case before == nil && after == nil:
 		return
 	case before == nil:
-		ix.add.add(k.entities(), id)
+		ix.add.add(ix.entities, id)
 		ix.add.add(k.byType(after.Type), id)
 	case after == nil:
-		ix.rem.add(k.entities(), id)
+		ix.rem.add(ix.entities, id)
 		ix.rem.add(k.byType(before.Type), id)
 	case before.Type != after.Type:
 		ix.rem.add(k.byType(before.Type), id)
@@ -427,23 +434,24 @@ func sameSpellings(a, b store.EntityHead) bool {
 // edge is entity's counterpart for edge id: its adjacency sets, its
 // relation's set and the edge id set.
 func (ix indexOps) edge(k keys, id string, before, after *store.EdgeHead) {
+	member := any(id) // boxed once for its four sets
 	switch {
 	case before == nil && after == nil:
 	case before == nil:
-		for _, set := range [...]string{k.edges(), k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)} {
-			ix.add.add(set, id)
+		for _, set := range [...]string{ix.edges, k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)} {
+			ix.add.add(set, member)
 		}
 	case after == nil:
-		for _, set := range [...]string{k.edges(), k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)} {
-			ix.rem.add(set, id)
+		for _, set := range [...]string{ix.edges, k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)} {
+			ix.rem.add(set, member)
 		}
 	default:
 		was := [...]string{k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)}
 		is := [...]string{k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)}
 		for i := range was {
 			if was[i] != is[i] {
-				ix.rem.add(was[i], id)
-				ix.add.add(is[i], id)
+				ix.rem.add(was[i], member)
+				ix.add.add(is[i], member)
 			}
 		}
 	}
@@ -477,21 +485,24 @@ func writtenIDs(w store.Writes) [][]string {
 // set gets one command.
 type setOps struct {
 	order   []string
-	members map[string][]any
+	members map[string]*[]any
 }
 
-func newSetOps() *setOps { return &setOps{members: map[string][]any{}} }
+func newSetOps() *setOps { return &setOps{members: map[string]*[]any{}} }
 
-func (o *setOps) add(set, member string) {
-	if _, ok := o.members[set]; !ok {
+func (o *setOps) add(set string, member any) {
+	ms := o.members[set]
+	if ms == nil {
+		ms = new([]any)
+		o.members[set] = ms
 		o.order = append(o.order, set)
 	}
-	o.members[set] = append(o.members[set], member)
+	*ms = append(*ms, member)
 }
 
 func (o *setOps) each(fn func(set string, members []any)) {
 	for _, set := range o.order {
-		fn(set, o.members[set])
+		fn(set, *o.members[set])
 	}
 }
 
