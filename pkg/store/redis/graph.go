@@ -102,7 +102,7 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if w.Record == nil {
 			return nil
 		}
-		cmds, err := k.writes(w, st.Entities)
+		cmds, err := k.writes(w, st)
 		if err != nil {
 			return err
 		}
@@ -123,14 +123,16 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 
 // readState reads, in one pipeline, the heads of the entities and edges
 // of a change and the document's own fields of them (HMGET of an entity's
-// head and the doc's field, GET of an edge's head), then, in a second, the
+// head and the doc's field, MGET of the edge heads), then, in a second, the
 // document's supports stored apart of the edge heads that spilled them,
 // for store.Plan. Every fragment of an entity is
 // read (HGETALL) only when Plan asks for it.
 func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entityIDs, entityKeys, edgeIDs, edgeKeys []string) (store.State, error) {
 	st := store.State{
 		Entities: make(map[string]store.EntityHead, len(entityIDs)), Edges: make(map[string]store.EdgeHead, len(edgeIDs)),
-		EntityFragments: make(map[string]store.Fragment, len(entityIDs)), EdgeSupports: make(map[string]store.Fragment, len(edgeIDs)),
+		// Only the document's own fragments and spilled supports: most
+		// ids have none.
+		EntityFragments: map[string]store.Fragment{}, EdgeSupports: map[string]store.Fragment{},
 		Fragments: func(id string) ([]store.Fragment, error) {
 			hash, err := tx.HGetAll(ctx, k.entity(id)).Result()
 			if err != nil {
@@ -150,55 +152,57 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 			return out, nil
 		},
 	}
-	for start := 0; start < len(entityKeys)+len(edgeKeys); start += mgetChunk {
-		end := min(start+mgetChunk, len(entityKeys)+len(edgeKeys))
-		cmds := make([]goredis.Cmder, 0, end-start)
+	// Each round trip reads up to mgetChunk entities, one HMGET each, and
+	// up to mgetChunk edge heads in one MGET.
+	for start := 0; start < max(len(entityKeys), len(edgeKeys)); start += mgetChunk {
+		ents := entityKeys[min(start, len(entityKeys)):min(start+mgetChunk, len(entityKeys))]
+		eds := edgeKeys[min(start, len(edgeKeys)):min(start+mgetChunk, len(edgeKeys))]
+		cmds := make([]*goredis.SliceCmd, len(ents))
+		var heads *goredis.SliceCmd
 		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := start; i < end; i++ {
-				if i < len(entityKeys) {
-					cmds = append(cmds, p.HMGet(ctx, entityKeys[i], headField, docID))
-				} else {
-					cmds = append(cmds, p.Get(ctx, edgeKeys[i-len(entityKeys)]))
-				}
+			for i, key := range ents {
+				cmds[i] = p.HMGet(ctx, key, headField, docID)
+			}
+			if len(eds) > 0 {
+				heads = p.MGet(ctx, eds...)
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, goredis.Nil) {
+		if err != nil {
 			return store.State{}, err
 		}
 		for n, c := range cmds {
-			i := start + n
-			if i < len(entityKeys) {
-				id := entityIDs[i]
-				vals := c.(*goredis.SliceCmd).Val()
-				if head, ok := vals[0].(string); ok {
-					h, err := store.DecodeEntityHead(id, []byte(head))
-					if err != nil {
-						return store.State{}, fmt.Errorf("decoding the head of entity %q: %w", id, err)
-					}
-					st.Entities[id] = h
-				}
-				if frag, ok := vals[1].(string); ok {
-					f, err := store.DecodeFragment(docID, []byte(frag))
-					if err != nil {
-						return store.State{}, fmt.Errorf("decoding the fragment of %q by %q: %w", id, docID, err)
-					}
-					st.EntityFragments[id] = f
-				}
-				continue
-			}
-			id := edgeIDs[i-len(entityKeys)]
-			head, err := c.(*goredis.StringCmd).Bytes()
-			switch {
-			case err == nil:
-				h, err := store.DecodeEdgeHead(id, head)
+			id := entityIDs[start+n]
+			vals := c.Val()
+			if head, ok := vals[0].(string); ok {
+				h, err := store.DecodeEntityHead(id, []byte(head))
 				if err != nil {
-					return store.State{}, fmt.Errorf("decoding the head of edge %q: %w", id, err)
+					return store.State{}, fmt.Errorf("decoding the head of entity %q: %w", id, err)
 				}
-				st.Edges[id] = h
-			case !errors.Is(err, goredis.Nil):
-				return store.State{}, err
+				st.Entities[id] = h
 			}
+			if frag, ok := vals[1].(string); ok {
+				f, err := store.DecodeFragment(docID, []byte(frag))
+				if err != nil {
+					return store.State{}, fmt.Errorf("decoding the fragment of %q by %q: %w", id, docID, err)
+				}
+				st.EntityFragments[id] = f
+			}
+		}
+		if heads == nil {
+			continue
+		}
+		for n, v := range heads.Val() {
+			head, ok := v.(string)
+			if !ok {
+				continue // absent
+			}
+			id := edgeIDs[start+n]
+			h, err := store.DecodeEdgeHead(id, []byte(head))
+			if err != nil {
+				return store.State{}, fmt.Errorf("decoding the head of edge %q: %w", id, err)
+			}
+			st.Edges[id] = h
 		}
 	}
 	// The document's supports stored apart, of the heads that spilled them
@@ -247,17 +251,17 @@ type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 // removal, then one HSET per hash written (an entity's head and the
 // document's field together), the edge heads in one MSET, then every set
 // addition, each set's members in one
-// command; then the record. Removals before additions keep the order
-// store.Writes prescribes (an entity whose type changed is removed and
-// put). Encoding happens here, before the transaction, so a failure cannot
-// leave half a MULTI queued. stored holds the heads as they were read,
-// whose name index entries a put replaces.
-func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writeCmd, error) {
+// command; then the record. Encoding happens here, before the transaction,
+// so a failure cannot leave half a MULTI queued. st holds the heads as they
+// were read: the index sets change by the difference between the sets a
+// head belongs to as read and as written (indexOps), so an edit that
+// changes a head's tally but not its type, spellings or endpoints, the
+// usual case, writes no index entry for it.
+func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 	doc := w.Record.DocID
 	var (
 		del, hdel []string
-		srem      = newSetOps()
-		sadd      = newSetOps()
+		ix        = newIndexOps(k)
 		hset      = map[string][]any{}
 		hsetOrder []string
 		heads     []any // edge heads: key, value, key, value...
@@ -268,20 +272,31 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		}
 		hset[key] = append(hset[key], name, value)
 	}
+	// An entity or edge both removed and put (a type change, another
+	// spelling of an edge id) changes its index entries once, from the
+	// head as read to the head put.
+	putEntities := make(map[string]bool, len(w.PutEntities))
+	for _, e := range w.PutEntities {
+		putEntities[e.ID] = true
+	}
+	putEdges := make(map[string]bool, len(w.PutEdges))
+	for _, e := range w.PutEdges {
+		putEdges[e.ID] = true
+	}
 	for _, e := range w.RemoveEntities {
 		del = append(del, k.entity(e.ID))
-		srem.add(k.byType(e.Type), e.ID)
-		for _, nk := range store.HeadNameKeys(e) {
-			srem.add(k.byName(nk), e.ID)
+		if !putEntities[e.ID] {
+			ix.entity(k, e.ID, &e, nil)
 		}
-		srem.add(k.entities(), e.ID)
 	}
 	for _, e := range w.RemoveEdges {
-		del = append(del, k.edge(e.ID), k.edgeSupports(e.ID))
-		srem.add(k.out(e.Source), e.ID)
-		srem.add(k.in(e.Target), e.ID)
-		srem.add(k.byRel(e.Relation), e.ID)
-		srem.add(k.edges(), e.ID)
+		del = append(del, k.edge(e.ID))
+		if e.Spilled { // else its supports are inline: no key of their own
+			del = append(del, k.edgeSupports(e.ID))
+		}
+		if !putEdges[e.ID] {
+			ix.edge(k, e.ID, &e, nil)
+		}
 	}
 	for _, id := range w.DeleteFragments {
 		hdel = append(hdel, k.entity(id))
@@ -294,20 +309,12 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		if err != nil {
 			return nil, fmt.Errorf("encoding the head of entity %q: %w", e.ID, err)
 		}
-		names := store.HeadNameKeys(e)
-		if o, ok := stored[e.ID]; ok {
-			for _, nk := range store.HeadNameKeys(o) {
-				if !slices.Contains(names, nk) {
-					srem.add(k.byName(nk), e.ID)
-				}
-			}
-		}
 		field(k.entity(e.ID), headField, data)
-		sadd.add(k.byType(e.Type), e.ID)
-		for _, nk := range names {
-			sadd.add(k.byName(nk), e.ID)
+		var before *store.EntityHead
+		if o, ok := st.Entities[e.ID]; ok {
+			before = &o
 		}
-		sadd.add(k.entities(), e.ID)
+		ix.entity(k, e.ID, before, &e)
 	}
 	for _, e := range w.PutEdges {
 		data, err := store.EncodeEdgeHead(e)
@@ -315,10 +322,11 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 			return nil, fmt.Errorf("encoding the head of edge %q: %w", e.ID, err)
 		}
 		heads = append(heads, k.edge(e.ID), data)
-		sadd.add(k.out(e.Source), e.ID)
-		sadd.add(k.in(e.Target), e.ID)
-		sadd.add(k.byRel(e.Relation), e.ID)
-		sadd.add(k.edges(), e.ID)
+		var before *store.EdgeHead
+		if o, ok := st.Edges[e.ID]; ok {
+			before = &o
+		}
+		ix.edge(k, e.ID, before, &e)
 	}
 	for _, ps := range []struct {
 		key   func(string) string
@@ -346,14 +354,14 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 		for _, key := range hdel {
 			p.HDel(ctx, key, doc)
 		}
-		srem.each(func(set string, members []any) { p.SRem(ctx, set, members...) })
+		ix.rem.each(func(set string, members []any) { p.SRem(ctx, set, members...) })
 		for _, key := range hsetOrder {
 			p.HSet(ctx, key, hset[key]...)
 		}
 		if len(heads) > 0 {
 			p.MSet(ctx, heads...)
 		}
-		sadd.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
+		ix.add.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
 		p.Set(ctx, k.src(doc), rec, 0)
 		p.SAdd(ctx, k.srcs(), doc)
 		if deleted {
@@ -362,6 +370,91 @@ func (k keys) writes(w store.Writes, stored map[string]store.EntityHead) ([]writ
 			p.SAdd(ctx, k.live(), doc)
 		}
 	}}, nil
+}
+
+// indexOps gathers the index set entries a write removes and adds.
+type indexOps struct {
+	rem, add *setOps
+	// entities and edges are the keys of the id sets, k.entities() and
+	// k.edges(), built once.
+	entities, edges string
+}
+
+func newIndexOps(k keys) indexOps {
+	return indexOps{rem: newSetOps(), add: newSetOps(), entities: k.entities(), edges: k.edges()}
+}
+
+// entity records the index changes of entity id going from head before
+// to head after (nil: absent): the sets before belongs to and after does
+// not lose id, those after belongs to and before did not gain it; the
+// sets both belong to are left alone, as they already list it.
+func (ix indexOps) entity(k keys, id string, before, after *store.EntityHead) {
+	switch {
+	case before == nil && after == nil:
+		return
+	case before == nil:
+		ix.add.add(ix.entities, id)
+		ix.add.add(k.byType(after.Type), id)
+	case after == nil:
+		ix.rem.add(ix.entities, id)
+		ix.rem.add(k.byType(before.Type), id)
+	case before.Type != after.Type:
+		ix.rem.add(k.byType(before.Type), id)
+		ix.add.add(k.byType(after.Type), id)
+	}
+	if before != nil && after != nil && sameSpellings(*before, *after) {
+		return // the same name keys
+	}
+	var was, is []string
+	if before != nil {
+		was = store.HeadNameKeys(*before)
+	}
+	if after != nil {
+		is = store.HeadNameKeys(*after)
+	}
+	for _, nk := range was {
+		if !slices.Contains(is, nk) {
+			ix.rem.add(k.byName(nk), id)
+		}
+	}
+	for _, nk := range is {
+		if !slices.Contains(was, nk) {
+			ix.add.add(k.byName(nk), id)
+		}
+	}
+}
+
+// sameSpellings says whether two heads have the same display name and
+// tally the same spellings (whatever their counts), so the same name
+// keys (store.HeadNameKeys).
+func sameSpellings(a, b store.EntityHead) bool {
+	return a.Name == b.Name && slices.EqualFunc(a.Names, b.Names, func(x, y store.NameVote) bool { return x.Name == y.Name })
+}
+
+// edge is entity's counterpart for edge id: its adjacency sets, its
+// relation's set and the edge id set.
+func (ix indexOps) edge(k keys, id string, before, after *store.EdgeHead) {
+	member := any(id) // boxed once for its four sets
+	switch {
+	case before == nil && after == nil:
+	case before == nil:
+		for _, set := range [...]string{ix.edges, k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)} {
+			ix.add.add(set, member)
+		}
+	case after == nil:
+		for _, set := range [...]string{ix.edges, k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)} {
+			ix.rem.add(set, member)
+		}
+	default:
+		was := [...]string{k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)}
+		is := [...]string{k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)}
+		for i := range was {
+			if was[i] != is[i] {
+				ix.rem.add(was[i], member)
+				ix.add.add(is[i], member)
+			}
+		}
+	}
 }
 
 // writtenIDs returns the ids of the entities and edges whose keys w
@@ -392,21 +485,24 @@ func writtenIDs(w store.Writes) [][]string {
 // set gets one command.
 type setOps struct {
 	order   []string
-	members map[string][]any
+	members map[string]*[]any
 }
 
-func newSetOps() *setOps { return &setOps{members: map[string][]any{}} }
+func newSetOps() *setOps { return &setOps{members: map[string]*[]any{}} }
 
-func (o *setOps) add(set, member string) {
-	if _, ok := o.members[set]; !ok {
+func (o *setOps) add(set string, member any) {
+	ms := o.members[set]
+	if ms == nil {
+		ms = new([]any)
+		o.members[set] = ms
 		o.order = append(o.order, set)
 	}
-	o.members[set] = append(o.members[set], member)
+	*ms = append(*ms, member)
 }
 
 func (o *setOps) each(fn func(set string, members []any)) {
 	for _, set := range o.order {
-		fn(set, o.members[set])
+		fn(set, *o.members[set])
 	}
 }
 

@@ -69,9 +69,10 @@
 // An entity is one hash of its head and one field per document; an edge is
 // its head, holding its supports while they are few (most edges have one),
 // and once they are many a hash of one field per document. So an apply
-// reads (HMGET, GET, HGET) and writes (HSET, SET, HDEL) the heads it
+// reads (HMGET, MGET, HGET) and writes (HSET, MSET, HDEL) the heads it
 // touches and its own document's fields, never the other documents'
-// fragments.
+// fragments, and adds and removes only the index entries that change (a
+// head's type, spellings or endpoints).
 // Graphs written before that hold each entity and edge whole under
 // g:ent:<id> and g:edge:<id>; a Store converts them before its first graph
 // operation (ensureLayout).
