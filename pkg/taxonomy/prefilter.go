@@ -64,27 +64,34 @@ func requiredLiterals(re *syntax.Regexp) []string {
 				best, bestLen = l, m
 			}
 		}
-		var run strings.Builder
-		flush := func() {
-			if run.Len() > 0 {
-				consider([]string{run.String()})
-				run.Reset()
-			}
-		}
-		for _, sub := range re.Sub {
-			if sub.Op == syntax.OpLiteral {
-				if l := requiredLiterals(sub); l != nil {
-					run.WriteString(l[0])
-					continue
-				}
-			}
-			flush()
-			consider(requiredLiterals(sub))
-		}
-		flush()
+		concatParts(re, func(s string) { consider([]string{s}) }, func(sub *syntax.Regexp) { consider(requiredLiterals(sub)) })
 		return best
 	}
 	return nil
+}
+
+// concatParts walks the parts of a concatenation in order: each run of
+// adjacent literals goes to literal joined ("time" "out" -> "timeout"),
+// lower-cased; every other part goes to other.
+func concatParts(re *syntax.Regexp, literal func(string), other func(*syntax.Regexp)) {
+	var run strings.Builder
+	flush := func() {
+		if run.Len() > 0 {
+			literal(run.String())
+			run.Reset()
+		}
+	}
+	for _, sub := range re.Sub {
+		if sub.Op == syntax.OpLiteral {
+			if l := requiredLiterals(sub); l != nil {
+				run.WriteString(l[0])
+				continue
+			}
+		}
+		flush()
+		other(sub)
+	}
+	flush()
 }
 
 func asciiOnly(s string) bool {
@@ -124,24 +131,8 @@ func requiredLiteralSets(re *syntax.Regexp) [][]string {
 		return nil
 	}
 	var out [][]string
-	var run strings.Builder
-	flush := func() {
-		if run.Len() > 0 {
-			out = append(out, []string{run.String()})
-			run.Reset()
-		}
-	}
-	for _, sub := range re.Sub {
-		if sub.Op == syntax.OpLiteral {
-			if l := requiredLiterals(sub); l != nil {
-				run.WriteString(l[0])
-				continue
-			}
-		}
-		flush()
-		out = append(out, requiredLiteralSets(sub)...)
-	}
-	flush()
+	concatParts(re, func(s string) { out = append(out, []string{s}) },
+		func(sub *syntax.Regexp) { out = append(out, requiredLiteralSets(sub)...) })
 	return out
 }
 

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"testing"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/store"
@@ -23,9 +24,32 @@ func TestConvertsWholeLayout(t *testing.T) {
 	storetest.FillHubGraph(t, old)
 	storetest.FillHubGraph(t, never)
 
-	// Rewrite old's graphs as the layout before heads stored them.
-	for _, tenant := range []string{"acme", "globex"} {
-		g, err := old.Snapshot(ctx, tenant)
+	toWholeLayout(t, old, c, prefix, "acme", "globex")
+
+	converted := redis.New(newClient(t), prefix)
+	t.Cleanup(func() { _ = converted.Close() })
+	storetest.SameHubGraph(t, "converted", never, converted)
+	n, err := c.Exists(ctx, prefix+":{acme}:g:ent:service:hub", prefix+":{acme}:g:edge:service:hub|calls|service:hub2").Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "whole values are left")
+	layout, err := c.Get(ctx, prefix+":graph-layout").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, layout)
+
+	storetest.EditHubGraph(t, converted)
+	storetest.EditHubGraph(t, never)
+	storetest.SameHubGraph(t, "edited after the conversion", never, converted)
+}
+
+// toWholeLayout rewrites the tenants' graphs of s behind the adapter's
+// back (no stripe changes) in the layout before heads stored them: each
+// entity and edge whole under g:ent:<id> and g:edge:<id>, and no layout
+// key, so the next Store converts them.
+func toWholeLayout(t *testing.T, s *redis.Store, c *goredis.Client, prefix string, tenants ...string) {
+	t.Helper()
+	ctx := t.Context()
+	for _, tenant := range tenants {
+		g, err := s.Snapshot(ctx, tenant)
 		require.NoError(t, err)
 		base := prefix + ":{" + tenant + "}:g:"
 		for _, e := range g.Entities {
@@ -42,18 +66,4 @@ func TestConvertsWholeLayout(t *testing.T) {
 		}
 	}
 	require.NoError(t, c.Del(ctx, prefix+":graph-layout").Err())
-
-	converted := redis.New(newClient(t), prefix)
-	t.Cleanup(func() { _ = converted.Close() })
-	storetest.SameHubGraph(t, "converted", never, converted)
-	n, err := c.Exists(ctx, prefix+":{acme}:g:ent:service:hub", prefix+":{acme}:g:edge:service:hub|calls|service:hub2").Result()
-	require.NoError(t, err)
-	require.Zero(t, n, "whole values are left")
-	layout, err := c.Get(ctx, prefix+":graph-layout").Result()
-	require.NoError(t, err)
-	require.NotEmpty(t, layout)
-
-	storetest.EditHubGraph(t, converted)
-	storetest.EditHubGraph(t, never)
-	storetest.SameHubGraph(t, "edited after the conversion", never, converted)
 }

@@ -141,22 +141,7 @@ func TestWritesBumpStripes(t *testing.T) {
 
 	// The layout conversion: rewrite the graph whole (behind the adapter's
 	// back, so no stripe changes), then a new Store converts it.
-	g, err := s.Snapshot(ctx, tenant)
-	require.NoError(t, err)
-	base := prefix + ":{" + tenant + "}:g:"
-	for _, e := range g.Entities {
-		data, err := store.EncodeValue(e, store.FastCompression)
-		require.NoError(t, err)
-		require.NoError(t, c.Del(ctx, base+"e:"+e.ID).Err())
-		require.NoError(t, c.Set(ctx, base+"ent:"+e.ID, data, 0).Err())
-	}
-	for _, e := range g.Edges {
-		data, err := store.EncodeValue(e, store.FastCompression)
-		require.NoError(t, err)
-		require.NoError(t, c.Del(ctx, base+"x:"+e.ID, base+"xs:"+e.ID).Err())
-		require.NoError(t, c.Set(ctx, base+"edge:"+e.ID, data, 0).Err())
-	}
-	require.NoError(t, c.Del(ctx, prefix+":graph-layout").Err())
+	toWholeLayout(t, s, c, prefix, tenant)
 	graph, stripes = graphKeys(t, c, prefix, tenant)
 	step("the layout conversion", func() {
 		converted := redis.New(newClient(t), prefix)
