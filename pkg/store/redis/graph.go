@@ -106,8 +106,7 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if err != nil {
 			return err
 		}
-		// See registryUpdate: the global set is outside the transaction.
-		if err := s.client.SAdd(ctx, s.graphTenantsKey(), tenant).Err(); err != nil {
+		if err := s.noteGraphTenant(ctx, tenant); err != nil {
 			return err
 		}
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
@@ -1008,4 +1007,19 @@ func globEscape(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// noteGraphTenant adds tenant to the global set of tenants with graph
+// data, outside the apply's transaction (see registryUpdate), once per
+// Store and tenant: the set only ever grows, so a tenant this Store added
+// is still there and the SADD would be a round trip per apply for nothing.
+func (s *Store) noteGraphTenant(ctx context.Context, tenant string) error {
+	if _, ok := s.graphTenants.Load(tenant); ok {
+		return nil
+	}
+	if err := s.client.SAdd(ctx, s.graphTenantsKey(), tenant).Err(); err != nil {
+		return err
+	}
+	s.graphTenants.Store(tenant, struct{}{})
+	return nil
 }

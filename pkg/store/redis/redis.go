@@ -133,6 +133,9 @@ type Store struct {
 	// (ensureLayout).
 	layoutMu   sync.Mutex
 	layoutDone atomic.Bool
+	// graphTenants holds the tenants this Store has added to the global
+	// set of graph tenants (noteGraphTenant).
+	graphTenants sync.Map
 }
 
 var _ store.SourceCounter = (*Store)(nil)
