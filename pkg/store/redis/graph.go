@@ -262,7 +262,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 	var (
 		del       = make([]string, 0, len(w.RemoveEntities)+2*len(w.RemoveEdges))
 		hdel      = make([]string, 0, len(w.DeleteFragments)+len(w.DeleteSupports))
-		ix        = newIndexOps(k)
+		ix        = newIndexOps(k, w, st)
 		hset      = make(map[string][]any, len(w.PutEntities)+len(w.PutFragments)+len(w.PutSupports))
 		hsetOrder = make([]string, 0, len(w.PutEntities)+len(w.PutFragments)+len(w.PutSupports))
 		heads     = make([]any, 0, 2*len(w.PutEdges)) // edge heads: key, value, key, value...
@@ -384,8 +384,24 @@ type indexOps struct {
 	rem, add *setOps
 }
 
-func newIndexOps(k keys) indexOps {
-	return indexOps{rem: newSetOps(k), add: newSetOps(k)}
+// newIndexOps returns the indexOps of w, with room for the index entries
+// of the entities and edges it removes and creates (each edge is in four
+// sets, an entity in three or more); those whose sets only may change
+// grow it as they need.
+func newIndexOps(k keys, w store.Writes, st store.State) indexOps {
+	created := 0
+	for _, e := range w.PutEdges {
+		if _, ok := st.Edges[e.ID]; !ok {
+			created += 4
+		}
+	}
+	for _, e := range w.PutEntities {
+		if _, ok := st.Entities[e.ID]; !ok {
+			created += 3
+		}
+	}
+	removed := 4*len(w.RemoveEdges) + 3*len(w.RemoveEntities)
+	return indexOps{rem: newSetOps(k, removed), add: newSetOps(k, created)}
 }
 
 // entity records the index changes of entity id going from head before
@@ -502,12 +518,14 @@ const (
 	setOut                     // k.out(of)
 	setIn                      // k.in(of)
 	setRel                     // k.byRel(of)
+	setKinds                   // how many kinds there are
 )
 
-// setRef names an index set without building its key: the set of kind
-// of the type, name key, entity or relation of. An apply adds or removes
-// many members of one set (the edge set, a relation's, a hub's adjacency
-// sets): its key is built once, when the set is first met.
+// setRef names an index set without building its key: its kind and what
+// it is of (a type, a name key, an entity or a relation; nothing for the
+// entity and edge id sets). An apply adds or removes many members of one
+// set (the edge set, a relation's, a hub's adjacency sets): its key is
+// built once, when the set is first met.
 type setRef struct {
 	kind setKind
 	of   string
@@ -539,8 +557,9 @@ func (k keys) setKey(r setRef) string {
 // number of its set, and laid out set by set only when the commands are
 // queued (each), so gathering costs no slice per set.
 type setOps struct {
-	k       keys
-	index   map[setRef]int32
+	k keys
+	// index numbers the sets met, by kind then by what they are of.
+	index   [setKinds]map[string]int32
 	sets    []string // keys, by set number
 	counts  []int32  // members, by set number
 	entries []setEntry
@@ -552,13 +571,22 @@ type setEntry struct {
 	member any
 }
 
-func newSetOps(k keys) *setOps { return &setOps{k: k, index: map[setRef]int32{}} }
+// newSetOps returns an empty setOps with room for about members entries.
+func newSetOps(k keys, members int) *setOps {
+	return &setOps{k: k, entries: make([]setEntry, 0, members)}
+}
 
+// add records member for set r.
 func (o *setOps) add(r setRef, member any) {
-	n, ok := o.index[r]
+	index := o.index[r.kind]
+	if index == nil {
+		index = map[string]int32{}
+		o.index[r.kind] = index
+	}
+	n, ok := index[r.of]
 	if !ok {
 		n = int32(len(o.sets))
-		o.index[r] = n
+		index[r.of] = n
 		o.sets = append(o.sets, o.k.setKey(r))
 		o.counts = append(o.counts, 0)
 	}

@@ -89,6 +89,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,12 +223,13 @@ func joinKeys(prefix string, ids []string) []string {
 	for _, id := range ids {
 		size += len(id)
 	}
-	buf := make([]byte, 0, size)
+	var b strings.Builder
+	b.Grow(size)
 	for _, id := range ids {
-		buf = append(buf, prefix...)
-		buf = append(buf, id...)
+		b.WriteString(prefix)
+		b.WriteString(id)
 	}
-	all := string(buf)
+	all := b.String()
 	out := make([]string, len(ids))
 	at := 0
 	for i, id := range ids {

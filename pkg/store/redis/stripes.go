@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -124,16 +125,18 @@ func (k keys) stripeSetKeys(set *stripeSet) []string {
 			n++
 		}
 	}
-	buf := make([]byte, 0, n*(len(prefix)+4)) // 4 digits at most
+	var b strings.Builder
+	b.Grow(n * (len(prefix) + 4)) // 4 digits at most
+	var digits [4]byte
 	ends := make([]int, 0, n)
 	for s, in := range set {
 		if in {
-			buf = append(buf, prefix...)
-			buf = strconv.AppendUint(buf, uint64(s), 10)
-			ends = append(ends, len(buf))
+			b.WriteString(prefix)
+			b.Write(strconv.AppendUint(digits[:0], uint64(s), 10))
+			ends = append(ends, b.Len())
 		}
 	}
-	all := string(buf)
+	all := b.String()
 	out := make([]string, n)
 	at := 0
 	for i, end := range ends {
