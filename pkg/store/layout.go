@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Adapters store an entity as its head (EntityHead) and one fragment per
@@ -134,6 +135,17 @@ func DecodeEntityHead(id string, data []byte) (EntityHead, error) {
 	return h, nil
 }
 
+// edgeHeadScratch holds the values edge heads are decoded into, whose
+// inline supports are then copied out at their length: the JSON decoder
+// gives a slice it fills a capacity of 10 elements (of about 100 bytes),
+// where most heads hold one support, and a large apply decodes thousands
+// of heads.
+var edgeHeadScratch = sync.Pool{New: func() any { return new(storedEdgeHead) }}
+
+// scratchLen is the capacity a scratch slice starts with: one more than
+// an edge head holds inline, so the decoder needs no other array.
+const scratchLen = MaxInlineSupports + 1
+
 // EncodeEdgeHead encodes an edge head for its key (the id). The endpoints
 // and relation are left out when the id spells them unambiguously (exactly
 // two separators), which is nearly always.
@@ -141,6 +153,9 @@ func EncodeEdgeHead(h EdgeHead) ([]byte, error) {
 	st := storedEdgeHead{Source: h.Source, Relation: h.Relation, Target: h.Target, Supports: h.Supports, Spilled: h.Spilled}
 	if s, r, t, ok := splitEdgeID(h.ID); ok && s == h.Source && r == h.Relation && t == h.Target {
 		st.Source, st.Relation, st.Target = "", "", ""
+	}
+	if len(h.Inline) > 0 {
+		st.Inline = make([]storedInline, 0, len(h.Inline))
 	}
 	for _, f := range h.Inline {
 		st.Inline = append(st.Inline, storedInline{DocID: f.DocID, storedFragment: toStored(f)})
@@ -150,11 +165,26 @@ func EncodeEdgeHead(h EdgeHead) ([]byte, error) {
 
 // DecodeEdgeHead decodes the head stored under id.
 func DecodeEdgeHead(id string, data []byte) (EdgeHead, error) {
-	var st storedEdgeHead
-	if err := DecodeValue(data, &st); err != nil {
+	st := edgeHeadScratch.Get().(*storedEdgeHead)
+	defer func() {
+		// The inline supports' own slices (text units) were copied out
+		// by reference: zeroed, no later decode writes into them.
+		clear(st.Inline[:cap(st.Inline)])
+		edgeHeadScratch.Put(st)
+	}()
+	// A field the value lacks must not keep what the previous head had:
+	// start from a zero head but for the inline supports' array.
+	*st = storedEdgeHead{Inline: st.Inline[:0]}
+	if st.Inline == nil {
+		st.Inline = make([]storedInline, 0, scratchLen)
+	}
+	if err := DecodeValue(data, st); err != nil {
 		return EdgeHead{}, err
 	}
 	h := EdgeHead{ID: id, Source: st.Source, Relation: st.Relation, Target: st.Target, Supports: st.Supports, Spilled: st.Spilled}
+	if len(st.Inline) > 0 {
+		h.Inline = make([]Fragment, 0, len(st.Inline))
+	}
 	for _, f := range st.Inline {
 		h.Inline = append(h.Inline, f.fragment(f.DocID))
 	}
@@ -168,12 +198,15 @@ func DecodeEdgeHead(id string, data []byte) (EdgeHead, error) {
 	return h, nil
 }
 
+// splitEdgeID returns the parts of an edge id holding exactly two
+// separators; ok is false for any other.
 func splitEdgeID(id string) (source, relation, target string, ok bool) {
-	if strings.Count(id, "|") != 2 {
+	source, rest, ok1 := strings.Cut(id, "|")
+	relation, target, ok2 := strings.Cut(rest, "|")
+	if !ok1 || !ok2 || strings.Contains(target, "|") {
 		return "", "", "", false
 	}
-	parts := strings.SplitN(id, "|", 3)
-	return parts[0], parts[1], parts[2], true
+	return source, relation, target, true
 }
 
 // AssembleEntity returns the entity of a head and its fragments, sorted by

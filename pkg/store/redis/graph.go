@@ -258,34 +258,38 @@ type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 // usual case, writes no index entry for it.
 func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 	doc := w.Record.DocID
+	docField := any(doc) // boxed once for its fields and HDELs
 	var (
-		del, hdel []string
-		ix        = newIndexOps(k)
-		hset      = map[string][]any{}
-		hsetOrder []string
-		heads     []any // edge heads: key, value, key, value...
+		del       = make([]string, 0, len(w.RemoveEntities)+2*len(w.RemoveEdges))
+		hdel      = make([]string, 0, len(w.DeleteFragments)+len(w.DeleteSupports))
+		ix        = newIndexOps(k, w, st)
+		hset      = make(map[string][]any, len(w.PutEntities)+len(w.PutFragments)+len(w.PutSupports))
+		hsetOrder = make([]string, 0, len(w.PutEntities)+len(w.PutFragments)+len(w.PutSupports))
+		heads     = make([]any, 0, 2*len(w.PutEdges)) // edge heads: key, value, key, value...
 	)
-	field := func(key string, name string, value []byte) {
-		if _, ok := hset[key]; !ok {
+	field := func(key string, name any, value []byte) {
+		fields, ok := hset[key]
+		if !ok {
 			hsetOrder = append(hsetOrder, key)
+			fields = make([]any, 0, 4) // an entity's head and the document's fragment
 		}
-		hset[key] = append(hset[key], name, value)
+		hset[key] = append(fields, name, value)
 	}
 	// An entity or edge both removed and put (a type change, another
 	// spelling of an edge id) changes its index entries once, from the
-	// head as read to the head put.
-	putEntities := make(map[string]bool, len(w.PutEntities))
-	for _, e := range w.PutEntities {
-		putEntities[e.ID] = true
+	// head as read to the head put. Both lists are sorted by id.
+	putEntity := func(id string) bool {
+		_, ok := slices.BinarySearchFunc(w.PutEntities, id, func(e store.EntityHead, id string) int { return cmp.Compare(e.ID, id) })
+		return ok
 	}
-	putEdges := make(map[string]bool, len(w.PutEdges))
-	for _, e := range w.PutEdges {
-		putEdges[e.ID] = true
+	putEdge := func(id string) bool {
+		_, ok := slices.BinarySearchFunc(w.PutEdges, id, func(e store.EdgeHead, id string) int { return cmp.Compare(e.ID, id) })
+		return ok
 	}
 	for _, e := range w.RemoveEntities {
 		del = append(del, k.entity(e.ID))
-		if !putEntities[e.ID] {
-			ix.entity(k, e.ID, &e, nil)
+		if !putEntity(e.ID) {
+			ix.entity(e.ID, &e, nil)
 		}
 	}
 	for _, e := range w.RemoveEdges {
@@ -293,8 +297,8 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		if e.Spilled { // else its supports are inline: no key of their own
 			del = append(del, k.edgeSupports(e.ID))
 		}
-		if !putEdges[e.ID] {
-			ix.edge(k, e.ID, &e, nil)
+		if !putEdge(e.ID) {
+			ix.edge(e.ID, &e, nil)
 		}
 	}
 	for _, id := range w.DeleteFragments {
@@ -313,7 +317,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		if o, ok := st.Entities[e.ID]; ok {
 			before = &o
 		}
-		ix.entity(k, e.ID, before, &e)
+		ix.entity(e.ID, before, &e)
 	}
 	for _, e := range w.PutEdges {
 		data, err := store.EncodeEdgeHead(e)
@@ -325,7 +329,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		if o, ok := st.Edges[e.ID]; ok {
 			before = &o
 		}
-		ix.edge(k, e.ID, before, &e)
+		ix.edge(e.ID, before, &e)
 	}
 	for _, ps := range []struct {
 		key   func(string) string
@@ -336,7 +340,11 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 			if err != nil {
 				return nil, fmt.Errorf("encoding the fragment of %q by %q: %w", pt.ID, pt.Fragment.DocID, err)
 			}
-			field(ps.key(pt.ID), pt.Fragment.DocID, data)
+			name := docField
+			if pt.Fragment.DocID != doc { // another document's support, moved by a spill
+				name = pt.Fragment.DocID
+			}
+			field(ps.key(pt.ID), name, data)
 		}
 	}
 	rec, err := marshal(w.Record, store.SmallCompression)
@@ -344,7 +352,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		return nil, err
 	}
 	deleted := w.Record.Deleted
-	bumped := k.stripeKeys(writtenIDs(w)...)
+	bumped := k.writtenStripes(w)
 	return []writeCmd{func(ctx context.Context, p goredis.Pipeliner) {
 		bumpStripes(ctx, p, bumped)
 		if len(del) > 0 {
@@ -374,32 +382,46 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 // indexOps gathers the index set entries a write removes and adds.
 type indexOps struct {
 	rem, add *setOps
-	// entities and edges are the keys of the id sets, k.entities() and
-	// k.edges(), built once.
-	entities, edges string
 }
 
-func newIndexOps(k keys) indexOps {
-	return indexOps{rem: newSetOps(), add: newSetOps(), entities: k.entities(), edges: k.edges()}
+// newIndexOps returns the indexOps of w, with room for the index entries
+// of the entities and edges it removes and creates (each edge is in four
+// sets, an entity in three or more); those whose sets only may change
+// grow it as they need.
+func newIndexOps(k keys, w store.Writes, st store.State) indexOps {
+	created := 0
+	for _, e := range w.PutEdges {
+		if _, ok := st.Edges[e.ID]; !ok {
+			created += 4
+		}
+	}
+	for _, e := range w.PutEntities {
+		if _, ok := st.Entities[e.ID]; !ok {
+			created += 3
+		}
+	}
+	removed := 4*len(w.RemoveEdges) + 3*len(w.RemoveEntities)
+	return indexOps{rem: newSetOps(k, removed), add: newSetOps(k, created)}
 }
 
 // entity records the index changes of entity id going from head before
 // to head after (nil: absent): the sets before belongs to and after does
 // not lose id, those after belongs to and before did not gain it; the
 // sets both belong to are left alone, as they already list it.
-func (ix indexOps) entity(k keys, id string, before, after *store.EntityHead) {
+func (ix indexOps) entity(id string, before, after *store.EntityHead) {
+	member := any(id) // boxed once for all its sets
 	switch {
 	case before == nil && after == nil:
 		return
 	case before == nil:
-		ix.add.add(ix.entities, id)
-		ix.add.add(k.byType(after.Type), id)
+		ix.add.add(setRef{kind: setEntities}, member)
+		ix.add.add(setRef{kind: setType, of: after.Type}, member)
 	case after == nil:
-		ix.rem.add(ix.entities, id)
-		ix.rem.add(k.byType(before.Type), id)
+		ix.rem.add(setRef{kind: setEntities}, member)
+		ix.rem.add(setRef{kind: setType, of: before.Type}, member)
 	case before.Type != after.Type:
-		ix.rem.add(k.byType(before.Type), id)
-		ix.add.add(k.byType(after.Type), id)
+		ix.rem.add(setRef{kind: setType, of: before.Type}, member)
+		ix.add.add(setRef{kind: setType, of: after.Type}, member)
 	}
 	if before != nil && after != nil && sameSpellings(*before, *after) {
 		return // the same name keys
@@ -413,12 +435,12 @@ func (ix indexOps) entity(k keys, id string, before, after *store.EntityHead) {
 	}
 	for _, nk := range was {
 		if !slices.Contains(is, nk) {
-			ix.rem.add(k.byName(nk), id)
+			ix.rem.add(setRef{kind: setName, of: nk}, member)
 		}
 	}
 	for _, nk := range is {
 		if !slices.Contains(was, nk) {
-			ix.add.add(k.byName(nk), id)
+			ix.add.add(setRef{kind: setName, of: nk}, member)
 		}
 	}
 }
@@ -432,21 +454,21 @@ func sameSpellings(a, b store.EntityHead) bool {
 
 // edge is entity's counterpart for edge id: its adjacency sets, its
 // relation's set and the edge id set.
-func (ix indexOps) edge(k keys, id string, before, after *store.EdgeHead) {
+func (ix indexOps) edge(id string, before, after *store.EdgeHead) {
 	member := any(id) // boxed once for its four sets
 	switch {
 	case before == nil && after == nil:
 	case before == nil:
-		for _, set := range [...]string{ix.edges, k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)} {
+		for _, set := range [...]setRef{{kind: setEdges}, {setOut, after.Source}, {setIn, after.Target}, {setRel, after.Relation}} {
 			ix.add.add(set, member)
 		}
 	case after == nil:
-		for _, set := range [...]string{ix.edges, k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)} {
+		for _, set := range [...]setRef{{kind: setEdges}, {setOut, before.Source}, {setIn, before.Target}, {setRel, before.Relation}} {
 			ix.rem.add(set, member)
 		}
 	default:
-		was := [...]string{k.out(before.Source), k.in(before.Target), k.byRel(before.Relation)}
-		is := [...]string{k.out(after.Source), k.in(after.Target), k.byRel(after.Relation)}
+		was := [...]setRef{{setOut, before.Source}, {setIn, before.Target}, {setRel, before.Relation}}
+		is := [...]setRef{{setOut, after.Source}, {setIn, after.Target}, {setRel, after.Relation}}
 		for i := range was {
 			if was[i] != is[i] {
 				ix.rem.add(was[i], member)
@@ -456,52 +478,151 @@ func (ix indexOps) edge(k keys, id string, before, after *store.EdgeHead) {
 	}
 }
 
-// writtenIDs returns the ids of the entities and edges whose keys w
-// writes (their stripes are bumped), in any order, possibly repeated.
-func writtenIDs(w store.Writes) [][]string {
-	var ids []string
+// writtenStripes returns the keys of the stripes of the entities and
+// edges whose keys w writes (bumped, see stripes.go).
+func (k keys) writtenStripes(w store.Writes) []string {
+	var set stripeSet
 	for _, e := range w.RemoveEntities {
-		ids = append(ids, e.ID)
+		set.add(e.ID)
 	}
 	for _, e := range w.RemoveEdges {
-		ids = append(ids, e.ID)
+		set.add(e.ID)
 	}
 	for _, e := range w.PutEntities {
-		ids = append(ids, e.ID)
+		set.add(e.ID)
 	}
 	for _, e := range w.PutEdges {
-		ids = append(ids, e.ID)
+		set.add(e.ID)
 	}
-	for _, parts := range [][]store.Part{w.PutFragments, w.PutSupports} {
+	for _, parts := range [...][]store.Part{w.PutFragments, w.PutSupports} {
 		for _, pt := range parts {
-			ids = append(ids, pt.ID)
+			set.add(pt.ID)
 		}
 	}
-	return [][]string{ids, w.DeleteFragments, w.DeleteSupports}
+	for _, ids := range [...][]string{w.DeleteFragments, w.DeleteSupports} {
+		for _, id := range ids {
+			set.add(id)
+		}
+	}
+	return k.stripeSetKeys(&set)
+}
+
+// setKind is which index a set belongs to.
+type setKind uint8
+
+const (
+	setEntities setKind = iota // k.entities()
+	setEdges                   // k.edges()
+	setType                    // k.byType(of)
+	setName                    // k.byName(of)
+	setOut                     // k.out(of)
+	setIn                      // k.in(of)
+	setRel                     // k.byRel(of)
+	setKinds                   // how many kinds there are
+)
+
+// setRef names an index set without building its key: its kind and what
+// it is of (a type, a name key, an entity or a relation; nothing for the
+// entity and edge id sets). An apply adds or removes many members of one
+// set (the edge set, a relation's, a hub's adjacency sets): its key is
+// built once, when the set is first met.
+type setRef struct {
+	kind setKind
+	of   string
+}
+
+// setKey is the key of the set r names.
+func (k keys) setKey(r setRef) string {
+	switch r.kind {
+	case setEntities:
+		return k.entities()
+	case setEdges:
+		return k.edges()
+	case setType:
+		return k.byType(r.of)
+	case setName:
+		return k.byName(r.of)
+	case setOut:
+		return k.out(r.of)
+	case setIn:
+		return k.in(r.of)
+	default:
+		return k.byRel(r.of)
+	}
 }
 
 // setOps gathers the members added to (or removed from) each set, so each
-// set gets one command.
+// set gets one command: sets in the order first met, each one's members
+// in the order added. The members are kept in one slice, each with the
+// number of its set, and laid out set by set only when the commands are
+// queued (each), so gathering costs no slice per set.
 type setOps struct {
-	order   []string
-	members map[string]*[]any
+	k keys
+	// index numbers the sets met, by kind then by what they are of.
+	index   [setKinds]map[string]int32
+	sets    []string // keys, by set number
+	counts  []int32  // members, by set number
+	entries []setEntry
 }
 
-func newSetOps() *setOps { return &setOps{members: map[string]*[]any{}} }
+// setEntry is one member of set number set.
+type setEntry struct {
+	set    int32
+	member any
+}
 
-func (o *setOps) add(set string, member any) {
-	ms := o.members[set]
-	if ms == nil {
-		ms = new([]any)
-		o.members[set] = ms
-		o.order = append(o.order, set)
+// newSetOps returns an empty setOps with room for about members entries.
+func newSetOps(k keys, members int) *setOps {
+	return &setOps{k: k, entries: make([]setEntry, 0, members)}
+}
+
+// add records member for set r.
+func (o *setOps) add(r setRef, member any) {
+	index := o.index[r.kind]
+	if index == nil {
+		index = map[string]int32{}
+		o.index[r.kind] = index
 	}
-	*ms = append(*ms, member)
+	n, ok := index[r.of]
+	if !ok {
+		n = int32(len(o.sets))
+		index[r.of] = n
+		o.sets = append(o.sets, o.k.setKey(r))
+		o.counts = append(o.counts, 0)
+	}
+	o.counts[n]++
+	if len(o.entries) == cap(o.entries) {
+		// Double: append grows large slices by a quarter, copying a
+		// large apply's thousands of entries a dozen times.
+		o.entries = slices.Grow(o.entries, max(len(o.entries), 64))
+	}
+	o.entries = append(o.entries, setEntry{set: n, member: member})
 }
 
+// each calls fn with every set and its members, in the order the sets
+// were first met.
 func (o *setOps) each(fn func(set string, members []any)) {
-	for _, set := range o.order {
-		fn(set, *o.members[set])
+	if len(o.entries) == 0 {
+		return
+	}
+	// Each set's members go to its own range of one slice: next[n] is
+	// where set n's next member goes.
+	next := make([]int32, len(o.sets))
+	at := int32(0)
+	for n, c := range o.counts {
+		next[n] = at
+		at += c
+	}
+	all := make([]any, len(o.entries))
+	for _, e := range o.entries {
+		all[next[e.set]] = e.member
+		next[e.set]++
+	}
+	start := 0
+	for n, set := range o.sets {
+		end := start + int(o.counts[n])
+		fn(set, all[start:end:end])
+		start = end
 	}
 }
 

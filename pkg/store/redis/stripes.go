@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -97,21 +98,50 @@ func (k keys) stripe(n uint32) string { return k.base + "gv:" + strconv.FormatUi
 // stripeKeys returns the keys of the distinct stripes of the ids, sorted
 // by stripe.
 func (k keys) stripeKeys(ids ...[]string) []string {
-	var seen [stripeCount]bool
-	n := 0
-	for _, set := range ids {
-		for _, id := range set {
-			if s := stripeOf(id); !seen[s] {
-				seen[s] = true
-				n++
-			}
+	var set stripeSet
+	for _, group := range ids {
+		for _, id := range group {
+			set.add(id)
 		}
 	}
-	out := make([]string, 0, n)
-	for s, ok := range seen {
-		if ok {
-			out = append(out, k.stripe(uint32(s)))
+	return k.stripeSetKeys(&set)
+}
+
+// stripeSet is a set of stripes.
+type stripeSet [stripeCount]bool
+
+// add adds the stripe of an entity or edge id.
+func (s *stripeSet) add(id string) { s[stripeOf(id)] = true }
+
+// stripeSetKeys returns the keys of the stripes of set, sorted by stripe.
+// They are substrings of one string (see joinKeys): a large apply names
+// most of the stripes, twice.
+func (k keys) stripeSetKeys(set *stripeSet) []string {
+	prefix := k.stripe(0)
+	prefix = prefix[:len(prefix)-1] // "<base>gv:"
+	n := 0
+	for _, in := range set {
+		if in {
+			n++
 		}
+	}
+	var b strings.Builder
+	b.Grow(n * (len(prefix) + 4)) // 4 digits at most
+	var digits [4]byte
+	ends := make([]int, 0, n)
+	for s, in := range set {
+		if in {
+			b.WriteString(prefix)
+			b.Write(strconv.AppendUint(digits[:0], uint64(s), 10))
+			ends = append(ends, b.Len())
+		}
+	}
+	all := b.String()
+	out := make([]string, n)
+	at := 0
+	for i, end := range ends {
+		out[i] = all[at:end]
+		at = end
 	}
 	return out
 }
