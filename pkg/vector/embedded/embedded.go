@@ -355,16 +355,21 @@ func (ix *Index) upsert(ctx context.Context, tenant string, items []vector.Item)
 	})
 }
 
-// Delete removes the items with these ids, of every kind.
-func (ix *Index) Delete(ctx context.Context, tenant string, ids []string) error {
-	if err := ix.delete(ctx, tenant, ids); err != nil {
+// Delete removes the items with these ids, of kinds (every kind when none
+// is given).
+func (ix *Index) Delete(ctx context.Context, tenant string, ids []string, kinds ...vector.Kind) error {
+	if err := ix.delete(ctx, tenant, ids, kinds); err != nil {
 		return fmt.Errorf("deleting %d items from %q: %w", len(ids), tenant, err)
 	}
 	return nil
 }
 
-func (ix *Index) delete(ctx context.Context, tenant string, ids []string) error {
+func (ix *Index) delete(ctx context.Context, tenant string, ids []string, kinds []vector.Kind) error {
 	if err := vector.ValidateTenant(tenant); err != nil {
+		return err
+	}
+	kinds, err := vector.ValidateKinds(kinds)
+	if err != nil {
 		return err
 	}
 	for _, id := range ids {
@@ -374,15 +379,16 @@ func (ix *Index) delete(ctx context.Context, tenant string, ids []string) error 
 	}
 	var keys []key
 	for _, id := range ids {
-		for _, k := range vector.Kinds() {
+		for _, k := range kinds {
 			keys = append(keys, key{k, id})
 		}
 	}
 	return ix.removeKeys(ctx, tenant, func(*tenantIndex) []key { return keys })
 }
 
-// DeleteByDoc removes every item built from docID.
-func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string) error {
+// DeleteByDoc removes every item of kinds (every kind when none is given)
+// built from docID.
+func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string, kinds ...vector.Kind) error {
 	err := func() error {
 		if err := vector.ValidateTenant(tenant); err != nil {
 			return err
@@ -390,7 +396,13 @@ func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string) error {
 		if err := vector.ValidateDocID(docID); err != nil {
 			return err
 		}
-		return ix.removeKeys(ctx, tenant, func(t *tenantIndex) []key { return t.docKeys(docID) })
+		kinds, err := vector.ValidateKinds(kinds)
+		if err != nil {
+			return err
+		}
+		return ix.removeKeys(ctx, tenant, func(t *tenantIndex) []key {
+			return slices.DeleteFunc(t.docKeys(docID), func(k key) bool { return !slices.Contains(kinds, k.kind) })
+		})
 	}()
 	if err != nil {
 		return fmt.Errorf("deleting the items of document %q from %q: %w", docID, tenant, err)
@@ -457,6 +469,71 @@ func (ix *Index) UpdateACL(ctx context.Context, tenant, docID string, acl proven
 		return fmt.Errorf("updating the ACL of document %q in %q: %w", docID, tenant, err)
 	}
 	return nil
+}
+
+// PatchSources changes the sources of existing items (see
+// vector.SourcePatch), all in one transaction: an item's record is
+// rewritten with its vector as stored, and in memory only the patched
+// sources change.
+func (ix *Index) PatchSources(ctx context.Context, tenant string, patches []vector.SourcePatch) ([]bool, error) {
+	applied, err := ix.patchSources(ctx, tenant, patches)
+	if err != nil {
+		return nil, fmt.Errorf("patching the sources of %d items in %q: %w", len(patches), tenant, err)
+	}
+	return applied, nil
+}
+
+func (ix *Index) patchSources(ctx context.Context, tenant string, patches []vector.SourcePatch) ([]bool, error) {
+	if err := vector.ValidatePatches(tenant, patches); err != nil {
+		return nil, err
+	}
+	applied := make([]bool, len(patches))
+	if len(patches) == 0 {
+		return applied, ctx.Err()
+	}
+	err := ix.write(ctx, tenant, false, func(t *tenantIndex, b *bolt.Bucket) error {
+		for i, p := range patches {
+			ki := t.kinds[p.Kind]
+			if ki == nil {
+				continue
+			}
+			at, ok := ki.pos[p.ID]
+			if !ok || !p.Holds(ki.entries[at].item.Text, ki.entries[at].item.Metadata) {
+				continue
+			}
+			it := ki.entries[at].full()
+			it.Sources = p.PatchedSources(it.Sources)
+			switch {
+			case len(it.Sources) > vector.MaxSources:
+				continue
+			case len(it.Sources) == 0:
+				if err := b.Delete(dbKey(p.Kind, p.ID)); err != nil {
+					return err
+				}
+			default:
+				it.Vector = ki.vec(at)
+				rec, err := encode(it)
+				if err != nil {
+					return fmt.Errorf("encoding item %q: %w", it.ID, err)
+				}
+				if err := b.Put(dbKey(it.Kind, it.ID), rec); err != nil {
+					return err
+				}
+			}
+			applied[i] = true
+		}
+		return nil
+	}, func(t *tenantIndex) {
+		for i, p := range patches {
+			if applied[i] {
+				t.patch(p)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return applied, nil
 }
 
 // ScanSources reports the sources of docID's items (every item of the
@@ -763,17 +840,7 @@ func (t *tenantIndex) put(it vector.Item) error {
 	e.item.Vector, e.item.Sources = nil, nil
 	for i, s := range it.Sources {
 		e.public = e.public && s.ACL.Public
-		d := t.byDoc[s.DocID]
-		if d == nil {
-			d = &docItems{id: s.DocID, keys: map[key]struct{}{}}
-			t.byDoc[s.DocID] = d
-		}
-		d.keys[k] = struct{}{}
-		unit := s.TextUnit
-		if unit != "" {
-			unit = unique.Make(unit).Value()
-		}
-		e.srcs[i] = source{doc: d, unit: unit, version: s.Version, acl: t.shareACL(s.ACL)}
+		e.srcs[i] = t.link(s, k)
 	}
 	i := len(ki.entries)
 	ki.pos[it.ID] = i
@@ -797,11 +864,7 @@ func (t *tenantIndex) remove(k key) {
 		return
 	}
 	for _, s := range ki.entries[i].srcs {
-		delete(s.doc.keys, k)
-		if len(s.doc.keys) == 0 {
-			delete(t.byDoc, s.doc.id)
-		}
-		t.releaseACL(s.acl)
+		t.unlink(s, k)
 	}
 	last := len(ki.entries) - 1
 	if i != last {
@@ -824,6 +887,87 @@ func (t *tenantIndex) remove(k key) {
 		ki.blocks = ki.blocks[:last/blockSize]
 	}
 	delete(ki.pos, k.id)
+}
+
+// patch applies p to its item's sources in place (see
+// vector.SourcePatch.PatchedSources), removing the item when none is left.
+// The item exists and holds p's text.
+func (t *tenantIndex) patch(p vector.SourcePatch) {
+	k := key{p.Kind, p.ID}
+	ki := t.kinds[p.Kind]
+	e := ki.entries[ki.pos[p.ID]]
+	drop := make(map[string]bool, len(p.Remove))
+	for _, d := range p.Remove {
+		drop[d] = true
+	}
+	put := make(map[string]vector.Source, len(p.Put))
+	for _, s := range p.Put {
+		s.ACL = vector.NormalizeACL(s.ACL)
+		put[s.DocID] = s
+	}
+	n := len(put)
+	for _, s := range e.srcs {
+		if _, ok := put[s.doc.id]; !ok && !drop[s.doc.id] {
+			n++
+		}
+	}
+	if n == 0 {
+		t.remove(k)
+		return
+	}
+	srcs := make([]source, 0, n)
+	for _, s := range e.srcs {
+		ns, replaced := put[s.doc.id]
+		switch {
+		case replaced:
+			t.releaseACL(s.acl)
+			s.version, s.unit, s.acl = ns.Version, uniqueUnit(ns.TextUnit), t.shareACL(ns.ACL)
+			delete(put, s.doc.id)
+		case drop[s.doc.id]:
+			t.unlink(s, k)
+			continue
+		}
+		srcs = append(srcs, s)
+	}
+	for _, ns := range p.Put {
+		if _, added := put[ns.DocID]; added {
+			srcs = append(srcs, t.link(ns, k))
+		}
+	}
+	e.srcs = srcs
+	e.public = true
+	for _, s := range srcs {
+		e.public = e.public && s.acl.acl.Public
+	}
+}
+
+// link returns the index's form of s, a source of the item k, registering
+// the item under its document and counting its ACL.
+func (t *tenantIndex) link(s vector.Source, k key) source {
+	d := t.byDoc[s.DocID]
+	if d == nil {
+		d = &docItems{id: s.DocID, keys: map[key]struct{}{}}
+		t.byDoc[s.DocID] = d
+	}
+	d.keys[k] = struct{}{}
+	return source{doc: d, unit: uniqueUnit(s.TextUnit), version: s.Version, acl: t.shareACL(s.ACL)}
+}
+
+// unlink undoes link: s is no longer a source of the item k.
+func (t *tenantIndex) unlink(s source, k key) {
+	delete(s.doc.keys, k)
+	if len(s.doc.keys) == 0 {
+		delete(t.byDoc, s.doc.id)
+	}
+	t.releaseACL(s.acl)
+}
+
+// uniqueUnit is a text unit id as sources share it.
+func uniqueUnit(unit string) string {
+	if unit == "" {
+		return ""
+	}
+	return unique.Make(unit).Value()
 }
 
 func (ki *kindIndex) vec(i int) []float32 {
