@@ -307,19 +307,26 @@ func (p SourcePatch) Holds(text string, metadata map[string]string) bool {
 	return true
 }
 
-// PatchedSources returns srcs with the patch applied (see SourcePatch),
-// ACLs normalised; srcs is not modified. It is the reference every
-// adapter's PatchSources must agree with.
-func (p SourcePatch) PatchedSources(srcs []Source) []Source {
-	drop := make(map[string]bool, len(p.Remove))
+// Index returns the patch's Put by document, ACLs normalised, and its
+// Remove as a set.
+func (p SourcePatch) Index() (put map[string]Source, drop map[string]bool) {
+	drop = make(map[string]bool, len(p.Remove))
 	for _, d := range p.Remove {
 		drop[d] = true
 	}
-	put := make(map[string]Source, len(p.Put))
+	put = make(map[string]Source, len(p.Put))
 	for _, s := range p.Put {
 		s.ACL = NormalizeACL(s.ACL)
 		put[s.DocID] = s
 	}
+	return put, drop
+}
+
+// PatchedSources returns srcs with the patch applied (see SourcePatch),
+// ACLs normalised; srcs is not modified. It is the reference every
+// adapter's PatchSources must agree with.
+func (p SourcePatch) PatchedSources(srcs []Source) []Source {
+	put, drop := p.Index()
 	out := make([]Source, 0, len(srcs)+len(p.Put))
 	for _, s := range srcs {
 		switch n, ok := put[s.DocID]; {
