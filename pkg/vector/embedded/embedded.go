@@ -438,6 +438,9 @@ func (ix *Index) removeKeys(ctx context.Context, tenant string, keysOf func(*ten
 	var keys []key
 	return ix.write(ctx, tenant, false, func(t *tenantIndex, b buckets) error {
 		keys = keysOf(t)
+		if !slices.ContainsFunc(keys, t.has) {
+			return errUnchanged
+		}
 		for _, k := range keys {
 			if err := b.deleteSources(t, k); err != nil {
 				return err
@@ -480,6 +483,9 @@ func (ix *Index) UpdateACL(ctx context.Context, tenant, docID string, acl proven
 					}
 					patches = append(patches, vector.SourcePatch{Kind: k.kind, ID: k.id, Put: []vector.Source{src}})
 				}
+			}
+			if len(patches) == 0 {
+				return errUnchanged
 			}
 			return nil
 		}, func(t *tenantIndex) {
@@ -563,6 +569,9 @@ func (ix *Index) patchSources(ctx context.Context, tenant string, patches []vect
 			}
 			applied[i] = true
 		}
+		if !slices.Contains(applied, true) {
+			return errUnchanged
+		}
 		return nil
 	}, func(t *tenantIndex) {
 		for i, p := range patches {
@@ -624,6 +633,12 @@ func (ix *Index) itemSources(ctx context.Context, tenant, docID string) ([]vecto
 	return out, nil
 }
 
+// errUnchanged is what a write's fn returns when it has nothing to write:
+// the transaction is rolled back, neither written nor synced, and apply is
+// not called. (A document's re-index deletes its items first, and a new
+// document has none.)
+var errUnchanged = errors.New("nothing to write")
+
 // write runs fn on the tenant's bucket in one transaction, then apply on
 // memory if it committed, all under the write lock. Unless create is set,
 // a tenant without items is left alone (nothing to delete or update).
@@ -654,6 +669,9 @@ func (ix *Index) write(ctx context.Context, tenant string, create bool, fn func(
 		}
 		return fn(t, buckets{items: items, sources: sources})
 	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -829,6 +847,16 @@ func (ix *Index) tenant(name string, create bool) *tenantIndex {
 		ix.tenants[name] = t
 	}
 	return t
+}
+
+// has reports whether the tenant holds the item k.
+func (t *tenantIndex) has(k key) bool {
+	ki := t.kinds[k.kind]
+	if ki == nil {
+		return false
+	}
+	_, ok := ki.pos[k.id]
+	return ok
 }
 
 // docKeys returns the keys of the items built from docID, sorted.

@@ -153,3 +153,37 @@ func TestOpenConvertsLayout1(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestNothingToWriteCommitsNothing: a deletion, patch or ACL update that
+// finds nothing to change commits no transaction (and syncs nothing): a
+// new document's re-index deletes its items first, and it has none.
+func TestNothingToWriteCommitsNothing(t *testing.T) {
+	ctx := t.Context()
+	ix, err := Open(filepath.Join(t.TempDir(), "v.db"), Options{NoSync: true})
+	require.NoError(t, err)
+	defer ix.Close()
+	txid := func() int {
+		var id int
+		require.NoError(t, ix.db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil }))
+		return id
+	}
+	it := vector.Item{ID: "e", Kind: vector.KindEntity, Vector: []float32{1, 0}, Text: "e",
+		Sources: []vector.Source{{SourceRef: provenance.SourceRef{DocID: "d", Version: 1}, ACL: provenance.PublicACL()}}}
+	require.NoError(t, ix.Upsert(ctx, "acme", []vector.Item{it}))
+	before := txid()
+	require.NoError(t, ix.DeleteByDoc(ctx, "acme", "new-doc"))
+	require.Equal(t, before, txid())
+	require.NoError(t, ix.DeleteByDoc(ctx, "acme", "d", vector.KindTextUnit))
+	require.Equal(t, before, txid())
+	require.NoError(t, ix.Delete(ctx, "acme", []string{"absent"}))
+	require.Equal(t, before, txid())
+	require.NoError(t, ix.UpdateACL(ctx, "acme", "new-doc", provenance.PublicACL()))
+	require.Equal(t, before, txid())
+	applied, err := ix.PatchSources(ctx, "acme", []vector.SourcePatch{{Kind: vector.KindEntity, ID: "e", Text: "other", Remove: []string{"d"}}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, applied)
+	require.Equal(t, before, txid(), "no transaction committed")
+	require.NoError(t, ix.DeleteByDoc(ctx, "acme", "d"))
+	require.Greater(t, txid(), before)
+	require.Empty(t, all(t, ix, vector.KindEntity))
+}
