@@ -187,12 +187,21 @@ type Index interface {
 	// error (a lost connection) may leave any subset written. Writing the
 	// same items again is harmless.
 	Upsert(ctx context.Context, tenant string, items []Item) error
-	// Delete removes the items with these ids, of every kind. Absent ids
-	// are ignored.
-	Delete(ctx context.Context, tenant string, ids []string) error
-	// DeleteByDoc removes every item, of every kind, that has docID among
-	// its sources.
-	DeleteByDoc(ctx context.Context, tenant, docID string) error
+	// Delete removes the items with these ids, of the given kinds, or of
+	// every kind when none is given. Absent ids are ignored.
+	Delete(ctx context.Context, tenant string, ids []string, kinds ...Kind) error
+	// DeleteByDoc removes every item that has docID among its sources, of
+	// the given kinds, or of every kind when none is given.
+	DeleteByDoc(ctx context.Context, tenant, docID string, kinds ...Kind) error
+	// PatchSources changes the sources of existing items without
+	// rewriting them whole (their text, vector and metadata stay): see
+	// SourcePatch. applied[i] reports whether patches[i] was applied; a
+	// patch is not applied, and changes nothing, when its item is absent
+	// or holds another text or metadata than the patch names, or would be
+	// left with more than MaxSources sources; the caller then writes the
+	// item whole. An item left without sources is removed. Like Upsert it is not atomic across patches, and applying
+	// the same patches again is harmless.
+	PatchSources(ctx context.Context, tenant string, patches []SourcePatch) (applied []bool, err error)
 	// UpdateACL replaces the ACL recorded for docID in every item that has
 	// it among its sources; a revocation takes effect for the next Search.
 	UpdateACL(ctx context.Context, tenant, docID string, acl provenance.ACL) error
@@ -212,6 +221,129 @@ type Index interface {
 	ScanSources(ctx context.Context, tenant, docID string, fn func(ItemSources) error) error
 	// Close releases the index. Calls after Close fail with ErrClosed.
 	Close() error
+}
+
+// SourcePatch names one item (Kind, ID) as the caller would write it (Text,
+// Metadata) and the changes to its sources: each of Put replaces the
+// item's source of the same document, keeping its place, or is added
+// after the others; each document of Remove loses its source. An item
+// built from thousands of documents (a hub entity) changes by one source
+// when one of them is edited, and is neither embedded nor written again.
+type SourcePatch struct {
+	Kind     Kind
+	ID       string
+	Text     string
+	Metadata map[string]string
+	Put      []Source
+	Remove   []string
+}
+
+// ValidatePatches checks PatchSources's arguments: each patch's kind and
+// id, its sources as ValidateItem checks an item's, every document named
+// once per patch (in Put or Remove), and no (kind, id) twice.
+func ValidatePatches(tenant string, patches []SourcePatch) error {
+	if err := ValidateTenant(tenant); err != nil {
+		return err
+	}
+	type key struct {
+		kind Kind
+		id   string
+	}
+	seenItem := make(map[key]bool, len(patches))
+	for _, p := range patches {
+		if err := ValidateID(p.ID); err != nil {
+			return err
+		}
+		if !p.Kind.Valid() {
+			return fmt.Errorf("%w: unknown kind %q", ErrInvalid, p.Kind)
+		}
+		if seenItem[key{p.Kind, p.ID}] {
+			return fmt.Errorf("%w: item %s %q patched twice", ErrInvalid, p.Kind, p.ID)
+		}
+		seenItem[key{p.Kind, p.ID}] = true
+		if len(p.Put)+len(p.Remove) > MaxSources {
+			return fmt.Errorf("%w: patch of %q names %d sources, want at most %d", ErrInvalid, p.ID, len(p.Put)+len(p.Remove), MaxSources)
+		}
+		seen := make(map[string]bool, len(p.Put)+len(p.Remove))
+		for _, s := range p.Put {
+			if err := provenance.ValidateDocID(s.DocID); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			if s.Version < 1 {
+				return fmt.Errorf("%w: source %q has version %d, want >= 1", ErrInvalid, s.DocID, s.Version)
+			}
+			if seen[s.DocID] {
+				return fmt.Errorf("%w: source %q named twice in the patch of %q", ErrInvalid, s.DocID, p.ID)
+			}
+			seen[s.DocID] = true
+		}
+		for _, d := range p.Remove {
+			if err := provenance.ValidateDocID(d); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			if seen[d] {
+				return fmt.Errorf("%w: source %q named twice in the patch of %q", ErrInvalid, d, p.ID)
+			}
+			seen[d] = true
+		}
+		if !utf8.ValidString(p.Text) {
+			return fmt.Errorf("%w: text is not UTF-8", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Holds reports whether an item with text and metadata is what the patch
+// names (an empty metadata map equals nil).
+func (p SourcePatch) Holds(text string, metadata map[string]string) bool {
+	if text != p.Text || len(metadata) != len(p.Metadata) {
+		return false
+	}
+	for k, v := range p.Metadata {
+		if w, ok := metadata[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Index returns the patch's Put by document, ACLs normalised, and its
+// Remove as a set.
+func (p SourcePatch) Index() (put map[string]Source, drop map[string]bool) {
+	drop = make(map[string]bool, len(p.Remove))
+	for _, d := range p.Remove {
+		drop[d] = true
+	}
+	put = make(map[string]Source, len(p.Put))
+	for _, s := range p.Put {
+		s.ACL = NormalizeACL(s.ACL)
+		put[s.DocID] = s
+	}
+	return put, drop
+}
+
+// PatchedSources returns srcs with the patch applied (see SourcePatch),
+// ACLs normalised; srcs is not modified. It is the reference every
+// adapter's PatchSources must agree with.
+func (p SourcePatch) PatchedSources(srcs []Source) []Source {
+	put, drop := p.Index()
+	out := make([]Source, 0, len(srcs)+len(p.Put))
+	for _, s := range srcs {
+		switch n, ok := put[s.DocID]; {
+		case drop[s.DocID]:
+		case ok:
+			out = append(out, n)
+			delete(put, s.DocID)
+		default:
+			out = append(out, s)
+		}
+	}
+	for _, s := range p.Put {
+		if _, ok := put[s.DocID]; ok {
+			out = append(out, put[s.DocID])
+		}
+	}
+	return out
 }
 
 // ItemError is the failure of one item of a batch.
@@ -383,6 +515,20 @@ func ValidateSearch(tenant string, kind Kind, vector []float32, k int) error {
 		return fmt.Errorf("%w: k = %d, want 1 to %d", ErrInvalid, k, MaxK)
 	}
 	return ValidateVector(vector)
+}
+
+// ValidateKinds checks a kinds argument (of Delete, DeleteByDoc) and
+// returns the kinds it means: every kind when none is given.
+func ValidateKinds(kinds []Kind) ([]Kind, error) {
+	for _, k := range kinds {
+		if !k.Valid() {
+			return nil, fmt.Errorf("%w: unknown kind %q", ErrInvalid, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return Kinds(), nil
+	}
+	return kinds, nil
 }
 
 // ValidateDocID checks a document id argument.

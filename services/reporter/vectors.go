@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -24,9 +25,19 @@ import (
 //     built from.
 //
 // A graph change of document D rewrites D's items from the graph store:
-// DeleteByDoc(D) (which removes every item with D among its sources, of
-// every kind) and then upserts D's text units, the entities D contributes
-// or touched, and the current reports built on D at its applied version.
+// DeleteByDoc(D) of its text units and reports, then an upsert of D's text
+// units and of the current reports built on D at its applied version. The
+// entities D contributes, contributed before or touched have their items
+// patched rather than rewritten: an entity's text holds its first
+// fragments only (up to MaxEntityText bytes), so when that text is what
+// the item holds already, D's change is D's source alone (its version and
+// ACL, put; or removed when D no longer contributes), written with
+// PatchSources without embedding the item again or writing the sources of
+// the thousands of other documents a hub entity has. An item whose text
+// changed, or that is missing, is built whole from the store. Either way
+// the item is what a rebuild from the stores would write: its other
+// sources were written, each from the stores, by the last change of their
+// own documents, and ACL changes reach every item through UpdateACL.
 // Reading the stores under vmu makes the outcome independent of the order
 // in which graph, ACL and community events arrive: whichever handler runs
 // last writes what the stores hold then. ACLs always come from the
@@ -38,12 +49,19 @@ func unitItemID(docID, unit string) string { return docID + "#" + unit }
 // vectorsOn reports whether vector indexing is configured.
 func (w *Worker) vectorsOn() bool { return w.cfg.Vectors != nil }
 
+// docChange is a graph change of one document as the vector stage sees it:
+// the document and the entities its event names (Touched, Contributed).
+type docChange struct {
+	doc      string
+	entities []string
+}
+
 // handleGraph re-indexes one document after the resolver applied (or
 // deleted) it.
 func (w *Worker) handleGraph(ctx context.Context, _ *stream.Message, ev *events.GraphChanged) error {
 	w.vmu.Lock()
 	defer w.vmu.Unlock()
-	return w.reindex(ctx, ev.Tenant, []string{ev.DocID}, [][]string{ev.Touched, ev.Contributed})
+	return w.reindex(ctx, ev.Tenant, []docChange{{doc: ev.DocID, entities: slices.Concat(ev.Touched, ev.Contributed)}})
 }
 
 // HandleVectors is the vector consumer's batch handler: the graph changes
@@ -53,13 +71,12 @@ func (w *Worker) handleGraph(ctx context.Context, _ *stream.Message, ev *events.
 // named twice once, writes what handling them one by one would have
 // written last; what it saves is the per-document repetition: an entity
 // touched by every document of the batch (a hub) is read, and its item
-// rebuilt and written, once per batch instead of once per document.
+// patched, once per batch instead of once per document.
 func (w *Worker) HandleVectors(ctx context.Context, ms []*stream.Message) []error {
 	errs := make([]error, len(ms))
 	type group struct {
-		docs  []string
-		extra [][]string
-		at    []int
+		changes []docChange
+		at      []int
 	}
 	groups := map[string]*group{}
 	var tenants []string
@@ -77,8 +94,7 @@ func (w *Worker) HandleVectors(ctx context.Context, ms []*stream.Message) []erro
 				groups[ev.Tenant] = g
 				tenants = append(tenants, ev.Tenant)
 			}
-			g.docs = append(g.docs, ev.DocID)
-			g.extra = append(g.extra, ev.Touched, ev.Contributed)
+			g.changes = append(g.changes, docChange{doc: ev.DocID, entities: slices.Concat(ev.Touched, ev.Contributed)})
 			g.at = append(g.at, i)
 		default:
 			errs[i] = w.handle(ctx, m)
@@ -87,7 +103,7 @@ func (w *Worker) HandleVectors(ctx context.Context, ms []*stream.Message) []erro
 	for _, t := range tenants {
 		g := groups[t]
 		w.vmu.Lock()
-		err := w.reindex(ctx, t, g.docs, g.extra)
+		err := w.reindex(ctx, t, g.changes)
 		w.vmu.Unlock()
 		for _, i := range g.at {
 			errs[i] = err
@@ -96,17 +112,30 @@ func (w *Worker) HandleVectors(ctx context.Context, ms []*stream.Message) []erro
 	return errs
 }
 
-// reindex rewrites the vector items of docs (one tenant) from the graph
-// store: DeleteByDoc of each document, then one upsert of their text units,
-// the entities they contribute now, contributed before or touched (extra:
-// the events' Touched and Contributed lists) and the current reports built
-// on them at their applied versions. The caller holds vmu.
-func (w *Worker) reindex(ctx context.Context, tenant string, docs []string, extra [][]string) error {
-	docs = slices.Clone(docs)
+// reindex rewrites the vector items of the changes' documents (one tenant)
+// from the stores: DeleteByDoc of each document's text units and reports,
+// then one upsert of their text units and the current reports built on
+// them at their applied versions; and the items of the entities they
+// contribute now, contributed before or touched (the events' lists), each
+// patched for the documents of the changes naming it or, when its text
+// changed, rebuilt (see the comment at the top). The caller holds vmu.
+func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange) error {
+	var docs []string
+	for _, c := range changes {
+		docs = append(docs, c.doc)
+	}
 	slices.Sort(docs)
 	docs = slices.Compact(docs)
+	// named: for each entity, the documents of the batch that name it.
+	named := map[string][]string{}
+	name := func(doc string, entities []string) {
+		for _, id := range entities {
+			if ds := named[id]; len(ds) == 0 || ds[len(ds)-1] != doc {
+				named[id] = append(ds, doc)
+			}
+		}
+	}
 	recs := make([]store.SourceRecord, len(docs))
-	var entityIDs []string
 	for i, doc := range docs {
 		rec, err := w.st.Source(ctx, tenant, doc)
 		if errors.Is(err, store.ErrNotFound) {
@@ -117,16 +146,20 @@ func (w *Worker) reindex(ctx context.Context, tenant string, docs []string, extr
 		}
 		recs[i] = rec
 		// Entities D contributes now, those it contributed before (they
-		// lost D's fragment but may live on through other documents:
-		// DeleteByDoc below removes their items, so they are written
-		// again) and those it touched.
-		entityIDs = append(entityIDs, rec.Entities...)
+		// lost D's fragment but may live on through other documents) and
+		// those it touched.
+		name(doc, rec.Entities)
 	}
-	for _, ids := range extra {
-		entityIDs = append(entityIDs, ids...)
+	for _, c := range changes {
+		name(c.doc, c.entities)
+	}
+	entityIDs := make([]string, 0, len(named))
+	for id, ds := range named {
+		slices.Sort(ds)
+		named[id] = slices.Compact(ds)
+		entityIDs = append(entityIDs, id)
 	}
 	slices.Sort(entityIDs)
-	entityIDs = slices.Compact(entityIDs)
 	ents, err := w.st.Entities(ctx, tenant, entityIDs)
 	if err != nil {
 		return fmt.Errorf("reading entities of %d documents: %w", len(docs), err)
@@ -148,13 +181,9 @@ func (w *Worker) reindex(ctx context.Context, tenant string, docs []string, extr
 			}
 		}
 	}
-	// Every document whose ACL the items carry, in one registry call.
+	// The ACLs of the documents, and of the reports' sources, in one
+	// registry call; an entity rebuilt whole needs its other sources' too.
 	aclDocs := slices.Clone(docs)
-	for _, e := range ents {
-		for _, f := range e.Sources {
-			aclDocs = append(aclDocs, f.DocID)
-		}
-	}
 	for _, r := range reports {
 		for _, s := range r.Sources {
 			aclDocs = append(aclDocs, s.DocID)
@@ -165,6 +194,10 @@ func (w *Worker) reindex(ctx context.Context, tenant string, docs []string, extr
 		return err
 	}
 
+	rebuild, err := w.patchEntities(ctx, tenant, entityIDs, ents, named, acls)
+	if err != nil {
+		return err
+	}
 	var items []vector.Item
 	for _, rec := range recs {
 		if rec.Deleted {
@@ -179,8 +212,23 @@ func (w *Worker) reindex(ctx context.Context, tenant string, docs []string, extr
 				Metadata: map[string]string{"doc_id": rec.DocID, "text_unit": tu.ID, "title": rec.Title}})
 		}
 	}
-	for _, id := range entityIDs {
-		if e, ok := ents[id]; ok {
+	if len(rebuild) > 0 {
+		var more []string
+		for _, e := range rebuild {
+			for _, f := range e.Sources {
+				if _, ok := acls[f.DocID]; !ok {
+					more = append(more, f.DocID)
+				}
+			}
+		}
+		if len(more) > 0 {
+			extra, err := w.acls(ctx, tenant, more)
+			if err != nil {
+				return err
+			}
+			maps.Copy(acls, extra)
+		}
+		for _, e := range rebuild {
 			if it, ok := w.entityItem(e, acls); ok {
 				items = append(items, it)
 			}
@@ -195,7 +243,7 @@ func (w *Worker) reindex(ctx context.Context, tenant string, docs []string, extr
 		return err
 	}
 	for _, doc := range docs {
-		if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, doc); err != nil {
+		if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, doc, vector.KindTextUnit, vector.KindReport); err != nil {
 			return fmt.Errorf("removing the vector items of %s: %w", doc, err)
 		}
 		w.vectorOps.WithLabelValues("delete_doc").Inc()
@@ -203,8 +251,73 @@ func (w *Worker) reindex(ctx context.Context, tenant string, docs []string, extr
 	if err := w.upsert(ctx, tenant, items); err != nil {
 		return err
 	}
-	w.log.Debug("vector items rewritten", "tenant", tenant, "docs", len(docs), "items", len(items))
+	w.log.Debug("vector items rewritten", "tenant", tenant, "docs", len(docs), "items", len(items), "entities", len(entityIDs), "entities_rebuilt", len(rebuild))
 	return nil
+}
+
+// patchEntities brings the items of the entities ids (ents holds those the
+// graph store still has) up to date for the documents of the batch naming
+// each (named): an item whose text and metadata are unchanged gets those
+// documents' sources put (the document still contributes: its fragment's
+// version, its current ACL from acls) or removed, and an entity that is
+// gone, or can have no item, loses its item. It returns the entities whose
+// items PatchSources did not apply (missing, or another text), to be built
+// whole.
+func (w *Worker) patchEntities(ctx context.Context, tenant string, ids []string, ents map[string]store.Entity, named map[string][]string, acls map[string]provenance.ACL) ([]store.Entity, error) {
+	var (
+		patches []vector.SourcePatch
+		drop    []string
+	)
+	for _, id := range ids {
+		e, ok := ents[id]
+		if !ok {
+			drop = append(drop, id)
+			continue
+		}
+		text, meta, ok := w.entityText(e)
+		if !ok {
+			drop = append(drop, id)
+			continue
+		}
+		p := vector.SourcePatch{Kind: vector.KindEntity, ID: id, Text: text, Metadata: meta}
+		docs := named[id]
+		frag := make(map[string]int64, len(docs))
+		for _, f := range e.Sources {
+			if _, found := slices.BinarySearch(docs, f.DocID); found {
+				frag[f.DocID] = f.Version
+			}
+		}
+		for _, d := range docs {
+			if v, ok := frag[d]; ok {
+				p.Put = append(p.Put, vector.Source{SourceRef: provenance.SourceRef{DocID: d, Version: v}, ACL: acls[d]})
+			} else {
+				p.Remove = append(p.Remove, d)
+			}
+		}
+		patches = append(patches, p)
+	}
+	if len(drop) > 0 {
+		if err := w.cfg.Vectors.Delete(ctx, tenant, drop, vector.KindEntity); err != nil {
+			return nil, fmt.Errorf("removing the vector items of %d entities: %w", len(drop), err)
+		}
+		w.vectorOps.WithLabelValues("delete").Add(float64(len(drop)))
+	}
+	if len(patches) == 0 {
+		return nil, nil
+	}
+	applied, err := w.cfg.Vectors.PatchSources(ctx, tenant, patches)
+	if err != nil {
+		return nil, fmt.Errorf("patching the sources of %d entity items: %w", len(patches), err)
+	}
+	var rebuild []store.Entity
+	for i, p := range patches {
+		if applied[i] {
+			w.vectorOps.WithLabelValues("patch_entity").Inc()
+		} else {
+			rebuild = append(rebuild, ents[p.ID])
+		}
+	}
+	return rebuild, nil
 }
 
 // handleACL copies a document's current ACL (from the registry, whatever
@@ -287,22 +400,40 @@ func (w *Worker) acls(ctx context.Context, tenant string, docs []string) (map[st
 }
 
 // entityItem is an entity's merged description: its name and type and
-// each fragment's description, bounded by MaxEntityText bytes.
+// each fragment's description, bounded by MaxEntityText bytes (see
+// entityText), with a source per fragment.
 func (w *Worker) entityItem(e store.Entity, acls map[string]provenance.ACL) (vector.Item, bool) {
-	if len(e.Sources) == 0 || len(e.Sources) > vector.MaxSources {
+	text, meta, ok := w.entityText(e)
+	if !ok {
 		return vector.Item{}, false
+	}
+	srcs := make([]vector.Source, len(e.Sources))
+	for i, f := range e.Sources {
+		srcs[i] = vector.Source{SourceRef: provenance.SourceRef{DocID: f.DocID, Version: f.Version}, ACL: acls[f.DocID]}
+	}
+	return vector.Item{ID: e.ID, Kind: vector.KindEntity, Text: text, Sources: srcs, Metadata: meta}, true
+}
+
+// entityText is the text and metadata of an entity's item: its name and
+// type and the fragments' descriptions in order while the text is shorter
+// than MaxEntityText, cut there. It reads the fragments that make the text
+// only, and whether the entity can have an item: one to MaxSources
+// fragments, one per document (the store keeps one; checked all the same,
+// as an item may not name a document twice).
+func (w *Worker) entityText(e store.Entity) (string, map[string]string, bool) {
+	if len(e.Sources) == 0 || len(e.Sources) > vector.MaxSources {
+		return "", nil, false
+	}
+	if !distinctDocs(e.Sources) {
+		return "", nil, false // one version per document, or nothing
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s).", e.Name, strings.ReplaceAll(e.Type, "_", " "))
-	srcs := make([]vector.Source, 0, len(e.Sources))
-	seen := map[string]bool{}
 	for _, f := range e.Sources {
-		if seen[f.DocID] {
-			return vector.Item{}, false // one version per document, or nothing
+		if b.Len() >= w.cfg.MaxEntityText {
+			break
 		}
-		seen[f.DocID] = true
-		srcs = append(srcs, vector.Source{SourceRef: provenance.SourceRef{DocID: f.DocID, Version: f.Version}, ACL: acls[f.DocID]})
-		if f.Description != "" && b.Len() < w.cfg.MaxEntityText {
+		if f.Description != "" {
 			b.WriteString(" " + f.Description)
 		}
 	}
@@ -310,8 +441,27 @@ func (w *Worker) entityItem(e store.Entity, acls map[string]provenance.ACL) (vec
 	if len(text) > w.cfg.MaxEntityText {
 		text = strings.ToValidUTF8(text[:w.cfg.MaxEntityText], "")
 	}
-	return vector.Item{ID: e.ID, Kind: vector.KindEntity, Text: text, Sources: srcs,
-		Metadata: map[string]string{"type": e.Type, "name": e.Name}}, true
+	return text, map[string]string{"type": e.Type, "name": e.Name}, true
+}
+
+// distinctDocs reports whether no document has two fragments: in one pass
+// when they are sorted by document, as the store keeps them.
+func distinctDocs(frags []store.Fragment) bool {
+	sorted := true
+	for i := 1; i < len(frags) && sorted; i++ {
+		sorted = frags[i-1].DocID < frags[i].DocID
+	}
+	if sorted {
+		return true
+	}
+	seen := make(map[string]bool, len(frags))
+	for _, f := range frags {
+		if seen[f.DocID] {
+			return false
+		}
+		seen[f.DocID] = true
+	}
+	return true
 }
 
 // ReportText is what a report's vector embeds: title, summary and the

@@ -15,14 +15,26 @@
 //
 // # File layout
 //
-//	meta/layout                      layoutVersion
-//	items/<tenant>/<kind>\x00<id>    record: uvarint JSON length, JSON of the
-//	                                 item without its vector, the unit-length
-//	                                 vector as little-endian float32s
+//	meta/layout                        layoutVersion
+//	items/<tenant>/<kind>\x00<id>      record: uvarint JSON length, JSON of
+//	                                   the item without its vector and
+//	                                   sources, the unit-length vector as
+//	                                   little-endian float32s
+//	sources/<tenant>/<kind>\x00<id>\x00<doc>
+//	                                   one source of the item: uvarint
+//	                                   ordinal (the sources' order), JSON of
+//	                                   the vector.Source
+//
+// Sources are rows of their own so that an item built from thousands of
+// documents (a hub entity) changes by one row when one document's version
+// or ACL changes (PatchSources, UpdateACL), not by a record of thousands.
+// Layout 1 kept the sources in the item's record; Open converts such a
+// file.
 package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -47,8 +59,9 @@ import (
 const (
 	bucketMeta    = "meta"
 	bucketItems   = "items"
+	bucketSources = "sources"
 	keyLayout     = "layout"
-	layoutVersion = "1"
+	layoutVersion = "2"
 )
 
 // parallelScan is the number of items from which Search splits its scan
@@ -122,6 +135,9 @@ type source struct {
 	unit    string
 	version int64
 	acl     *sharedACL
+	// ord is the source's ordinal in its row (see the file layout):
+	// ascending along the item's sources, kept when the source changes.
+	ord uint64
 }
 
 // aclKey identifies an ACL value as stored (normalised: sorted lists, no
@@ -249,26 +265,35 @@ func (ix *Index) load() error {
 		if err != nil {
 			return err
 		}
-		switch v := meta.Get([]byte(keyLayout)); {
-		case v == nil:
-			if err := meta.Put([]byte(keyLayout), []byte(layoutVersion)); err != nil {
-				return err
-			}
-		case string(v) != layoutVersion:
-			return fmt.Errorf("file has layout %q, this version reads %q", v, layoutVersion)
-		}
 		items, err := tx.CreateBucketIfNotExists([]byte(bucketItems))
 		if err != nil {
 			return err
 		}
+		sources, err := tx.CreateBucketIfNotExists([]byte(bucketSources))
+		if err != nil {
+			return err
+		}
+		switch v := meta.Get([]byte(keyLayout)); {
+		case v == nil:
+		case string(v) == "1":
+			if err := splitSources(items, sources); err != nil {
+				return fmt.Errorf("converting layout 1: %w", err)
+			}
+		case string(v) != layoutVersion:
+			return fmt.Errorf("file has layout %q, this version reads %q", v, layoutVersion)
+		}
+		if err := meta.Put([]byte(keyLayout), []byte(layoutVersion)); err != nil {
+			return err
+		}
 		return items.ForEachBucket(func(tn []byte) error {
 			tenant := string(tn)
+			rows := sources.Bucket(tn)
 			return items.Bucket(tn).ForEach(func(k, v []byte) error {
-				it, err := decode(v)
+				it, ords, err := decodeItem(v, rows, k)
 				if err != nil {
 					return fmt.Errorf("decoding item %q of tenant %q: %w", k, tenant, err)
 				}
-				if err := ix.tenant(tenant, true).put(it); err != nil {
+				if err := ix.tenant(tenant, true).put(it, ords); err != nil {
 					return fmt.Errorf("loading item %q of tenant %q: %w", k, tenant, err)
 				}
 				return nil
@@ -316,7 +341,7 @@ func (ix *Index) upsert(ctx context.Context, tenant string, items []vector.Item)
 		it.Vector = vector.Normalize(it.Vector)
 		normed[i] = it
 	}
-	return ix.write(ctx, tenant, true, func(t *tenantIndex, b *bolt.Bucket) error {
+	return ix.write(ctx, tenant, true, func(t *tenantIndex, b buckets) error {
 		// Dimensions: the stored ones, or the batch's first of that kind.
 		var failed []vector.ItemError
 		dims := map[vector.Kind]int{}
@@ -338,33 +363,37 @@ func (ix *Index) upsert(ctx context.Context, tenant string, items []vector.Item)
 			return &vector.BatchError{Failed: failed}
 		}
 		for _, it := range normed {
-			rec, err := encode(it)
-			if err != nil {
-				return fmt.Errorf("encoding item %q: %w", it.ID, err)
-			}
-			if err := b.Put(dbKey(it.Kind, it.ID), rec); err != nil {
+			if err := b.deleteSources(t, key{it.Kind, it.ID}); err != nil {
 				return err
+			}
+			if err := b.putItem(it); err != nil {
+				return fmt.Errorf("writing item %q: %w", it.ID, err)
 			}
 		}
 		return nil
 	}, func(t *tenantIndex) {
 		for _, it := range normed {
 			// Dimensions were checked above; put cannot fail.
-			_ = t.put(it)
+			_ = t.put(it, nil)
 		}
 	})
 }
 
-// Delete removes the items with these ids, of every kind.
-func (ix *Index) Delete(ctx context.Context, tenant string, ids []string) error {
-	if err := ix.delete(ctx, tenant, ids); err != nil {
+// Delete removes the items with these ids, of kinds (every kind when none
+// is given).
+func (ix *Index) Delete(ctx context.Context, tenant string, ids []string, kinds ...vector.Kind) error {
+	if err := ix.delete(ctx, tenant, ids, kinds); err != nil {
 		return fmt.Errorf("deleting %d items from %q: %w", len(ids), tenant, err)
 	}
 	return nil
 }
 
-func (ix *Index) delete(ctx context.Context, tenant string, ids []string) error {
+func (ix *Index) delete(ctx context.Context, tenant string, ids []string, kinds []vector.Kind) error {
 	if err := vector.ValidateTenant(tenant); err != nil {
+		return err
+	}
+	kinds, err := vector.ValidateKinds(kinds)
+	if err != nil {
 		return err
 	}
 	for _, id := range ids {
@@ -374,15 +403,16 @@ func (ix *Index) delete(ctx context.Context, tenant string, ids []string) error 
 	}
 	var keys []key
 	for _, id := range ids {
-		for _, k := range vector.Kinds() {
+		for _, k := range kinds {
 			keys = append(keys, key{k, id})
 		}
 	}
 	return ix.removeKeys(ctx, tenant, func(*tenantIndex) []key { return keys })
 }
 
-// DeleteByDoc removes every item built from docID.
-func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string) error {
+// DeleteByDoc removes every item of kinds (every kind when none is given)
+// built from docID.
+func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string, kinds ...vector.Kind) error {
 	err := func() error {
 		if err := vector.ValidateTenant(tenant); err != nil {
 			return err
@@ -390,7 +420,13 @@ func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string) error {
 		if err := vector.ValidateDocID(docID); err != nil {
 			return err
 		}
-		return ix.removeKeys(ctx, tenant, func(t *tenantIndex) []key { return t.docKeys(docID) })
+		kinds, err := vector.ValidateKinds(kinds)
+		if err != nil {
+			return err
+		}
+		return ix.removeKeys(ctx, tenant, func(t *tenantIndex) []key {
+			return slices.DeleteFunc(t.docKeys(docID), func(k key) bool { return !slices.Contains(kinds, k.kind) })
+		})
 	}()
 	if err != nil {
 		return fmt.Errorf("deleting the items of document %q from %q: %w", docID, tenant, err)
@@ -400,10 +436,16 @@ func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string) error {
 
 func (ix *Index) removeKeys(ctx context.Context, tenant string, keysOf func(*tenantIndex) []key) error {
 	var keys []key
-	return ix.write(ctx, tenant, false, func(t *tenantIndex, b *bolt.Bucket) error {
+	return ix.write(ctx, tenant, false, func(t *tenantIndex, b buckets) error {
 		keys = keysOf(t)
+		if !slices.ContainsFunc(keys, t.has) {
+			return errUnchanged
+		}
 		for _, k := range keys {
-			if err := b.Delete(dbKey(k.kind, k.id)); err != nil {
+			if err := b.deleteSources(t, k); err != nil {
+				return err
+			}
+			if err := b.items.Delete(dbKey(k.kind, k.id)); err != nil {
 				return err
 			}
 		}
@@ -425,31 +467,30 @@ func (ix *Index) UpdateACL(ctx context.Context, tenant, docID string, acl proven
 			return err
 		}
 		acl = vector.NormalizeACL(acl)
-		var updated []vector.Item
-		return ix.write(ctx, tenant, false, func(t *tenantIndex, b *bolt.Bucket) error {
+		var patches []vector.SourcePatch
+		return ix.write(ctx, tenant, false, func(t *tenantIndex, b buckets) error {
+			// Each item's row of the document, and nothing else, changes.
 			for _, k := range t.docKeys(docID) {
 				ki := t.kinds[k.kind]
-				i := ki.pos[k.id]
-				it := ki.entries[i].full()
-				for j := range it.Sources {
-					if it.Sources[j].DocID == docID {
-						it.Sources[j].ACL = acl
+				e := ki.entries[ki.pos[k.id]]
+				for _, s := range e.srcs {
+					if s.doc.id != docID {
+						continue
 					}
+					src := vector.Source{SourceRef: provenance.SourceRef{DocID: docID, Version: s.version, TextUnit: s.unit}, ACL: acl}
+					if err := b.putSource(k, src, s.ord); err != nil {
+						return err
+					}
+					patches = append(patches, vector.SourcePatch{Kind: k.kind, ID: k.id, Put: []vector.Source{src}})
 				}
-				it.Vector = ki.vec(i)
-				rec, err := encode(it)
-				if err != nil {
-					return fmt.Errorf("encoding item %q: %w", it.ID, err)
-				}
-				if err := b.Put(dbKey(it.Kind, it.ID), rec); err != nil {
-					return err
-				}
-				updated = append(updated, it)
+			}
+			if len(patches) == 0 {
+				return errUnchanged
 			}
 			return nil
 		}, func(t *tenantIndex) {
-			for _, it := range updated {
-				_ = t.put(it)
+			for _, p := range patches {
+				t.patch(p)
 			}
 		})
 	}()
@@ -457,6 +498,92 @@ func (ix *Index) UpdateACL(ctx context.Context, tenant, docID string, acl proven
 		return fmt.Errorf("updating the ACL of document %q in %q: %w", docID, tenant, err)
 	}
 	return nil
+}
+
+// PatchSources changes the sources of existing items (see
+// vector.SourcePatch), all in one transaction: on disk and in memory, only
+// the patched documents' source rows change, whatever the item's number of
+// sources.
+func (ix *Index) PatchSources(ctx context.Context, tenant string, patches []vector.SourcePatch) ([]bool, error) {
+	applied, err := ix.patchSources(ctx, tenant, patches)
+	if err != nil {
+		return nil, fmt.Errorf("patching the sources of %d items in %q: %w", len(patches), tenant, err)
+	}
+	return applied, nil
+}
+
+func (ix *Index) patchSources(ctx context.Context, tenant string, patches []vector.SourcePatch) ([]bool, error) {
+	if err := vector.ValidatePatches(tenant, patches); err != nil {
+		return nil, err
+	}
+	applied := make([]bool, len(patches))
+	if len(patches) == 0 {
+		return applied, ctx.Err()
+	}
+	err := ix.write(ctx, tenant, false, func(t *tenantIndex, b buckets) error {
+		for i, p := range patches {
+			ki := t.kinds[p.Kind]
+			if ki == nil {
+				continue
+			}
+			at, ok := ki.pos[p.ID]
+			if !ok || !p.Holds(ki.entries[at].item.Text, ki.entries[at].item.Metadata) {
+				continue
+			}
+			e, k := ki.entries[at], key{p.Kind, p.ID}
+			put, drop := p.Index()
+			switch n := e.patchedLen(put, drop); {
+			case n > vector.MaxSources:
+				continue
+			case n == 0:
+				if err := b.deleteSources(t, k); err != nil {
+					return err
+				}
+				if err := b.items.Delete(dbKey(p.Kind, p.ID)); err != nil {
+					return err
+				}
+			default:
+				// The rows of the patched documents only; an added source
+				// is numbered after the others, as patch places it.
+				next := e.srcs[len(e.srcs)-1].ord + 1
+				ords := make(map[string]uint64, len(put))
+				for _, s := range e.srcs {
+					if _, ok := put[s.doc.id]; ok {
+						ords[s.doc.id] = s.ord
+					} else if drop[s.doc.id] {
+						if err := b.sources.Delete(sourceKey(k, s.doc.id)); err != nil {
+							return err
+						}
+					}
+				}
+				for _, ns := range p.Put {
+					ord, ok := ords[ns.DocID]
+					if !ok {
+						ord = next
+						next++
+					}
+					if err := b.putSource(k, put[ns.DocID], ord); err != nil {
+						return err
+					}
+				}
+			}
+			applied[i] = true
+		}
+		if !slices.Contains(applied, true) {
+			return errUnchanged
+		}
+		return nil
+	}, func(t *tenantIndex) {
+		for i, p := range patches {
+			if applied[i] {
+				t.patch(p)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return applied, nil
 }
 
 // ScanSources reports the sources of docID's items (every item of the
@@ -506,10 +633,16 @@ func (ix *Index) itemSources(ctx context.Context, tenant, docID string) ([]vecto
 	return out, nil
 }
 
+// errUnchanged is what a write's fn returns when it has nothing to write:
+// the transaction is rolled back, neither written nor synced, and apply is
+// not called. (A document's re-index deletes its items first, and a new
+// document has none.)
+var errUnchanged = errors.New("nothing to write")
+
 // write runs fn on the tenant's bucket in one transaction, then apply on
 // memory if it committed, all under the write lock. Unless create is set,
 // a tenant without items is left alone (nothing to delete or update).
-func (ix *Index) write(ctx context.Context, tenant string, create bool, fn func(*tenantIndex, *bolt.Bucket) error, apply func(*tenantIndex)) error {
+func (ix *Index) write(ctx context.Context, tenant string, create bool, fn func(*tenantIndex, buckets) error, apply func(*tenantIndex)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -526,12 +659,19 @@ func (ix *Index) write(ctx context.Context, tenant string, create bool, fn func(
 		t = newTenantIndex()
 	}
 	err := ix.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.Bucket([]byte(bucketItems)).CreateBucketIfNotExists([]byte(tenant))
+		items, err := tx.Bucket([]byte(bucketItems)).CreateBucketIfNotExists([]byte(tenant))
 		if err != nil {
 			return err
 		}
-		return fn(t, b)
+		sources, err := tx.Bucket([]byte(bucketSources)).CreateBucketIfNotExists([]byte(tenant))
+		if err != nil {
+			return err
+		}
+		return fn(t, buckets{items: items, sources: sources})
 	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -709,6 +849,16 @@ func (ix *Index) tenant(name string, create bool) *tenantIndex {
 	return t
 }
 
+// has reports whether the tenant holds the item k.
+func (t *tenantIndex) has(k key) bool {
+	ki := t.kinds[k.kind]
+	if ki == nil {
+		return false
+	}
+	_, ok := ki.pos[k.id]
+	return ok
+}
+
 // docKeys returns the keys of the items built from docID, sorted.
 func (t *tenantIndex) docKeys(docID string) []key {
 	d := t.byDoc[docID]
@@ -744,8 +894,9 @@ func sortKeys(keys []key) {
 	})
 }
 
-// put adds or replaces an item whose vector is unit-length.
-func (t *tenantIndex) put(it vector.Item) error {
+// put adds or replaces an item whose vector is unit-length; ords are its
+// sources' ordinals (nil: their positions).
+func (t *tenantIndex) put(it vector.Item, ords []uint64) error {
 	ki := t.kinds[it.Kind]
 	if ki == nil {
 		ki = &kindIndex{dims: len(it.Vector), pos: map[string]int{}}
@@ -763,17 +914,11 @@ func (t *tenantIndex) put(it vector.Item) error {
 	e.item.Vector, e.item.Sources = nil, nil
 	for i, s := range it.Sources {
 		e.public = e.public && s.ACL.Public
-		d := t.byDoc[s.DocID]
-		if d == nil {
-			d = &docItems{id: s.DocID, keys: map[key]struct{}{}}
-			t.byDoc[s.DocID] = d
+		e.srcs[i] = t.link(s, k)
+		e.srcs[i].ord = uint64(i)
+		if ords != nil {
+			e.srcs[i].ord = ords[i]
 		}
-		d.keys[k] = struct{}{}
-		unit := s.TextUnit
-		if unit != "" {
-			unit = unique.Make(unit).Value()
-		}
-		e.srcs[i] = source{doc: d, unit: unit, version: s.Version, acl: t.shareACL(s.ACL)}
 	}
 	i := len(ki.entries)
 	ki.pos[it.ID] = i
@@ -797,11 +942,7 @@ func (t *tenantIndex) remove(k key) {
 		return
 	}
 	for _, s := range ki.entries[i].srcs {
-		delete(s.doc.keys, k)
-		if len(s.doc.keys) == 0 {
-			delete(t.byDoc, s.doc.id)
-		}
-		t.releaseACL(s.acl)
+		t.unlink(s, k)
 	}
 	last := len(ki.entries) - 1
 	if i != last {
@@ -824,6 +965,90 @@ func (t *tenantIndex) remove(k key) {
 		ki.blocks = ki.blocks[:last/blockSize]
 	}
 	delete(ki.pos, k.id)
+}
+
+// patch applies p to its item's sources in place (see
+// vector.SourcePatch.PatchedSources), removing the item when none is left.
+// The item exists and holds p's text.
+func (t *tenantIndex) patch(p vector.SourcePatch) {
+	k := key{p.Kind, p.ID}
+	ki := t.kinds[p.Kind]
+	e := ki.entries[ki.pos[p.ID]]
+	put, drop := p.Index()
+	n := e.patchedLen(put, drop)
+	if n == 0 {
+		t.remove(k)
+		return
+	}
+	next := e.srcs[len(e.srcs)-1].ord + 1
+	srcs := make([]source, 0, n)
+	for _, s := range e.srcs {
+		ns, replaced := put[s.doc.id]
+		switch {
+		case replaced:
+			t.releaseACL(s.acl)
+			s.version, s.unit, s.acl = ns.Version, uniqueUnit(ns.TextUnit), t.shareACL(ns.ACL)
+			delete(put, s.doc.id)
+		case drop[s.doc.id]:
+			t.unlink(s, k)
+			continue
+		}
+		srcs = append(srcs, s)
+	}
+	for _, ns := range p.Put {
+		if ns, added := put[ns.DocID]; added {
+			s := t.link(ns, k)
+			s.ord = next
+			next++
+			srcs = append(srcs, s)
+		}
+	}
+	e.srcs = srcs
+	e.public = true
+	for _, s := range srcs {
+		e.public = e.public && s.acl.acl.Public
+	}
+}
+
+// patchedLen is how many sources the entry has once a patch puts put and
+// removes drop (see vector.SourcePatch.Index).
+func (e *entry) patchedLen(put map[string]vector.Source, drop map[string]bool) int {
+	n := len(put)
+	for _, s := range e.srcs {
+		if _, ok := put[s.doc.id]; !ok && !drop[s.doc.id] {
+			n++
+		}
+	}
+	return n
+}
+
+// link returns the index's form of s, a source of the item k, registering
+// the item under its document and counting its ACL.
+func (t *tenantIndex) link(s vector.Source, k key) source {
+	d := t.byDoc[s.DocID]
+	if d == nil {
+		d = &docItems{id: s.DocID, keys: map[key]struct{}{}}
+		t.byDoc[s.DocID] = d
+	}
+	d.keys[k] = struct{}{}
+	return source{doc: d, unit: uniqueUnit(s.TextUnit), version: s.Version, acl: t.shareACL(s.ACL)}
+}
+
+// unlink undoes link: s is no longer a source of the item k.
+func (t *tenantIndex) unlink(s source, k key) {
+	delete(s.doc.keys, k)
+	if len(s.doc.keys) == 0 {
+		delete(t.byDoc, s.doc.id)
+	}
+	t.releaseACL(s.acl)
+}
+
+// uniqueUnit is a text unit id as sources share it.
+func uniqueUnit(unit string) string {
+	if unit == "" {
+		return ""
+	}
+	return unique.Make(unit).Value()
 }
 
 func (ki *kindIndex) vec(i int) []float32 {
@@ -879,7 +1104,67 @@ func (e *entry) readableBy(f vector.Filter) bool {
 
 func dbKey(kind vector.Kind, id string) []byte { return []byte(string(kind) + "\x00" + id) }
 
+// sourceKey is the key of an item's source row; an item id holds no NUL,
+// so the item's rows are the keys under dbKey + NUL.
+func sourceKey(k key, docID string) []byte {
+	return []byte(string(k.kind) + "\x00" + k.id + "\x00" + docID)
+}
+
+// buckets are a tenant's buckets in a write transaction.
+type buckets struct {
+	items, sources *bolt.Bucket
+}
+
+// putItem writes an item's record and its source rows, numbered in order.
+func (b buckets) putItem(it vector.Item) error {
+	rec, err := encode(it)
+	if err != nil {
+		return err
+	}
+	if err := b.items.Put(dbKey(it.Kind, it.ID), rec); err != nil {
+		return err
+	}
+	k := key{it.Kind, it.ID}
+	for i, s := range it.Sources {
+		if err := b.putSource(k, s, uint64(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putSource writes one source row of the item k.
+func (b buckets) putSource(k key, s vector.Source, ord uint64) error {
+	js, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encoding source %q of %q: %w", s.DocID, k.id, err)
+	}
+	row := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(js)), ord)
+	return b.sources.Put(sourceKey(k, s.DocID), append(row, js...))
+}
+
+// deleteSources deletes the source rows of the item k as the index holds
+// it (none if it holds no such item).
+func (b buckets) deleteSources(t *tenantIndex, k key) error {
+	ki := t.kinds[k.kind]
+	if ki == nil {
+		return nil
+	}
+	i, ok := ki.pos[k.id]
+	if !ok {
+		return nil
+	}
+	for _, s := range ki.entries[i].srcs {
+		if err := b.sources.Delete(sourceKey(k, s.doc.id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encode is an item's record, without its sources (they are rows).
 func encode(it vector.Item) ([]byte, error) {
+	it.Sources = nil
 	meta, err := json.Marshal(it)
 	if err != nil {
 		return nil, err
@@ -893,7 +1178,9 @@ func encode(it vector.Item) ([]byte, error) {
 	return buf, nil
 }
 
-func decode(rec []byte) (vector.Item, error) {
+// decodeRecord decodes an item's record, with the sources it holds (layout
+// 1) or none.
+func decodeRecord(rec []byte) (vector.Item, error) {
 	n, w := binary.Uvarint(rec)
 	if w <= 0 || uint64(len(rec)-w) < n {
 		return vector.Item{}, errors.New("truncated record")
@@ -911,8 +1198,74 @@ func decode(rec []byte) (vector.Item, error) {
 	for i := range it.Vector {
 		it.Vector[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[i*4:]))
 	}
-	if err := vector.ValidateItem(it); err != nil {
-		return vector.Item{}, err
-	}
 	return it, nil
+}
+
+// decodeItem decodes the item whose record rec is under k, with its source
+// rows from rows, in their order, and their ordinals.
+func decodeItem(rec []byte, rows *bolt.Bucket, k []byte) (vector.Item, []uint64, error) {
+	it, err := decodeRecord(rec)
+	if err != nil {
+		return vector.Item{}, nil, err
+	}
+	type row struct {
+		ord uint64
+		src vector.Source
+	}
+	var srcs []row
+	if rows != nil {
+		prefix := append(slices.Clone(k), 0)
+		c := rows.Cursor()
+		for rk, v := c.Seek(prefix); rk != nil && bytes.HasPrefix(rk, prefix); rk, v = c.Next() {
+			ord, w := binary.Uvarint(v)
+			if w <= 0 {
+				return vector.Item{}, nil, fmt.Errorf("source row %q is truncated", rk)
+			}
+			var s vector.Source
+			if err := json.Unmarshal(v[w:], &s); err != nil {
+				return vector.Item{}, nil, fmt.Errorf("decoding source row %q: %w", rk, err)
+			}
+			srcs = append(srcs, row{ord, s})
+		}
+	}
+	slices.SortFunc(srcs, func(a, b row) int { return cmp.Compare(a.ord, b.ord) })
+	it.Sources = make([]vector.Source, len(srcs))
+	ords := make([]uint64, len(srcs))
+	for i, r := range srcs {
+		it.Sources[i], ords[i] = r.src, r.ord
+	}
+	if err := vector.ValidateItem(it); err != nil {
+		return vector.Item{}, nil, err
+	}
+	return it, ords, nil
+}
+
+// splitSources converts the records of layout 1, which held the sources,
+// into layout 2's records and source rows.
+func splitSources(items, sources *bolt.Bucket) error {
+	return items.ForEachBucket(func(tn []byte) error {
+		b := buckets{items: items.Bucket(tn)}
+		var err error
+		if b.sources, err = sources.CreateBucketIfNotExists(tn); err != nil {
+			return err
+		}
+		var recs []vector.Item
+		err = b.items.ForEach(func(k, v []byte) error {
+			it, err := decodeRecord(v)
+			if err != nil {
+				return fmt.Errorf("decoding item %q of tenant %q: %w", k, tn, err)
+			}
+			recs = append(recs, it)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, it := range recs {
+			if err := b.putItem(it); err != nil {
+				return fmt.Errorf("converting item %q of tenant %q: %w", it.ID, tn, err)
+			}
+		}
+		return nil
+	})
 }

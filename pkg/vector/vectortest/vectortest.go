@@ -56,6 +56,10 @@ func Run(t *testing.T, newIndex NewIndex) {
 		{"AuditSourcesCountsStale", testAuditSources},
 		{"Delete", testDelete},
 		{"DeleteByDoc", testDeleteByDoc},
+		{"DeleteByDocOfKinds", testDeleteByDocKinds},
+		{"PatchSources", testPatchSources},
+		{"PatchSourcesRevokesAndRemoves", testPatchRevokes},
+		{"PatchSourcesInvalid", testPatchInvalid},
 		{"UpsertReplaces", testUpsertReplaces},
 		{"InvalidItemsNamed", testInvalidItems},
 		{"DimensionMismatchNamed", testDimensionMismatch},
@@ -586,6 +590,13 @@ func testDelete(t *testing.T, ix vector.Index) {
 	require.Equal(t, []string{"b"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
 	err := ix.Delete(ctx, tenant, []string{""})
 	require.ErrorIs(t, err, vector.ErrInvalid)
+
+	// Of some kinds only: the same id under another kind stays.
+	upsert(t, ix, tenant, report("b", angle(3), src("d", public)))
+	require.NoError(t, ix.Delete(ctx, tenant, []string{"b"}, vector.KindReport, vector.KindEntity))
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindReport, query, 10, anyone))
+	require.Equal(t, []string{"b"}, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	require.ErrorIs(t, ix.Delete(ctx, tenant, []string{"b"}, vector.Kind("nope")), vector.ErrInvalid)
 }
 
 func testDeleteByDoc(t *testing.T, ix vector.Index) {
@@ -607,6 +618,189 @@ func testDeleteByDoc(t *testing.T, ix vector.Index) {
 	for _, k := range vector.Kinds() {
 		require.Empty(t, searchIDs(t, ix, tenant, k, query, 10, anyone), "kind %s", k)
 	}
+}
+
+func testDeleteByDocKinds(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant,
+		unit("d1-a", angle(1), "d1", public),
+		report("r1", angle(4), src("d1", public)),
+		vector.Item{ID: "e", Kind: vector.KindEntity, Vector: angle(7), Text: "e", Sources: []vector.Source{src("d2", public), src("d1", public)}},
+	)
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "d1", vector.KindTextUnit, vector.KindReport))
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindTextUnit, query, 10, anyone))
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindReport, query, 10, anyone))
+	require.Equal(t, []string{"e"}, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, anyone), "another kind is kept")
+	require.NoError(t, ix.DeleteByDoc(ctx, tenant, "d1", vector.KindEntity))
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, anyone))
+	require.ErrorIs(t, ix.DeleteByDoc(ctx, tenant, "d1", vector.Kind("nope")), vector.ErrInvalid)
+}
+
+// hub is an entity item built from n documents, public but for those acls
+// names.
+func hub(n int, acls map[string]provenance.ACL) vector.Item {
+	it := vector.Item{ID: "service:kafka", Kind: vector.KindEntity, Vector: angle(3), Text: "Kafka (service).",
+		Metadata: map[string]string{"type": "service", "name": "Kafka"}}
+	for i := range n {
+		doc := fmt.Sprintf("d%03d", i)
+		acl, ok := acls[doc]
+		if !ok {
+			acl = public
+		}
+		it.Sources = append(it.Sources, src(doc, acl))
+	}
+	return it
+}
+
+// patch patches one item and returns whether it was applied.
+func patch(t *testing.T, ix vector.Index, p vector.SourcePatch) bool {
+	t.Helper()
+	applied, err := ix.PatchSources(t.Context(), tenant, []vector.SourcePatch{p})
+	require.NoError(t, err, "patching %q", p.ID)
+	require.Len(t, applied, 1)
+	return applied[0]
+}
+
+// scanIDs returns the ids of the items ScanSources names for docID.
+func scanIDs(t *testing.T, ix vector.Index, docID string) []string {
+	t.Helper()
+	var out []string
+	for _, it := range scan(t, ix, tenant, docID) {
+		out = append(out, it.ID)
+	}
+	return out
+}
+
+// entityHit returns the entity item id as insider reads it, or fails.
+func entityHit(t *testing.T, ix vector.Index, id string) vector.Item {
+	t.Helper()
+	for _, h := range search(t, ix, tenant, vector.KindEntity, query, 10, insider) {
+		if h.ID == id {
+			return h.Item
+		}
+	}
+	require.Failf(t, "missing item", "entity %q is not found", id)
+	return vector.Item{}
+}
+
+func testPatchSources(t *testing.T, ix vector.Index) {
+	it := hub(50, nil)
+	upsert(t, ix, tenant, it, unit("u", angle(1), "d001", public))
+	p := vector.SourcePatch{Kind: vector.KindEntity, ID: it.ID, Text: it.Text, Metadata: it.Metadata}
+
+	// An edit moves one source to its new version in place, a new document
+	// is added after the others, a document that no longer names the
+	// entity goes; text, vector and metadata stay.
+	edited := src("d010", eng)
+	edited.Version = 2
+	p.Put = []vector.Source{edited, src("d999", public)}
+	p.Remove = []string{"d020", "never-a-source"}
+	require.True(t, patch(t, ix, p))
+	want := it
+	want.Vector = nil
+	want.Sources = p.PatchedSources(it.Sources)
+	require.Len(t, want.Sources, 50)
+	require.Equal(t, edited, want.Sources[10])
+	require.Equal(t, "d999", want.Sources[49].DocID)
+	got := entityHit(t, ix, it.ID)
+	require.Equal(t, want, got)
+	hits := search(t, ix, tenant, vector.KindEntity, query, 1, insider)
+	require.InDelta(t, math.Cos(3*math.Pi/180), float64(hits[0].Score), scoreTolerance, "the vector is kept")
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, anyone), "d010 is eng's now")
+	require.Equal(t, []string{"service:kafka"}, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, engineer))
+
+	// Documents follow the patch: DeleteByDoc and UpdateACL of a removed
+	// document do not reach the item, of an added one they do.
+	require.NoError(t, ix.UpdateACL(t.Context(), tenant, "d020", secret))
+	require.Equal(t, []string{"service:kafka"}, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, engineer))
+	require.Equal(t, []string{it.ID}, scanIDs(t, ix, "d999"))
+	require.Empty(t, scanIDs(t, ix, "d020"))
+	require.Equal(t, []string{it.ID, "u"}, scanIDs(t, ix, "d001"))
+	require.Equal(t, want.Sources, scan(t, ix, tenant, "d999")[0].Sources)
+
+	// Another text or metadata, or an absent item: nothing changes.
+	other := p
+	other.Text = "Kafka (service). A broker."
+	other.Put, other.Remove = nil, []string{"d000"}
+	require.False(t, patch(t, ix, other))
+	other = p
+	other.Metadata = map[string]string{"type": "service"}
+	other.Put, other.Remove = nil, []string{"d000"}
+	require.False(t, patch(t, ix, other))
+	absent := p
+	absent.ID = "service:absent"
+	require.False(t, patch(t, ix, absent))
+	wrongKind := p
+	wrongKind.Kind = vector.KindReport
+	require.False(t, patch(t, ix, wrongKind))
+	require.Equal(t, want, entityHit(t, ix, it.ID))
+
+	// Applying a patch again changes nothing more.
+	require.True(t, patch(t, ix, p))
+	require.Equal(t, want, entityHit(t, ix, it.ID))
+}
+
+func testPatchRevokes(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	it := hub(5, map[string]provenance.ACL{"d002": eng})
+	small := vector.Item{ID: "e-small", Kind: vector.KindEntity, Vector: angle(5), Text: "small", Sources: []vector.Source{src("d001", public)}}
+	upsert(t, ix, tenant, it, small)
+	require.Equal(t, []string{"service:kafka", "e-small"}, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, engineer))
+
+	// A patch narrowing one source's ACL takes effect for the next Search.
+	p := vector.SourcePatch{Kind: vector.KindEntity, ID: it.ID, Text: it.Text, Metadata: it.Metadata, Put: []vector.Source{src("d003", secret)}}
+	s2 := p
+	s2.ID, s2.Text, s2.Metadata, s2.Put = small.ID, small.Text, nil, []vector.Source{src("d001", secret)}
+	applied, err := ix.PatchSources(ctx, tenant, []vector.SourcePatch{p, s2})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, applied)
+	require.Empty(t, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, engineer))
+	require.Equal(t, []string{"service:kafka", "e-small"}, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, insider))
+
+	// Removing a restricted source widens the audience to what is left.
+	p = vector.SourcePatch{Kind: vector.KindEntity, ID: it.ID, Text: it.Text, Metadata: it.Metadata, Remove: []string{"d003", "d002"}}
+	require.True(t, patch(t, ix, p))
+	require.Equal(t, []string{"service:kafka"}, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, anyone))
+	require.Equal(t, []string{"d000", "d001", "d004"}, entityHit(t, ix, it.ID).DocIDs())
+
+	// An item left without sources is removed, with its document links.
+	p = vector.SourcePatch{Kind: vector.KindEntity, ID: small.ID, Text: small.Text, Remove: []string{"d001"}}
+	require.True(t, patch(t, ix, p))
+	require.Equal(t, []string{"service:kafka"}, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, insider))
+	require.Equal(t, []string{it.ID}, scanIDs(t, ix, "d001"))
+	require.False(t, patch(t, ix, p), "it is gone")
+	upsert(t, ix, tenant, small)
+	require.Equal(t, []string{"service:kafka", "e-small"}, searchIDs(t, ix, tenant, vector.KindEntity, query, 10, anyone), "and can come back")
+}
+
+func testPatchInvalid(t *testing.T, ix vector.Index) {
+	ctx := t.Context()
+	upsert(t, ix, tenant, hub(2, nil))
+	ok := vector.SourcePatch{Kind: vector.KindEntity, ID: "service:kafka", Text: "Kafka (service).", Metadata: map[string]string{"type": "service", "name": "Kafka"}}
+	bad := []vector.SourcePatch{
+		{Kind: "nope", ID: "x"},
+		{Kind: vector.KindEntity, ID: ""},
+		{Kind: vector.KindEntity, ID: "x", Put: []vector.Source{{SourceRef: provenance.SourceRef{DocID: "d", Version: 0}}}},
+		{Kind: vector.KindEntity, ID: "x", Put: []vector.Source{src("d", public)}, Remove: []string{"d"}},
+		{Kind: vector.KindEntity, ID: "x", Put: []vector.Source{src("d", public), src("d", eng)}},
+		{Kind: vector.KindEntity, ID: "x", Remove: []string{""}},
+	}
+	for _, b := range bad {
+		_, err := ix.PatchSources(ctx, tenant, []vector.SourcePatch{ok, b})
+		require.ErrorIs(t, err, vector.ErrInvalid, "patch %+v", b)
+	}
+	_, err := ix.PatchSources(ctx, tenant, []vector.SourcePatch{ok, ok})
+	require.ErrorIs(t, err, vector.ErrInvalid, "one item twice")
+	_, err = ix.PatchSources(ctx, "Bad Tenant", []vector.SourcePatch{ok})
+	require.ErrorIs(t, err, vector.ErrInvalid)
+	// Nothing of a refused batch was applied.
+	require.Equal(t, []string{"d000", "d001"}, entityHit(t, ix, "service:kafka").DocIDs())
+	applied, err := ix.PatchSources(ctx, "unknown", []vector.SourcePatch{ok})
+	require.NoError(t, err, "an unknown tenant has no items")
+	require.Equal(t, []bool{false}, applied)
+	applied, err = ix.PatchSources(ctx, tenant, nil)
+	require.NoError(t, err)
+	require.Empty(t, applied)
 }
 
 func testUpsertReplaces(t *testing.T, ix vector.Index) {
@@ -821,6 +1015,8 @@ func testClose(t *testing.T, ix vector.Index) {
 	require.ErrorIs(t, ix.Delete(ctx, tenant, []string{"a"}), vector.ErrClosed)
 	require.ErrorIs(t, ix.DeleteByDoc(ctx, tenant, "d"), vector.ErrClosed)
 	require.ErrorIs(t, ix.UpdateACL(ctx, tenant, "d", public), vector.ErrClosed)
+	_, err = ix.PatchSources(ctx, tenant, []vector.SourcePatch{{Kind: vector.KindTextUnit, ID: "a", Text: "t", Remove: []string{"d"}}})
+	require.ErrorIs(t, err, vector.ErrClosed)
 	require.ErrorIs(t, ix.ScanSources(ctx, tenant, "", func(vector.ItemSources) error { return nil }), vector.ErrClosed)
 	if err := ix.Close(); err != nil && !errors.Is(err, vector.ErrClosed) {
 		t.Fatalf("closing twice: %v", err)

@@ -657,19 +657,24 @@ func (ix *Index) deleteWhere(ctx context.Context, kind vector.Kind, tenant strin
 	}
 }
 
-// Delete removes the items with these ids, of every kind.
-func (ix *Index) Delete(ctx context.Context, tenant string, ids []string) error {
-	if err := ix.delete(ctx, tenant, ids); err != nil {
+// Delete removes the items with these ids, of kinds (every kind when none
+// is given).
+func (ix *Index) Delete(ctx context.Context, tenant string, ids []string, kinds ...vector.Kind) error {
+	if err := ix.delete(ctx, tenant, ids, kinds); err != nil {
 		return fmt.Errorf("deleting %d items from %q: %w", len(ids), tenant, err)
 	}
 	return nil
 }
 
-func (ix *Index) delete(ctx context.Context, tenant string, ids []string) error {
+func (ix *Index) delete(ctx context.Context, tenant string, ids []string, kinds []vector.Kind) error {
 	if ix.closed.Load() {
 		return vector.ErrClosed
 	}
 	if err := vector.ValidateTenant(tenant); err != nil {
+		return err
+	}
+	kinds, err := vector.ValidateKinds(kinds)
+	if err != nil {
 		return err
 	}
 	keys := make([]string, len(ids))
@@ -679,7 +684,7 @@ func (ix *Index) delete(ctx context.Context, tenant string, ids []string) error 
 		}
 		keys[i] = hash("item", id)
 	}
-	for _, kind := range vector.Kinds() {
+	for _, kind := range kinds {
 		ok, err := ix.hasTenant(ctx, kind, tenant)
 		if err != nil || !ok {
 			return err
@@ -698,8 +703,9 @@ func docWhere(docID string) *filters.WhereBuilder {
 	return filters.Where().WithPath([]string{"doc_keys"}).WithOperator(filters.ContainsAny).WithValueText(hash("doc", docID))
 }
 
-// DeleteByDoc removes every item built from docID.
-func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string) error {
+// DeleteByDoc removes every item of kinds (every kind when none is given)
+// built from docID.
+func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string, kinds ...vector.Kind) error {
 	err := func() error {
 		if ix.closed.Load() {
 			return vector.ErrClosed
@@ -710,7 +716,11 @@ func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string) error {
 		if err := vector.ValidateDocID(docID); err != nil {
 			return err
 		}
-		for _, kind := range vector.Kinds() {
+		kinds, err := vector.ValidateKinds(kinds)
+		if err != nil {
+			return err
+		}
+		for _, kind := range kinds {
 			ok, err := ix.hasTenant(ctx, kind, tenant)
 			if err != nil || !ok {
 				return err
@@ -725,6 +735,114 @@ func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string) error {
 		return fmt.Errorf("deleting the items of document %q from %q: %w", docID, tenant, err)
 	}
 	return nil
+}
+
+// PatchSources changes the sources of existing items (see
+// vector.SourcePatch): each patched object is read with its vector and
+// written again whole, its sources, document keys and ACL slots
+// recomputed; nothing is embedded again. Like UpdateACL, it relies on
+// kgstream writing the items of one tenant one event at a time.
+func (ix *Index) PatchSources(ctx context.Context, tenant string, patches []vector.SourcePatch) ([]bool, error) {
+	applied, err := ix.patchSources(ctx, tenant, patches)
+	if err != nil {
+		return nil, fmt.Errorf("patching the sources of %d items in %q: %w", len(patches), tenant, err)
+	}
+	return applied, nil
+}
+
+func (ix *Index) patchSources(ctx context.Context, tenant string, patches []vector.SourcePatch) ([]bool, error) {
+	if ix.closed.Load() {
+		return nil, vector.ErrClosed
+	}
+	if err := vector.ValidatePatches(tenant, patches); err != nil {
+		return nil, err
+	}
+	applied := make([]bool, len(patches))
+	byKind := map[vector.Kind][]int{}
+	for i, p := range patches {
+		byKind[p.Kind] = append(byKind[p.Kind], i)
+	}
+	for _, kind := range vector.Kinds() {
+		at := byKind[kind]
+		if len(at) == 0 {
+			continue
+		}
+		ok, err := ix.hasTenant(ctx, kind, tenant)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		for chunk := range slices.Chunk(at, ix.pageSize) {
+			stored, err := ix.readItems(ctx, kind, tenant, chunk, patches)
+			if err != nil {
+				return nil, err
+			}
+			var write, drop []vector.Item
+			var wrote []int
+			for _, i := range chunk {
+				p := patches[i]
+				it, ok := stored[p.ID]
+				if !ok || !p.Holds(it.Text, it.Metadata) {
+					continue
+				}
+				it.Sources = p.PatchedSources(it.Sources)
+				switch {
+				case len(it.Sources) > vector.MaxSources:
+					continue
+				case len(it.Sources) == 0:
+					drop = append(drop, it)
+					applied[i] = true
+				default:
+					write = append(write, vector.Canonical(it))
+					wrote = append(wrote, i)
+				}
+			}
+			failed, err := ix.write(ctx, tenant, write)
+			if err != nil {
+				return nil, err
+			}
+			if failed != nil {
+				return nil, &vector.BatchError{Failed: failed}
+			}
+			for _, i := range wrote {
+				applied[i] = true
+			}
+			if len(drop) > 0 {
+				if err := ix.deleteKeys(ctx, tenant, drop); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return applied, nil
+}
+
+// readItems reads the stored items (with vectors) of the patches at, all
+// of kind, by id.
+func (ix *Index) readItems(ctx context.Context, kind vector.Kind, tenant string, at []int, patches []vector.SourcePatch) (map[string]vector.Item, error) {
+	class := ix.classes[kind]
+	keys := make([]string, len(at))
+	for j, i := range at {
+		keys[j] = hash("item", patches[i].ID)
+	}
+	where := filters.Where().WithPath([]string{"item_key"}).WithOperator(filters.ContainsAny).WithValueText(keys...)
+	resp, err := ix.client.GraphQL().Get().WithClassName(class).WithTenant(tenant).WithWhere(where).
+		WithLimit(len(keys)).WithFields(itemFields(true)...).Do(ctx)
+	objs, err := objects(resp, err, class)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d items of %s: %w", len(keys), class, err)
+	}
+	out := make(map[string]vector.Item, len(objs))
+	for _, o := range objs {
+		it, err := decodeItem(kind, o, true)
+		if err != nil {
+			return nil, fmt.Errorf("reading %d items of %s: %w", len(keys), class, err)
+		}
+		out[it.ID] = it
+	}
+	return out, nil
 }
 
 // UpdateACL rewrites every item built from docID with the new ACL, a page
