@@ -300,3 +300,44 @@ func BenchmarkHubEdit(b *testing.B) {
 		})
 	}
 }
+
+// TestDeletionEventNamingTooFewLeavesNoItem: a deletion whose event names
+// none of the document's entities (an event built from too little) still
+// leaves no item with the deleted document among its sources: the hub's
+// item, which the patches never reached, is removed, and the next change
+// of one of its other documents writes it again without it.
+func TestDeletionEventNamingTooFewLeavesNoItem(t *testing.T) {
+	r := newHubRig(t)
+	docs := []string{"a", "b", "c"}
+	var ms []*stream.Message
+	for _, d := range docs {
+		r.apply(d, 1, provenance.PublicACL(), "Kafka in "+d+".")
+		ms = append(ms, graphMsg(t, d, 1, false, hubID))
+	}
+	handleAll(t, r.w, ms...)
+	hub, ok := item(t, r.ix, r.emb, hubID, everyone)
+	require.True(t, ok)
+	require.Contains(t, hub.DocIDs(), "c")
+
+	_, err := r.st.MarkDeleted(t.Context(), "acme", "c")
+	require.NoError(t, err)
+	_, err = r.st.Delete(t.Context(), "acme", "c", 2)
+	require.NoError(t, err)
+	data, err := events.Encode(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "c", Version: 2, Deleted: true})
+	require.NoError(t, err)
+	handleAll(t, r.w, &stream.Message{Kind: events.KindGraphChanged, Tenant: "acme", Data: data})
+	for _, kind := range vector.Kinds() {
+		v, err := r.emb.Embed(t.Context(), []string{"Kafka"})
+		require.NoError(t, err)
+		hits, err := r.ix.Search(t.Context(), "acme", kind, v[0], vector.MaxK, everyone)
+		require.NoError(t, err)
+		for _, h := range hits {
+			require.NotContains(t, h.DocIDs(), "c", "%s item %s is still built on the deleted document", kind, h.ID)
+		}
+	}
+
+	r.apply("a", 2, provenance.PublicACL(), "Kafka again in a.")
+	handleAll(t, r.w, graphMsg(t, "a", 2, false, hubID))
+	hub = r.requireRebuilt(docs)
+	require.Equal(t, []string{"a", "b"}, hub.DocIDs())
+}

@@ -25,7 +25,8 @@ import (
 //     built from.
 //
 // A graph change of document D rewrites D's items from the graph store:
-// DeleteByDoc(D) of its text units and reports, then an upsert of D's text
+// DeleteByDoc(D) of its text units and reports (of every kind when D is
+// deleted, after the patches below), then an upsert of D's text
 // units and of the current reports built on D at its applied version. The
 // entities D contributes, contributed before or touched have their items
 // patched rather than rewritten: an entity's text holds its first
@@ -242,8 +243,17 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	if err := w.embedItems(ctx, items); err != nil {
 		return err
 	}
-	for _, doc := range docs {
-		if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, doc, vector.KindTextUnit, vector.KindReport); err != nil {
+	for i, doc := range docs {
+		// A deleted document's entities were patched above, those its
+		// event names; removing every item still built on it, of every
+		// kind, makes sure none is left readable through it should an
+		// event have named too few (such an item is written again by the
+		// next change of one of its other documents).
+		kinds := []vector.Kind{vector.KindTextUnit, vector.KindReport}
+		if recs[i].Deleted {
+			kinds = nil
+		}
+		if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, doc, kinds...); err != nil {
 			return fmt.Errorf("removing the vector items of %s: %w", doc, err)
 		}
 		w.vectorOps.WithLabelValues("delete_doc").Inc()
