@@ -86,6 +86,16 @@ func (r *hubRig) apply(doc string, version int64, acl provenance.ACL, desc strin
 	require.NoError(r.t, err)
 }
 
+// remove deletes doc from the registry and the graph, as the resolver
+// applies a deletion at version.
+func (r *hubRig) remove(doc string, version int64) {
+	r.t.Helper()
+	_, err := r.st.MarkDeleted(r.t.Context(), "acme", doc)
+	require.NoError(r.t, err)
+	_, err = r.st.Delete(r.t.Context(), "acme", doc, version)
+	require.NoError(r.t, err)
+}
+
 func graphMsg(t testing.TB, doc string, version int64, deleted bool, contributed ...string) *stream.Message {
 	data, err := events.Encode(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: doc, Version: version,
 		Deleted: deleted, Touched: []string{"incident:" + doc}, Contributed: contributed})
@@ -206,10 +216,7 @@ func TestHubItemPatchedEqualsRebuild(t *testing.T) {
 	r.requireRebuilt(docs)
 
 	// A deletion outside the text: the source goes, the item stays.
-	_, err = r.st.MarkDeleted(t.Context(), "acme", "doc-170")
-	require.NoError(t, err)
-	_, err = r.st.Delete(t.Context(), "acme", "doc-170", 2)
-	require.NoError(t, err)
+	r.remove("doc-170", 2)
 	handleAll(t, r.w, graphMsg(t, "doc-170", 2, true, hubID, "incident:doc-170"))
 	hub = r.requireRebuilt(docs)
 	require.NotContains(t, hub.DocIDs(), "doc-170")
@@ -230,10 +237,7 @@ func TestHubItemPatchedEqualsRebuild(t *testing.T) {
 	_, ok = item(t, r.ix, r.emb, hubID, vector.Filter{Principal: "sam", Groups: []string{"secret"}})
 	require.False(t, ok, "doc-004 admits ann only")
 	r.requireRebuilt(docs)
-	_, err = r.st.MarkDeleted(t.Context(), "acme", "doc-000")
-	require.NoError(t, err)
-	_, err = r.st.Delete(t.Context(), "acme", "doc-000", 2)
-	require.NoError(t, err)
+	r.remove("doc-000", 2)
 	handleAll(t, r.w, graphMsg(t, "doc-000", 2, true, hubID, "incident:doc-000"))
 	hub = r.requireRebuilt(docs)
 	require.NotContains(t, hub.Text, "events of doc-000.")
@@ -252,10 +256,7 @@ func TestHubItemGoesWithItsLastSource(t *testing.T) {
 	r.apply("b", 2, provenance.PublicACL(), "")
 	handleAll(t, r.w, graphMsg(t, "b", 2, false, hubID))
 	r.requireRebuilt([]string{"a", "b"})
-	_, err := r.st.MarkDeleted(t.Context(), "acme", "a")
-	require.NoError(t, err)
-	_, err = r.st.Delete(t.Context(), "acme", "a", 2)
-	require.NoError(t, err)
+	r.remove("a", 2)
 	handleAll(t, r.w, graphMsg(t, "a", 2, true, hubID))
 	_, ok = item(t, r.ix, r.emb, hubID, everyone)
 	require.False(t, ok)
@@ -319,10 +320,7 @@ func TestDeletionEventNamingTooFewLeavesNoItem(t *testing.T) {
 	require.True(t, ok)
 	require.Contains(t, hub.DocIDs(), "c")
 
-	_, err := r.st.MarkDeleted(t.Context(), "acme", "c")
-	require.NoError(t, err)
-	_, err = r.st.Delete(t.Context(), "acme", "c", 2)
-	require.NoError(t, err)
+	r.remove("c", 2)
 	data, err := events.Encode(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "c", Version: 2, Deleted: true})
 	require.NoError(t, err)
 	handleAll(t, r.w, &stream.Message{Kind: events.KindGraphChanged, Tenant: "acme", Data: data})
