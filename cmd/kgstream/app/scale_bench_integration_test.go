@@ -420,7 +420,7 @@ func TestOneEditRewritesOnlyChangedReports(t *testing.T) {
 		t.FailNow()
 	}
 	scaleIdle(t, a, c, 5*time.Minute, 1)
-	// state reads the reports (id -> when written) and the communities of
+	// state reads the reports and the communities (each by id) of
 	// the tenant, and the entities the document contributes.
 	state := func(doc string) (reps map[string]store.Report, comms map[string]store.Community, ents []string) {
 		t.Helper()
