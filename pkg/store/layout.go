@@ -146,6 +146,12 @@ var edgeHeadScratch = sync.Pool{New: func() any { return new(storedEdgeHead) }}
 // an edge head holds inline, so the decoder needs no other array.
 const scratchLen = MaxInlineSupports + 1
 
+// maxPooledScratch is the largest scratch capacity put back in
+// edgeHeadScratch: a value holding many more inline supports than a head
+// may (a corrupt or foreign one) grows it, and the pool would keep that
+// array alive (as bufPool's maxPooled bounds the buffers it keeps).
+const maxPooledScratch = 2 * scratchLen
+
 // EncodeEdgeHead encodes an edge head for its key (the id). The endpoints
 // and relation are left out when the id spells them unambiguously (exactly
 // two separators), which is nearly always.
@@ -167,6 +173,9 @@ func EncodeEdgeHead(h EdgeHead) ([]byte, error) {
 func DecodeEdgeHead(id string, data []byte) (EdgeHead, error) {
 	st := edgeHeadScratch.Get().(*storedEdgeHead)
 	defer func() {
+		if cap(st.Inline) > maxPooledScratch {
+			return // a head with more inline supports than it may hold: not kept alive
+		}
 		// The inline supports' own slices (text units) were copied out
 		// by reference: zeroed, no later decode writes into them.
 		clear(st.Inline[:cap(st.Inline)])

@@ -260,7 +260,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 	doc := w.Record.DocID
 	docField := any(doc) // boxed once for its fields and HDELs
 	var (
-		del       = make([]string, 0, len(w.RemoveEntities)+2*len(w.RemoveEdges))
+		del       = make([]string, 0, len(w.RemoveEntities)+len(w.RemoveEdges))
 		hdel      = make([]string, 0, len(w.DeleteFragments)+len(w.DeleteSupports))
 		ix        = newIndexOps(k, w, st)
 		hset      = make(map[string][]any, len(w.PutEntities)+len(w.PutFragments)+len(w.PutSupports))
@@ -409,10 +409,15 @@ func newIndexOps(k keys, w store.Writes, st store.State) indexOps {
 // not lose id, those after belongs to and before did not gain it; the
 // sets both belong to are left alone, as they already list it.
 func (ix indexOps) entity(id string, before, after *store.EntityHead) {
+	if before == nil && after == nil {
+		return
+	}
+	sameNames := before != nil && after != nil && sameSpellings(*before, *after)
+	if sameNames && before.Type == after.Type {
+		return // the same sets: the usual edit boxes nothing
+	}
 	member := any(id) // boxed once for all its sets
 	switch {
-	case before == nil && after == nil:
-		return
 	case before == nil:
 		ix.add.add(setRef{kind: setEntities}, member)
 		ix.add.add(setRef{kind: setType, of: after.Type}, member)
@@ -423,7 +428,7 @@ func (ix indexOps) entity(id string, before, after *store.EntityHead) {
 		ix.rem.add(setRef{kind: setType, of: before.Type}, member)
 		ix.add.add(setRef{kind: setType, of: after.Type}, member)
 	}
-	if before != nil && after != nil && sameSpellings(*before, *after) {
+	if sameNames {
 		return // the same name keys
 	}
 	var was, is []string
@@ -455,22 +460,27 @@ func sameSpellings(a, b store.EntityHead) bool {
 // edge is entity's counterpart for edge id: its adjacency sets, its
 // relation's set and the edge id set.
 func (ix indexOps) edge(id string, before, after *store.EdgeHead) {
-	member := any(id) // boxed once for its four sets
 	switch {
 	case before == nil && after == nil:
 	case before == nil:
+		member := any(id) // boxed once for its four sets
 		for _, set := range [...]setRef{{kind: setEdges}, {setOut, after.Source}, {setIn, after.Target}, {setRel, after.Relation}} {
 			ix.add.add(set, member)
 		}
 	case after == nil:
+		member := any(id)
 		for _, set := range [...]setRef{{kind: setEdges}, {setOut, before.Source}, {setIn, before.Target}, {setRel, before.Relation}} {
 			ix.rem.add(set, member)
 		}
 	default:
 		was := [...]setRef{{setOut, before.Source}, {setIn, before.Target}, {setRel, before.Relation}}
 		is := [...]setRef{{setOut, after.Source}, {setIn, after.Target}, {setRel, after.Relation}}
+		var member any // boxed once, if an endpoint or the relation changed
 		for i := range was {
 			if was[i] != is[i] {
+				if member == nil {
+					member = any(id)
+				}
 				ix.rem.add(was[i], member)
 				ix.add.add(is[i], member)
 			}
@@ -1134,6 +1144,10 @@ func globEscape(s string) string {
 // data, outside the apply's transaction (see registryUpdate), once per
 // Store and tenant: the set only ever grows, so a tenant this Store added
 // is still there and the SADD would be a round trip per apply for nothing.
+// The cache relies on that: if Redis is flushed or restored
+// from an older snapshot while the process runs, a tenant it already
+// noted is left out of graph-tenants until the process restarts (or
+// another process writes the tenant).
 func (s *Store) noteGraphTenant(ctx context.Context, tenant string) error {
 	if _, ok := s.graphTenants.Load(tenant); ok {
 		return nil

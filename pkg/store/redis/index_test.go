@@ -27,6 +27,17 @@ type indexRecorder struct {
 	cmds []string
 }
 
+// recordedStore is a store under a fresh prefix (see freshStore) whose
+// client records, in rec, the index commands on tenant's graph keys (rec.base
+// is the prefix of those keys).
+func recordedStore(t *testing.T, tenant string) (*redis.Store, *goredis.Client, *indexRecorder) {
+	c := newClient(t)
+	prefix := "kgtest-" + rand.Text()[:12]
+	rec := &indexRecorder{base: prefix + ":{" + tenant + "}:g:"}
+	c.AddHook(rec)
+	return storeOn(t, c, prefix), c, rec
+}
+
 func (r *indexRecorder) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
 func (r *indexRecorder) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
@@ -97,15 +108,7 @@ func (r *indexRecorder) take() []string {
 func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 	ctx := t.Context()
 	const tenant = "acme"
-	c := newClient(t)
-	prefix := "kgtest-" + rand.Text()[:12]
-	rec := &indexRecorder{base: prefix + ":{" + tenant + "}:g:"}
-	c.AddHook(rec)
-	s := redis.New(c, prefix)
-	t.Cleanup(func() {
-		_ = s.Close()
-		deleteKeys(t, prefix)
-	})
+	s, _, rec := recordedStore(t, tenant)
 	doc := func(v int, alphaName, betaType string) store.Contributions {
 		return store.Contributions{
 			TextUnits: []events.TextUnit{{ID: fmt.Sprintf("u%d", v), Text: "text"}},
@@ -201,15 +204,7 @@ func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 func TestRemovedEdgeDeletesSupportsKeyOnlyWhenSpilled(t *testing.T) {
 	ctx := t.Context()
 	const tenant = "acme"
-	c := newClient(t)
-	prefix := "kgtest-" + rand.Text()[:12]
-	rec := &indexRecorder{base: prefix + ":{" + tenant + "}:g:"}
-	c.AddHook(rec)
-	s := redis.New(c, prefix)
-	t.Cleanup(func() {
-		_ = s.Close()
-		deleteKeys(t, prefix)
-	})
+	s, c, rec := recordedStore(t, tenant)
 	stating := func(source, target string) store.Contributions {
 		return store.Contributions{
 			TextUnits: []events.TextUnit{{ID: "u", Text: "text"}},

@@ -72,15 +72,21 @@ func deleteKeys(t testing.TB, prefix string) {
 
 // freshStore is a store under a fresh prefix of the test server, with its
 // client and prefix; its keys are deleted when the test ends.
-func freshStore(t testing.TB) (*redis.Store, *goredis.Client, string) {
+func freshStore(t testing.TB, opts ...redis.Option) (*redis.Store, *goredis.Client, string) {
 	c := newClient(t)
 	prefix := "kgtest-" + rand.Text()[:12]
-	s := redis.New(c, prefix)
+	return storeOn(t, c, prefix, opts...), c, prefix
+}
+
+// storeOn is a store of client c under prefix, closed and its keys
+// deleted when the test ends.
+func storeOn(t testing.TB, c *goredis.Client, prefix string, opts ...redis.Option) *redis.Store {
+	s := redis.New(c, prefix, opts...)
 	t.Cleanup(func() {
 		_ = s.Close()
 		deleteKeys(t, prefix)
 	})
-	return s, c, prefix
+	return s
 }
 
 func TestConformance(t *testing.T) {

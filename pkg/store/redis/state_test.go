@@ -1,7 +1,7 @@
 package redis_test
 
 import (
-	"crypto/rand"
+	"bytes"
 	"flag"
 	"fmt"
 	"maps"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -24,9 +25,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files of testdata")
 
 // dumpTenant returns every key of a tenant but its stripes (random
-// tokens), one a line, sorted: the key, its type and what it holds (a
-// string's value, a set's members sorted, a hash's fields and values
-// sorted by field), values quoted.
+// tokens), sorted, each as dumpKey renders it after the key (less the
+// tenant's prefix) and its type.
 func dumpTenant(t *testing.T, c *goredis.Client, prefix, tenant string) string {
 	ctx := t.Context()
 	base := prefix + ":{" + tenant + "}:"
@@ -38,33 +38,70 @@ func dumpTenant(t *testing.T, c *goredis.Client, prefix, tenant string) string {
 		if !ok || strings.HasPrefix(rest, "gv:") {
 			continue
 		}
-		typ, err := c.Type(ctx, key).Result()
-		require.NoError(t, err)
-		var b strings.Builder
-		switch typ {
-		case "string":
-			v, err := c.Get(ctx, key).Result()
-			require.NoError(t, err)
-			fmt.Fprintf(&b, "%q", v)
-		case "set":
-			ms, err := c.SMembers(ctx, key).Result()
-			require.NoError(t, err)
-			slices.Sort(ms)
-			for _, m := range ms {
-				fmt.Fprintf(&b, " %q", m)
-			}
-		case "hash":
-			h, err := c.HGetAll(ctx, key).Result()
-			require.NoError(t, err)
-			for _, f := range slices.Sorted(maps.Keys(h)) {
-				fmt.Fprintf(&b, " %q=%q", f, h[f])
-			}
+		typ, content := dumpKey(t, c, key)
+		for _, line := range content {
+			lines = append(lines, rest+" "+typ+" "+line)
 		}
-		lines = append(lines, fmt.Sprintf("%s %s %s", rest, typ, b.String()))
 	}
 	require.NoError(t, iter.Err())
 	slices.Sort(lines)
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// dumpKey returns the type of key and what it holds, in lines: a string's
+// value; a set's members, sorted, quoted, on one line; a hash's fields,
+// one a line, sorted, each quoted and followed by its value. A value is
+// shown decoded, after the compression it was stored with (plain, s2 or
+// zstd; see store.CompressionOf), so the lines do not depend on the
+// compressors' output, only on what is stored and how.
+func dumpKey(t *testing.T, c *goredis.Client, key string) (typ string, lines []string) {
+	ctx := t.Context()
+	typ, err := c.Type(ctx, key).Result()
+	require.NoError(t, err)
+	switch typ {
+	case "string":
+		v, err := c.Get(ctx, key).Result()
+		require.NoError(t, err)
+		lines = append(lines, dumpValue(t, v))
+	case "set":
+		ms, err := c.SMembers(ctx, key).Result()
+		require.NoError(t, err)
+		slices.Sort(ms)
+		var b strings.Builder
+		for i, m := range ms {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%q", m)
+		}
+		lines = append(lines, b.String())
+	case "hash":
+		h, err := c.HGetAll(ctx, key).Result()
+		require.NoError(t, err)
+		for _, f := range slices.Sorted(maps.Keys(h)) {
+			lines = append(lines, fmt.Sprintf("%q %s", f, dumpValue(t, h[f])))
+		}
+	default:
+		lines = append(lines, "")
+	}
+	return typ, lines
+}
+
+// dumpValue renders a stored value: the name of its compression, then
+// its decoded bytes, as they are if they are text on one line (JSON),
+// else quoted.
+func dumpValue(t *testing.T, v string) string {
+	plain, err := store.DecompressValue([]byte(v))
+	require.NoError(t, err)
+	name := map[store.Compression]string{
+		store.NoCompression:    "plain",
+		store.FastCompression:  "s2",
+		store.SmallCompression: "zstd",
+	}[store.CompressionOf([]byte(v))]
+	if utf8.Valid(plain) && !bytes.ContainsAny(plain, "\n\r") {
+		return name + " " + string(plain)
+	}
+	return fmt.Sprintf("%s %q", name, plain)
 }
 
 // TestApplyStoredState applies a fixed sequence of changes (documents
@@ -76,13 +113,7 @@ func dumpTenant(t *testing.T, c *goredis.Client, prefix, tenant string) string {
 // (go test -update rewrites the file, for a deliberate change of format).
 func TestApplyStoredState(t *testing.T) {
 	ctx := t.Context()
-	c := newClient(t)
-	prefix := "kgtest-" + rand.Text()[:12]
-	s := redis.New(c, prefix, redis.WithClock(func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }))
-	t.Cleanup(func() {
-		_ = s.Close()
-		deleteKeys(t, prefix)
-	})
+	s, c, prefix := freshStore(t, redis.WithClock(func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }))
 	const tenant = "acme"
 	apply := func(doc string, version int64, contrib store.Contributions) {
 		t.Helper()
@@ -140,6 +171,8 @@ func TestApplyStoredState(t *testing.T) {
 	path := filepath.Join("testdata", "applied-state.txt")
 	if *update {
 		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		t.Logf("wrote %s", path)
+		return
 	}
 	want, err := os.ReadFile(path)
 	require.NoError(t, err)

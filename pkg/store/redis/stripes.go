@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -93,7 +92,20 @@ func (k keys) watchKeys(entityIDs, edgeIDs []string, stripes bool) []string {
 }
 
 // stripe is the key of stripe n.
-func (k keys) stripe(n uint32) string { return k.base + "gv:" + strconv.FormatUint(uint64(n), 10) }
+func (k keys) stripe(n uint32) string { return k.stripePrefix() + stripeNames[n] }
+
+// stripePrefix is what every stripe key starts with, followed by the
+// stripe's number.
+func (k keys) stripePrefix() string { return k.base + "gv:" }
+
+// stripeNames holds the decimal name of every stripe, "0" to "1023",
+// so a stripe key is its prefix joined to its name (see stripeSetKeys).
+var stripeNames = func() (names [stripeCount]string) {
+	for n := range names {
+		names[n] = strconv.Itoa(n)
+	}
+	return names
+}()
 
 // stripeKeys returns the keys of the distinct stripes of the ids, sorted
 // by stripe.
@@ -117,33 +129,19 @@ func (s *stripeSet) add(id string) { s[stripeOf(id)] = true }
 // They are substrings of one string (see joinKeys): a large apply names
 // most of the stripes, twice.
 func (k keys) stripeSetKeys(set *stripeSet) []string {
-	prefix := k.stripe(0)
-	prefix = prefix[:len(prefix)-1] // "<base>gv:"
 	n := 0
 	for _, in := range set {
 		if in {
 			n++
 		}
 	}
-	var b strings.Builder
-	b.Grow(n * (len(prefix) + 4)) // 4 digits at most
-	var digits [4]byte
-	ends := make([]int, 0, n)
+	names := make([]string, 0, n)
 	for s, in := range set {
 		if in {
-			b.WriteString(prefix)
-			b.Write(strconv.AppendUint(digits[:0], uint64(s), 10))
-			ends = append(ends, b.Len())
+			names = append(names, stripeNames[s])
 		}
 	}
-	all := b.String()
-	out := make([]string, n)
-	at := 0
-	for i, end := range ends {
-		out[i] = all[at:end]
-		at = end
-	}
-	return out
+	return joinKeys(k.stripePrefix(), names)
 }
 
 // bumpStripes queues, on p (a transaction's pipeline), the write of every

@@ -1,11 +1,9 @@
 package redis_test
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,13 +21,7 @@ import (
 // stripes, however few heads it reads (by default only large ones do).
 func TestConformanceStripes(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Stores {
-		c := newClient(t)
-		prefix := "kgtest-" + rand.Text()[:12]
-		s := redis.New(c, prefix, redis.WithStripesAlways())
-		t.Cleanup(func() {
-			_ = s.Close()
-			deleteKeys(t, prefix)
-		})
+		s, _, _ := freshStore(t, redis.WithStripesAlways())
 		return s
 	})
 }
@@ -53,24 +45,8 @@ func graphKeys(t *testing.T, c *goredis.Client, prefix, tenant string) (graph, s
 			require.NoError(t, err)
 			stripes[key] = v
 		case strings.HasPrefix(rest, "g:e:"), strings.HasPrefix(rest, "g:x:"), strings.HasPrefix(rest, "g:xs:"):
-			typ, err := c.Type(ctx, key).Result()
-			require.NoError(t, err)
-			switch typ {
-			case "hash":
-				h, err := c.HGetAll(ctx, key).Result()
-				require.NoError(t, err)
-				var b strings.Builder
-				for _, f := range slices.Sorted(maps.Keys(h)) {
-					fmt.Fprintf(&b, "%q=%q;", f, h[f])
-				}
-				graph[key] = "hash:" + b.String()
-			case "string":
-				v, err := c.Get(ctx, key).Result()
-				require.NoError(t, err)
-				graph[key] = "string:" + v
-			default:
-				graph[key] = typ
-			}
+			typ, content := dumpKey(t, c, key)
+			graph[key] = typ + "\n" + strings.Join(content, "\n")
 		}
 	}
 	require.NoError(t, iter.Err())
@@ -169,13 +145,7 @@ func TestConcurrentHubStripes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			c := newClient(t)
-			prefix := "kgtest-" + rand.Text()[:12]
-			s := redis.New(c, prefix, append(tc.opts, redis.WithMaxAttempts(1000))...)
-			t.Cleanup(func() {
-				_ = s.Close()
-				deleteKeys(t, prefix)
-			})
+			s, _, _ := freshStore(t, append(tc.opts, redis.WithMaxAttempts(1000))...)
 			const writers, versions = 12, 4
 			doc := func(i int) string { return fmt.Sprintf("doc-%03d", i) }
 			contrib := func(i int, v int64) store.Contributions {
