@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -199,8 +200,9 @@ type Index interface {
 	// patch is not applied, and changes nothing, when its item is absent
 	// or holds another text or metadata than the patch names, or would be
 	// left with more than MaxSources sources; the caller then writes the
-	// item whole. An item left without sources is removed. Like Upsert it is not atomic across patches, and applying
-	// the same patches again is harmless.
+	// item whole. An item left without sources is removed. Like Upsert it
+	// is not atomic across patches, and applying the same patches again is
+	// harmless.
 	PatchSources(ctx context.Context, tenant string, patches []SourcePatch) (applied []bool, err error)
 	// UpdateACL replaces the ACL recorded for docID in every item that has
 	// it among its sources; a revocation takes effect for the next Search.
@@ -245,11 +247,7 @@ func ValidatePatches(tenant string, patches []SourcePatch) error {
 	if err := ValidateTenant(tenant); err != nil {
 		return err
 	}
-	type key struct {
-		kind Kind
-		id   string
-	}
-	seenItem := make(map[key]bool, len(patches))
+	seenItem := make(map[itemKey]bool, len(patches))
 	for _, p := range patches {
 		if err := ValidateID(p.ID); err != nil {
 			return err
@@ -257,34 +255,26 @@ func ValidatePatches(tenant string, patches []SourcePatch) error {
 		if !p.Kind.Valid() {
 			return fmt.Errorf("%w: unknown kind %q", ErrInvalid, p.Kind)
 		}
-		if seenItem[key{p.Kind, p.ID}] {
+		if seenItem[itemKey{p.Kind, p.ID}] {
 			return fmt.Errorf("%w: item %s %q patched twice", ErrInvalid, p.Kind, p.ID)
 		}
-		seenItem[key{p.Kind, p.ID}] = true
+		seenItem[itemKey{p.Kind, p.ID}] = true
 		if len(p.Put)+len(p.Remove) > MaxSources {
 			return fmt.Errorf("%w: patch of %q names %d sources, want at most %d", ErrInvalid, p.ID, len(p.Put)+len(p.Remove), MaxSources)
 		}
 		seen := make(map[string]bool, len(p.Put)+len(p.Remove))
 		for _, s := range p.Put {
-			if err := provenance.ValidateDocID(s.DocID); err != nil {
-				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			if err := validateSource(s, seen, p.ID); err != nil {
+				return err
 			}
-			if s.Version < 1 {
-				return fmt.Errorf("%w: source %q has version %d, want >= 1", ErrInvalid, s.DocID, s.Version)
-			}
-			if seen[s.DocID] {
-				return fmt.Errorf("%w: source %q named twice in the patch of %q", ErrInvalid, s.DocID, p.ID)
-			}
-			seen[s.DocID] = true
 		}
 		for _, d := range p.Remove {
-			if err := provenance.ValidateDocID(d); err != nil {
-				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			if err := ValidateDocID(d); err != nil {
+				return err
 			}
-			if seen[d] {
-				return fmt.Errorf("%w: source %q named twice in the patch of %q", ErrInvalid, d, p.ID)
+			if err := once(d, seen, p.ID); err != nil {
+				return err
 			}
-			seen[d] = true
 		}
 		if !utf8.ValidString(p.Text) {
 			return fmt.Errorf("%w: text is not UTF-8", ErrInvalid)
@@ -293,18 +283,43 @@ func ValidatePatches(tenant string, patches []SourcePatch) error {
 	return nil
 }
 
+// itemKey identifies an item within a tenant.
+type itemKey struct {
+	kind Kind
+	id   string
+}
+
+// validateSource checks one source of an item, or of the patch of the item
+// patched (a Put): a valid document id, a version of at least 1, and a
+// document not in seen, which it then adds to seen.
+func validateSource(s Source, seen map[string]bool, patched string) error {
+	if err := ValidateDocID(s.DocID); err != nil {
+		return err
+	}
+	if s.Version < 1 {
+		return fmt.Errorf("%w: source %q has version %d, want >= 1", ErrInvalid, s.DocID, s.Version)
+	}
+	return once(s.DocID, seen, patched)
+}
+
+// once adds docID to seen, failing if it is there already: the document
+// is twice among an item's sources, or in the patch of the item patched.
+func once(docID string, seen map[string]bool, patched string) error {
+	switch {
+	case !seen[docID]:
+	case patched == "":
+		return fmt.Errorf("%w: source %q listed twice", ErrInvalid, docID)
+	default:
+		return fmt.Errorf("%w: source %q named twice in the patch of %q", ErrInvalid, docID, patched)
+	}
+	seen[docID] = true
+	return nil
+}
+
 // Holds reports whether an item with text and metadata is what the patch
 // names (an empty metadata map equals nil).
 func (p SourcePatch) Holds(text string, metadata map[string]string) bool {
-	if text != p.Text || len(metadata) != len(p.Metadata) {
-		return false
-	}
-	for k, v := range p.Metadata {
-		if w, ok := metadata[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+	return text == p.Text && maps.Equal(metadata, p.Metadata)
 }
 
 // Index returns the patch's Put by document, ACLs normalised, and its
@@ -459,16 +474,9 @@ func ValidateItem(it Item) error {
 	}
 	seen := make(map[string]bool, len(it.Sources))
 	for _, s := range it.Sources {
-		if err := provenance.ValidateDocID(s.DocID); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		if err := validateSource(s, seen, ""); err != nil {
+			return err
 		}
-		if s.Version < 1 {
-			return fmt.Errorf("%w: source %q has version %d, want >= 1", ErrInvalid, s.DocID, s.Version)
-		}
-		if seen[s.DocID] {
-			return fmt.Errorf("%w: source %q listed twice", ErrInvalid, s.DocID)
-		}
-		seen[s.DocID] = true
 	}
 	for k, v := range it.Metadata {
 		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
@@ -481,18 +489,14 @@ func ValidateItem(it Item) error {
 // ValidateItems checks a batch: each item on its own, and no (kind, id)
 // twice. Every failure is reported in a *BatchError.
 func ValidateItems(items []Item) error {
-	type key struct {
-		kind Kind
-		id   string
-	}
 	var failed []ItemError
-	seen := make(map[key]bool, len(items))
+	seen := make(map[itemKey]bool, len(items))
 	for _, it := range items {
 		err := ValidateItem(it)
-		if err == nil && seen[key{it.Kind, it.ID}] {
+		if err == nil && seen[itemKey{it.Kind, it.ID}] {
 			err = fmt.Errorf("%w: listed twice in one batch", ErrInvalid)
 		}
-		seen[key{it.Kind, it.ID}] = true
+		seen[itemKey{it.Kind, it.ID}] = true
 		if err != nil {
 			failed = append(failed, ItemError{Kind: it.Kind, ID: it.ID, Err: err})
 		}

@@ -126,7 +126,7 @@ type sharedACL struct {
 
 // source is a vector.Source as the index keeps it: the document, ACL and
 // text unit id shared with the item's other sources and other items
-// (docItems, sharedACL, unique), in 40 bytes with three pointers where a
+// (docItems, sharedACL, unique), in 48 bytes with three pointers where a
 // vector.Source takes 144 with six. A hub entity's item has a source per
 // document mentioning it, and the index is in the heap every collection
 // marks.
@@ -273,7 +273,8 @@ func (ix *Index) load() error {
 		if err != nil {
 			return err
 		}
-		switch v := meta.Get([]byte(keyLayout)); {
+		v := meta.Get([]byte(keyLayout))
+		switch {
 		case v == nil:
 		case string(v) == "1":
 			if err := splitSources(items, sources); err != nil {
@@ -282,8 +283,12 @@ func (ix *Index) load() error {
 		case string(v) != layoutVersion:
 			return fmt.Errorf("file has layout %q, this version reads %q", v, layoutVersion)
 		}
-		if err := meta.Put([]byte(keyLayout), []byte(layoutVersion)); err != nil {
-			return err
+		// Put only when it differs: an unchanged key would dirty a page on
+		// every open.
+		if string(v) != layoutVersion {
+			if err := meta.Put([]byte(keyLayout), []byte(layoutVersion)); err != nil {
+				return err
+			}
 		}
 		return items.ForEachBucket(func(tn []byte) error {
 			tenant := string(tn)
@@ -363,7 +368,8 @@ func (ix *Index) upsert(ctx context.Context, tenant string, items []vector.Item)
 			return &vector.BatchError{Failed: failed}
 		}
 		for _, it := range normed {
-			if err := b.deleteSources(t, key{it.Kind, it.ID}); err != nil {
+			// putItem overwrites the rows of the documents the item keeps.
+			if err := b.deleteSources(t, key{it.Kind, it.ID}, it.Sources); err != nil {
 				return err
 			}
 			if err := b.putItem(it); err != nil {
@@ -442,7 +448,7 @@ func (ix *Index) removeKeys(ctx context.Context, tenant string, keysOf func(*ten
 			return errUnchanged
 		}
 		for _, k := range keys {
-			if err := b.deleteSources(t, k); err != nil {
+			if err := b.deleteSources(t, k, nil); err != nil {
 				return err
 			}
 			if err := b.items.Delete(dbKey(k.kind, k.id)); err != nil {
@@ -467,17 +473,19 @@ func (ix *Index) UpdateACL(ctx context.Context, tenant, docID string, acl proven
 			return err
 		}
 		acl = vector.NormalizeACL(acl)
+		newKey := aclKey(acl)
 		var patches []vector.SourcePatch
 		return ix.write(ctx, tenant, false, func(t *tenantIndex, b buckets) error {
-			// Each item's row of the document, and nothing else, changes.
+			// Each item's row of the document, and nothing else, changes,
+			// unless it holds that ACL already.
 			for _, k := range t.docKeys(docID) {
 				ki := t.kinds[k.kind]
 				e := ki.entries[ki.pos[k.id]]
 				for _, s := range e.srcs {
-					if s.doc.id != docID {
+					if s.doc.id != docID || s.acl.key == newKey {
 						continue
 					}
-					src := vector.Source{SourceRef: provenance.SourceRef{DocID: docID, Version: s.version, TextUnit: s.unit}, ACL: acl}
+					src := s.asSource(acl)
 					if err := b.putSource(k, src, s.ord); err != nil {
 						return err
 					}
@@ -536,7 +544,7 @@ func (ix *Index) patchSources(ctx context.Context, tenant string, patches []vect
 			case n > vector.MaxSources:
 				continue
 			case n == 0:
-				if err := b.deleteSources(t, k); err != nil {
+				if err := b.deleteSources(t, k, nil); err != nil {
 					return err
 				}
 				if err := b.items.Delete(dbKey(p.Kind, p.ID)); err != nil {
@@ -1065,11 +1073,16 @@ func (ki *kindIndex) vec(i int) []float32 {
 func (e *entry) sources() []vector.Source {
 	out := make([]vector.Source, len(e.srcs))
 	for i, s := range e.srcs {
-		acl := s.acl.acl
-		acl.Groups, acl.Principals = slices.Clone(acl.Groups), slices.Clone(acl.Principals)
-		out[i] = vector.Source{SourceRef: provenance.SourceRef{DocID: s.doc.id, Version: s.version, TextUnit: s.unit}, ACL: acl}
+		out[i] = s.asSource(s.acl.acl)
 	}
 	return out
+}
+
+// asSource returns s as a vector.Source with acl, its lists copied: a caller
+// may modify them.
+func (s source) asSource(acl provenance.ACL) vector.Source {
+	acl.Groups, acl.Principals = slices.Clone(acl.Groups), slices.Clone(acl.Principals)
+	return vector.Source{SourceRef: provenance.SourceRef{DocID: s.doc.id, Version: s.version, TextUnit: s.unit}, ACL: acl}
 }
 
 // full returns the entry's item with its sources (without its vector),
@@ -1144,8 +1157,8 @@ func (b buckets) putSource(k key, s vector.Source, ord uint64) error {
 }
 
 // deleteSources deletes the source rows of the item k as the index holds
-// it (none if it holds no such item).
-func (b buckets) deleteSources(t *tenantIndex, k key) error {
+// it (none if it holds no such item), but for the documents of keep.
+func (b buckets) deleteSources(t *tenantIndex, k key, keep []vector.Source) error {
 	ki := t.kinds[k.kind]
 	if ki == nil {
 		return nil
@@ -1154,7 +1167,14 @@ func (b buckets) deleteSources(t *tenantIndex, k key) error {
 	if !ok {
 		return nil
 	}
+	kept := make(map[string]bool, len(keep))
+	for _, s := range keep {
+		kept[s.DocID] = true
+	}
 	for _, s := range ki.entries[i].srcs {
+		if kept[s.doc.id] {
+			continue
+		}
 		if err := b.sources.Delete(sourceKey(k, s.doc.id)); err != nil {
 			return err
 		}

@@ -155,7 +155,8 @@ func TestOpenConvertsLayout1(t *testing.T) {
 }
 
 // TestNothingToWriteCommitsNothing: a deletion, patch or ACL update that
-// finds nothing to change commits no transaction (and syncs nothing): a
+// finds nothing to change (an ACL update to the ACL the sources hold
+// already) commits no transaction (and syncs nothing): a
 // new document's re-index deletes its items first, and it has none.
 func TestNothingToWriteCommitsNothing(t *testing.T) {
 	ctx := t.Context()
@@ -179,6 +180,9 @@ func TestNothingToWriteCommitsNothing(t *testing.T) {
 	require.Equal(t, before, txid())
 	require.NoError(t, ix.UpdateACL(ctx, "acme", "new-doc", provenance.PublicACL()))
 	require.Equal(t, before, txid())
+	// The ACL every source of d holds already (writers are not stored).
+	require.NoError(t, ix.UpdateACL(ctx, "acme", "d", provenance.ACL{Public: true, Writers: provenance.Writers{Principals: []string{"w"}}}))
+	require.Equal(t, before, txid(), "an unchanged ACL commits nothing")
 	applied, err := ix.PatchSources(ctx, "acme", []vector.SourcePatch{{Kind: vector.KindEntity, ID: "e", Text: "other", Remove: []string{"d"}}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, applied)
@@ -186,4 +190,50 @@ func TestNothingToWriteCommitsNothing(t *testing.T) {
 	require.NoError(t, ix.DeleteByDoc(ctx, "acme", "d"))
 	require.Greater(t, txid(), before)
 	require.Empty(t, all(t, ix, vector.KindEntity))
+}
+
+// TestUpsertReplacesRows: an item written again keeps the rows of the
+// documents it still has, numbered as written, and loses the others; a
+// reopened index reads it as written.
+func TestUpsertReplacesRows(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "v.db")
+	ix, err := Open(path, Options{NoSync: true})
+	require.NoError(t, err)
+	it := vector.Item{ID: "e", Kind: vector.KindEntity, Vector: []float32{1, 0, 0}, Text: "e"}
+	for _, d := range []string{"a", "b", "c", "d"} {
+		it.Sources = append(it.Sources, vector.Source{SourceRef: provenance.SourceRef{DocID: d, Version: 1}, ACL: provenance.PublicACL()})
+	}
+	require.NoError(t, ix.Upsert(ctx, "acme", []vector.Item{it}))
+	// c and a stay, swapped, b changes version, d goes, z comes.
+	it.Sources = []vector.Source{it.Sources[2], it.Sources[0], it.Sources[1], {SourceRef: provenance.SourceRef{DocID: "z", Version: 1}, ACL: provenance.PublicACL()}}
+	it.Sources[2].Version = 2
+	require.NoError(t, ix.Upsert(ctx, "acme", []vector.Item{it}))
+	want := []string{"c", "a", "b", "z"}
+	require.Equal(t, want, all(t, ix, vector.KindEntity)[0].DocIDs())
+	require.NoError(t, ix.Close())
+
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	var rows []string
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(bucketSources)).Bucket([]byte("acme")).ForEach(func(k, _ []byte) error {
+			rows = append(rows, string(k))
+			return nil
+		})
+	}))
+	require.NoError(t, db.Close())
+	var wantRows []string
+	for _, d := range []string{"a", "b", "c", "z"} {
+		wantRows = append(wantRows, string(sourceKey(key{vector.KindEntity, "e"}, d)))
+	}
+	require.Equal(t, wantRows, rows, "d's row is gone")
+
+	re, err := Open(path, Options{NoSync: true})
+	require.NoError(t, err)
+	defer re.Close()
+	hits := all(t, re, vector.KindEntity)
+	require.Len(t, hits, 1)
+	require.Equal(t, want, hits[0].DocIDs())
+	require.Equal(t, int64(2), hits[0].Sources[2].Version)
 }

@@ -60,6 +60,7 @@ func Run(t *testing.T, newIndex NewIndex) {
 		{"PatchSources", testPatchSources},
 		{"PatchSourcesRevokesAndRemoves", testPatchRevokes},
 		{"PatchSourcesInvalid", testPatchInvalid},
+		{"PatchSourcesMaxSources", testPatchMaxSources},
 		{"UpsertReplaces", testUpsertReplaces},
 		{"InvalidItemsNamed", testInvalidItems},
 		{"DimensionMismatchNamed", testDimensionMismatch},
@@ -776,7 +777,9 @@ func testPatchRevokes(t *testing.T, ix vector.Index) {
 func testPatchInvalid(t *testing.T, ix vector.Index) {
 	ctx := t.Context()
 	upsert(t, ix, tenant, hub(2, nil))
-	ok := vector.SourcePatch{Kind: vector.KindEntity, ID: "service:kafka", Text: "Kafka (service).", Metadata: map[string]string{"type": "service", "name": "Kafka"}}
+	// ok is valid and would show if applied: d000 would be gone.
+	ok := vector.SourcePatch{Kind: vector.KindEntity, ID: "service:kafka", Text: "Kafka (service).", Metadata: map[string]string{"type": "service", "name": "Kafka"},
+		Remove: []string{"d000"}}
 	bad := []vector.SourcePatch{
 		{Kind: "nope", ID: "x"},
 		{Kind: vector.KindEntity, ID: ""},
@@ -801,6 +804,29 @@ func testPatchInvalid(t *testing.T, ix vector.Index) {
 	applied, err = ix.PatchSources(ctx, tenant, nil)
 	require.NoError(t, err)
 	require.Empty(t, applied)
+	// ok alone is applied.
+	require.True(t, patch(t, ix, ok))
+	require.Equal(t, []string{"d001"}, entityHit(t, ix, "service:kafka").DocIDs())
+}
+
+// testPatchMaxSources: a patch that would leave an item with more than
+// vector.MaxSources sources is not applied and changes nothing; one that
+// keeps it within the bound is.
+func testPatchMaxSources(t *testing.T, ix vector.Index) {
+	it := hub(vector.MaxSources, nil)
+	upsert(t, ix, tenant, it)
+	p := vector.SourcePatch{Kind: vector.KindEntity, ID: it.ID, Text: it.Text, Metadata: it.Metadata,
+		Put: []vector.Source{src("one-more", public)}}
+	require.False(t, patch(t, ix, p), "one source too many")
+	require.Equal(t, it.DocIDs(), entityHit(t, ix, it.ID).DocIDs(), "the item is unchanged")
+	// Replacing a source and adding one for a removed one stays within.
+	p.Put = append(p.Put, src("d000", eng))
+	p.Remove = []string{"d001"}
+	require.True(t, patch(t, ix, p))
+	got := entityHit(t, ix, it.ID)
+	require.Len(t, got.Sources, vector.MaxSources)
+	require.Equal(t, eng, got.Sources[0].ACL)
+	require.Equal(t, "one-more", got.Sources[len(got.Sources)-1].DocID)
 }
 
 func testUpsertReplaces(t *testing.T, ix vector.Index) {

@@ -740,8 +740,11 @@ func (ix *Index) DeleteByDoc(ctx context.Context, tenant, docID string, kinds ..
 // PatchSources changes the sources of existing items (see
 // vector.SourcePatch): each patched object is read with its vector and
 // written again whole, its sources, document keys and ACL slots
-// recomputed; nothing is embedded again. Like UpdateACL, it relies on
-// kgstream writing the items of one tenant one event at a time.
+// recomputed; nothing is embedded again. A patched object Weaviate refuses
+// is deleted, as Upsert deletes one, so that no item is left with an ACL
+// wider than the registry's; the error is a *vector.BatchError naming it,
+// and the caller then writes the item whole again. Like UpdateACL, it
+// relies on kgstream writing the items of one tenant one event at a time.
 func (ix *Index) PatchSources(ctx context.Context, tenant string, patches []vector.SourcePatch) ([]bool, error) {
 	applied, err := ix.patchSources(ctx, tenant, patches)
 	if err != nil {
