@@ -43,6 +43,7 @@ BENCH = $(GO) test -tags integration -run '^$$' -timeout 60m
 bench:
 	$(BENCH) -bench 'Ingest|IndexLag' -benchtime 1x ./cmd/kgstream/app/
 	KG_SCALE_DOCS=$${KG_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkScale -benchtime 1x ./cmd/kgstream/app/
+	KG_SCALE_STORE=redis KG_SCALE_DOCS=$${KG_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkScale -benchtime 1x ./cmd/kgstream/app/
 	$(BENCH) -bench . -benchtime 1x -benchmem ./pkg/leiden/
 	$(BENCH) -bench BenchmarkOfflineExtraction -benchtime 5x ./services/extractor/offline/
 	$(BENCH) -bench 'Global|Basic' -benchtime 1x ./services/query/

@@ -114,7 +114,7 @@ func waitReady(t *testing.T, addr string, p *proc) {
 	})
 }
 
-func deleteStream(t *testing.T, name string) {
+func deleteStream(t testing.TB, name string) {
 	nc, err := nats.Connect(natsURL())
 	if err != nil {
 		t.Logf("cleaning stream %s: %v", name, err)

@@ -184,9 +184,25 @@ func latencies(b *testing.B, clients, total int, fn func(i int) error) (p50, p99
 // one document costs (reports written, restamped, re-clustering time).
 // KG_SCALE_IDLE_TIMEOUT bounds each wait (default 10m); KG_SCALE_PPROF
 // names a directory for CPU profiles of the backfill, each query mode and
-// the edit.
+// the edit. KG_SCALE_STORE=redis runs the same on the machine's NATS
+// JetStream (a stream of its own) and Redis (a key prefix of its own),
+// both deleted afterwards; the default is the embedded stores.
 func BenchmarkScale(b *testing.B) {
 	n := envInt(b, "KG_SCALE_DOCS", 1000)
+	config := func() app.Config { return app.Config{} }
+	switch kind := os.Getenv("KG_SCALE_STORE"); kind {
+	case "", "embedded":
+	case "redis":
+		config = func() app.Config {
+			id := fmt.Sprintf("%d", time.Now().UnixNano())
+			prefix, stream := "kgscale"+id, "KGSCALE_"+id
+			b.Cleanup(func() { cleanRedis(b, prefix); deleteStream(b, stream) })
+			return app.Config{NATSURL: natsURL(), Stream: stream, SubjectPrefix: "kgscale" + id,
+				RedisURL: redisURL(), RedisPrefix: prefix}
+		}
+	default:
+		b.Fatalf("KG_SCALE_STORE=%q: want embedded or redis", kind)
+	}
 	timeout := 10 * time.Minute
 	if v := os.Getenv("KG_SCALE_IDLE_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -212,7 +228,7 @@ func BenchmarkScale(b *testing.B) {
 	docs := scaleCorpus(b, n)
 	ctx := context.Background()
 	for range b.N {
-		a := startBench(b, app.Config{})
+		a := startBench(b, config())
 		c := app.NewClient(a.URL(), "")
 
 		// Backfill.
