@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
@@ -173,21 +175,17 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	t := v.s.units.tenant(v.tenant)
 	t.drop(deleted)
 	cached := t.lookup(ids)
+	fresh, err := v.loadLexDocs(readable, cached)
+	if err != nil {
+		return nil, err
+	}
 	var out []readableDoc
 	for i, st := range readable {
 		d := cached[i]
-		if d == nil || d.version != st.Version {
-			rec, err := v.s.st.Source(v.ctx, v.tenant, st.DocID)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				continue
-			case err != nil:
-				return nil, fmt.Errorf("reading source %q: %w", st.DocID, err)
-			}
-			if rec.Deleted || rec.Version != st.Version {
-				continue // not applied yet at the registry's version
-			}
-			d = newLexDoc(rec, st.Title)
+		if d == nil {
+			continue
+		}
+		if fresh[i] {
 			t.put(st.DocID, d)
 		}
 		title := d.title
@@ -202,6 +200,46 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	}
 	v.docs, v.docsLoaded = out, true
 	return out, nil
+}
+
+// lexLoaders bounds the concurrent source reads of loadLexDocs: on Redis
+// each is a round trip, and the first request after a start reads every
+// readable document of the tenant.
+const lexLoaders = 16
+
+// loadLexDocs reads and indexes, concurrently, the documents of readable
+// whose cached entry is missing or at another version: cached[i] becomes
+// the new entry (fresh[i] set: the caller puts it in the tenant's cache),
+// or nil when the document is not applied at the registry's version yet.
+func (v *view) loadLexDocs(readable []provenance.SourceState, cached []*lexDoc) (fresh []bool, err error) {
+	fresh = make([]bool, len(readable))
+	var todo []int
+	for i, st := range readable {
+		if d := cached[i]; d == nil || d.version != st.Version {
+			cached[i] = nil
+			todo = append(todo, i)
+		}
+	}
+	g, ctx := errgroup.WithContext(v.ctx)
+	g.SetLimit(lexLoaders)
+	for _, i := range todo {
+		st := readable[i]
+		g.Go(func() error {
+			rec, err := v.s.st.Source(ctx, v.tenant, st.DocID)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return nil
+			case err != nil:
+				return fmt.Errorf("reading source %q: %w", st.DocID, err)
+			}
+			if rec.Deleted || rec.Version != st.Version {
+				return nil // not applied yet at the registry's version
+			}
+			cached[i], fresh[i] = newLexDoc(rec, st.Title), true
+			return nil
+		})
+	}
+	return fresh, g.Wait()
 }
 
 // unitText returns the text of a cited text unit when its document is
