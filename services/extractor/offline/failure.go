@@ -112,22 +112,39 @@ type locatedHit struct {
 
 // weighedHits finds the cues of a's units that count, each weighed by its
 // section: all with document offsets, where with unit offsets and unit.
+//
+// The taxonomy is searched only in the sentences where a cue could count
+// (countingSentences): it finds cues sentence by sentence, so leaving out
+// a sentence leaves out its cues and nothing else.
 func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxonomy.Hit, where []locatedHit) {
 	// Units overlap: a cue found twice at one document offset counts once.
 	// The key holds the cue too, so that a weaker cue of the mode starting
 	// at the same word ("deployment of") does not hide a stronger one
 	// ("deployment of ... brought down").
-	seen := map[string]bool{}
+	type cueAt struct {
+		mode  string
+		start int
+		cue   string
+	}
+	seen := map[cueAt]bool{}
 	for i, u := range a.Units {
+		sentences, any := countingSentences(u, sections)
+		if !any {
+			continue
+		}
+		hits := s.Taxonomy.Find(u.Text, sentences)
+		if len(hits) == 0 {
+			continue
+		}
 		quoted := append(append(quotedSpans(u.Text), pastedSpans(u.Text)...), actionItemSpans(u.Text)...)
-		for _, h := range s.Taxonomy.Find(u.Text, u.Sentences) {
-			if overlapsSpans(quoted, h.Start, h.End) || machineSentence(u.Text[h.Sentence.Start:h.Sentence.End]) {
+		for _, h := range hits {
+			if overlapsSpans(quoted, h.Start, h.End) {
 				continue
 			}
 			dh := h
 			dh.Start += u.Start
 			dh.End += u.Start
-			k := fmt.Sprintf("%s@%d@%s", h.Mode, dh.Start, h.Cue)
+			k := cueAt{h.Mode, dh.Start, h.Cue}
 			if seen[k] {
 				continue
 			}
@@ -143,6 +160,31 @@ func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxo
 		}
 	}
 	return all, where
+}
+
+// countingSentences returns the sentences of u in which a failure cue
+// could count, for taxonomy.Find, and whether there is any: not one
+// holding program output (machineSentence), nor one lying wholly in a
+// section whose cues weigh nothing. A unit without sentences is searched
+// whole, as Find searches it given none.
+func countingSentences(u Unit, sections SectionMap) ([]taxonomy.Span, bool) {
+	if u.Sentences == nil {
+		if machineSentence(u.Text) {
+			return nil, false
+		}
+		return nil, true
+	}
+	out := make([]taxonomy.Span, 0, len(u.Sentences))
+	for _, sp := range u.Sentences {
+		if sp.Start < 0 || sp.End > len(u.Text) || sp.Start >= sp.End {
+			continue // Find skips it
+		}
+		if sections.silent(u.Start+sp.Start, u.Start+sp.End) || machineSentence(u.Text[sp.Start:sp.End]) {
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out, len(out) > 0
 }
 
 // undetermined reports whether text says, outside its follow-up sections,
@@ -322,6 +364,21 @@ func sectionKind(title string) SectionKind {
 		return SectionContext
 	}
 	return SectionOther
+}
+
+// silent reports whether a failure cue at any offset of [start, end)
+// weighs nothing: the section holding start weighs nothing and no section
+// starts after it before end.
+func (m SectionMap) silent(start, end int) bool {
+	if m.Weight(start) != 0 {
+		return false
+	}
+	for _, s := range m {
+		if s.Start > start && s.Start < end {
+			return false
+		}
+	}
+	return true
 }
 
 // Weight is how much a failure cue at offset counts.
