@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kgstream/kgstream/pkg/doctype"
 	"github.com/kgstream/kgstream/pkg/events"
@@ -311,10 +312,14 @@ var sectionCaps = sync.OnceValue(func() *regexp.Regexp {
 func Sections(text string) SectionMap {
 	var out SectionMap
 	eachLine(text, func(off int, line string) {
-		if m := sectionLine().FindStringSubmatchIndex(line); m != nil {
+		var m []int
+		if line != "" && (line[0] == '#' || line[0] == '*') { // sectionLine's first byte
+			m = sectionLine().FindStringSubmatchIndex(line)
+		}
+		if m != nil {
 			out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
 		} else {
-			if strings.IndexByte(line, ':') >= 0 {
+			if mayHaveLabel(line) {
 				for _, m := range sectionLabel().FindAllStringSubmatchIndex(line, -1) {
 					out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
 				}
@@ -329,6 +334,45 @@ func Sections(text string) SectionMap {
 		}
 	})
 	return out
+}
+
+// labelEnds are the last words of sectionLabel's labels, in lower case.
+var labelEnds = map[string]bool{"cause": true, "causes": true, "mitigation": true, "factor": true, "factors": true,
+	"wrong": true, "trigger": true, "impact": true, "summary": true, "timeline": true, "detection": true,
+	"resolution": true, "recovery": true, "workaround": true, "steps": true, "prevention": true, "learned": true,
+	"items": true, "up": true, "ups": true}
+
+// mayHaveLabel is a cheap test that sectionLabel may match line: some
+// colon of it follows, but for spaces and tabs, a word that ends a label
+// (labelEnds). A word with a byte outside ASCII may case-fold to one
+// ("ſ" to "s"), so it may too.
+func mayHaveLabel(line string) bool {
+	for i := strings.IndexByte(line, ':'); i >= 0; {
+		j := i
+		for j > 0 && (line[j-1] == ' ' || line[j-1] == '\t') {
+			j--
+		}
+		k := j
+		ascii := true
+		for k > 0 {
+			c := line[k-1]
+			if c >= utf8.RuneSelf {
+				ascii = false
+			} else if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+				break
+			}
+			k--
+		}
+		if !ascii || j-k <= len("prevention") && labelEnds[strings.ToLower(line[k:j])] {
+			return true
+		}
+		n := strings.IndexByte(line[i+1:], ':')
+		if n < 0 {
+			break
+		}
+		i += 1 + n
+	}
+	return false
 }
 
 // firstGroup is the text of the first group of a submatch index that

@@ -87,4 +87,28 @@ func eachLine(text string, fn func(off int, line string)) {
 }
 
 // machineSentence reports whether a sentence holds program output.
-func machineSentence(s string) bool { return machineOutput().MatchString(s) }
+func machineSentence(s string) bool { return mayBeMachine(s) && machineOutput().MatchString(s) }
+
+// mayBeMachine is a cheap test that machineOutput may match s: each of its
+// alternatives holds one of these (a memory address "0x", a source
+// location's ":" and line number, a frame's "::", "at " and "(", a
+// traceback's "Traceback (", ...).
+// Most sentences hold none and skip the regexp.
+func mayBeMachine(s string) bool {
+	if strings.Contains(s, "0x") || strings.Contains(s, "::") || strings.Contains(s, " on line ") ||
+		strings.Contains(s, "Exception in thread") || strings.Contains(s, "Traceback (") ||
+		strings.Contains(s, "at ") && strings.IndexByte(s, '(') >= 0 {
+		return true
+	}
+	for i := strings.IndexByte(s, ':'); i >= 0 && i+1 < len(s); {
+		if c := s[i+1]; c >= '0' && c <= '9' {
+			return true
+		}
+		j := strings.IndexByte(s[i+1:], ':')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
