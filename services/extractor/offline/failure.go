@@ -114,10 +114,13 @@ type locatedHit struct {
 // weighedHits finds the cues of a's units that count, each weighed by its
 // section: all with document offsets, where with unit offsets and unit.
 //
-// The taxonomy is searched only in the sentences where a cue could count
-// (countingSentences): it finds cues sentence by sentence, so leaving out
-// a sentence leaves out its cues and nothing else.
+// The taxonomy finds cues sentence by sentence, so it is searched one
+// sentence at a time, and only in the sentences where a cue could count
+// (countingSentences): leaving out a sentence leaves out its cues and
+// nothing else. A sentence the document repeats (units overlap) is
+// searched once.
 func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxonomy.Hit, where []locatedHit) {
+	found := map[string][]taxonomy.Hit{} // sentence text -> its cues
 	// Units overlap: a cue found twice at one document offset counts once.
 	// The key holds the cue too, so that a weaker cue of the mode starting
 	// at the same word ("deployment of") does not hide a stronger one
@@ -133,7 +136,13 @@ func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxo
 		if !any {
 			continue
 		}
-		hits := s.Taxonomy.Find(u.Text, sentences)
+		if sentences == nil {
+			sentences = []taxonomy.Span{{Start: 0, End: len(u.Text)}}
+		}
+		var hits []taxonomy.Hit
+		for _, sp := range sentences {
+			hits = s.appendSentenceHits(hits, u.Text, sp, found)
+		}
 		if len(hits) == 0 {
 			continue
 		}
@@ -161,6 +170,26 @@ func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxo
 		}
 	}
 	return all, where
+}
+
+// appendSentenceHits appends to hits the cues of sentence sp of text, as
+// Taxonomy.Find(text, []taxonomy.Span{sp}) finds them: found holds the
+// cues of the sentences searched already, by text, with offsets into the
+// sentence.
+func (s *FailureStage) appendSentenceHits(hits []taxonomy.Hit, text string, sp taxonomy.Span, found map[string][]taxonomy.Hit) []taxonomy.Hit {
+	sent := text[sp.Start:sp.End]
+	rel, ok := found[sent]
+	if !ok {
+		rel = s.Taxonomy.Find(sent, nil)
+		found[sent] = rel
+	}
+	for _, h := range rel {
+		h.Start += sp.Start
+		h.End += sp.Start
+		h.Sentence = sp
+		hits = append(hits, h)
+	}
+	return hits
 }
 
 // countingSentences returns the sentences of u in which a failure cue
