@@ -146,9 +146,10 @@ func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxo
 		if len(hits) == 0 {
 			continue
 		}
-		quoted := append(append(quotedSpans(u.Text), pastedSpans(u.Text)...), actionItemSpans(u.Text)...)
+		quoted := quotedSpans(u.Text)
+		lines := lineMatches{}
 		for _, h := range hits {
-			if overlapsSpans(quoted, h.Start, h.End) {
+			if overlapsSpans(quoted, h.Start, h.End) || lines.overlap(u.Text, h.Start, h.End) {
 				continue
 			}
 			dh := h
@@ -190,6 +191,40 @@ func (s *FailureStage) appendSentenceHits(hits []taxonomy.Hit, text string, sp t
 		hits = append(hits, h)
 	}
 	return hits
+}
+
+// lineMatches holds, by the offset a line of a text starts at, the spans
+// of the line pasted from elsewhere (pastedSpans) or listing an action
+// item (actionItem): a cue there does not count. They are computed
+// only for the lines holding a cue.
+type lineMatches map[int][]span
+
+// overlap reports whether text[start:end] overlaps a pasted line or an
+// action item. Both are found line by line, so only the lines holding
+// [start, end) (the line of start when it is empty) need to be matched.
+func (lm lineMatches) overlap(text string, start, end int) bool {
+	for ls := strings.LastIndexByte(text[:start], '\n') + 1; ls <= max(start, end-1) && ls <= len(text); {
+		le := strings.IndexByte(text[ls:], '\n')
+		if le < 0 {
+			le = len(text)
+		} else {
+			le += ls
+		}
+		ss, ok := lm[ls]
+		if !ok {
+			for _, re := range [...]*regexp.Regexp{pastedLine(), actionItem()} {
+				if m := re.FindStringIndex(text[ls:le]); m != nil {
+					ss = append(ss, span{start: ls + m[0], end: ls + m[1]})
+				}
+			}
+			lm[ls] = ss
+		}
+		if overlapsSpans(ss, start, end) {
+			return true
+		}
+		ls = le + 1
+	}
+	return false
 }
 
 // countingSentences returns the sentences of u in which a failure cue
@@ -285,9 +320,6 @@ func (s *FailureStage) fromTitle(a *Analysis, out *Output) {
 var actionItem = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[ \t]*(?:[•*+\-][ \t]*|\d{1,2}[.)][ \t]*)?(?:\[[ xX]\]|(?i:status)[ \t]*:[ \t]*(?i:done|unresolved|in progress|open|declined|resolved|stalled|invalid|todo|to do|pending)\b|(?:TODO|AI|Action item|Action)[ \t]*:)[^\n]*$`)
 })
-
-// actionItemSpans are the byte ranges of the action-item lines of text.
-func actionItemSpans(text string) []span { return lineSpans(text, actionItem()) }
 
 // SectionKind classifies a section of a postmortem by its title.
 type SectionKind int
