@@ -380,10 +380,8 @@ func Sections(text string) SectionMap {
 		if m != nil {
 			out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
 		} else {
-			if mayHaveLabel(line) {
-				for _, m := range sectionLabel().FindAllStringSubmatchIndex(line, -1) {
-					out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
-				}
+			for _, m := range labelMatches(line) {
+				out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
 			}
 			if strings.Contains(line, "ROOT CAUSE") || strings.Contains(line, "ISSUE SUMMARY") ||
 				strings.Contains(line, "DETAILED DESCRIPTION") || strings.Contains(line, "REMEDIATION AND") {
@@ -403,37 +401,57 @@ var labelEnds = map[string]bool{"cause": true, "causes": true, "mitigation": tru
 	"resolution": true, "recovery": true, "workaround": true, "steps": true, "prevention": true, "learned": true,
 	"items": true, "up": true, "ups": true}
 
-// mayHaveLabel is a cheap test that sectionLabel may match line: some
-// colon of it follows, but for spaces and tabs, a word that ends a label
-// (labelEnds). A word with a byte outside ASCII may case-fold to one
-// ("ſ" to "s"), so it may too.
-func mayHaveLabel(line string) bool {
+// labelMatches is sectionLabel().FindAllStringSubmatchIndex(line, -1),
+// the regexp run only where a label can end. A label ends at a colon and
+// holds none, so each match lies between two colons and ends at the
+// second: the line is matched one such segment at a time, and only where
+// the word before the colon (spaces and tabs aside) ends a label
+// (labelEnds; a word with a byte outside ASCII may case-fold to one, "ſ"
+// to "s"). A segment is matched from the colon before it, which no match
+// starts at, so that ^ still means the start of the line.
+func labelMatches(line string) [][]int {
+	var out [][]int
+	from := 0
 	for i := strings.IndexByte(line, ':'); i >= 0; {
-		j := i
-		for j > 0 && (line[j-1] == ' ' || line[j-1] == '\t') {
-			j--
-		}
-		k := j
-		ascii := true
-		for k > 0 {
-			c := line[k-1]
-			if c >= utf8.RuneSelf {
-				ascii = false
-			} else if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
-				break
+		if labelBefore(line[:i]) {
+			if m := sectionLabel().FindStringSubmatchIndex(line[from : i+1]); m != nil {
+				for k := range m {
+					if m[k] >= 0 {
+						m[k] += from
+					}
+				}
+				out = append(out, m)
 			}
-			k--
 		}
-		if !ascii || j-k <= len("prevention") && labelEnds[strings.ToLower(line[k:j])] {
-			return true
-		}
+		from = i
 		n := strings.IndexByte(line[i+1:], ':')
 		if n < 0 {
 			break
 		}
 		i += 1 + n
 	}
-	return false
+	return out
+}
+
+// labelBefore reports whether s, spaces and tabs trimmed from its end,
+// may end with a label: its last word ends a label, or is not ASCII.
+func labelBefore(s string) bool {
+	j := len(s)
+	for j > 0 && (s[j-1] == ' ' || s[j-1] == '\t') {
+		j--
+	}
+	k := j
+	ascii := true
+	for k > 0 {
+		c := s[k-1]
+		if c >= utf8.RuneSelf {
+			ascii = false
+		} else if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			break
+		}
+		k--
+	}
+	return !ascii || j-k <= len("prevention") && labelEnds[strings.ToLower(s[k:j])]
 }
 
 // firstGroup is the text of the first group of a submatch index that
