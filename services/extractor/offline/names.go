@@ -294,15 +294,7 @@ func (f *componentFinder) find(text string) []span {
 	}
 	// Pairs may overlap ("The DNS resolver"): after each candidate the
 	// search resumes at its second word.
-	for pos := 0; pos < len(text); {
-		m := f.pair.FindStringSubmatchIndex(text[pos:])
-		if m == nil {
-			break
-		}
-		for i := range m {
-			m[i] += pos
-		}
-		pos = m[4]
+	for _, m := range wordPairs(text) {
 		first, head := text[m[2]:m[3]], text[m[4]:m[5]]
 		// Two words are a component name only: "AWS service" is prose.
 		if functionWord(first) || f.heads[strings.ToLower(head)] != "component" {
@@ -340,6 +332,48 @@ func (f *componentFinder) find(text string) []span {
 		add(span{s, e, w, "component"})
 	}
 	return out
+}
+
+// wordPairs returns the submatch indexes of f.pair's matches in text when
+// the search resumes at each match's second word (matches may overlap):
+// a capitalised word of ASCII letters and digits, one space, a word of
+// ASCII letters. Each of its words is a whole run of word bytes (what \b
+// separates), so it is found by walking the runs, each with the next,
+// without the regexp.
+func wordPairs(text string) [][]int {
+	var out [][]int
+	prevStart, prevEnd := -1, -1
+	byteRuns(text, wordByte, func(i, j int) {
+		if prevEnd >= 0 && i == prevEnd+1 && text[prevEnd] == ' ' && capitalisedAlnum(text[prevStart:prevEnd]) &&
+			asciiLetters(text[i:j]) {
+			out = append(out, []int{prevStart, j, prevStart, prevEnd, i, j})
+		}
+		prevStart, prevEnd = i, j
+	})
+	return out
+}
+
+// capitalisedAlnum reports whether w is [A-Z][A-Za-z0-9]+.
+func capitalisedAlnum(w string) bool {
+	if len(w) < 2 || w[0] < 'A' || w[0] > 'Z' {
+		return false
+	}
+	for i := 1; i < len(w); i++ {
+		if c := w[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiLetters reports whether w is [A-Za-z]+.
+func asciiLetters(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return w != ""
 }
 
 // hostName reports whether w is shaped like a host or network device name
