@@ -193,7 +193,12 @@ func words(text string) []word {
 	var ws []word
 	start := -1
 	for i, r := range text {
-		wordy := unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
+		var wordy bool
+		if r < utf8.RuneSelf {
+			wordy = 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+		} else {
+			wordy = unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
+		}
 		switch {
 		case wordy && start < 0:
 			start = i
@@ -286,6 +291,7 @@ func (m *matcher) find(text string) []hit {
 	}
 	ws := words(text)
 	var hits []hit
+	var p []byte // the lower case of the words of a run, reused
 	for i := 0; i < len(ws); {
 		// The longest run of words from i joined into one name.
 		n := 1
@@ -302,7 +308,7 @@ func (m *matcher) find(text string) []hit {
 		// of several may fold to its singular, so it is not checked).
 		limit := n
 		if asciiWords(text, ws[i:i+n]) {
-			var p []byte
+			p = p[:0]
 			j := 0
 			for j < n {
 				p = appendLower(p, text[ws[i+j].start:ws[i+j].end])
