@@ -157,9 +157,10 @@ func (t *Tokenizer) tokenEnds(text string, ends []int) []int {
 // pair on ties).
 func (t *Tokenizer) mergeEnds(piece string, off int, ends []int) []int {
 	type part struct{ start, rank int }
-	parts := make([]part, len(piece)+1)
-	for i := range parts {
-		parts[i] = part{i, math.MaxInt}
+	var buf [32]part // most pieces that are no token are short
+	parts := buf[:0]
+	for i := 0; i <= len(piece); i++ {
+		parts = append(parts, part{i, math.MaxInt})
 	}
 	rank := func(i, skip int) int {
 		if i+skip+2 < len(parts) {
