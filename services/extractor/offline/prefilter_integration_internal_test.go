@@ -47,3 +47,45 @@ var prefilterCases = []string{
 	"Traceback (most recent call last)\nat com.foo.Bar.baz(Bar.java:12)\nFoo::bar() called from x\nin /srv/a.php on line 97\n0xdeadbeef01",
 	"Exception in thread \"main\" x\nsrc/main.go:42 panicked",
 }
+
+// TestCuedEqualsEveryCueRegexp: on every sentence of the corpus files, a
+// pattern's cue test with its literal prefilter says what running every
+// cue regexp says.
+func TestCuedEqualsEveryCueRegexp(t *testing.T) {
+	p, err := DefaultPatterns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sentences []string
+	for _, text := range append(corpusTexts(t), prefilterCases...) {
+		for _, s := range chunk.Sentences(text) {
+			sentences = append(sentences, text[s.Start:s.End])
+		}
+	}
+	sentences = append(sentences, "Requests for 5 MINUTES", "it TIMED  OUT", "the ſtopped service", "HTTP 503s", "")
+	for _, pt := range p.list {
+		if len(pt.cues) == 0 {
+			continue
+		}
+		withLits := 0
+		for _, ls := range pt.cueLits {
+			if ls != nil {
+				withLits++
+			}
+		}
+		cued := 0
+		for _, s := range sentences {
+			want := false
+			for _, re := range pt.cues {
+				want = want || re.MatchString(s)
+			}
+			if got := pt.cued(s); got != want {
+				t.Errorf("%s: cued(%q) = %v, the regexps say %v", pt.name, s, got, want)
+			}
+			if want {
+				cued++
+			}
+		}
+		t.Logf("%s: %d of %d cues with literals, %d of %d sentences cued", pt.name, withLits, len(pt.cues), cued, len(sentences))
+	}
+}
