@@ -202,7 +202,7 @@ func inURL(text string, s, e int) bool {
 // every byte.
 func wordRuns(text string, keep func(string) bool) [][]int {
 	var out [][]int
-	byteRuns(text, wordByte, func(i, j int) {
+	byteRuns(text, wordBytes, func(i, j int) {
 		if keep(text[i:j]) {
 			out = append(out, []int{i, j})
 		}
@@ -211,21 +211,36 @@ func wordRuns(text string, keep func(string) bool) [][]int {
 }
 
 // byteRuns calls fn with the bounds of every maximal run of bytes of text
-// for which in holds, in order.
-func byteRuns(text string, in func(byte) bool, fn func(i, j int)) {
+// in the set in, in order.
+func byteRuns(text string, in *byteSet, fn func(i, j int)) {
 	for i := 0; i < len(text); {
-		if !in(text[i]) {
+		if !in[text[i]] {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(text) && in(text[j]) {
+		for j < len(text) && in[text[j]] {
 			j++
 		}
 		fn(i, j)
 		i = j
 	}
 }
+
+// byteSet is a set of bytes: a table lookup per byte rather than a call.
+type byteSet [256]bool
+
+// bytesOf returns the set of bytes for which in holds.
+func bytesOf(in func(byte) bool) *byteSet {
+	var s byteSet
+	for b := range s {
+		s[b] = in(byte(b))
+	}
+	return &s
+}
+
+// wordBytes and identBytes are wordByte's and identByte's bytes.
+var wordBytes, identBytes = bytesOf(wordByte), bytesOf(identByte)
 
 func wordByte(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_'
@@ -340,13 +355,13 @@ func (f *componentFinder) find(text string) []span {
 // ASCII letters. Each of its words is a whole run of word bytes (what \b
 // separates), so it is found by walking the runs, each with the next,
 // without the regexp.
-func wordPairs(text string) [][]int {
-	var out [][]int
+func wordPairs(text string) [][6]int {
+	var out [][6]int
 	prevStart, prevEnd := -1, -1
-	byteRuns(text, wordByte, func(i, j int) {
+	byteRuns(text, wordBytes, func(i, j int) {
 		if prevEnd >= 0 && i == prevEnd+1 && text[prevEnd] == ' ' && capitalisedAlnum(text[prevStart:prevEnd]) &&
 			asciiLetters(text[i:j]) {
-			out = append(out, []int{prevStart, j, prevStart, prevEnd, i, j})
+			out = append(out, [6]int{prevStart, j, prevStart, prevEnd, i, j})
 		}
 		prevStart, prevEnd = i, j
 	})
@@ -396,7 +411,7 @@ func findInRuns(re *regexp.Regexp, text string) [][]int {
 // which need holds (a run it skips holds no match).
 func findInRunsIf(re *regexp.Regexp, text string, need func(run string) bool) [][]int {
 	var out [][]int
-	byteRuns(text, identByte, func(i, j int) {
+	byteRuns(text, identBytes, func(i, j int) {
 		if need(text[i:j]) {
 			for _, loc := range re.FindAllStringIndex(text[i:j], -1) {
 				out = append(out, []int{i + loc[0], i + loc[1]})

@@ -190,7 +190,7 @@ type hit struct {
 
 // words splits text into maximal runs of letters and digits.
 func words(text string) []word {
-	var ws []word
+	ws := make([]word, 0, len(text)/6+1) // about one word in six bytes of prose
 	start := -1
 	for i, r := range text {
 		var wordy bool
