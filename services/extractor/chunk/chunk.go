@@ -49,6 +49,8 @@ func cl100kSpecial() map[string]int {
 // concurrent use.
 type Tokenizer struct {
 	enc *tiktoken.Tiktoken
+	// ranks are cl100k_base's mergeable ranks: token bytes -> rank.
+	ranks map[string]int
 }
 
 // NewTokenizer loads cl100k_base.
@@ -68,7 +70,7 @@ func NewTokenizer() (*Tokenizer, error) {
 	}
 	enc := tiktoken.NewTiktoken(bpe, &tiktoken.Encoding{Name: "cl100k_base", PatStr: cl100kPattern,
 		MergeableRanks: ranks, SpecialTokens: specialTokens}, special)
-	return &Tokenizer{enc: enc}, nil
+	return &Tokenizer{enc: enc, ranks: ranks}, nil
 }
 
 // Count returns the number of tokens of text. Special-token spellings in
@@ -113,24 +115,14 @@ func TextUnitID(docID string, version int64, index int) string {
 // Tokens is the window's token count and Hash the content hash of Text.
 // Text without tokens has no units.
 func (c *Chunker) Chunk(docID string, version int64, text string) []events.TextUnit {
-	ids := c.tok.enc.EncodeOrdinary(text)
-	if len(ids) == 0 {
+	offsets := c.tok.offsets(text)
+	if len(offsets) == 1 {
 		return nil
 	}
-	// offsets[i] is the byte offset of token i; byte-level BPE tokens
-	// concatenate back to the text exactly, so token byte lengths add up.
-	offsets := make([]int, len(ids)+1)
-	for i, id := range ids {
-		offsets[i+1] = offsets[i] + len(c.tok.enc.Decode([]int{id}))
-	}
-	if offsets[len(ids)] != len(text) {
-		// Cannot happen with cl100k_base's ordinary encoding; if it ever does,
-		// clamp rather than slice out of range.
-		offsets[len(ids)] = len(text)
-	}
+	ntok := len(offsets) - 1
 	var units []events.TextUnit
 	for start := 0; ; start += c.size - c.overlap {
-		end := min(start+c.size, len(ids))
+		end := min(start+c.size, ntok)
 		bs, be := min(offsets[start], len(text)), min(offsets[end], len(text))
 		for bs > 0 && !utf8.RuneStart(text[bs]) {
 			bs--
@@ -146,10 +138,31 @@ func (c *Chunker) Chunk(docID string, version int64, text string) []events.TextU
 			Tokens: end - start,
 			Hash:   ContentHash(text[bs:be]),
 		})
-		if end == len(ids) {
+		if end == ntok {
 			return units
 		}
 	}
+}
+
+// offsets returns the byte offset of every token of text and then
+// len(text): byte-level BPE tokens concatenate back to the text exactly,
+// so token byte lengths add up. Valid UTF-8 is split by tokenEnds; other
+// text by tiktoken-go, which reads every invalid byte as U+FFFD.
+func (t *Tokenizer) offsets(text string) []int {
+	if utf8.ValidString(text) {
+		return t.tokenEnds(text, make([]int, 1, len(text)/4+2))
+	}
+	ids := t.enc.EncodeOrdinary(text)
+	offsets := make([]int, len(ids)+1)
+	for i, id := range ids {
+		offsets[i+1] = offsets[i] + len(t.enc.Decode([]int{id}))
+	}
+	if len(ids) > 0 && offsets[len(ids)] != len(text) {
+		// Cannot happen with cl100k_base's ordinary encoding; if it ever does,
+		// clamp rather than slice out of range.
+		offsets[len(ids)] = len(text)
+	}
+	return offsets
 }
 
 // ContentHash is the hex sha256 of a text unit's text.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kgstream/kgstream/pkg/doctype"
 	"github.com/kgstream/kgstream/pkg/events"
@@ -112,22 +113,49 @@ type locatedHit struct {
 
 // weighedHits finds the cues of a's units that count, each weighed by its
 // section: all with document offsets, where with unit offsets and unit.
+//
+// The taxonomy finds cues sentence by sentence, so it is searched one
+// sentence at a time, and only in the sentences where a cue could count
+// (countingSentences): leaving out a sentence leaves out its cues and
+// nothing else. A sentence the document repeats (units overlap) is
+// searched once.
 func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxonomy.Hit, where []locatedHit) {
+	found := map[string][]taxonomy.Hit{} // sentence text -> its cues
 	// Units overlap: a cue found twice at one document offset counts once.
 	// The key holds the cue too, so that a weaker cue of the mode starting
 	// at the same word ("deployment of") does not hide a stronger one
 	// ("deployment of ... brought down").
-	seen := map[string]bool{}
+	type cueAt struct {
+		mode  string
+		start int
+		cue   string
+	}
+	seen := map[cueAt]bool{}
 	for i, u := range a.Units {
-		quoted := append(append(quotedSpans(u.Text), pastedSpans(u.Text)...), actionItemSpans(u.Text)...)
-		for _, h := range s.Taxonomy.Find(u.Text, u.Sentences) {
-			if overlapsSpans(quoted, h.Start, h.End) || machineSentence(u.Text[h.Sentence.Start:h.Sentence.End]) {
+		sentences, any := countingSentences(u, sections)
+		if !any {
+			continue
+		}
+		if sentences == nil {
+			sentences = []taxonomy.Span{{Start: 0, End: len(u.Text)}}
+		}
+		var hits []taxonomy.Hit
+		for _, sp := range sentences {
+			hits = s.appendSentenceHits(hits, u.Text, sp, found)
+		}
+		if len(hits) == 0 {
+			continue
+		}
+		quoted := quotedSpans(u.Text)
+		lines := lineMatches{}
+		for _, h := range hits {
+			if overlapsSpans(quoted, h.Start, h.End) || lines.overlap(u.Text, h.Start, h.End) {
 				continue
 			}
 			dh := h
 			dh.Start += u.Start
 			dh.End += u.Start
-			k := fmt.Sprintf("%s@%d@%s", h.Mode, dh.Start, h.Cue)
+			k := cueAt{h.Mode, dh.Start, h.Cue}
 			if seen[k] {
 				continue
 			}
@@ -143,6 +171,85 @@ func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxo
 		}
 	}
 	return all, where
+}
+
+// appendSentenceHits appends to hits the cues of sentence sp of text, as
+// Taxonomy.Find(text, []taxonomy.Span{sp}) finds them: found holds the
+// cues of the sentences searched already, by text, with offsets into the
+// sentence.
+func (s *FailureStage) appendSentenceHits(hits []taxonomy.Hit, text string, sp taxonomy.Span, found map[string][]taxonomy.Hit) []taxonomy.Hit {
+	sent := text[sp.Start:sp.End]
+	rel, ok := found[sent]
+	if !ok {
+		rel = s.Taxonomy.Find(sent, nil)
+		found[sent] = rel
+	}
+	for _, h := range rel {
+		h.Start += sp.Start
+		h.End += sp.Start
+		h.Sentence = sp
+		hits = append(hits, h)
+	}
+	return hits
+}
+
+// lineMatches holds, by the offset a line of a text starts at, the spans
+// of the line pasted from elsewhere (pastedSpans) or listing an action
+// item (actionItem): a cue there does not count. They are computed
+// only for the lines holding a cue.
+type lineMatches map[int][]span
+
+// overlap reports whether text[start:end] overlaps a pasted line or an
+// action item. Both are found line by line, so only the lines holding
+// [start, end) (the line of start when it is empty) need to be matched.
+func (lm lineMatches) overlap(text string, start, end int) bool {
+	for ls := strings.LastIndexByte(text[:start], '\n') + 1; ls <= max(start, end-1) && ls <= len(text); {
+		le := strings.IndexByte(text[ls:], '\n')
+		if le < 0 {
+			le = len(text)
+		} else {
+			le += ls
+		}
+		ss, ok := lm[ls]
+		if !ok {
+			for _, re := range [...]*regexp.Regexp{pastedLine(), actionItem()} {
+				if m := re.FindStringIndex(text[ls:le]); m != nil {
+					ss = append(ss, span{start: ls + m[0], end: ls + m[1]})
+				}
+			}
+			lm[ls] = ss
+		}
+		if overlapsSpans(ss, start, end) {
+			return true
+		}
+		ls = le + 1
+	}
+	return false
+}
+
+// countingSentences returns the sentences of u in which a failure cue
+// could count, for taxonomy.Find, and whether there is any: not one
+// holding program output (machineSentence), nor one lying wholly in a
+// section whose cues weigh nothing. A unit without sentences is searched
+// whole, as Find searches it given none.
+func countingSentences(u Unit, sections SectionMap) ([]taxonomy.Span, bool) {
+	if u.Sentences == nil {
+		if machineSentence(u.Text) {
+			return nil, false
+		}
+		return nil, true
+	}
+	out := make([]taxonomy.Span, 0, len(u.Sentences))
+	for _, sp := range u.Sentences {
+		if sp.Start < 0 || sp.End > len(u.Text) || sp.Start >= sp.End {
+			continue // Find skips it
+		}
+		if sections.silent(u.Start+sp.Start, u.Start+sp.End) || machineSentence(u.Text[sp.Start:sp.End]) {
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out, len(out) > 0
 }
 
 // undetermined reports whether text says, outside its follow-up sections,
@@ -214,9 +321,6 @@ var actionItem = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[ \t]*(?:[•*+\-][ \t]*|\d{1,2}[.)][ \t]*)?(?:\[[ xX]\]|(?i:status)[ \t]*:[ \t]*(?i:done|unresolved|in progress|open|declined|resolved|stalled|invalid|todo|to do|pending)\b|(?:TODO|AI|Action item|Action)[ \t]*:)[^\n]*$`)
 })
 
-// actionItemSpans are the byte ranges of the action-item lines of text.
-func actionItemSpans(text string) []span { return lineSpans(text, actionItem()) }
-
 // SectionKind classifies a section of a postmortem by its title.
 type SectionKind int
 
@@ -269,13 +373,15 @@ var sectionCaps = sync.OnceValue(func() *regexp.Regexp {
 func Sections(text string) SectionMap {
 	var out SectionMap
 	eachLine(text, func(off int, line string) {
-		if m := sectionLine().FindStringSubmatchIndex(line); m != nil {
+		var m []int
+		if line != "" && (line[0] == '#' || line[0] == '*') { // sectionLine's first byte
+			m = sectionLine().FindStringSubmatchIndex(line)
+		}
+		if m != nil {
 			out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
 		} else {
-			if strings.IndexByte(line, ':') >= 0 {
-				for _, m := range sectionLabel().FindAllStringSubmatchIndex(line, -1) {
-					out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
-				}
+			for _, m := range labelMatches(line) {
+				out = append(out, Section{Start: off + m[0], Kind: sectionKind(firstGroup(line, m))})
 			}
 			if strings.Contains(line, "ROOT CAUSE") || strings.Contains(line, "ISSUE SUMMARY") ||
 				strings.Contains(line, "DETAILED DESCRIPTION") || strings.Contains(line, "REMEDIATION AND") {
@@ -287,6 +393,65 @@ func Sections(text string) SectionMap {
 		}
 	})
 	return out
+}
+
+// labelEnds are the last words of sectionLabel's labels, in lower case.
+var labelEnds = map[string]bool{"cause": true, "causes": true, "mitigation": true, "factor": true, "factors": true,
+	"wrong": true, "trigger": true, "impact": true, "summary": true, "timeline": true, "detection": true,
+	"resolution": true, "recovery": true, "workaround": true, "steps": true, "prevention": true, "learned": true,
+	"items": true, "up": true, "ups": true}
+
+// labelMatches is sectionLabel().FindAllStringSubmatchIndex(line, -1),
+// the regexp run only where a label can end. A label ends at a colon and
+// holds none, so each match lies between two colons and ends at the
+// second: the line is matched one such segment at a time, and only where
+// the word before the colon (spaces and tabs aside) ends a label
+// (labelEnds; a word with a byte outside ASCII may case-fold to one, "ſ"
+// to "s"). A segment is matched from the colon before it, which no match
+// starts at, so that ^ still means the start of the line.
+func labelMatches(line string) [][]int {
+	var out [][]int
+	from := 0
+	for i := strings.IndexByte(line, ':'); i >= 0; {
+		if labelBefore(line[:i]) {
+			if m := sectionLabel().FindStringSubmatchIndex(line[from : i+1]); m != nil {
+				for k := range m {
+					if m[k] >= 0 {
+						m[k] += from
+					}
+				}
+				out = append(out, m)
+			}
+		}
+		from = i
+		n := strings.IndexByte(line[i+1:], ':')
+		if n < 0 {
+			break
+		}
+		i += 1 + n
+	}
+	return out
+}
+
+// labelBefore reports whether s, spaces and tabs trimmed from its end,
+// may end with a label: its last word ends a label, or is not ASCII.
+func labelBefore(s string) bool {
+	j := len(s)
+	for j > 0 && (s[j-1] == ' ' || s[j-1] == '\t') {
+		j--
+	}
+	k := j
+	ascii := true
+	for k > 0 {
+		c := s[k-1]
+		if c >= utf8.RuneSelf {
+			ascii = false
+		} else if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			break
+		}
+		k--
+	}
+	return !ascii || j-k <= len("prevention") && labelEnds[strings.ToLower(s[k:j])]
 }
 
 // firstGroup is the text of the first group of a submatch index that
@@ -322,6 +487,21 @@ func sectionKind(title string) SectionKind {
 		return SectionContext
 	}
 	return SectionOther
+}
+
+// silent reports whether a failure cue at any offset of [start, end)
+// weighs nothing: the section holding start weighs nothing and no section
+// starts after it before end.
+func (m SectionMap) silent(start, end int) bool {
+	if m.Weight(start) != 0 {
+		return false
+	}
+	for _, s := range m {
+		if s.Start > start && s.Start < end {
+			return false
+		}
+	}
+	return true
 }
 
 // Weight is how much a failure cue at offset counts.

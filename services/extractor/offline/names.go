@@ -202,7 +202,7 @@ func inURL(text string, s, e int) bool {
 // every byte.
 func wordRuns(text string, keep func(string) bool) [][]int {
 	var out [][]int
-	byteRuns(text, wordByte, func(i, j int) {
+	byteRuns(text, wordBytes, func(i, j int) {
 		if keep(text[i:j]) {
 			out = append(out, []int{i, j})
 		}
@@ -211,21 +211,36 @@ func wordRuns(text string, keep func(string) bool) [][]int {
 }
 
 // byteRuns calls fn with the bounds of every maximal run of bytes of text
-// for which in holds, in order.
-func byteRuns(text string, in func(byte) bool, fn func(i, j int)) {
+// in the set in, in order.
+func byteRuns(text string, in *byteSet, fn func(i, j int)) {
 	for i := 0; i < len(text); {
-		if !in(text[i]) {
+		if !in[text[i]] {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(text) && in(text[j]) {
+		for j < len(text) && in[text[j]] {
 			j++
 		}
 		fn(i, j)
 		i = j
 	}
 }
+
+// byteSet is a set of bytes: a table lookup per byte rather than a call.
+type byteSet [256]bool
+
+// bytesOf returns the set of bytes for which in holds.
+func bytesOf(in func(byte) bool) *byteSet {
+	var s byteSet
+	for b := range s {
+		s[b] = in(byte(b))
+	}
+	return &s
+}
+
+// wordBytes and identBytes are wordByte's and identByte's bytes.
+var wordBytes, identBytes = bytesOf(wordByte), bytesOf(identByte)
 
 func wordByte(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_'
@@ -294,15 +309,7 @@ func (f *componentFinder) find(text string) []span {
 	}
 	// Pairs may overlap ("The DNS resolver"): after each candidate the
 	// search resumes at its second word.
-	for pos := 0; pos < len(text); {
-		m := f.pair.FindStringSubmatchIndex(text[pos:])
-		if m == nil {
-			break
-		}
-		for i := range m {
-			m[i] += pos
-		}
-		pos = m[4]
+	for _, m := range wordPairs(text) {
 		first, head := text[m[2]:m[3]], text[m[4]:m[5]]
 		// Two words are a component name only: "AWS service" is prose.
 		if functionWord(first) || f.heads[strings.ToLower(head)] != "component" {
@@ -342,6 +349,48 @@ func (f *componentFinder) find(text string) []span {
 	return out
 }
 
+// wordPairs returns the submatch indexes of f.pair's matches in text when
+// the search resumes at each match's second word (matches may overlap):
+// a capitalised word of ASCII letters and digits, one space, a word of
+// ASCII letters. Each of its words is a whole run of word bytes (what \b
+// separates), so it is found by walking the runs, each with the next,
+// without the regexp.
+func wordPairs(text string) [][6]int {
+	var out [][6]int
+	prevStart, prevEnd := -1, -1
+	byteRuns(text, wordBytes, func(i, j int) {
+		if prevEnd >= 0 && i == prevEnd+1 && text[prevEnd] == ' ' && capitalisedAlnum(text[prevStart:prevEnd]) &&
+			asciiLetters(text[i:j]) {
+			out = append(out, [6]int{prevStart, j, prevStart, prevEnd, i, j})
+		}
+		prevStart, prevEnd = i, j
+	})
+	return out
+}
+
+// capitalisedAlnum reports whether w is [A-Z][A-Za-z0-9]+.
+func capitalisedAlnum(w string) bool {
+	if len(w) < 2 || w[0] < 'A' || w[0] > 'Z' {
+		return false
+	}
+	for i := 1; i < len(w); i++ {
+		if c := w[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiLetters reports whether w is [A-Za-z]+.
+func asciiLetters(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return w != ""
+}
+
 // hostName reports whether w is shaped like a host or network device name
 // rather than a version, a region, a hash or a unit.
 // findInRuns is re.FindAllStringIndex(text, -1) for a host-name
@@ -362,7 +411,7 @@ func findInRuns(re *regexp.Regexp, text string) [][]int {
 // which need holds (a run it skips holds no match).
 func findInRunsIf(re *regexp.Regexp, text string, need func(run string) bool) [][]int {
 	var out [][]int
-	byteRuns(text, identByte, func(i, j int) {
+	byteRuns(text, identBytes, func(i, j int) {
 		if need(text[i:j]) {
 			for _, loc := range re.FindAllStringIndex(text[i:j], -1) {
 				out = append(out, []int{i + loc[0], i + loc[1]})

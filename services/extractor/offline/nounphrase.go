@@ -200,6 +200,8 @@ func (s *NounPhraseStage) Extract(ctx context.Context, a *Analysis, out *Output)
 	if !s.cfg.IncludeIncidents && (a.DocType() == "incident" || a.DocType() == "postmortem") {
 		return nil
 	}
+	// A sentence the document repeats (units overlap) is tagged once.
+	tagged := map[string][]string{} // sentence text -> its noun phrases
 	for _, u := range a.Units {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -217,9 +219,14 @@ func (s *NounPhraseStage) Extract(ctx context.Context, a *Analysis, out *Output)
 			mentions[resolve.Key(m.Text)] = m
 		}
 		for si, sp := range u.Sentences {
-			nps, err := s.NounPhrases(u.Text[sp.Start:sp.End])
-			if err != nil {
-				return err
+			sent := u.Text[sp.Start:sp.End]
+			nps, ok := tagged[sent]
+			if !ok {
+				var err error
+				if nps, err = s.NounPhrases(sent); err != nil {
+					return err
+				}
+				tagged[sent] = nps
 			}
 			for _, np := range nps {
 				k := resolve.Key(np)

@@ -158,16 +158,21 @@ func newMatcher(entries []Entry, exclude string, minKey, maxWords int) *matcher 
 
 type word struct{ start, end int }
 
-// asciiWords reports whether the words ws of text are ASCII.
-func asciiWords(text string, ws []word) bool {
-	for _, w := range ws {
+// nonASCIIBefore returns, for each i in [0, len(ws)], how many of the
+// words ws[:i] of text hold a byte outside ASCII: the words ws[i:j] are
+// ASCII when the counts at i and j are equal.
+func nonASCIIBefore(text string, ws []word) []int {
+	out := make([]int, len(ws)+1)
+	for k, w := range ws {
+		out[k+1] = out[k]
 		for i := w.start; i < w.end; i++ {
 			if text[i] >= utf8.RuneSelf {
-				return false
+				out[k+1]++
+				break
 			}
 		}
 	}
-	return true
+	return out
 }
 
 // appendLower appends the ASCII lower case of s to b.
@@ -190,10 +195,15 @@ type hit struct {
 
 // words splits text into maximal runs of letters and digits.
 func words(text string) []word {
-	var ws []word
+	ws := make([]word, 0, len(text)/6+1) // about one word in six bytes of prose
 	start := -1
 	for i, r := range text {
-		wordy := unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
+		var wordy bool
+		if r < utf8.RuneSelf {
+			wordy = 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+		} else {
+			wordy = unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
+		}
 		switch {
 		case wordy && start < 0:
 			start = i
@@ -285,7 +295,9 @@ func (m *matcher) find(text string) []hit {
 		return nil
 	}
 	ws := words(text)
+	nonASCII := nonASCIIBefore(text, ws)
 	var hits []hit
+	var p []byte // the lower case of the words of a run, reused
 	for i := 0; i < len(ws); {
 		// The longest run of words from i joined into one name.
 		n := 1
@@ -301,8 +313,8 @@ func (m *matcher) find(text string) []hit {
 		// name an entry (ASCII words key to their lower case; the last word
 		// of several may fold to its singular, so it is not checked).
 		limit := n
-		if asciiWords(text, ws[i:i+n]) {
-			var p []byte
+		if nonASCII[i+n] == nonASCII[i] { // the words are ASCII
+			p = p[:0]
 			j := 0
 			for j < n {
 				p = appendLower(p, text[ws[i+j].start:ws[i+j].end])

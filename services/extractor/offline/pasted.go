@@ -87,4 +87,52 @@ func eachLine(text string, fn func(off int, line string)) {
 }
 
 // machineSentence reports whether a sentence holds program output.
-func machineSentence(s string) bool { return machineOutput().MatchString(s) }
+func machineSentence(s string) bool { return mayBeMachine(s) && machineOutput().MatchString(s) }
+
+// mayBeMachine is a cheap test that machineOutput may match s: each of its
+// alternatives needs one of these: "0x", "::", " on line ", "Exception in
+// thread", "Traceback (", a source file's extension before a colon and a
+// digit (".go:12"), "at " before a word and a dot ("at com.foo"). Most
+// sentences hold none and skip the regexp.
+func mayBeMachine(s string) bool {
+	if strings.Contains(s, "0x") || strings.Contains(s, "::") || strings.Contains(s, " on line ") ||
+		strings.Contains(s, "Exception in thread") || strings.Contains(s, "Traceback (") {
+		return true
+	}
+	for i := strings.IndexByte(s, ':'); i >= 0 && i+1 < len(s); {
+		if c := s[i+1]; c >= '0' && c <= '9' && sourceExt(s[:i]) {
+			return true
+		}
+		j := strings.IndexByte(s[i+1:], ':')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	for i := strings.Index(s, "at "); i >= 0; {
+		j := i + len("at ")
+		for j < len(s) && (isWordByte(s[j]) && s[j] != '-' || s[j] == '$') {
+			j++
+		}
+		if j > i+len("at ") && j < len(s) && s[j] == '.' {
+			return true
+		}
+		n := strings.Index(s[i+1:], "at ")
+		if n < 0 {
+			break
+		}
+		i += 1 + n
+	}
+	return false
+}
+
+// sourceExt reports whether s ends with a source file's extension that
+// machineOutput knows.
+func sourceExt(s string) bool {
+	for _, e := range [...]string{".java", ".kt", ".scala", ".py", ".go", ".rb", ".php", ".cc", ".cpp", ".c", ".js", ".ts"} {
+		if strings.HasSuffix(s, e) {
+			return true
+		}
+	}
+	return false
+}

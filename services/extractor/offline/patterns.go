@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -37,8 +39,11 @@ type pattern struct {
 	sourceTypes          map[string]bool
 	targetTypes          map[string]bool
 	cues                 []*regexp.Regexp
-	between              *regexp.Regexp
-	fallback             bool
+	// cueLits are, per cue, literals (lower case) one of which every match
+	// of the cue holds, nil when the cue needs none it can tell.
+	cueLits  [][]string
+	between  *regexp.Regexp
+	fallback bool
 }
 
 type patternFile struct {
@@ -114,6 +119,7 @@ func ParsePatterns(data []byte) (*Patterns, error) {
 				return nil, fmt.Errorf("extractor: relation pattern %q cue: %w", pt.name, err)
 			}
 			pt.cues = append(pt.cues, re)
+			pt.cueLits = append(pt.cueLits, requiredLiterals("(?i)"+c))
 		}
 		switch fp.From {
 		case "document":
@@ -166,7 +172,93 @@ func (pt *pattern) cued(sentence string) bool {
 	if len(pt.cues) == 0 {
 		return true
 	}
-	return slices.ContainsFunc(pt.cues, func(re *regexp.Regexp) bool { return re.MatchString(sentence) })
+	// An ASCII sentence without any literal a cue needs cannot match it:
+	// that cue's regexp is skipped. Outside ASCII, case folding may make
+	// a literal of other runes ("ſ" folds to "s"), so every cue runs.
+	var lower string
+	ascii := isASCII(sentence)
+	if ascii {
+		lower = strings.ToLower(sentence)
+	}
+	for i, re := range pt.cues {
+		if ascii && pt.cueLits[i] != nil && !slices.ContainsFunc(pt.cueLits[i], func(l string) bool { return strings.Contains(lower, l) }) {
+			continue
+		}
+		if re.MatchString(sentence) {
+			return true
+		}
+	}
+	return false
+}
+
+// isASCII reports whether s holds ASCII bytes only.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// requiredLiterals returns literals (lower case, ASCII) one of which
+// every match of expr holds, read from its syntax tree: a literal needs
+// itself, a concatenation what one of its parts needs (the part whose
+// shortest literal is longest), an alternation what each of its branches
+// needs, a repetition at least once what its operand needs. It returns
+// nil when expr needs none it can tell, or a literal is case-sensitive or
+// outside ASCII.
+func requiredLiterals(expr string) []string {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	return literalsOf(re)
+}
+
+func literalsOf(re *syntax.Regexp) []string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		l := string(re.Rune)
+		if re.Flags&syntax.FoldCase == 0 || !isASCII(l) {
+			return nil
+		}
+		return []string{strings.ToLower(l)}
+	case syntax.OpCapture, syntax.OpPlus:
+		return literalsOf(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return literalsOf(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		var best []string
+		for _, sub := range re.Sub {
+			if ls := literalsOf(sub); ls != nil && (best == nil || shortest(ls) > shortest(best)) {
+				best = ls
+			}
+		}
+		return best
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			ls := literalsOf(sub)
+			if ls == nil {
+				return nil
+			}
+			out = append(out, ls...)
+		}
+		return out
+	}
+	return nil
+}
+
+// shortest is the length of the shortest of ls.
+func shortest(ls []string) int {
+	n := len(ls[0])
+	for _, l := range ls[1:] {
+		n = min(n, len(l))
+	}
+	return n
 }
 
 func (pt *pattern) fromDocument(a *Analysis, out *Output) {

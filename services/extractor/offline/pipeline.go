@@ -446,14 +446,14 @@ func (o *Output) Entity(e events.RawEntity) {
 
 // Relationship adds r unless it is there.
 func (o *Output) Relationship(r events.RawRelationship) {
-	k := resolve.ID(r.SourceType, r.Source) + "|" + resolve.Type(r.Relation) + "|" + resolve.ID(r.TargetType, r.Target) + "|" + r.TextUnit
+	a, rel, b := resolve.ID(r.SourceType, r.Source), resolve.Type(r.Relation), resolve.ID(r.TargetType, r.Target)
+	k := a + "|" + rel + "|" + b + "|" + r.TextUnit
 	if o.relSeen[k] {
 		return
 	}
 	o.relSeen[k] = true
 	o.rels = append(o.rels, r)
-	if resolve.Type(r.Relation) != RelMentions {
-		a, b := resolve.ID(r.SourceType, r.Source), resolve.ID(r.TargetType, r.Target)
+	if rel != RelMentions {
 		o.pairs[[2]string{min(a, b), max(a, b)}] = true
 	}
 }

@@ -22,12 +22,40 @@ func corpusTexts(t *testing.T) []string {
 				return err
 			}
 			b, err := os.ReadFile(p)
-			out = append(out, string(b)+" x_ABC ABCD_ é ÉAB CAFé FooBar_ _FooBar Foo9Bar8 ABCDEFG a-b x.y-z _a-b a-b_ -ab- é-a a-é db1005 db1005.eqiad a_b-c")
+			out = append(out, string(b)+" x_ABC ABCD_ é ÉAB CAFé FooBar_ _FooBar Foo9Bar8 ABCDEFG a-b x.y-z _a-b a-b_ -ab- é-a a-é db1005 db1005.eqiad a_b-c"+
+				" The DNS resolver Cert Manager  x A b Ab c9 Ab_ cd Ab cd_ Ab9 Cd9 Ab Cé Éb cd X1 Y2 z")
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	return out
+}
+
+// slicesOf returns ms as slices.
+func slicesOf(ms [][6]int) [][]int {
+	var out [][]int
+	for _, m := range ms {
+		out = append(out, m[:])
+	}
+	return out
+}
+
+// pairSearch is the search wordPairs stands for: re's next match from
+// the second word of the last one, over the whole text.
+func pairSearch(re *regexp.Regexp, text string) [][]int {
+	var out [][]int
+	for pos := 0; pos < len(text); {
+		m := re.FindStringSubmatchIndex(text[pos:])
+		if m == nil {
+			break
+		}
+		for i := range m {
+			m[i] += pos
+		}
+		out = append(out, m)
+		pos = m[4]
 	}
 	return out
 }
@@ -53,6 +81,7 @@ func TestRunSearchesEqualWholeTextSearches(t *testing.T) {
 			{"acronym", wordRuns(text, acronymWord), acronym.FindAllStringIndex(text, -1)},
 			{"ident", findInRunsIf(f.ident, text, func(run string) bool { return strings.ContainsAny(run, "-_") }), f.ident.FindAllStringIndex(text, -1)},
 			{"host", findInRuns(f.host, text), f.host.FindAllStringIndex(text, -1)},
+			{"pair", slicesOf(wordPairs(text)), pairSearch(f.pair, text)},
 		} {
 			found[c.name] += len(c.got)
 			if !reflect.DeepEqual(c.got, c.want) {
