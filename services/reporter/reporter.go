@@ -62,9 +62,10 @@ type Config struct {
 	// MaxDeliver and Backoff tune redelivery (stream defaults when zero).
 	MaxDeliver int
 	Backoff    []time.Duration
-	// ReconcileEvery is how often Run reconciles the reports with the
-	// stored communities (default 1m; also at start and after each
-	// communities event; negative: never, see reconcile.go).
+	// ReconcileEvery is how often Run reconciles the reports with every
+	// stored community (default 1m; also at start; negative: never, see
+	// reconcile.go). It bounds how long a lost announcement leaves a
+	// community without its report.
 	ReconcileEvery time.Duration
 	// ReconcileBatch bounds the reports one reconciliation pass of a
 	// tenant writes (default 256); a pass that stops there is followed by
@@ -80,12 +81,10 @@ type Config struct {
 	VectorBatch     int
 	VectorBatchWait time.Duration
 	// ReconcileGap is the least time between the end of a reconciliation
-	// pass and a pass asked for by a communities event (default 2s;
-	// negative: none). A pass reads every community, report citation and
-	// cited registry entry of the tenant, so during a backfill, when
-	// events follow each other, a pass after each would cost what the
-	// tenant holds per event; the events asking within the gap get one
-	// pass at its end.
+	// pass and the narrow pass asked for by a communities event (default
+	// 2s; negative: none). The narrow pass checks only the communities the
+	// events named (see reconcile.go); the events asking within the gap
+	// share one pass at its end.
 	ReconcileGap time.Duration
 }
 
@@ -159,6 +158,11 @@ type Worker struct {
 	handle     stream.Handler
 	cursor     map[string]store.Community
 	reconciled *prometheus.CounterVec
+	// named holds, per tenant, the communities whose reports events wrote
+	// since the tenant's last pass, by id, each with one of its members
+	// (guarded by rmu; see ReconcileChanged).
+	named  map[string]map[string]string
+	passes *prometheus.CounterVec
 
 	// vmu serialises the vector index writes (see vectors.go).
 	vmu       sync.Mutex
@@ -179,6 +183,11 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{cfg: cfg, bus: bus, st: st, log: log, wake: make(chan struct{}, 1), cursor: map[string]store.Community{},
+		named: map[string]map[string]string{},
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_report_reconcile_passes_total",
+			Help: "Reconciliation passes, by scope (all: every community of every tenant; changed: the communities events named since the last pass).",
+		}, []string{"scope"}),
 		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_reports_reconciled_total",
 			Help: "Reports the reconciliation with the stored communities wrote or removed, by reason (missing, sources_changed, removed).",
@@ -210,7 +219,7 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 	}
 	w.handle = w.handlers()
 	if reg != nil {
-		cs := []prometheus.Collector{w.written, w.restamped, w.took, w.fallback, w.reconciled}
+		cs := []prometheus.Collector{w.written, w.restamped, w.took, w.fallback, w.reconciled, w.passes}
 		if cfg.Vectors != nil {
 			cs = append(cs, w.vectorOps, w.embedded)
 		}
@@ -279,8 +288,9 @@ func (w *Worker) handlers() stream.Handler {
 func (w *Worker) handleCommunities(ctx context.Context, _ *stream.Message, ev *events.CommunitiesChanged) error {
 	w.rmu.Lock()
 	defer w.rmu.Unlock()
-	// Whatever this event leaves out (an announcement lost before it), the
-	// reconciliation that follows it finds.
+	// The narrow pass that follows checks the reports written here again;
+	// whatever this event leaves out (an announcement lost before it), the
+	// next full pass finds.
 	defer w.wakeReconcile()
 	// An older run's event is still handled: the newer run was diffed
 	// against it, so its changes are announced nowhere else. Ids are member
@@ -318,6 +328,11 @@ func (w *Worker) handleCommunities(ctx context.Context, _ *stream.Message, ev *e
 	if err != nil {
 		return err
 	}
+	cs := make([]store.Community, len(jobs))
+	for i, j := range jobs {
+		cs[i] = j.c
+	}
+	w.name(ev.Tenant, cs)
 	written := make([]string, 0, len(reps))
 	for _, r := range reps {
 		written = append(written, r.ID)
