@@ -351,6 +351,12 @@ type ReportStore interface {
 	// PutReport stores r, replacing the report of the same id and its
 	// citations in the by-source index.
 	PutReport(ctx context.Context, tenant string, r Report) error
+	// PutReports stores rs as PutReport stores each, in one transaction:
+	// every report of rs is stored with its citations, or (on an error)
+	// none is. Every report is checked before anything is written: an
+	// invalid one, or an id twice in rs, fails with ErrInvalid. An empty
+	// rs stores nothing.
+	PutReports(ctx context.Context, tenant string, rs []Report) error
 	// DeleteReport removes a report and its citations; an absent one is
 	// not an error.
 	DeleteReport(ctx context.Context, tenant, id string) error
