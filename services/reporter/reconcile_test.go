@@ -396,3 +396,78 @@ func TestEventPassChecksOnlyNamedCommunities(t *testing.T) {
 	require.Equal(t, reporter.Reconciled{Written: 1, Drifted: 1}, r)
 	require.Equal(t, []provenance.SourceRef{{DocID: "pm-02", Version: 2}}, e.reports(t)[reporter.ReportID(e.comms[2].ID)].Sources)
 }
+
+// storeCalls counts the report writes of a store: PutReport and PutReports
+// calls, and the reports the latter stored.
+type storeCalls struct {
+	*embedded.Store
+	mu                     sync.Mutex
+	puts, batches, batched int
+}
+
+func (s *storeCalls) PutReport(ctx context.Context, tenant string, r store.Report) error {
+	s.mu.Lock()
+	s.puts++
+	s.mu.Unlock()
+	return s.Store.PutReport(ctx, tenant, r)
+}
+
+func (s *storeCalls) PutReports(ctx context.Context, tenant string, rs []store.Report) error {
+	s.mu.Lock()
+	s.batches++
+	s.batched += len(rs)
+	s.mu.Unlock()
+	return s.Store.PutReports(ctx, tenant, rs)
+}
+
+// TestReportsAreStoredInChunks: a pass writing 130 reports stores them in
+// two transactions (the chunk bound is 128), none one by one.
+func TestReportsAreStoredInChunks(t *testing.T) {
+	e := newReconcileEnv(t, 130)
+	sc := &storeCalls{Store: e.st}
+	w, err := reporter.New(reporter.Config{}, e.bus, sc, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 130, r.Written)
+	require.Equal(t, 0, sc.puts)
+	require.Equal(t, 2, sc.batches)
+	require.Equal(t, 130, sc.batched)
+	require.Len(t, e.reports(t), 130)
+}
+
+// slowWriter is a report writer taking a while per report (as an LLM
+// does); it fails, so the extractive writer writes the report. Before each
+// report it records how many reports the store holds.
+type slowWriter struct {
+	st     *embedded.Store
+	took   time.Duration
+	stored []int
+}
+
+func (s *slowWriter) Name() string { return "slow" }
+
+func (s *slowWriter) Write(ctx context.Context, c store.Community, _ *reporter.Context) (store.Report, error) {
+	rs, err := s.st.Reports(ctx, "acme")
+	if err != nil {
+		return store.Report{}, err
+	}
+	s.stored = append(s.stored, len(rs))
+	time.Sleep(s.took)
+	return store.Report{}, fmt.Errorf("no report for %s", c.ID)
+}
+
+// TestSlowReportsAreStoredAsTheyFinish: with a writer taking 600ms a
+// report, the reports finished are stored within about a second, not at
+// the end of the pass: a crash loses little finished work.
+func TestSlowReportsAreStoredAsTheyFinish(t *testing.T) {
+	e := newReconcileEnv(t, 3)
+	sw := &slowWriter{st: e.st, took: 600 * time.Millisecond}
+	w, err := reporter.New(reporter.Config{LLM: sw}, e.bus, e.st, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 3, r.Written)
+	// The first two took 1.2s: stored before the third is written.
+	require.Equal(t, []int{0, 0, 2}, sw.stored)
+}

@@ -366,11 +366,24 @@ type job struct {
 	reason string
 }
 
+// Reports are stored in chunks (store.ReportStore.PutReports, one
+// transaction each): a chunk is stored once it holds storeChunk reports or
+// its first report has waited storeWait, and at the end. Extractive
+// reports take well under a millisecond each, so a run's reports share a
+// few commits instead of one each; an LLM report takes seconds, so a crash
+// loses at most about storeWait of finished reports (and the writer calls
+// of the reports finished since).
+const (
+	storeChunk = 128
+	storeWait  = time.Second
+)
+
 // writeReports writes the reports of jobs and returns those it stored. A
 // community whose report has the same member hash and input hash as now
 // (see inputHash) keeps its report: only the citations move to the current
 // versions (restamped, no writer call), and nothing is stored when nothing
-// moved. Only the reports of jobs are read.
+// moved. Only the reports of jobs are read. On an error, the reports
+// returned are those stored before it.
 func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([]store.Report, error) {
 	if len(jobs) == 0 {
 		return nil, nil
@@ -388,7 +401,42 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([
 	if err != nil {
 		return nil, fmt.Errorf("reading the reports of %d communities: %w", len(ids), err)
 	}
-	var reps []store.Report
+	// done is a report written but not yet stored, with what its metrics
+	// record once it is.
+	type done struct {
+		r       store.Report
+		restamp bool
+		reason  string
+		took    time.Duration
+	}
+	var (
+		reps    []store.Report
+		chunk   []done
+		started time.Time
+	)
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		batch := make([]store.Report, len(chunk))
+		for i, d := range chunk {
+			batch[i] = d.r
+		}
+		if err := w.st.PutReports(ctx, tenant, batch); err != nil {
+			return fmt.Errorf("storing %d reports: %w", len(batch), err)
+		}
+		for _, d := range chunk {
+			if d.restamp {
+				w.restamped.Inc()
+			} else {
+				w.took.Observe(d.took.Seconds())
+				w.written.WithLabelValues(d.reason).Inc()
+			}
+		}
+		reps = append(reps, batch...)
+		chunk = chunk[:0]
+		return nil
+	}
 	for _, j := range jobs {
 		start := time.Now()
 		hash := w.inputHash(ix, j.c)
@@ -404,16 +452,18 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([
 			r = w.write(ctx, j.c, ix)
 			r.InputHash = hash
 		}
-		if err := w.st.PutReport(ctx, tenant, r); err != nil {
-			return reps, fmt.Errorf("storing report %s: %w", r.ID, err)
+		if len(chunk) == 0 {
+			started = start
 		}
-		if restamp {
-			w.restamped.Inc()
-		} else {
-			w.took.Observe(time.Since(start).Seconds())
-			w.written.WithLabelValues(j.reason).Inc()
+		chunk = append(chunk, done{r: r, restamp: restamp, reason: j.reason, took: time.Since(start)})
+		if len(chunk) >= storeChunk || time.Since(started) >= storeWait {
+			if err := flush(); err != nil {
+				return reps, err
+			}
 		}
-		reps = append(reps, r)
+	}
+	if err := flush(); err != nil {
+		return reps, err
 	}
 	return reps, nil
 }
