@@ -360,6 +360,10 @@ type ReportStore interface {
 	// DeleteReport removes a report and its citations; an absent one is
 	// not an error.
 	DeleteReport(ctx context.Context, tenant, id string) error
+	// DeleteReports removes the reports ids and their citations as
+	// DeleteReport removes each, in one transaction: all of them or (on
+	// an error) none. Absent ones, and an id given twice, are not errors.
+	DeleteReports(ctx context.Context, tenant string, ids []string) error
 	// Report returns one report (ErrNotFound if absent).
 	Report(ctx context.Context, tenant, id string) (Report, error)
 	// Reports returns every report of a tenant, sorted by id.

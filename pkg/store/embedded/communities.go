@@ -388,6 +388,36 @@ func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
 	return nil
 }
 
+// DeleteReports removes the reports ids and their index entries in one
+// transaction; absent ones are not an error.
+func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) error {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return fmt.Errorf("deleting %d reports: %w", len(ids), err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		t, err := tenantBucket(tx, bucketReports, tenant, false)
+		if err != nil || t == nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := t.Delete([]byte(id)); err != nil {
+				return err
+			}
+			if err := indexReport(tx, tenant, id, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting %d reports of %q: %w", len(ids), tenant, err)
+	}
+	return nil
+}
+
 // indexReport replaces the index entries of report id with cites (none
 // for a deleted report).
 func indexReport(tx *bolt.Tx, tenant, id string, cites []provenance.SourceRef) error {

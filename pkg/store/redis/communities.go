@@ -351,6 +351,54 @@ func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
 	return nil
 }
 
+// DeleteReports removes the reports ids and their index entries in one
+// optimistic transaction on the citations hash, as DeleteReport removes
+// one; absent ones are not an error.
+func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) error {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return fmt.Errorf("deleting %d reports: %w", len(ids), err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	k := s.tenantKeys(tenant)
+	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+		old := make([][]provenance.SourceRef, len(ids))
+		for start := 0; start < len(ids); start += mgetChunk {
+			end := min(start+mgetChunk, len(ids))
+			vals, err := tx.HMGet(ctx, k.reportCites(), ids[start:end]...).Result()
+			if err != nil {
+				return err
+			}
+			for j, raw := range vals {
+				str, ok := raw.(string)
+				if !ok {
+					continue // absent
+				}
+				if err := store.DecodeValue([]byte(str), &old[start+j]); err != nil {
+					return fmt.Errorf("decoding the citations of %q: %w", ids[start+j], err)
+				}
+			}
+		}
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, id := range ids {
+				for _, c := range old[i] {
+					p.SRem(ctx, k.reportsOf(c.DocID), id)
+				}
+			}
+			p.HDel(ctx, k.reports(), ids...)
+			p.HDel(ctx, k.reportCites(), ids...)
+			return nil
+		})
+		return err
+	}, k.reportCites())
+	if err != nil {
+		return fmt.Errorf("deleting %d reports of %q: %w", len(ids), tenant, err)
+	}
+	return nil
+}
+
 // indexReport writes (data != "") or deletes report id with its index
 // entries: the citations it had are read under WATCH and replaced by cites.
 func (s *Store) indexReport(ctx context.Context, tenant, id, data string, cites []provenance.SourceRef) error {

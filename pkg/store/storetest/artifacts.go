@@ -170,10 +170,10 @@ func testReports(t *testing.T, s store.Stores) {
 	require.ErrorIs(t, s.PutReport(ctx, "Bad Tenant", r0), store.ErrInvalid)
 }
 
-// testReportsBatch checks PutReports: a batch stores what PutReport would
-// store of each report, the by-source index and the citations following
-// (a report already stored moves its entries), and a refused batch stores
-// nothing.
+// testReportsBatch checks PutReports and DeleteReports: a batch stores
+// (removes) what PutReport (DeleteReport) would of each report, the
+// by-source index and the citations following (a report already stored
+// moves its entries), and a refused batch changes nothing.
 func testReportsBatch(t *testing.T, s store.Stores) {
 	ctx := t.Context()
 	ref := func(doc string, v int64, unit string) provenance.SourceRef {
@@ -243,6 +243,25 @@ func testReportsBatch(t *testing.T, s store.Stores) {
 	require.Equal(t, all, all2)
 	require.Equal(t, cites, cites2)
 	require.Equal(t, []string{}, bySource("c"))
+
+	// A batch deletion removes the reports and their index entries; an
+	// absent id and an id twice are no errors. A refused one removes
+	// nothing.
+	require.NoError(t, s.DeleteReports(ctx, tenant, nil))
+	require.ErrorIs(t, s.DeleteReports(ctx, "Bad Tenant", []string{"r0"}), store.ErrInvalid)
+	require.Error(t, s.DeleteReports(cancelled, tenant, []string{"r0", "r1"}))
+	all2, cites2 = state()
+	require.Equal(t, all, all2)
+	require.Equal(t, cites, cites2)
+	require.NoError(t, s.DeleteReports(ctx, tenant, []string{"r1", "absent", "r1", "r2"}))
+	all, cites = state()
+	require.Equal(t, []store.Report{r0}, all)
+	require.Equal(t, map[string][]provenance.SourceRef{"r0": {ref("b", 2, "")}}, cites)
+	require.Equal(t, []string{}, bySource("a"))
+	require.Equal(t, []string{"r0"}, bySource("b"))
+	require.NoError(t, s.DeleteReports(ctx, other, []string{"r0"}), "another tenant's are not these")
+	_, err = s.Report(ctx, tenant, "r0")
+	require.NoError(t, err)
 
 	// The other tenant sees none of it.
 	rs, err := s.Reports(ctx, other)
