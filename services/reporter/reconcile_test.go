@@ -398,11 +398,13 @@ func TestEventPassChecksOnlyNamedCommunities(t *testing.T) {
 }
 
 // storeCalls counts the report writes of a store: PutReport and PutReports
-// calls, and the reports the latter stored.
+// calls and the reports the latter stored, DeleteReport and DeleteReports
+// calls.
 type storeCalls struct {
 	*embedded.Store
 	mu                     sync.Mutex
 	puts, batches, batched int
+	deletes, deleteBatches int
 }
 
 func (s *storeCalls) PutReport(ctx context.Context, tenant string, r store.Report) error {
@@ -470,4 +472,50 @@ func TestSlowReportsAreStoredAsTheyFinish(t *testing.T) {
 	require.Equal(t, 3, r.Written)
 	// The first two took 1.2s: stored before the third is written.
 	require.Equal(t, []int{0, 0, 2}, sw.stored)
+}
+
+func (s *storeCalls) DeleteReport(ctx context.Context, tenant, id string) error {
+	s.mu.Lock()
+	s.deletes++
+	s.mu.Unlock()
+	return s.Store.DeleteReport(ctx, tenant, id)
+}
+
+func (s *storeCalls) DeleteReports(ctx context.Context, tenant string, ids []string) error {
+	s.mu.Lock()
+	s.deleteBatches++
+	s.mu.Unlock()
+	return s.Store.DeleteReports(ctx, tenant, ids)
+}
+
+// TestRemovedReportsGoInOneTransaction: the reports of the communities a
+// run removed go in one store call, whether the run's event or a
+// reconciliation pass removes them.
+func TestRemovedReportsGoInOneTransaction(t *testing.T) {
+	e := newReconcileEnv(t, 4)
+	sc := &storeCalls{Store: e.st}
+	w, err := reporter.New(reporter.Config{}, e.bus, sc, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	_, err = w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+
+	// Run 2 merges the first two incidents; its event removes their reports.
+	merged := community("failure_mode:mode00", "failure_mode:mode01", "incident:pm-00", "incident:pm-01")
+	next := []store.Community{merged, e.comms[2], e.comms[3]}
+	require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 2, next))
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 2, Changed: changes(next[:1]),
+		Removed: []string{e.comms[0].ID, e.comms[1].ID}})))
+	e.waitReports(t, next)
+	require.Equal(t, 0, sc.deletes)
+	require.Equal(t, 1, sc.deleteBatches)
+
+	// Run 3 drops the last two without an announcement: the full pass
+	// removes both reports at once.
+	require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 3, next[:1]))
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 2, r.Removed)
+	e.waitReports(t, next[:1])
+	require.Equal(t, 0, sc.deletes)
+	require.Equal(t, 2, sc.deleteBatches)
 }

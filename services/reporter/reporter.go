@@ -468,14 +468,15 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([
 	return reps, nil
 }
 
-// removeReports deletes the reports ids.
+// removeReports deletes the reports ids, in one transaction.
 func (w *Worker) removeReports(ctx context.Context, tenant string, ids []string) error {
-	for _, id := range ids {
-		if err := w.st.DeleteReport(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("removing report %s: %w", id, err)
-		}
-		w.written.WithLabelValues("removed").Inc()
+	if len(ids) == 0 {
+		return nil
 	}
+	if err := w.st.DeleteReports(ctx, tenant, ids); err != nil {
+		return fmt.Errorf("removing %d reports: %w", len(ids), err)
+	}
+	w.written.WithLabelValues("removed").Add(float64(len(ids)))
 	return nil
 }
 
