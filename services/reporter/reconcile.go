@@ -134,8 +134,13 @@ func (w *Worker) settle(ctx context.Context, tenant string, out Reconciled, jobs
 // name records that the reports of comms were written for a communities
 // event, for the next narrow pass to check (see ReconcileChanged). A
 // community is recorded by one of its members, through which the pass
-// finds it as stored then. The caller holds rmu.
+// finds it as stored then. Without reconciliation (ReconcileEvery
+// negative) nothing is recorded: no pass would take it. The caller holds
+// rmu.
 func (w *Worker) name(tenant string, comms []store.Community) {
+	if w.cfg.ReconcileEvery < 0 {
+		return
+	}
 	for _, c := range comms {
 		if len(c.Members) == 0 {
 			continue // no member to find it by: the full pass's

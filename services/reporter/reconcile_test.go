@@ -395,6 +395,17 @@ func TestEventPassChecksOnlyNamedCommunities(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, reporter.Reconciled{Written: 1, Drifted: 1}, r)
 	require.Equal(t, []provenance.SourceRef{{DocID: "pm-02", Version: 2}}, e.reports(t)[reporter.ReportID(e.comms[2].ID)].Sources)
+
+	// Without reconciliation, events record nothing for a pass that never
+	// comes.
+	off, err := reporter.New(reporter.Config{ReconcileEvery: -1}, e.bus, cs, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	e.announce(t, "pm-01", 2)
+	apply(t, e.st, "pm-01", 2, "mode01")
+	require.NoError(t, off.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 2, Changed: changes(next[:1])})))
+	e.announce(t, "pm-01", 3)
+	apply(t, e.st, "pm-01", 3, "mode01")
+	require.Equal(t, reporter.Reconciled{}, off.ReconcileChanged(t.Context()))
 }
 
 // storeCalls counts the report writes of a store: PutReport and PutReports
