@@ -65,3 +65,22 @@ func ValidateReport(tenant string, r Report) error {
 	}
 	return nil
 }
+
+// ValidateReports checks a PutReports call as every adapter does: each
+// report as ValidateReport does, and no id twice. Failures wrap ErrInvalid.
+func ValidateReports(tenant string, rs []Report) error {
+	if err := ValidateTenant(tenant); err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(rs))
+	for i, r := range rs {
+		if err := ValidateReport(tenant, r); err != nil {
+			return fmt.Errorf("reports[%d]: %w", i, err)
+		}
+		if seen[r.ID] {
+			return fmt.Errorf("%w: reports[%d]: duplicate id %q", ErrInvalid, i, r.ID)
+		}
+		seen[r.ID] = true
+	}
+	return nil
+}

@@ -351,9 +351,19 @@ type ReportStore interface {
 	// PutReport stores r, replacing the report of the same id and its
 	// citations in the by-source index.
 	PutReport(ctx context.Context, tenant string, r Report) error
+	// PutReports stores rs as PutReport stores each, in one transaction:
+	// every report of rs is stored with its citations, or (on an error)
+	// none is. Every report is checked before anything is written: an
+	// invalid one, or an id twice in rs, fails with ErrInvalid. An empty
+	// rs stores nothing.
+	PutReports(ctx context.Context, tenant string, rs []Report) error
 	// DeleteReport removes a report and its citations; an absent one is
 	// not an error.
 	DeleteReport(ctx context.Context, tenant, id string) error
+	// DeleteReports removes the reports ids and their citations as
+	// DeleteReport removes each, in one transaction: all of them or (on
+	// an error) none. Absent ones, and an id given twice, are not errors.
+	DeleteReports(ctx context.Context, tenant string, ids []string) error
 	// Report returns one report (ErrNotFound if absent).
 	Report(ctx context.Context, tenant, id string) (Report, error)
 	// Reports returns every report of a tenant, sorted by id.

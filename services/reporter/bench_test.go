@@ -8,6 +8,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/services/reporter"
 )
 
@@ -59,26 +60,8 @@ func BenchmarkRegenerate(b *testing.B) {
 // for comparison "decode_all", reading every report as a pass without the
 // index would.
 func BenchmarkReconcile(b *testing.B) {
-	w, st, _, _ := setupB(b)
 	const n = 2000
-	var cs []store.Community
-	for i := range n {
-		doc := fmt.Sprintf("d%04d", i)
-		if _, err := st.Announce(b.Context(), "acme", store.Announcement{DocID: doc, Version: 1}); err != nil {
-			b.Fatal(err)
-		}
-		applyB(b, st, doc, fmt.Sprintf("fm%04d", i))
-		ms := []string{fmt.Sprintf("failure_mode:fm%04d", i), "incident:" + doc}
-		h := store.MemberHash(ms)
-		cs = append(cs, store.Community{ID: "c0-" + h[:12], Members: ms, MemberHash: h,
-			Sources: []provenance.SourceRef{{DocID: doc, Version: 1}}})
-	}
-	if err := st.ReplaceCommunities(b.Context(), "acme", 1, cs); err != nil {
-		b.Fatal(err)
-	}
-	if r := w.ReconcileAll(b.Context()); r.Written != n {
-		b.Fatalf("%d reports written, want %d", r.Written, n)
-	}
+	w, st, cs := reconcileTenantB(b, n)
 	b.Run("current", func(b *testing.B) {
 		for b.Loop() {
 			if r, err := w.Reconcile(b.Context(), "acme"); err != nil || r != (reporter.Reconciled{}) {
@@ -107,4 +90,67 @@ func BenchmarkReconcile(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkEventPass measures the reconciliation pass a communities event
+// asks for, after an event naming 5 communities, in tenants of 500 and
+// 2000 communities: "changed", the narrow pass (the communities named),
+// and "all", the full pass every such event ran before.
+func BenchmarkEventPass(b *testing.B) {
+	for _, n := range []int{500, 2000} {
+		w, _, cs := reconcileTenantB(b, n)
+		ev := &events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1}
+		for _, c := range cs[:5] {
+			ev.Changed = append(ev.Changed, events.CommunityChange{ID: c.ID, Level: c.Level, MemberHash: c.MemberHash})
+		}
+		data, err := events.Encode(ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("communities=%d/changed", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				if err := w.Handle(b.Context(), messageData(data)); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if r := w.ReconcileChanged(b.Context()); r != (reporter.Reconciled{}) {
+					b.Fatalf("%+v", r)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("communities=%d/all", n), func(b *testing.B) {
+			for b.Loop() {
+				if r := w.ReconcileAll(b.Context()); r != (reporter.Reconciled{}) {
+					b.Fatalf("%+v", r)
+				}
+			}
+		})
+	}
+}
+
+// reconcileTenantB is a tenant of n communities (one incident and its
+// failure mode each, every document in the registry), each with its report.
+func reconcileTenantB(b *testing.B, n int) (*reporter.Worker, *embedded.Store, []store.Community) {
+	b.Helper()
+	w, st, _, _ := setupB(b)
+	var cs []store.Community
+	for i := range n {
+		doc := fmt.Sprintf("d%04d", i)
+		if _, err := st.Announce(b.Context(), "acme", store.Announcement{DocID: doc, Version: 1}); err != nil {
+			b.Fatal(err)
+		}
+		applyB(b, st, doc, fmt.Sprintf("fm%04d", i))
+		ms := []string{fmt.Sprintf("failure_mode:fm%04d", i), "incident:" + doc}
+		h := store.MemberHash(ms)
+		cs = append(cs, store.Community{ID: "c0-" + h[:12], Members: ms, MemberHash: h,
+			Sources: []provenance.SourceRef{{DocID: doc, Version: 1}}})
+	}
+	if err := st.ReplaceCommunities(b.Context(), "acme", 1, cs); err != nil {
+		b.Fatal(err)
+	}
+	if r := w.ReconcileAll(b.Context()); r.Written != n {
+		b.Fatalf("%d reports written, want %d", r.Written, n)
+	}
+	return w, st, cs
 }

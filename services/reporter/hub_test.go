@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -338,4 +339,75 @@ func TestDeletionEventNamingTooFewLeavesNoItem(t *testing.T) {
 	handleAll(t, r.w, graphMsg(t, "a", 2, false, hubID))
 	hub = r.requireRebuilt(docs)
 	require.Equal(t, []string{"a", "b"}, hub.DocIDs())
+}
+
+// entityReads is the embedded store recording the ids of each Entities
+// call (whole entities, every fragment decoded).
+type entityReads struct {
+	*embedded.Store
+	mu    sync.Mutex
+	whole []string
+}
+
+func (s *entityReads) Entities(ctx context.Context, tenant string, ids []string) (map[string]store.Entity, error) {
+	s.mu.Lock()
+	s.whole = append(s.whole, ids...)
+	s.mu.Unlock()
+	return s.Store.Entities(ctx, tenant, ids)
+}
+
+func (s *entityReads) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.whole
+	s.whole = nil
+	return out
+}
+
+// wholeOnly is a store without store.EntityParts: its entities are read
+// whole.
+type wholeOnly struct{ reporter.Stores }
+
+// TestHubPatchReadsPartOfTheHub: an edit of a document outside the hub's
+// text patches the hub's item from the first fragments and the document's
+// own, never reading the hub whole; an edit inside the text rebuilds it
+// from the whole hub. A store that can only read entities whole writes the
+// same items.
+func TestHubPatchReadsPartOfTheHub(t *testing.T) {
+	r := newHubRig(t)
+	reads := &entityReads{Store: r.st}
+	w, err := reporter.New(reporter.Config{Vectors: r.ix, Embedder: r.emb}, r.bus, reads, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	const n = 200
+	var docs []string
+	var ms []*stream.Message
+	for i := range n {
+		d := fmt.Sprintf("doc-%03d", i)
+		docs = append(docs, d)
+		r.apply(d, 1, provenance.PublicACL(), fmt.Sprintf("Kafka carries the events of %s.", d))
+		ms = append(ms, graphMsg(t, d, 1, false, hubID))
+	}
+	handleAll(t, w, ms...)
+	require.Contains(t, reads.take(), hubID, "a new item is built whole")
+	r.requireRebuilt(docs)
+
+	r.apply("doc-150", 2, provenance.PublicACL(), "Kafka lost a partition of doc-150.")
+	handleAll(t, w, graphMsg(t, "doc-150", 2, false, hubID))
+	require.NotContains(t, reads.take(), hubID, "patched without reading the hub whole")
+	require.EqualValues(t, 2, r.requireRebuilt(docs).Sources[150].Version)
+
+	r.apply("doc-003", 2, provenance.PublicACL(), "Kafka dropped the events of doc-003.")
+	handleAll(t, w, graphMsg(t, "doc-003", 2, false, hubID))
+	require.Equal(t, []string{hubID}, reads.take(), "another text: the hub is read whole, once")
+	require.Contains(t, r.requireRebuilt(docs).Text, "dropped the events of doc-003")
+
+	// The same edits through a store reading entities whole.
+	whole, err := reporter.New(reporter.Config{Vectors: r.ix, Embedder: r.emb}, r.bus, wholeOnly{r.st}, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	r.apply("doc-160", 2, provenance.PublicACL(), "Kafka was upgraded for doc-160.")
+	handleAll(t, whole, graphMsg(t, "doc-160", 2, false, hubID))
+	require.EqualValues(t, 2, r.requireRebuilt(docs).Sources[160].Version)
+	r.apply("doc-004", 2, provenance.PublicACL(), "Kafka replayed the events of doc-004.")
+	handleAll(t, whole, graphMsg(t, "doc-004", 2, false, hubID))
+	require.Contains(t, r.requireRebuilt(docs).Text, "replayed the events of doc-004")
 }

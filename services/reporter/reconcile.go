@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -16,18 +17,29 @@ import (
 // Reconciliation.
 //
 // Announcements are edges; the stored communities and reports are the
-// level. At start, every ReconcileEvery and after each communities event,
-// the reporter compares them per tenant and writes the report of every
-// community that has none, or whose report cites a source version the
-// registry no longer has, or leaves out a current document the community
-// rests on; it removes the reports of communities that no longer exist.
-// So a lost announcement (a clusterer that died between storing a run and
-// publishing it, a report deleted by hand) cannot leave a community without
-// its report. A pass reads the communities, the report store's citation
-// index and the registry entries of the documents cited; it decodes only
-// the reports it rewrites. The member hash needs no decode: a report is
-// stored under its community's id, which names the member set, and the
-// rewrite compares the stored report's member hash with the community's.
+// level. At start and every ReconcileEvery, the reporter compares them per
+// tenant and writes the report of every community that has none, or whose
+// report cites a source version the registry no longer has, or leaves out
+// a current document the community rests on; it removes the reports of
+// communities that no longer exist. So a lost announcement (a clusterer
+// that died between storing a run and publishing it, a report deleted by
+// hand) cannot leave a community without its report for longer than
+// ReconcileEvery. Such a full pass reads the communities, the report
+// store's citation index and the registry entries of the documents cited;
+// it decodes only the reports it rewrites. The member hash needs no
+// decode: a report is stored under its community's id, which names the
+// member set, and the rewrite compares the stored report's member hash
+// with the community's.
+//
+// A communities event asks for a pass too, but a narrow one: it checks,
+// by the same rules, only the communities the events handled since the
+// last pass of the tenant wrote reports for (read again through the member
+// index, so a community replaced or grown since is seen as stored), with
+// their stored reports and the registry entries of their documents. Its
+// cost follows what the events named, not the tenant: during a backfill,
+// when events follow each other, a full pass after each would cost what
+// the tenant holds per event. What the narrow pass cannot see (a run
+// whose announcement was lost, an orphaned report) is the full pass's.
 
 // Reconciled is what one reconciliation pass of a tenant did.
 type Reconciled struct {
@@ -50,6 +62,9 @@ func (w *Worker) Reconcile(ctx context.Context, tenant string) (Reconciled, erro
 	if err != nil {
 		return out, fmt.Errorf("reading communities: %w", err)
 	}
+	// This pass sees every community: those named since the last one need
+	// no narrow pass of their own.
+	delete(w.named, tenant)
 	cites, err := w.st.ReportCitations(ctx, tenant)
 	if err != nil {
 		return out, fmt.Errorf("reading report citations: %w", err)
@@ -71,6 +86,12 @@ func (w *Worker) Reconcile(ctx context.Context, tenant string) (Reconciled, erro
 		last := jobs[len(jobs)-1].c
 		w.cursor[tenant] = store.Community{ID: last.ID + "\x00", Level: last.Level}
 	}
+	return w.settle(ctx, tenant, out, jobs, orphans)
+}
+
+// settle writes the reports of jobs, removes the reports orphans, indexes
+// both and announces what was done. The caller holds rmu.
+func (w *Worker) settle(ctx context.Context, tenant string, out Reconciled, jobs []job, orphans []string) (Reconciled, error) {
 	reps, err := w.writeReports(ctx, tenant, jobs)
 	out.Written = len(reps)
 	reasons := make(map[string]string, len(jobs))
@@ -110,9 +131,138 @@ func (w *Worker) Reconcile(ctx context.Context, tenant string) (Reconciled, erro
 	return out, nil
 }
 
+// name records that the reports of comms were written for a communities
+// event, for the next narrow pass to check (see ReconcileChanged). A
+// community is recorded by one of its members, through which the pass
+// finds it as stored then. Without reconciliation (ReconcileEvery
+// negative) nothing is recorded: no pass would take it. The caller holds
+// rmu.
+func (w *Worker) name(tenant string, comms []store.Community) {
+	if w.cfg.ReconcileEvery < 0 {
+		return
+	}
+	for _, c := range comms {
+		if len(c.Members) == 0 {
+			continue // no member to find it by: the full pass's
+		}
+		if w.named[tenant] == nil {
+			w.named[tenant] = map[string]string{}
+		}
+		w.named[tenant][c.ID] = c.Members[0]
+	}
+}
+
+// ReconcileChanged runs the narrow pass of every tenant with communities
+// named since its last pass (see the top of this file): each is read as
+// stored now, and its report written if missing or drifted, at most
+// ReconcileBatch per tenant (the rest wait for the next pass, which is
+// asked for at once). Nothing else of the tenant is read. It returns the
+// reports written.
+func (w *Worker) ReconcileChanged(ctx context.Context) Reconciled {
+	var total Reconciled
+	w.rmu.Lock()
+	tenants := slices.Sorted(maps.Keys(w.named))
+	w.rmu.Unlock()
+	for _, t := range tenants {
+		r, err := w.reconcileNamed(ctx, t)
+		total.Written += r.Written
+		total.Drifted += r.Drifted
+		total.More = total.More || r.More
+		if err != nil && !errors.Is(err, context.Canceled) {
+			w.log.Warn("checking the reports of changed communities failed, retrying at the next pass", "tenant", t, "error", err)
+		}
+	}
+	w.passes.WithLabelValues("changed").Inc()
+	return total
+}
+
+// reconcileNamed is the narrow pass of one tenant.
+func (w *Worker) reconcileNamed(ctx context.Context, tenant string) (Reconciled, error) {
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	var out Reconciled
+	named := w.named[tenant]
+	delete(w.named, tenant)
+	if len(named) == 0 {
+		return out, nil
+	}
+	// On failure the named communities wait for the next pass.
+	keep := func() {
+		if w.named[tenant] == nil {
+			w.named[tenant] = map[string]string{}
+		}
+		for id, m := range named {
+			if _, ok := w.named[tenant][id]; !ok {
+				w.named[tenant][id] = m
+			}
+		}
+	}
+	members := slices.Sorted(maps.Values(named))
+	members = slices.Compact(members)
+	found, err := w.st.CommunitiesOf(ctx, tenant, members)
+	if err != nil {
+		keep()
+		return out, fmt.Errorf("reading %d changed communities: %w", len(named), err)
+	}
+	// A community no longer stored is gone with its run: removing its
+	// report is the job of the run's event, or of the full pass.
+	comms := slices.DeleteFunc(found, func(c store.Community) bool { _, ok := named[c.ID]; return !ok })
+	ids := make([]string, len(comms))
+	for i, c := range comms {
+		ids[i] = ReportID(c.ID)
+	}
+	olds, err := w.st.ReportsByID(ctx, tenant, ids)
+	if err != nil {
+		keep()
+		return out, fmt.Errorf("reading the reports of %d changed communities: %w", len(ids), err)
+	}
+	cites := make(map[string][]provenance.SourceRef, len(olds))
+	for id, r := range olds {
+		cites[id] = store.CitationsOf(r)
+	}
+	jobs, err := w.check(ctx, tenant, comms, cites)
+	if err != nil {
+		keep()
+		return out, err
+	}
+	out.Drifted = len(jobs)
+	if len(jobs) > w.cfg.ReconcileBatch {
+		for _, j := range jobs[w.cfg.ReconcileBatch:] {
+			w.name(tenant, []store.Community{j.c})
+		}
+		jobs = jobs[:w.cfg.ReconcileBatch]
+		out.More = true
+		w.wakeReconcile()
+	}
+	return w.settle(ctx, tenant, out, jobs, nil)
+}
+
 // drift lists the reports to write (sorted by level, then id, as comms
 // are) and the reports to remove.
 func (w *Worker) drift(ctx context.Context, tenant string, comms []store.Community, cites map[string][]provenance.SourceRef) ([]job, []string, error) {
+	jobs, err := w.check(ctx, tenant, comms, cites)
+	if err != nil {
+		return nil, nil, err
+	}
+	alive := make(map[string]bool, len(comms))
+	for _, c := range comms {
+		alive[ReportID(c.ID)] = true
+	}
+	var orphans []string
+	for id := range cites {
+		if !alive[id] {
+			orphans = append(orphans, id)
+		}
+	}
+	slices.Sort(orphans)
+	return jobs, orphans, nil
+}
+
+// check lists the reports of comms to write, in the order of comms: those
+// missing from cites (the citations of the stored reports by report id)
+// and those drifted from the registry. It reads the registry entries of
+// the documents the communities and the reports in cites name.
+func (w *Worker) check(ctx context.Context, tenant string, comms []store.Community, cites map[string][]provenance.SourceRef) ([]job, error) {
 	var docs []string
 	for _, refs := range cites {
 		for _, s := range refs {
@@ -127,18 +277,15 @@ func (w *Worker) drift(ctx context.Context, tenant string, comms []store.Communi
 	slices.Sort(docs)
 	cur, err := w.st.Sources(ctx, tenant, slices.Compact(docs))
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading sources: %w", err)
+		return nil, fmt.Errorf("reading sources: %w", err)
 	}
 	current := func(s provenance.SourceRef) bool {
 		st, ok := cur[s.DocID]
 		return ok && !st.Deleted && st.Version == s.Version
 	}
 	var jobs []job
-	alive := make(map[string]bool, len(comms))
 	for _, c := range comms {
-		id := ReportID(c.ID)
-		alive[id] = true
-		refs, ok := cites[id]
+		refs, ok := cites[ReportID(c.ID)]
 		switch {
 		case !ok:
 			jobs = append(jobs, job{c, "missing"})
@@ -146,14 +293,7 @@ func (w *Worker) drift(ctx context.Context, tenant string, comms []store.Communi
 			jobs = append(jobs, job{c, "sources_changed"})
 		}
 	}
-	var orphans []string
-	for id := range cites {
-		if !alive[id] {
-			orphans = append(orphans, id)
-		}
-	}
-	slices.Sort(orphans)
-	return jobs, orphans, nil
+	return jobs, nil
 }
 
 // uncovered reports whether the community rests on a current document
@@ -179,20 +319,28 @@ func uncovered(c store.Community, refs []provenance.SourceRef, current func(prov
 	return false
 }
 
-// reconcileLoop reconciles every tenant at start, every ReconcileEvery and
-// when woken, until ctx is cancelled. A failed pass is logged and retried at
-// the next one; a pass that stopped at its bound is followed by another.
+// reconcileLoop reconciles every tenant at start and every ReconcileEvery
+// (full passes), and runs the narrow pass when woken by an event, until
+// ctx is cancelled. A failed pass is logged and retried at the next one; a
+// pass that stopped at its bound is followed by another.
 func (w *Worker) reconcileLoop(ctx context.Context) error {
 	tick := time.NewTicker(w.cfg.ReconcileEvery)
 	defer tick.Stop()
+	full := true
 	for {
-		w.ReconcileAll(ctx)
+		if full {
+			w.ReconcileAll(ctx)
+		} else {
+			w.ReconcileChanged(ctx)
+		}
 		ended := time.Now()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+			full = true
 		case <-w.wake:
+			full = false
 			// Woken by an event: not before the gap has passed (see
 			// Config.ReconcileGap); the events meanwhile share the pass.
 			if wait := time.Until(ended.Add(w.cfg.ReconcileGap)); wait > 0 {
@@ -239,6 +387,7 @@ func (w *Worker) ReconcileAll(ctx context.Context) Reconciled {
 			}
 		}
 	}
+	w.passes.WithLabelValues("all").Inc()
 	return total
 }
 

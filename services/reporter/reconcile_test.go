@@ -3,8 +3,10 @@ package reporter_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -265,12 +267,10 @@ func (e *reconcileEnv) worker(t *testing.T, cfg reporter.Config) (*reporter.Work
 	return w, reg
 }
 
-// TestEventPassWaitsForTheGap: a communities event asks for a
+// TestEventPassWaitsForTheGap: a communities event asks for a narrow
 // reconciliation pass, which runs no sooner than ReconcileGap after the
-// previous one. Run 2 is stored without its changes announced and an event
-// naming none of them follows: with an hour's gap the pass it asks for has
-// not run once the event is handled (the reports are those of run 1); with
-// no gap it runs and brings the reports to run 2.
+// previous pass. With an hour's gap it has not run once the event is
+// handled; with no gap it runs.
 func TestEventPassWaitsForTheGap(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -278,16 +278,23 @@ func TestEventPassWaitsForTheGap(t *testing.T) {
 	}{{"hour", time.Hour}, {"none", -1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newReconcileEnv(t, 3)
-			e.start(t, reporter.Config{ReconcileEvery: time.Hour, ReconcileGap: tc.gap})
+			_, reg, _ := e.start(t, reporter.Config{ReconcileEvery: time.Hour, ReconcileGap: tc.gap})
 			e.waitReports(t, e.comms)
 			merged := community("failure_mode:mode00", "failure_mode:mode01", "incident:pm-00", "incident:pm-01")
 			next := []store.Community{merged, e.comms[2]}
 			require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 2, next))
 			_, err := e.bus.Publish(t.Context(), events.KindCommunitiesChanged, "acme", events.CommunitiesID("acme", 2),
-				&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 2})
+				&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 2, Changed: changes(next[:1]),
+					Removed: []string{e.comms[0].ID, e.comms[1].ID}})
 			require.NoError(t, err)
+			e.waitReports(t, next)
 			if tc.gap < 0 {
-				e.waitReports(t, next)
+				streamtest.Eventually(t, 20*time.Second, func() error {
+					if n := counter(t, reg, "kgstream_report_reconcile_passes_total", "changed"); n != 1 {
+						return fmt.Errorf("%v narrow passes, want 1", n)
+					}
+					return nil
+				})
 				return
 			}
 			streamtest.Eventually(t, 20*time.Second, func() error {
@@ -298,9 +305,228 @@ func TestEventPassWaitsForTheGap(t *testing.T) {
 				return err
 			})
 			time.Sleep(300 * time.Millisecond)
-			rs := e.reports(t)
-			require.Len(t, rs, 3)
-			require.NotContains(t, rs, reporter.ReportID(merged.ID))
+			require.Zero(t, counter(t, reg, "kgstream_report_reconcile_passes_total", "changed"))
+			require.EqualValues(t, 1, counter(t, reg, "kgstream_report_reconcile_passes_total", "all"))
 		})
 	}
+}
+
+// countingStore is the embedded store counting the calls that read a
+// whole tenant (every community, every report citation, every report).
+type countingStore struct {
+	*embedded.Store
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (s *countingStore) count(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[name]++
+}
+
+func (s *countingStore) wholeTenantReads() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.calls)
+}
+
+func (s *countingStore) Communities(ctx context.Context, tenant string) ([]store.Community, error) {
+	s.count("Communities")
+	return s.Store.Communities(ctx, tenant)
+}
+
+func (s *countingStore) ReportCitations(ctx context.Context, tenant string) (map[string][]provenance.SourceRef, error) {
+	s.count("ReportCitations")
+	return s.Store.ReportCitations(ctx, tenant)
+}
+
+func (s *countingStore) Reports(ctx context.Context, tenant string) ([]store.Report, error) {
+	s.count("Reports")
+	return s.Store.Reports(ctx, tenant)
+}
+
+// TestEventPassChecksOnlyNamedCommunities: the narrow pass after a
+// communities event rewrites the drifted report of a community the event
+// named, without reading every community, report citation or report of the
+// tenant; a drifted report of a community no event named is left to the
+// full pass, which finds it.
+func TestEventPassChecksOnlyNamedCommunities(t *testing.T) {
+	e := newReconcileEnv(t, 3)
+	cs := &countingStore{Store: e.st, calls: map[string]int{}}
+	w, err := reporter.New(reporter.Config{}, e.bus, cs, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 3, r.Written)
+
+	// Run 2 merges the first two incidents; its event names the merged
+	// community, whose report the handler writes.
+	merged := community("failure_mode:mode00", "failure_mode:mode01", "incident:pm-00", "incident:pm-01")
+	next := []store.Community{merged, e.comms[2]}
+	require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 2, next))
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 2, Changed: changes(next[:1]),
+		Removed: []string{e.comms[0].ID, e.comms[1].ID}})))
+	e.waitReports(t, next)
+
+	// Then pm-00 and pm-02 move to version 2 without a clustering run:
+	// both reports cite a version the registry no longer has.
+	for _, doc := range []string{"pm-00", "pm-02"} {
+		e.announce(t, doc, 2)
+	}
+	apply(t, e.st, "pm-00", 2, "mode00")
+	apply(t, e.st, "pm-02", 2, "mode02")
+
+	before := cs.wholeTenantReads()
+	r = w.ReconcileChanged(t.Context())
+	require.Equal(t, reporter.Reconciled{Written: 1, Drifted: 1}, r)
+	require.Equal(t, before, cs.wholeTenantReads(), "the narrow pass reads nothing whole")
+	now := e.reports(t)
+	require.Equal(t, []provenance.SourceRef{{DocID: "pm-00", Version: 2}, {DocID: "pm-01", Version: 1}},
+		now[reporter.ReportID(merged.ID)].Sources)
+	require.Equal(t, []provenance.SourceRef{{DocID: "pm-02", Version: 1}}, now[reporter.ReportID(e.comms[2].ID)].Sources)
+
+	// Checked once: the next narrow pass has nothing to check.
+	require.Equal(t, reporter.Reconciled{}, w.ReconcileChanged(t.Context()))
+	require.Equal(t, before, cs.wholeTenantReads())
+
+	// The full pass finds the report no event named.
+	r, err = w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, reporter.Reconciled{Written: 1, Drifted: 1}, r)
+	require.Equal(t, []provenance.SourceRef{{DocID: "pm-02", Version: 2}}, e.reports(t)[reporter.ReportID(e.comms[2].ID)].Sources)
+
+	// Without reconciliation, events record nothing for a pass that never
+	// comes.
+	off, err := reporter.New(reporter.Config{ReconcileEvery: -1}, e.bus, cs, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	e.announce(t, "pm-01", 2)
+	apply(t, e.st, "pm-01", 2, "mode01")
+	require.NoError(t, off.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 2, Changed: changes(next[:1])})))
+	e.announce(t, "pm-01", 3)
+	apply(t, e.st, "pm-01", 3, "mode01")
+	require.Equal(t, reporter.Reconciled{}, off.ReconcileChanged(t.Context()))
+}
+
+// storeCalls counts the report writes of a store: PutReport and PutReports
+// calls and the reports the latter stored, DeleteReport and DeleteReports
+// calls.
+type storeCalls struct {
+	*embedded.Store
+	mu                     sync.Mutex
+	puts, batches, batched int
+	deletes, deleteBatches int
+}
+
+func (s *storeCalls) PutReport(ctx context.Context, tenant string, r store.Report) error {
+	s.mu.Lock()
+	s.puts++
+	s.mu.Unlock()
+	return s.Store.PutReport(ctx, tenant, r)
+}
+
+func (s *storeCalls) PutReports(ctx context.Context, tenant string, rs []store.Report) error {
+	s.mu.Lock()
+	s.batches++
+	s.batched += len(rs)
+	s.mu.Unlock()
+	return s.Store.PutReports(ctx, tenant, rs)
+}
+
+// TestReportsAreStoredInChunks: a pass writing 130 reports stores them in
+// two transactions (the chunk bound is 128), none one by one.
+func TestReportsAreStoredInChunks(t *testing.T) {
+	e := newReconcileEnv(t, 130)
+	sc := &storeCalls{Store: e.st}
+	w, err := reporter.New(reporter.Config{}, e.bus, sc, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 130, r.Written)
+	require.Equal(t, 0, sc.puts)
+	require.Equal(t, 2, sc.batches)
+	require.Equal(t, 130, sc.batched)
+	require.Len(t, e.reports(t), 130)
+}
+
+// slowWriter is a report writer taking a while per report (as an LLM
+// does); it fails, so the extractive writer writes the report. Before each
+// report it records how many reports the store holds.
+type slowWriter struct {
+	st     *embedded.Store
+	took   time.Duration
+	stored []int
+}
+
+func (s *slowWriter) Name() string { return "slow" }
+
+func (s *slowWriter) Write(ctx context.Context, c store.Community, _ *reporter.Context) (store.Report, error) {
+	rs, err := s.st.Reports(ctx, "acme")
+	if err != nil {
+		return store.Report{}, err
+	}
+	s.stored = append(s.stored, len(rs))
+	time.Sleep(s.took)
+	return store.Report{}, fmt.Errorf("no report for %s", c.ID)
+}
+
+// TestSlowReportsAreStoredAsTheyFinish: with a writer taking 600ms a
+// report, the reports finished are stored within about a second, not at
+// the end of the pass: a crash loses little finished work.
+func TestSlowReportsAreStoredAsTheyFinish(t *testing.T) {
+	e := newReconcileEnv(t, 3)
+	sw := &slowWriter{st: e.st, took: 600 * time.Millisecond}
+	w, err := reporter.New(reporter.Config{LLM: sw}, e.bus, e.st, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 3, r.Written)
+	// The first two took 1.2s: stored before the third is written.
+	require.Equal(t, []int{0, 0, 2}, sw.stored)
+}
+
+func (s *storeCalls) DeleteReport(ctx context.Context, tenant, id string) error {
+	s.mu.Lock()
+	s.deletes++
+	s.mu.Unlock()
+	return s.Store.DeleteReport(ctx, tenant, id)
+}
+
+func (s *storeCalls) DeleteReports(ctx context.Context, tenant string, ids []string) error {
+	s.mu.Lock()
+	s.deleteBatches++
+	s.mu.Unlock()
+	return s.Store.DeleteReports(ctx, tenant, ids)
+}
+
+// TestRemovedReportsGoInOneTransaction: the reports of the communities a
+// run removed go in one store call, whether the run's event or a
+// reconciliation pass removes them.
+func TestRemovedReportsGoInOneTransaction(t *testing.T) {
+	e := newReconcileEnv(t, 4)
+	sc := &storeCalls{Store: e.st}
+	w, err := reporter.New(reporter.Config{}, e.bus, sc, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	_, err = w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+
+	// Run 2 merges the first two incidents; its event removes their reports.
+	merged := community("failure_mode:mode00", "failure_mode:mode01", "incident:pm-00", "incident:pm-01")
+	next := []store.Community{merged, e.comms[2], e.comms[3]}
+	require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 2, next))
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 2, Changed: changes(next[:1]),
+		Removed: []string{e.comms[0].ID, e.comms[1].ID}})))
+	e.waitReports(t, next)
+	require.Equal(t, 0, sc.deletes)
+	require.Equal(t, 1, sc.deleteBatches)
+
+	// Run 3 drops the last two without an announcement: the full pass
+	// removes both reports at once.
+	require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 3, next[:1]))
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 2, r.Removed)
+	e.waitReports(t, next[:1])
+	require.Equal(t, 0, sc.deletes)
+	require.Equal(t, 2, sc.deleteBatches)
 }

@@ -62,9 +62,10 @@ type Config struct {
 	// MaxDeliver and Backoff tune redelivery (stream defaults when zero).
 	MaxDeliver int
 	Backoff    []time.Duration
-	// ReconcileEvery is how often Run reconciles the reports with the
-	// stored communities (default 1m; also at start and after each
-	// communities event; negative: never, see reconcile.go).
+	// ReconcileEvery is how often Run reconciles the reports with every
+	// stored community (default 1m; also at start; negative: never, see
+	// reconcile.go). It bounds how long a lost announcement leaves a
+	// community without its report.
 	ReconcileEvery time.Duration
 	// ReconcileBatch bounds the reports one reconciliation pass of a
 	// tenant writes (default 256); a pass that stops there is followed by
@@ -80,12 +81,10 @@ type Config struct {
 	VectorBatch     int
 	VectorBatchWait time.Duration
 	// ReconcileGap is the least time between the end of a reconciliation
-	// pass and a pass asked for by a communities event (default 2s;
-	// negative: none). A pass reads every community, report citation and
-	// cited registry entry of the tenant, so during a backfill, when
-	// events follow each other, a pass after each would cost what the
-	// tenant holds per event; the events asking within the gap get one
-	// pass at its end.
+	// pass and the narrow pass asked for by a communities event (default
+	// 2s; negative: none). The narrow pass checks only the communities the
+	// events named (see reconcile.go); the events asking within the gap
+	// share one pass at its end.
 	ReconcileGap time.Duration
 }
 
@@ -159,6 +158,11 @@ type Worker struct {
 	handle     stream.Handler
 	cursor     map[string]store.Community
 	reconciled *prometheus.CounterVec
+	// named holds, per tenant, the communities whose reports events wrote
+	// since the tenant's last pass, by id, each with one of its members
+	// (guarded by rmu; see ReconcileChanged).
+	named  map[string]map[string]string
+	passes *prometheus.CounterVec
 
 	// vmu serialises the vector index writes (see vectors.go).
 	vmu       sync.Mutex
@@ -179,6 +183,11 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{cfg: cfg, bus: bus, st: st, log: log, wake: make(chan struct{}, 1), cursor: map[string]store.Community{},
+		named: map[string]map[string]string{},
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_report_reconcile_passes_total",
+			Help: "Reconciliation passes, by scope (all: every community of every tenant; changed: the communities events named since the last pass).",
+		}, []string{"scope"}),
 		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_reports_reconciled_total",
 			Help: "Reports the reconciliation with the stored communities wrote or removed, by reason (missing, sources_changed, removed).",
@@ -210,7 +219,7 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 	}
 	w.handle = w.handlers()
 	if reg != nil {
-		cs := []prometheus.Collector{w.written, w.restamped, w.took, w.fallback, w.reconciled}
+		cs := []prometheus.Collector{w.written, w.restamped, w.took, w.fallback, w.reconciled, w.passes}
 		if cfg.Vectors != nil {
 			cs = append(cs, w.vectorOps, w.embedded)
 		}
@@ -279,8 +288,9 @@ func (w *Worker) handlers() stream.Handler {
 func (w *Worker) handleCommunities(ctx context.Context, _ *stream.Message, ev *events.CommunitiesChanged) error {
 	w.rmu.Lock()
 	defer w.rmu.Unlock()
-	// Whatever this event leaves out (an announcement lost before it), the
-	// reconciliation that follows it finds.
+	// The narrow pass that follows checks the reports written here again;
+	// whatever this event leaves out (an announcement lost before it), the
+	// next full pass finds.
 	defer w.wakeReconcile()
 	// An older run's event is still handled: the newer run was diffed
 	// against it, so its changes are announced nowhere else. Ids are member
@@ -318,6 +328,11 @@ func (w *Worker) handleCommunities(ctx context.Context, _ *stream.Message, ev *e
 	if err != nil {
 		return err
 	}
+	cs := make([]store.Community, len(jobs))
+	for i, j := range jobs {
+		cs[i] = j.c
+	}
+	w.name(ev.Tenant, cs)
 	written := make([]string, 0, len(reps))
 	for _, r := range reps {
 		written = append(written, r.ID)
@@ -351,11 +366,24 @@ type job struct {
 	reason string
 }
 
+// Reports are stored in chunks (store.ReportStore.PutReports, one
+// transaction each): a chunk is stored once it holds storeChunk reports or
+// its first report has waited storeWait, and at the end. Extractive
+// reports take well under a millisecond each, so a run's reports share a
+// few commits instead of one each; an LLM report takes seconds, so a crash
+// loses at most about storeWait of finished reports (and the writer calls
+// of the reports finished since).
+const (
+	storeChunk = 128
+	storeWait  = time.Second
+)
+
 // writeReports writes the reports of jobs and returns those it stored. A
 // community whose report has the same member hash and input hash as now
 // (see inputHash) keeps its report: only the citations move to the current
 // versions (restamped, no writer call), and nothing is stored when nothing
-// moved. Only the reports of jobs are read.
+// moved. Only the reports of jobs are read. On an error, the reports
+// returned are those stored before it.
 func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([]store.Report, error) {
 	if len(jobs) == 0 {
 		return nil, nil
@@ -373,7 +401,42 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([
 	if err != nil {
 		return nil, fmt.Errorf("reading the reports of %d communities: %w", len(ids), err)
 	}
-	var reps []store.Report
+	// done is a report written but not yet stored, with what its metrics
+	// record once it is.
+	type done struct {
+		r       store.Report
+		restamp bool
+		reason  string
+		took    time.Duration
+	}
+	var (
+		reps    []store.Report
+		chunk   []done
+		started time.Time
+	)
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		batch := make([]store.Report, len(chunk))
+		for i, d := range chunk {
+			batch[i] = d.r
+		}
+		if err := w.st.PutReports(ctx, tenant, batch); err != nil {
+			return fmt.Errorf("storing %d reports: %w", len(batch), err)
+		}
+		for _, d := range chunk {
+			if d.restamp {
+				w.restamped.Inc()
+			} else {
+				w.took.Observe(d.took.Seconds())
+				w.written.WithLabelValues(d.reason).Inc()
+			}
+		}
+		reps = append(reps, batch...)
+		chunk = chunk[:0]
+		return nil
+	}
 	for _, j := range jobs {
 		start := time.Now()
 		hash := w.inputHash(ix, j.c)
@@ -389,28 +452,31 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([
 			r = w.write(ctx, j.c, ix)
 			r.InputHash = hash
 		}
-		if err := w.st.PutReport(ctx, tenant, r); err != nil {
-			return reps, fmt.Errorf("storing report %s: %w", r.ID, err)
+		if len(chunk) == 0 {
+			started = start
 		}
-		if restamp {
-			w.restamped.Inc()
-		} else {
-			w.took.Observe(time.Since(start).Seconds())
-			w.written.WithLabelValues(j.reason).Inc()
+		chunk = append(chunk, done{r: r, restamp: restamp, reason: j.reason, took: time.Since(start)})
+		if len(chunk) >= storeChunk || time.Since(started) >= storeWait {
+			if err := flush(); err != nil {
+				return reps, err
+			}
 		}
-		reps = append(reps, r)
+	}
+	if err := flush(); err != nil {
+		return reps, err
 	}
 	return reps, nil
 }
 
-// removeReports deletes the reports ids.
+// removeReports deletes the reports ids, in one transaction.
 func (w *Worker) removeReports(ctx context.Context, tenant string, ids []string) error {
-	for _, id := range ids {
-		if err := w.st.DeleteReport(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("removing report %s: %w", id, err)
-		}
-		w.written.WithLabelValues("removed").Inc()
+	if len(ids) == 0 {
+		return nil
 	}
+	if err := w.st.DeleteReports(ctx, tenant, ids); err != nil {
+		return fmt.Errorf("removing %d reports: %w", len(ids), err)
+	}
+	w.written.WithLabelValues("removed").Add(float64(len(ids)))
 	return nil
 }
 

@@ -34,8 +34,12 @@ import (
 // the item holds already, D's change is D's source alone (its version and
 // ACL, put; or removed when D no longer contributes), written with
 // PatchSources without embedding the item again or writing the sources of
-// the thousands of other documents a hub entity has. An item whose text
-// changed, or that is missing, is built whole from the store. Either way
+// the thousands of other documents a hub entity has. What the patch needs
+// of an entity (its head, fragment count, first fragments and the batch's
+// documents' fragments) comes from store.EntityParts when the store has
+// it (the embedded one), so a hub's other fragments are not even decoded;
+// from a whole entity otherwise. An item whose text changed, or that is
+// missing, is built whole from the store. Either way
 // the item is what a rebuild from the stores would write: its other
 // sources were written, each from the stores, by the last change of their
 // own documents, and ACL changes reach every item through UpdateACL.
@@ -161,7 +165,7 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 		entityIDs = append(entityIDs, id)
 	}
 	slices.Sort(entityIDs)
-	ents, err := w.st.Entities(ctx, tenant, entityIDs)
+	parts, err := w.entityParts(ctx, tenant, entityIDs, named)
 	if err != nil {
 		return fmt.Errorf("reading entities of %d documents: %w", len(docs), err)
 	}
@@ -195,9 +199,23 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 		return err
 	}
 
-	rebuild, err := w.patchEntities(ctx, tenant, entityIDs, ents, named, acls)
+	rebuildIDs, err := w.patchEntities(ctx, tenant, entityIDs, parts, named, acls)
 	if err != nil {
 		return err
+	}
+	// An item built whole needs the whole entity; one gone since was
+	// removed by the change that removed it, whose event follows.
+	var rebuild []store.Entity
+	if len(rebuildIDs) > 0 {
+		ents, err := w.st.Entities(ctx, tenant, rebuildIDs)
+		if err != nil {
+			return fmt.Errorf("reading %d entities to index whole: %w", len(rebuildIDs), err)
+		}
+		for _, id := range rebuildIDs {
+			if e, ok := ents[id]; ok {
+				rebuild = append(rebuild, e)
+			}
+		}
 	}
 	var items []vector.Item
 	for _, rec := range recs {
@@ -265,41 +283,60 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	return nil
 }
 
-// patchEntities brings the items of the entities ids (ents holds those the
-// graph store still has) up to date for the documents of the batch naming
-// each (named): an item whose text and metadata are unchanged gets those
-// documents' sources put (the document still contributes: its fragment's
-// version, its current ACL from acls) or removed, and an entity that is
-// gone, or can have no item, loses its item. It returns the entities whose
-// items PatchSources did not apply (missing, or another text), to be built
-// whole.
-func (w *Worker) patchEntities(ctx context.Context, tenant string, ids []string, ents map[string]store.Entity, named map[string][]string, acls map[string]provenance.ACL) ([]store.Entity, error) {
+// entityParts returns the parts of the entities among ids that exist (see
+// store.EntityParts): what their items' texts are made of (head, fragment
+// count, first fragments up to MaxEntityText bytes) and the fragments of
+// the documents named[id]. A store that can read them without every
+// fragment does; of another, the entities are read whole. An entity whose
+// fragments name a document twice gets a part with no fragments (it can
+// have no item).
+func (w *Worker) entityParts(ctx context.Context, tenant string, ids []string, named map[string][]string) (map[string]store.EntityPart, error) {
+	if ep, ok := w.st.(store.EntityParts); ok {
+		return ep.EntityParts(ctx, tenant, ids, w.cfg.MaxEntityText, named)
+	}
+	ents, err := w.st.Entities(ctx, tenant, ids)
+	if err != nil {
+		return nil, err
+	}
+	parts := make(map[string]store.EntityPart, len(ents))
+	for id, e := range ents {
+		if !distinctDocs(e.Sources) {
+			parts[id] = store.EntityPart{ID: id, Type: e.Type, Name: e.Name}
+			continue
+		}
+		parts[id] = store.PartOf(e, w.cfg.MaxEntityText, named[id])
+	}
+	return parts, nil
+}
+
+// patchEntities brings the items of the entities ids (parts holds those
+// the graph store still has) up to date for the documents of the batch
+// naming each (named): an item whose text and metadata are unchanged gets
+// those documents' sources put (the document still contributes: its
+// fragment's version, its current ACL from acls) or removed, and an
+// entity that is gone, or can have no item, loses its item. It returns the
+// ids of the entities whose items PatchSources did not apply (missing, or
+// another text), to be built whole.
+func (w *Worker) patchEntities(ctx context.Context, tenant string, ids []string, parts map[string]store.EntityPart, named map[string][]string, acls map[string]provenance.ACL) ([]string, error) {
 	var (
 		patches []vector.SourcePatch
 		drop    []string
 	)
 	for _, id := range ids {
-		e, ok := ents[id]
+		e, ok := parts[id]
 		if !ok {
 			drop = append(drop, id)
 			continue
 		}
-		text, meta, ok := w.entityText(e)
+		text, meta, ok := w.itemText(e.Name, e.Type, e.Fragments, e.First)
 		if !ok {
 			drop = append(drop, id)
 			continue
 		}
 		p := vector.SourcePatch{Kind: vector.KindEntity, ID: id, Text: text, Metadata: meta}
-		docs := named[id]
-		frag := make(map[string]int64, len(docs))
-		for _, f := range e.Sources {
-			if _, found := slices.BinarySearch(docs, f.DocID); found {
-				frag[f.DocID] = f.Version
-			}
-		}
-		for _, d := range docs {
-			if v, ok := frag[d]; ok {
-				p.Put = append(p.Put, vector.Source{SourceRef: provenance.SourceRef{DocID: d, Version: v}, ACL: acls[d]})
+		for _, d := range named[id] {
+			if f, ok := e.Of[d]; ok {
+				p.Put = append(p.Put, vector.Source{SourceRef: provenance.SourceRef{DocID: d, Version: f.Version}, ACL: acls[d]})
 			} else {
 				p.Remove = append(p.Remove, d)
 			}
@@ -319,12 +356,12 @@ func (w *Worker) patchEntities(ctx context.Context, tenant string, ids []string,
 	if err != nil {
 		return nil, fmt.Errorf("patching the sources of %d entity items: %w", len(patches), err)
 	}
-	var rebuild []store.Entity
+	var rebuild []string
 	for i, p := range patches {
 		if applied[i] {
 			w.vectorOps.WithLabelValues("patch_entity").Inc()
 		} else {
-			rebuild = append(rebuild, ents[p.ID])
+			rebuild = append(rebuild, p.ID)
 		}
 	}
 	return rebuild, nil
@@ -424,22 +461,31 @@ func (w *Worker) entityItem(e store.Entity, acls map[string]provenance.ACL) (vec
 	return vector.Item{ID: e.ID, Kind: vector.KindEntity, Text: text, Sources: srcs, Metadata: meta}, true
 }
 
-// entityText is the text and metadata of an entity's item: its name and
-// type and the fragments' descriptions in order while the text is shorter
-// than MaxEntityText, cut there. It reads the fragments that make the text
-// only, and whether the entity can have an item: one to MaxSources
-// fragments, one per document (the store keeps one; checked all the same,
-// as an item may not name a document twice).
+// entityText is the text and metadata of an entity's item (see itemText),
+// and whether the entity can have an item: one fragment per document (the
+// store keeps one; checked all the same, as an item may not name a
+// document twice).
 func (w *Worker) entityText(e store.Entity) (string, map[string]string, bool) {
-	if len(e.Sources) == 0 || len(e.Sources) > vector.MaxSources {
-		return "", nil, false
-	}
 	if !distinctDocs(e.Sources) {
 		return "", nil, false // one version per document, or nothing
 	}
+	return w.itemText(e.Name, e.Type, len(e.Sources), e.Sources)
+}
+
+// itemText is the text and metadata of the item of an entity of n
+// fragments whose first fragments (in doc-id order) are first: its name
+// and type and the fragments' descriptions in order while the text is
+// shorter than MaxEntityText, cut there. So it reads the fragments that
+// make the text only: first needs to hold no more than those (see
+// store.EntityPart). The entity can have an item when it has one to
+// MaxSources fragments.
+func (w *Worker) itemText(name, typ string, n int, first []store.Fragment) (string, map[string]string, bool) {
+	if n == 0 || n > vector.MaxSources {
+		return "", nil, false
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s).", e.Name, strings.ReplaceAll(e.Type, "_", " "))
-	for _, f := range e.Sources {
+	fmt.Fprintf(&b, "%s (%s).", name, strings.ReplaceAll(typ, "_", " "))
+	for _, f := range first {
 		if b.Len() >= w.cfg.MaxEntityText {
 			break
 		}
@@ -451,7 +497,7 @@ func (w *Worker) entityText(e store.Entity) (string, map[string]string, bool) {
 	if len(text) > w.cfg.MaxEntityText {
 		text = strings.ToValidUTF8(text[:w.cfg.MaxEntityText], "")
 	}
-	return text, map[string]string{"type": e.Type, "name": e.Name}, true
+	return text, map[string]string{"type": typ, "name": name}, true
 }
 
 // distinctDocs reports whether no document has two fragments: in one pass

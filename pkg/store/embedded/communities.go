@@ -326,6 +326,46 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) er
 	return nil
 }
 
+// PutReports stores rs with their index entries in one transaction, one
+// commit for the batch.
+func (s *Store) PutReports(ctx context.Context, tenant string, rs []store.Report) error {
+	if err := store.ValidateReports(tenant, rs); err != nil {
+		return fmt.Errorf("putting %d reports in %q: %w", len(rs), tenant, err)
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	// Encoded before the write transaction, as every other writer of the
+	// file waits while one is open.
+	encoded := make([][]byte, len(rs))
+	for i, r := range rs {
+		data, err := store.EncodeValue(r, store.SmallCompression)
+		if err != nil {
+			return fmt.Errorf("putting %d reports in %q: encoding %q: %w", len(rs), tenant, r.ID, err)
+		}
+		encoded[i] = data
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		t, err := tenantBucket(tx, bucketReports, tenant, true)
+		if err != nil {
+			return err
+		}
+		for i, r := range rs {
+			if err := t.Put([]byte(r.ID), encoded[i]); err != nil {
+				return err
+			}
+			if err := indexReport(tx, tenant, r.ID, store.CitationsOf(r)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("putting %d reports in %q: %w", len(rs), tenant, err)
+	}
+	return nil
+}
+
 // DeleteReport removes a report and its index entries; removing an absent
 // one is not an error, so replayed deletions succeed.
 func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
@@ -344,6 +384,36 @@ func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("deleting report %q of %q: %w", id, tenant, err)
+	}
+	return nil
+}
+
+// DeleteReports removes the reports ids and their index entries in one
+// transaction; absent ones are not an error.
+func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) error {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return fmt.Errorf("deleting %d reports: %w", len(ids), err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		t, err := tenantBucket(tx, bucketReports, tenant, false)
+		if err != nil || t == nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := t.Delete([]byte(id)); err != nil {
+				return err
+			}
+			if err := indexReport(tx, tenant, id, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting %d reports of %q: %w", len(ids), tenant, err)
 	}
 	return nil
 }

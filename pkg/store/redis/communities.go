@@ -274,6 +274,71 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) er
 	return nil
 }
 
+// PutReports stores rs with their index entries in one optimistic
+// transaction on the citations hash, as PutReport stores one: the
+// citations the reports had are read under WATCH, and every report, its
+// citations and its by-source entries are written in one MULTI/EXEC.
+func (s *Store) PutReports(ctx context.Context, tenant string, rs []store.Report) error {
+	if err := store.ValidateReports(tenant, rs); err != nil {
+		return fmt.Errorf("putting %d reports in %q: %w", len(rs), tenant, err)
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(rs))
+	data := make([]string, len(rs))
+	cites := make([][]provenance.SourceRef, len(rs))
+	citesData := make([]string, len(rs))
+	for i, r := range rs {
+		var err error
+		ids[i], cites[i] = r.ID, store.CitationsOf(r)
+		if data[i], err = marshal(r, store.SmallCompression); err == nil {
+			citesData[i], err = marshal(cites[i], store.SmallCompression)
+		}
+		if err != nil {
+			return fmt.Errorf("putting %d reports in %q: encoding %q: %w", len(rs), tenant, r.ID, err)
+		}
+	}
+	k := s.tenantKeys(tenant)
+	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+		old := make([][]provenance.SourceRef, len(rs))
+		for start := 0; start < len(ids); start += mgetChunk {
+			end := min(start+mgetChunk, len(ids))
+			vals, err := tx.HMGet(ctx, k.reportCites(), ids[start:end]...).Result()
+			if err != nil {
+				return err
+			}
+			for j, raw := range vals {
+				str, ok := raw.(string)
+				if !ok {
+					continue // a new report
+				}
+				if err := store.DecodeValue([]byte(str), &old[start+j]); err != nil {
+					return fmt.Errorf("decoding the citations of %q: %w", ids[start+j], err)
+				}
+			}
+		}
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, id := range ids {
+				for _, c := range old[i] {
+					p.SRem(ctx, k.reportsOf(c.DocID), id)
+				}
+				p.HSet(ctx, k.reports(), id, data[i])
+				p.HSet(ctx, k.reportCites(), id, citesData[i])
+				for _, c := range cites[i] {
+					p.SAdd(ctx, k.reportsOf(c.DocID), id)
+				}
+			}
+			return nil
+		})
+		return err
+	}, k.reportCites())
+	if err != nil {
+		return fmt.Errorf("putting %d reports in %q: %w", len(rs), tenant, err)
+	}
+	return nil
+}
+
 // DeleteReport removes a report and its index entries; removing an absent
 // one is not an error, so replayed deletions succeed.
 func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
@@ -282,6 +347,54 @@ func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
 	}
 	if err := s.indexReport(ctx, tenant, id, "", nil); err != nil {
 		return fmt.Errorf("deleting report %q of %q: %w", id, tenant, err)
+	}
+	return nil
+}
+
+// DeleteReports removes the reports ids and their index entries in one
+// optimistic transaction on the citations hash, as DeleteReport removes
+// one; absent ones are not an error.
+func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) error {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return fmt.Errorf("deleting %d reports: %w", len(ids), err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	k := s.tenantKeys(tenant)
+	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+		old := make([][]provenance.SourceRef, len(ids))
+		for start := 0; start < len(ids); start += mgetChunk {
+			end := min(start+mgetChunk, len(ids))
+			vals, err := tx.HMGet(ctx, k.reportCites(), ids[start:end]...).Result()
+			if err != nil {
+				return err
+			}
+			for j, raw := range vals {
+				str, ok := raw.(string)
+				if !ok {
+					continue // absent
+				}
+				if err := store.DecodeValue([]byte(str), &old[start+j]); err != nil {
+					return fmt.Errorf("decoding the citations of %q: %w", ids[start+j], err)
+				}
+			}
+		}
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, id := range ids {
+				for _, c := range old[i] {
+					p.SRem(ctx, k.reportsOf(c.DocID), id)
+				}
+			}
+			p.HDel(ctx, k.reports(), ids...)
+			p.HDel(ctx, k.reportCites(), ids...)
+			return nil
+		})
+		return err
+	}, k.reportCites())
+	if err != nil {
+		return fmt.Errorf("deleting %d reports of %q: %w", len(ids), tenant, err)
 	}
 	return nil
 }

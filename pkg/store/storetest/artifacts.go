@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -167,6 +168,105 @@ func testReports(t *testing.T, s store.Stores) {
 
 	require.ErrorIs(t, s.PutReport(ctx, tenant, store.Report{}), store.ErrInvalid)
 	require.ErrorIs(t, s.PutReport(ctx, "Bad Tenant", r0), store.ErrInvalid)
+}
+
+// testReportsBatch checks PutReports and DeleteReports: a batch stores
+// (removes) what PutReport (DeleteReport) would of each report, the
+// by-source index and the citations following (a report already stored
+// moves its entries), and a refused batch changes nothing.
+func testReportsBatch(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	ref := func(doc string, v int64, unit string) provenance.SourceRef {
+		return provenance.SourceRef{DocID: doc, Version: v, TextUnit: unit}
+	}
+	bySource := func(doc string) []string {
+		t.Helper()
+		rs, err := s.ReportsBySource(ctx, tenant, doc)
+		require.NoError(t, err)
+		ids := []string{}
+		for _, r := range rs {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	state := func() ([]store.Report, map[string][]provenance.SourceRef) {
+		t.Helper()
+		all, err := s.Reports(ctx, tenant)
+		require.NoError(t, err)
+		cites, err := s.ReportCitations(ctx, tenant)
+		require.NoError(t, err)
+		return all, cites
+	}
+	require.NoError(t, s.PutReports(ctx, tenant, nil), "an empty batch stores nothing")
+	all, _ := state()
+	require.Empty(t, all)
+
+	r0 := store.Report{ID: "r0", Community: "c0", Sources: []provenance.SourceRef{ref("a", 1, "u1")}, Findings: []store.Finding{},
+		UpdatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	require.NoError(t, s.PutReport(ctx, tenant, r0))
+	// r0 moves from a to b; r1 and r2 are new.
+	r0.Sources, r0.Title = []provenance.SourceRef{ref("b", 2, "u2")}, "moved"
+	r1 := store.Report{
+		ID: "r1", Community: "c1", Level: 1, Title: "Payments — «core»", Summary: "s", Rating: 7.5,
+		Findings: []store.Finding{{Summary: "f", Explanation: "e", Entities: []string{api},
+			Citations: []provenance.SourceRef{ref("a", 2, "u1")}}},
+		Sources:    []provenance.SourceRef{ref("b", 2, ""), ref("a", 2, "u1"), ref("a", 2, "u3")},
+		MemberHash: "h1", InputHash: "i1", Writer: "extractive", UpdatedAt: time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC),
+	}
+	r2 := store.Report{ID: "r2", Community: "c2"}
+	require.NoError(t, s.PutReports(ctx, tenant, []store.Report{r1, r0, r2}))
+	all, cites := state()
+	require.Equal(t, []store.Report{r0, r1, r2}, all)
+	require.Equal(t, map[string][]provenance.SourceRef{
+		"r0": {ref("b", 2, "")},
+		"r1": {ref("a", 2, ""), ref("b", 2, "")},
+		"r2": {},
+	}, cites)
+	require.Equal(t, []string{"r1"}, bySource("a"), "r0 left a")
+	require.Equal(t, []string{"r0", "r1"}, bySource("b"))
+	byID, err := s.ReportsByID(ctx, tenant, []string{"r0", "r1", "r2"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]store.Report{"r0": r0, "r1": r1, "r2": r2}, byID)
+
+	// Refused batches store nothing, not even their valid reports: an
+	// invalid report, an id twice, an invalid tenant, a cancelled context.
+	r3 := store.Report{ID: "r3", Community: "c3", Sources: []provenance.SourceRef{ref("c", 1, "")}}
+	r1moved := r1
+	r1moved.Sources = []provenance.SourceRef{ref("c", 1, "")}
+	require.ErrorIs(t, s.PutReports(ctx, tenant, []store.Report{r3, r1moved, {}}), store.ErrInvalid)
+	require.ErrorIs(t, s.PutReports(ctx, tenant, []store.Report{r3, r1moved, r3}), store.ErrInvalid)
+	require.ErrorIs(t, s.PutReports(ctx, "Bad Tenant", []store.Report{r3}), store.ErrInvalid)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	require.Error(t, s.PutReports(cancelled, tenant, []store.Report{r3, r1moved}))
+	all2, cites2 := state()
+	require.Equal(t, all, all2)
+	require.Equal(t, cites, cites2)
+	require.Equal(t, []string{}, bySource("c"))
+
+	// A batch deletion removes the reports and their index entries; an
+	// absent id and an id twice are no errors. A refused one removes
+	// nothing.
+	require.NoError(t, s.DeleteReports(ctx, tenant, nil))
+	require.ErrorIs(t, s.DeleteReports(ctx, "Bad Tenant", []string{"r0"}), store.ErrInvalid)
+	require.Error(t, s.DeleteReports(cancelled, tenant, []string{"r0", "r1"}))
+	all2, cites2 = state()
+	require.Equal(t, all, all2)
+	require.Equal(t, cites, cites2)
+	require.NoError(t, s.DeleteReports(ctx, tenant, []string{"r1", "absent", "r1", "r2"}))
+	all, cites = state()
+	require.Equal(t, []store.Report{r0}, all)
+	require.Equal(t, map[string][]provenance.SourceRef{"r0": {ref("b", 2, "")}}, cites)
+	require.Equal(t, []string{}, bySource("a"))
+	require.Equal(t, []string{"r0"}, bySource("b"))
+	require.NoError(t, s.DeleteReports(ctx, other, []string{"r0"}), "another tenant's are not these")
+	_, err = s.Report(ctx, tenant, "r0")
+	require.NoError(t, err)
+
+	// The other tenant sees none of it.
+	rs, err := s.Reports(ctx, other)
+	require.NoError(t, err)
+	require.Empty(t, rs)
 }
 
 // testCommunityMembers checks the member index behind CommunitiesOf and

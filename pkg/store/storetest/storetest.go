@@ -82,6 +82,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Communities/MemberIndex", testCommunityMembers},
 		{"Reports", testReports},
 		{"Reports/BySourceIndex", testReportIndex},
+		{"Reports/Batch", testReportsBatch},
 		{"PingClose", testPingClose},
 	}
 	tests = append(tests, outboxCases...)

@@ -24,10 +24,10 @@ func run(ctx context.Context, args []string) error {
 	var vf daemon.VectorFlags
 	vf.Register(fs)
 	var cfg reporter.Config
-	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-every", time.Minute, "how often the reports are reconciled with the stored communities, besides at start and after each communities event (negative: never)")
+	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-every", time.Minute, "how often the reports are reconciled with every stored community, besides at start; it bounds how long a lost announcement leaves a community without its report (negative: never)")
 	fs.IntVar(&cfg.VectorBatch, "vector-batch", 256, "the most graph and ACL changes the vector index is rewritten for together")
 	fs.DurationVar(&cfg.VectorBatchWait, "vector-batch-wait", 50*time.Millisecond, "how long the vector consumer waits for more changes once the first of a batch arrived")
-	fs.DurationVar(&cfg.ReconcileGap, "reconcile-gap", 2*time.Second, "the least time between a reconciliation pass and the next one a communities event asks for (negative: none)")
+	fs.DurationVar(&cfg.ReconcileGap, "reconcile-gap", 2*time.Second, "the least time between a reconciliation pass and the narrow one (the communities the events named) a communities event asks for (negative: none)")
 	if err := daemon.Parse(fs, args); err != nil {
 		return &daemon.UsageError{Err: err}
 	}

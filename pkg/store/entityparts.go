@@ -1,0 +1,56 @@
+package store
+
+import "context"
+
+// EntityPart is what a reader of an entity's first fragments needs (a
+// vector item's text: its name, type and first descriptions) without the
+// fragments of every other document.
+type EntityPart struct {
+	ID   string
+	Type string
+	Name string
+	// Fragments counts the entity's fragments, one per document.
+	Fragments int
+	// First holds the entity's first fragments in doc-id order: the
+	// fewest whose non-empty descriptions, each counted one byte more (a
+	// separator), hold at least the bytes asked for; all of them when
+	// they hold fewer.
+	First []Fragment
+	// Of holds, of the documents asked for, the fragments the entity has.
+	Of map[string]Fragment
+}
+
+// EntityParts is implemented by graph stores that can read part of an
+// entity without decoding each of its fragments (an entity thousands of
+// documents name is read whole by Entities). EntityParts returns, for the
+// entities among ids that exist, their parts: the first fragments holding
+// textBytes bytes of description and the fragments of the documents
+// docs[id], all read in one read transaction (one state of the graph).
+type EntityParts interface {
+	EntityParts(ctx context.Context, tenant string, ids []string, textBytes int, docs map[string][]string) (map[string]EntityPart, error)
+}
+
+// PartOf is the part of a whole entity that EntityParts returns.
+func PartOf(e Entity, textBytes int, docs []string) EntityPart {
+	p := EntityPart{ID: e.ID, Type: e.Type, Name: e.Name, Fragments: len(e.Sources), Of: make(map[string]Fragment, len(docs))}
+	held := 0
+	for _, f := range e.Sources {
+		if held >= textBytes {
+			break
+		}
+		p.First = append(p.First, f)
+		if f.Description != "" {
+			held += len(f.Description) + 1
+		}
+	}
+	want := make(map[string]bool, len(docs))
+	for _, d := range docs {
+		want[d] = true
+	}
+	for _, f := range e.Sources {
+		if want[f.DocID] {
+			p.Of[f.DocID] = f
+		}
+	}
+	return p
+}
