@@ -23,21 +23,14 @@ func (k keys) outbox() string { return k.base + "outbox" }
 
 // pendingWrites returns what records the events pend returns for the
 // transition from cur to next, to be queued in the registry's MULTI. The
-// tenant is added to the global set first, outside the transaction (it
-// lives in another slot): naming a tenant whose write then failed is
-// harmless.
-func (s *Store) pendingWrites(ctx context.Context, tenant string, pend store.PendingFunc, cur *provenance.SourceState, next provenance.SourceState) (func(goredis.Pipeliner), error) {
+// caller has added the tenant to the global set of outbox tenants before
+// the transaction (registryUpdate).
+func pendingWrites(ctx context.Context, k keys, tenant string, pend store.PendingFunc, cur *provenance.SourceState, next provenance.SourceState) (func(goredis.Pipeliner), error) {
 	ps, err := store.Recorded(pend, tenant, cur, next)
 	if err != nil {
 		return nil, err
 	}
-	if len(ps) == 0 {
-		return func(goredis.Pipeliner) {}, nil
-	}
-	if err := s.client.SAdd(ctx, s.outboxTenantsKey(), tenant).Err(); err != nil {
-		return nil, err
-	}
-	key := s.tenantKeys(tenant).outbox()
+	key := k.outbox()
 	return func(p goredis.Pipeliner) {
 		for _, pe := range ps {
 			p.HSet(ctx, key, pe.ID, pe.Data)
@@ -59,7 +52,7 @@ func pendingOnly(ctx context.Context, tx *goredis.Tx, record func(goredis.Pipeli
 // AnnounceRecording is Announce recording pend's events in the same
 // transaction (see store.Outbox).
 func (s *Store) AnnounceRecording(ctx context.Context, tenant string, a store.Announcement, pend store.PendingFunc) (provenance.SourceState, error) {
-	st, err := s.registryUpdate(ctx, tenant, a.DocID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+	st, err := s.registryUpdate(ctx, tenant, a.DocID, true, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		st, err := store.NextAnnounced(cur, tenant, a)
 		return st, err == nil, err
 	}, pend)
@@ -72,7 +65,7 @@ func (s *Store) AnnounceRecording(ctx context.Context, tenant string, a store.An
 // SetACLRecording is SetACL recording pend's events in the same
 // transaction (see store.Outbox).
 func (s *Store) SetACLRecording(ctx context.Context, tenant, docID string, acl provenance.ACL, pend store.PendingFunc) (provenance.SourceState, error) {
-	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+	st, err := s.registryUpdate(ctx, tenant, docID, false, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		st, err := store.NextACL(cur, docID, acl)
 		return st, err == nil, err
 	}, pend)
@@ -85,7 +78,7 @@ func (s *Store) SetACLRecording(ctx context.Context, tenant, docID string, acl p
 // DeleteRecording deletes a document, at a.Version when that is later,
 // recording pend's events in the same transaction (see store.Outbox).
 func (s *Store) DeleteRecording(ctx context.Context, tenant string, a store.Announcement, pend store.PendingFunc) (provenance.SourceState, error) {
-	st, err := s.registryUpdate(ctx, tenant, a.DocID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+	st, err := s.registryUpdate(ctx, tenant, a.DocID, a.Version > 0, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		return store.NextDeletedAt(cur, tenant, a)
 	}, pend)
 	if err != nil {
@@ -105,7 +98,7 @@ func (s *Store) RecordPending(ctx context.Context, ps []store.Pending) error {
 		byTenant[p.Tenant] = append(byTenant[p.Tenant], p)
 	}
 	for tenant, tps := range byTenant {
-		if err := s.client.SAdd(ctx, s.outboxTenantsKey(), tenant).Err(); err != nil {
+		if err := s.noteTenant(ctx, s.outboxTenantsKey(), &s.outboxTenants, tenant); err != nil {
 			return fmt.Errorf("recording pending events: %w", err)
 		}
 		key := s.tenantKeys(tenant).outbox()

@@ -135,8 +135,9 @@ type Store struct {
 	layoutMu   sync.Mutex
 	layoutDone atomic.Bool
 	// graphTenants holds the tenants this Store has added to the global
-	// set of graph tenants (noteGraphTenant).
-	graphTenants sync.Map
+	// set of graph tenants (noteGraphTenant); regTenants and outboxTenants
+	// those it has added to the registry's and the outbox's (noteTenant).
+	graphTenants, regTenants, outboxTenants sync.Map
 }
 
 var _ store.SourceCounter = (*Store)(nil)
@@ -238,6 +239,21 @@ func joinKeys(prefix string, ids []string) []string {
 		at = end
 	}
 	return out
+}
+
+// noteTenant adds tenant to the global set key, a set that only ever
+// grows, once per Store: seen holds the tenants added, so later writes of
+// the tenant spare the round trip. Like noteGraphTenant's, the cache
+// relies on the set never losing a member while the process runs.
+func (s *Store) noteTenant(ctx context.Context, key string, seen *sync.Map, tenant string) error {
+	if _, ok := seen.Load(tenant); ok {
+		return nil
+	}
+	if err := s.client.SAdd(ctx, key, tenant).Err(); err != nil {
+		return err
+	}
+	seen.Store(tenant, struct{}{})
+	return nil
 }
 
 // optimistic runs fn in a WATCH transaction on watched, retrying when EXEC

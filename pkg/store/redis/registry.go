@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -16,13 +17,39 @@ import (
 // returns the state to store and whether to store it. The events pend
 // returns for an accepted transition are written in the same MULTI/EXEC
 // (see pendingWrites).
-func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
+//
+// The tenant is added to the global sets first, outside the transaction
+// (they live in other slots), and never from inside it: a callback holding
+// the transaction's connection that waits for a second one from the pool
+// deadlocks once every connection is held that way, until the pool's
+// timeout fails them all. creates says the call may create the document
+// (an announcement, a deletion at a version); the others need it to exist,
+// so its tenant is listed already.
+func (s *Store) registryUpdate(ctx context.Context, tenant, docID string, creates bool,
 	next func(cur *provenance.SourceState) (provenance.SourceState, bool, error), pend store.PendingFunc) (provenance.SourceState, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return provenance.SourceState{}, err
 	}
 	if err := store.ValidateDocID(docID); err != nil {
 		return provenance.SourceState{}, err
+	}
+	if creates {
+		// A refused call leaves no trace: what is invalid whatever the
+		// stored state is refused before the tenant is listed. Listing a
+		// tenant whose first write then fails otherwise is harmless.
+		if _, _, err := next(nil); errors.Is(err, store.ErrInvalid) {
+			return provenance.SourceState{}, err
+		}
+		if err := s.noteTenant(ctx, s.tenantsKey(), &s.regTenants, tenant); err != nil {
+			return provenance.SourceState{}, err
+		}
+	}
+	if pend != nil {
+		// Before the events are recorded, so a process that stops after
+		// the transaction never leaves them where PendingEvents does not look.
+		if err := s.noteTenant(ctx, s.outboxTenantsKey(), &s.outboxTenants, tenant); err != nil {
+			return provenance.SourceState{}, err
+		}
 	}
 	k := s.tenantKeys(tenant)
 	key := k.reg(docID)
@@ -37,7 +64,7 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 			return err
 		}
 		out = st
-		record, err := s.pendingWrites(ctx, tenant, pend, cur, st)
+		record, err := pendingWrites(ctx, k, tenant, pend, cur, st)
 		if err != nil {
 			return err
 		}
@@ -46,11 +73,6 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		}
 		data, err := marshal(st, store.NoCompression)
 		if err != nil {
-			return err
-		}
-		// Outside the transaction: the global set lives in another slot.
-		// Listing a tenant whose first write then failed is harmless.
-		if err := s.client.SAdd(ctx, s.tenantsKey(), tenant).Err(); err != nil {
 			return err
 		}
 		live, deleted := store.CountChange(cur, st)
@@ -84,7 +106,7 @@ func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance
 
 // RecordContent records a version's content hash (see store.Registry).
 func (s *Store) RecordContent(ctx context.Context, tenant, docID string, version int64, hash string) (provenance.SourceState, error) {
-	st, err := s.registryUpdate(ctx, tenant, docID, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+	st, err := s.registryUpdate(ctx, tenant, docID, false, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
 		return store.NextContent(cur, docID, version, hash)
 	}, nil)
 	if err != nil {
