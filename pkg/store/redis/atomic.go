@@ -19,19 +19,34 @@ import (
 // graph's keys takes. Every key a script touches carries the tenant's hash
 // tag, so all of them are in the tenant's slot.
 
-// readSetsScript: KEYS are sets of entity or edge ids, ARGV[i] says which
-// KEYS[i] holds ("e" or "x") and ARGV[#KEYS+1] is the graph keys' prefix.
-// The reply holds, per set, its members and then, per member, an entity's
-// hash (HGETALL: fields and values in turn, empty where absent) or an
-// edge's head (false where absent) and supports hash.
+// readSetsScript: KEYS are sets of entity or edge ids or adjacency
+// hashes, ARGV[i] says which KEYS[i] is ("e" or "x": a set of entity or
+// edge ids; "o:<entity>" or "i:<entity>": the entity's out or in hash,
+// whose fields name edges as adjacency.go says) and ARGV[#KEYS+1] is the
+// graph keys' prefix. The reply holds, per key, the ids it lists and
+// then, per id, an entity's hash (HGETALL: fields and values in turn,
+// empty where absent) or an edge's head (false where absent) and supports
+// hash.
 var readSetsScript = goredis.NewScript(`
 local prefix = ARGV[#KEYS + 1]
 local out = {}
 for i, set in ipairs(KEYS) do
-  local ids = redis.call('SMEMBERS', set)
+  local kind = string.sub(ARGV[i], 1, 1)
+  local ids
+  if kind == 'o' or kind == 'i' then
+    local entity = string.sub(ARGV[i], 3)
+    ids = redis.call('HKEYS', set)
+    for j, field in ipairs(ids) do
+      if string.sub(field, 1, 1) == '|' then ids[j] = string.sub(field, 2)
+      elseif kind == 'o' then ids[j] = entity .. '|' .. field
+      else ids[j] = field .. '|' .. entity end
+    end
+  else
+    ids = redis.call('SMEMBERS', set)
+  end
   local vals = {}
   for j = 1, #ids do
-    if ARGV[i] == 'e' then
+    if kind == 'e' then
       vals[j] = redis.call('HGETALL', prefix .. 'e:' .. ids[j])
     else
       vals[j] = {redis.call('GET', prefix .. 'x:' .. ids[j]), redis.call('HGETALL', prefix .. 'xs:' .. ids[j])}
@@ -57,7 +72,8 @@ type setValues struct {
 }
 
 // readSets reads sets[i]'s members and the entities (kinds[i] "e") or
-// edges ("x") they name, for every set, atomically.
+// edges ("x", or an adjacency hash's "o:<entity>" and "i:<entity>") they
+// name, for every set, atomically.
 func readSets(ctx context.Context, c goredis.Scripter, graph string, sets, kinds []string) ([]setValues, error) {
 	args := make([]any, 0, len(kinds)+1)
 	for _, kind := range kinds {

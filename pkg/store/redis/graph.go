@@ -361,14 +361,26 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		for _, key := range hdel {
 			p.HDel(ctx, key, doc)
 		}
-		ix.rem.each(func(set string, members []any) { p.SRem(ctx, set, members...) })
+		ix.rem.each(func(set string, kind setKind, members []any) {
+			if kind.hash() {
+				p.HDel(ctx, set, fieldNames(members)...)
+			} else {
+				p.SRem(ctx, set, members...)
+			}
+		})
 		for _, key := range hsetOrder {
 			p.HSet(ctx, key, hset[key]...)
 		}
 		if len(heads) > 0 {
 			p.MSet(ctx, heads...)
 		}
-		ix.add.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
+		ix.add.each(func(set string, kind setKind, members []any) {
+			if kind.hash() {
+				p.HSet(ctx, set, emptyValued(members)...)
+			} else {
+				p.SAdd(ctx, set, members...)
+			}
+		})
 		p.Set(ctx, k.src(doc), rec, 0)
 		p.SAdd(ctx, k.srcs(), doc)
 		if deleted {
@@ -463,27 +475,31 @@ func (ix indexOps) edge(id string, before, after *store.EdgeHead) {
 	switch {
 	case before == nil && after == nil:
 	case before == nil:
-		member := any(id) // boxed once for its four sets
-		for _, set := range [...]setRef{{kind: setEdges}, {setOut, after.Source}, {setIn, after.Target}, {setRel, after.Relation}} {
-			ix.add.add(set, member)
-		}
+		member := any(id) // boxed once for its two sets
+		ix.add.add(setRef{kind: setEdges}, member)
+		ix.add.add(setRef{setRel, after.Relation}, member)
+		ix.add.add(setRef{setOut, after.Source}, adjacencyField(id, after.Source, true))
+		ix.add.add(setRef{setIn, after.Target}, adjacencyField(id, after.Target, false))
 	case after == nil:
 		member := any(id)
-		for _, set := range [...]setRef{{kind: setEdges}, {setOut, before.Source}, {setIn, before.Target}, {setRel, before.Relation}} {
-			ix.rem.add(set, member)
-		}
+		ix.rem.add(setRef{kind: setEdges}, member)
+		ix.rem.add(setRef{setRel, before.Relation}, member)
+		ix.rem.add(setRef{setOut, before.Source}, adjacencyField(id, before.Source, true))
+		ix.rem.add(setRef{setIn, before.Target}, adjacencyField(id, before.Target, false))
 	default:
-		was := [...]setRef{{setOut, before.Source}, {setIn, before.Target}, {setRel, before.Relation}}
-		is := [...]setRef{{setOut, after.Source}, {setIn, after.Target}, {setRel, after.Relation}}
-		var member any // boxed once, if an endpoint or the relation changed
-		for i := range was {
-			if was[i] != is[i] {
-				if member == nil {
-					member = any(id)
-				}
-				ix.rem.add(was[i], member)
-				ix.add.add(is[i], member)
-			}
+		// An endpoint or the relation changed (another spelling of a
+		// stored id): the entry moves from the old set to the new.
+		if before.Relation != after.Relation {
+			ix.rem.add(setRef{setRel, before.Relation}, id)
+			ix.add.add(setRef{setRel, after.Relation}, id)
+		}
+		if before.Source != after.Source {
+			ix.rem.add(setRef{setOut, before.Source}, adjacencyField(id, before.Source, true))
+			ix.add.add(setRef{setOut, after.Source}, adjacencyField(id, after.Source, true))
+		}
+		if before.Target != after.Target {
+			ix.rem.add(setRef{setIn, before.Target}, adjacencyField(id, before.Target, false))
+			ix.add.add(setRef{setIn, after.Target}, adjacencyField(id, after.Target, false))
 		}
 	}
 }
@@ -520,13 +536,17 @@ func (k keys) writtenStripes(w store.Writes) []string {
 // setKind is which index a set belongs to.
 type setKind uint8
 
+// hash says whether the index is a hash of fields with empty values (the
+// adjacency hashes, see adjacency.go) rather than a set.
+func (k setKind) hash() bool { return k == setOut || k == setIn }
+
 const (
 	setEntities setKind = iota // k.entities()
 	setEdges                   // k.edges()
 	setType                    // k.byType(of)
 	setName                    // k.byName(of)
-	setOut                     // k.out(of)
-	setIn                      // k.in(of)
+	setOut                     // k.out(of), a hash (adjacency.go)
+	setIn                      // k.in(of), a hash (adjacency.go)
 	setRel                     // k.byRel(of)
 	setKinds                   // how many kinds there are
 )
@@ -570,8 +590,9 @@ type setOps struct {
 	k keys
 	// index numbers the sets met, by kind then by what they are of.
 	index   [setKinds]map[string]int32
-	sets    []string // keys, by set number
-	counts  []int32  // members, by set number
+	sets    []string  // keys, by set number
+	kinds   []setKind // kinds, by set number
+	counts  []int32   // members, by set number
 	entries []setEntry
 }
 
@@ -598,6 +619,7 @@ func (o *setOps) add(r setRef, member any) {
 		n = int32(len(o.sets))
 		index[r.of] = n
 		o.sets = append(o.sets, o.k.setKey(r))
+		o.kinds = append(o.kinds, r.kind)
 		o.counts = append(o.counts, 0)
 	}
 	o.counts[n]++
@@ -609,9 +631,9 @@ func (o *setOps) add(r setRef, member any) {
 	o.entries = append(o.entries, setEntry{set: n, member: member})
 }
 
-// each calls fn with every set and its members, in the order the sets
-// were first met.
-func (o *setOps) each(fn func(set string, members []any)) {
+// each calls fn with every set, its kind and its members (the fields of
+// an adjacency hash), in the order the sets were first met.
+func (o *setOps) each(fn func(set string, kind setKind, members []any)) {
 	if len(o.entries) == 0 {
 		return
 	}
@@ -631,7 +653,7 @@ func (o *setOps) each(fn func(set string, members []any)) {
 	start := 0
 	for n, set := range o.sets {
 		end := start + int(o.counts[n])
-		fn(set, all[start:end:end])
+		fn(set, o.kinds[n], all[start:end:end])
 		start = end
 	}
 }
@@ -732,7 +754,7 @@ func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store
 }
 
 // Edges returns the edges leaving (Out) or entering (In) an entity, sorted
-// by id, from the adjacency sets.
+// by id, from the adjacency hashes.
 func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Direction) ([]store.Edge, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("listing edges of %q: %w", entityID, err)
@@ -741,11 +763,11 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 	if err := s.ensureLayout(ctx); err != nil {
 		return nil, err
 	}
-	set := k.out(entityID)
+	set, kind := k.out(entityID), "o:"+entityID
 	if dir == store.In {
-		set = k.in(entityID)
+		set, kind = k.in(entityID), "i:"+entityID
 	}
-	out, err := readSet(ctx, s.client, k, set, "x", assembleEdge)
+	out, err := readSet(ctx, s.client, k, set, kind, assembleEdge)
 	if err != nil {
 		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
 	}
@@ -774,7 +796,7 @@ func (s *Store) EdgesByRelation(ctx context.Context, tenant, relation, sourceTyp
 	return out, nil
 }
 
-// EdgeCounts returns the sizes of the adjacency sets, in one pipeline.
+// EdgeCounts returns the sizes of the adjacency hashes, in one pipeline.
 func (s *Store) EdgeCounts(ctx context.Context, tenant string, ids []string, dir store.Direction) (map[string]int, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("counting the edges of %d entities: %w", len(ids), err)
@@ -790,7 +812,7 @@ func (s *Store) EdgeCounts(ctx context.Context, tenant string, ids []string, dir
 	cmds := make([]*goredis.IntCmd, len(ids))
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.SCard(ctx, set(id))
+			cmds[i] = p.HLen(ctx, set(id))
 		}
 		return nil
 	})
@@ -826,7 +848,9 @@ func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]stor
 }
 
 // readSet reads the entities (kind "e") or edges ("x") named by a set's
-// members, in one atomic step (see atomic.go).
+// members, or the edges named by an adjacency hash's fields ("o:<entity>"
+// for its out hash, "i:<entity>" for its in hash), in one atomic step (see
+// atomic.go).
 func readSet[T any](ctx context.Context, c goredis.Scripter, k keys, set, kind string,
 	assemble func(id string, read any) (T, bool, error)) ([]T, error) {
 	svs, err := readSets(ctx, c, k.graph(), []string{set}, []string{kind})
@@ -928,7 +952,7 @@ const auditPasses = 3
 // edges), then the keys a scan found; ARGV[1] is the graph keys' prefix.
 // The reply is the id sets' members, then the names of the keys read
 // (those found, and those the id sets name: each source's, entity's and
-// edge's key and each entity's adjacency sets), each once, each one's
+// edge's key and each entity's adjacency hashes), each once, each one's
 // type ("none" when absent) and what it holds (a string's value, a set's
 // members, a hash's fields and values, else false).
 var auditScript = goredis.NewScript(`
@@ -1006,7 +1030,7 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 		rest := strings.TrimPrefix(key, k.graph())
 		typ, _ := types[i].(string)
 		if typ == "none" {
-			continue // absent: deleted since the scan, or an empty adjacency set
+			continue // absent: deleted since the scan, or an empty adjacency hash
 		}
 		value, _ := held[i].(string)
 		isString, isSet, isHash := typ == "string", typ == "set", typ == "hash"
@@ -1054,13 +1078,28 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 				continue
 			}
 			edgeSupports[strings.TrimPrefix(rest, kind)], _ = held[i].([]any)
-		case "type:", "out:", "in:":
+		case "type:":
 			if !isSet {
 				wrongType = append(wrongType, key)
 				continue
 			}
-			m := map[string]map[string][]string{"type:": idx.ByType, "out:": idx.Out, "in:": idx.In}[kind]
-			m[strings.TrimPrefix(rest, kind)] = strs(held[i])
+			idx.ByType[strings.TrimPrefix(rest, kind)] = strs(held[i])
+		case "out:", "in:":
+			if !isHash {
+				wrongType = append(wrongType, key)
+				continue
+			}
+			entity, out := strings.TrimPrefix(rest, kind), kind == "out:"
+			hash := strs(held[i])
+			ids := make([]string, 0, len(hash)/2)
+			for j := 0; j+1 < len(hash); j += 2 {
+				ids = append(ids, edgeOfField(hash[j], entity, out))
+			}
+			m := idx.In
+			if out {
+				m = idx.Out
+			}
+			m[entity] = ids
 		}
 		if err != nil {
 			return store.AuditReport{}, fmt.Errorf("decoding %q: %w", key, err)

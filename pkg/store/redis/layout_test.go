@@ -41,13 +41,115 @@ func TestConvertsWholeLayout(t *testing.T) {
 	storetest.SameHubGraph(t, "edited after the conversion", never, converted)
 }
 
+// TestConvertsAdjacencySets: graphs of layout 2, whose adjacency indexes
+// are sets of edge ids, are converted by a new Store before its first
+// graph operation into adjacency hashes; every reader returns what a
+// store that never was converted returns, the audit is clean, no set is
+// left, and applies after the conversion leave both alike. A conversion
+// cut short (some adjacency keys already hashes) resumes, and a store
+// whose layout key is newer than the build's is refused, not written.
+func TestConvertsAdjacencySets(t *testing.T) {
+	ctx := t.Context()
+	old, c, prefix := freshStore(t)
+	never, _, _ := freshStore(t)
+	storetest.FillHubGraph(t, old)
+	storetest.FillHubGraph(t, never)
+
+	converted := toAdjacencySets(t, old, c, prefix, "acme", "globex")
+	require.Greater(t, converted, 4, "adjacency keys turned into sets")
+	// Half converted already: a conversion that stopped after a chunk.
+	g, err := old.Snapshot(ctx, "acme")
+	require.NoError(t, err)
+	hub := prefix + ":{acme}:g:out:service:hub"
+	require.NoError(t, c.Del(ctx, hub).Err())
+	for _, e := range g.Edges {
+		if e.Source == "service:hub" {
+			require.NoError(t, c.HSet(ctx, hub, e.Relation+"|"+e.Target, "").Err())
+		}
+	}
+
+	s := redis.New(newClient(t), prefix)
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.SameHubGraph(t, "converted", never, s)
+	for _, tenant := range []string{"acme", "globex"} {
+		rep, err := s.Audit(ctx, tenant)
+		require.NoError(t, err)
+		require.Equal(t, store.AuditReport{Sources: rep.Sources, Entities: rep.Entities, Edges: rep.Edges}, rep, tenant)
+		require.NotZero(t, rep.Edges)
+	}
+	require.Zero(t, adjacencyKeysOfType(t, c, prefix, "set"), "adjacency sets are left")
+	require.Greater(t, adjacencyKeysOfType(t, c, prefix, "hash"), 4)
+	layout, err := c.Get(ctx, prefix+":graph-layout").Result()
+	require.NoError(t, err)
+	require.Equal(t, "3", layout)
+
+	storetest.EditHubGraph(t, s)
+	storetest.EditHubGraph(t, never)
+	storetest.SameHubGraph(t, "edited after the conversion", never, s)
+
+	require.NoError(t, c.Set(ctx, prefix+":graph-layout", "4", 0).Err())
+	newer := redis.New(newClient(t), prefix)
+	t.Cleanup(func() { _ = newer.Close() })
+	_, err = newer.Apply(ctx, "acme", "doc-x", 1, storetest.HubDoc(40, 1))
+	require.ErrorContains(t, err, "newer")
+	_, err = newer.Snapshot(ctx, "acme")
+	require.ErrorContains(t, err, "newer")
+}
+
+// toAdjacencySets rewrites the adjacency indexes of the tenants' graphs
+// of s behind the adapter's back as layout 2 held them, a set of edge ids
+// per entity and direction, and sets the layout key to "2", so the next
+// Store converts them. It returns how many sets it wrote.
+func toAdjacencySets(t *testing.T, s *redis.Store, c *goredis.Client, prefix string, tenants ...string) int {
+	t.Helper()
+	ctx := t.Context()
+	n := 0
+	for _, tenant := range tenants {
+		g, err := s.Snapshot(ctx, tenant)
+		require.NoError(t, err)
+		base := prefix + ":{" + tenant + "}:g:"
+		sets := map[string][]any{}
+		for _, e := range g.Edges {
+			sets[base+"out:"+e.Source] = append(sets[base+"out:"+e.Source], e.ID)
+			sets[base+"in:"+e.Target] = append(sets[base+"in:"+e.Target], e.ID)
+		}
+		for key, ids := range sets {
+			require.NoError(t, c.Del(ctx, key).Err())
+			require.NoError(t, c.SAdd(ctx, key, ids...).Err())
+			n++
+		}
+	}
+	require.NoError(t, c.Set(ctx, prefix+":graph-layout", "2", 0).Err())
+	return n
+}
+
+// adjacencyKeysOfType counts the adjacency keys under prefix of type typ.
+func adjacencyKeysOfType(t *testing.T, c *goredis.Client, prefix, typ string) int {
+	t.Helper()
+	ctx := t.Context()
+	n := 0
+	for _, pattern := range []string{prefix + ":*:g:out:*", prefix + ":*:g:in:*"} {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			got, err := c.Type(ctx, iter.Val()).Result()
+			require.NoError(t, err)
+			if got == typ {
+				n++
+			}
+		}
+		require.NoError(t, iter.Err())
+	}
+	return n
+}
+
 // toWholeLayout rewrites the tenants' graphs of s behind the adapter's
 // back (no stripe changes) in the layout before heads stored them: each
-// entity and edge whole under g:ent:<id> and g:edge:<id>, and no layout
-// key, so the next Store converts them.
+// entity and edge whole under g:ent:<id> and g:edge:<id>, adjacency sets
+// (toAdjacencySets), and no layout key, so the next Store converts them.
 func toWholeLayout(t *testing.T, s *redis.Store, c *goredis.Client, prefix string, tenants ...string) {
 	t.Helper()
 	ctx := t.Context()
+	toAdjacencySets(t, s, c, prefix, tenants...) // layout 1 held them as sets too
 	for _, tenant := range tenants {
 		g, err := s.Snapshot(ctx, tenant)
 		require.NoError(t, err)

@@ -51,8 +51,8 @@
 //	<p>:{<t>}:g:x:<id>               store.EdgeHead (store.EncodeEdgeHead; the supports inline while they are few)
 //	<p>:{<t>}:g:xs:<id>              hash <doc> -> the doc's support, once the head has spilled them (store.EdgeHead.Inline)
 //	<p>:{<t>}:g:edges                set of edge ids
-//	<p>:{<t>}:g:out:<entity>         set of ids of edges leaving the entity
-//	<p>:{<t>}:g:in:<entity>          set of ids of edges entering the entity
+//	<p>:{<t>}:g:out:<entity>         hash: one field per edge leaving the entity, "<relation>|<target>", value "" (adjacency.go)
+//	<p>:{<t>}:g:in:<entity>          hash: one field per edge entering the entity, "<source>|<relation>", value "" (adjacency.go)
 //	<p>:{<t>}:g:rel:<relation>       set of ids of the relation's edges
 //	<p>:{<t>}:g:name:<name key>      set of ids of entities with the name (store.NameKey)
 //	<p>:{<t>}:gv:<n>                 stripe n: a random token, rewritten by every write of an entity or edge of the stripe (stripes.go)
@@ -64,7 +64,7 @@
 //	<p>:{<t>}:rsrc:<doc>             set of ids of reports citing the document
 //	<p>:{<t>}:outbox                 hash event id -> pending event record (store.Outbox, see outbox.go)
 //	<p>:outbox-tenants               set of tenants with pending events
-//	<p>:graph-layout                 "2" once every graph is in the layout above (see layout.go)
+//	<p>:graph-layout                 "3" once every graph is in the layout above (see layout.go)
 //
 // An entity is one hash of its head and one field per document; an edge is
 // its head, holding its supports while they are few (most edges have one),
@@ -73,7 +73,11 @@
 // touches and its own document's fields, never the other documents'
 // fragments, and adds and removes only the index entries that change (a
 // head's type, spellings or endpoints).
-// Graphs written before that hold each entity and edge whole under
+// The adjacency indexes are hashes, not sets, because Redis 7.0 keeps
+// every set of strings in a hash table (~100 bytes a member here) but a
+// small hash in a listpack (a few bytes a field besides the field).
+// Graphs written before that (layout 2) hold the adjacency indexes as sets
+// of edge ids, and older ones (layout 1) each entity and edge whole under
 // g:ent:<id> and g:edge:<id>; a Store converts them before its first graph
 // operation (ensureLayout).
 //

@@ -112,7 +112,7 @@ func TestAuditSeesStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := prefix + ":{acme}:g:"
-	if err := c.SRem(ctx, base+"out:t:a", store.EdgeID("t:a", "r", "t:b")).Err(); err != nil {
+	if err := c.HDel(ctx, base+"out:t:a", "r|t:b").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Del(ctx, base+"e:t:b").Err(); err != nil {
@@ -123,7 +123,7 @@ func TestAuditSeesStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.OrphanEdges != 1 || rep.IndexMismatches < 3 {
-		t.Fatalf("got %+v, want 1 orphan edge (missing endpoint) and mismatches for the record, the out set and the entity set", rep)
+		t.Fatalf("got %+v, want 1 orphan edge (missing endpoint) and mismatches for the record, the out hash and the entity set", rep)
 	}
 
 	// A key no id set lists is found by the scan; a key of the wrong type
@@ -174,7 +174,7 @@ func BenchmarkApply(b *testing.B) {
 	mem := edgeMemory(b, c, prefix+":{"+tenant+"}:g:", 1000)
 	b.Logf("preloaded %d documents, %d entities, %d edges in %v (%.0f applies/s); used_memory grew by %d MiB",
 		st.Sources, st.Entities, st.Edges, took.Round(time.Second), float64(corpus.Docs)/took.Seconds(), (after-before)>>20)
-	b.Logf("per sampled edge: key %.0f B, out-set entry %.0f B, in-set entry %.0f B, edge-id-set entry %.0f B",
+	b.Logf("per sampled edge: key %.0f B, out-hash entry %.0f B, in-hash entry %.0f B, edge-id-set entry %.0f B",
 		mem.key, mem.out, mem.in, mem.all)
 	b.Run("memory", func(b *testing.B) {
 		for b.Loop() {
@@ -208,13 +208,14 @@ func usedMemory(tb testing.TB, c *goredis.Client) int64 {
 }
 
 // edgeCost is the average memory of one edge: its key, and its entries in
-// the out and in adjacency sets and in the set of all edge ids.
+// the out and in adjacency hashes and in the set of all edge ids.
 type edgeCost struct{ key, out, in, all float64 }
 
 // edgeMemory samples n edges and averages MEMORY USAGE of their keys. A
 // set entry costs the set's MEMORY USAGE divided by its members (so the
-// set's own overhead is shared by its entries); the adjacency sets are
-// those of the sampled edges' endpoints.
+// set's own overhead is shared by its entries); the adjacency hashes are
+// those of the sampled edges' endpoints, an entry costing the hash's
+// MEMORY USAGE divided by its fields.
 func edgeMemory(tb testing.TB, c *goredis.Client, graph string, n int) edgeCost {
 	ctx := tb.Context()
 	ids, err := c.SRandMemberN(ctx, graph+"edges", int64(n)).Result()
@@ -226,9 +227,9 @@ func edgeMemory(tb testing.TB, c *goredis.Client, graph string, n int) edgeCost 
 		if err != nil {
 			tb.Fatalf("MEMORY USAGE %s: %v", set, err)
 		}
-		card, err := c.SCard(ctx, set).Result()
+		card, err := c.HLen(ctx, set).Result()
 		if err != nil || card == 0 {
-			tb.Fatalf("SCARD %s: %d, %v", set, card, err)
+			tb.Fatalf("HLEN %s: %d, %v", set, card, err)
 		}
 		return float64(size) / float64(card)
 	}
