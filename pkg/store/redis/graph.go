@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -250,7 +251,7 @@ type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 // removal, then one HSET per hash written (an entity's head and the
 // document's field together), the edge heads in one MSET, then every set
 // addition, each set's members in one
-// command; then the record. Encoding happens here, before the transaction,
+// command, and the change of the edge count; then the record. Encoding happens here, before the transaction,
 // so a failure cannot leave half a MULTI queued. st holds the heads as they
 // were read: the index sets change by the difference between the sets a
 // head belongs to as read and as written (indexOps), so an edit that
@@ -266,6 +267,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		hset      = make(map[string][]any, len(w.PutEntities)+len(w.PutFragments)+len(w.PutSupports))
 		hsetOrder = make([]string, 0, len(w.PutEntities)+len(w.PutFragments)+len(w.PutSupports))
 		heads     = make([]any, 0, 2*len(w.PutEdges)) // edge heads: key, value, key, value...
+		edgeDelta int64                               // edges created less edges removed
 	)
 	field := func(key string, name any, value []byte) {
 		fields, ok := hset[key]
@@ -299,6 +301,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		}
 		if !putEdge(e.ID) {
 			ix.edge(e.ID, &e, nil)
+			edgeDelta--
 		}
 	}
 	for _, id := range w.DeleteFragments {
@@ -328,6 +331,8 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		var before *store.EdgeHead
 		if o, ok := st.Edges[e.ID]; ok {
 			before = &o
+		} else {
+			edgeDelta++
 		}
 		ix.edge(e.ID, before, &e)
 	}
@@ -381,6 +386,9 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 				p.SAdd(ctx, set, members...)
 			}
 		})
+		if edgeDelta != 0 {
+			p.IncrBy(ctx, k.edgeCount(), edgeDelta)
+		}
 		p.Set(ctx, k.src(doc), rec, 0)
 		p.SAdd(ctx, k.srcs(), doc)
 		if deleted {
@@ -397,14 +405,14 @@ type indexOps struct {
 }
 
 // newIndexOps returns the indexOps of w, with room for the index entries
-// of the entities and edges it removes and creates (each edge is in four
-// sets, an entity in three or more); those whose sets only may change
+// of the entities and edges it removes and creates (each edge is in three
+// indexes, an entity in three or more); those whose sets only may change
 // grow it as they need.
 func newIndexOps(k keys, w store.Writes, st store.State) indexOps {
 	created := 0
 	for _, e := range w.PutEdges {
 		if _, ok := st.Edges[e.ID]; !ok {
-			created += 4
+			created += 3
 		}
 	}
 	for _, e := range w.PutEntities {
@@ -412,7 +420,7 @@ func newIndexOps(k keys, w store.Writes, st store.State) indexOps {
 			created += 3
 		}
 	}
-	removed := 4*len(w.RemoveEdges) + 3*len(w.RemoveEntities)
+	removed := 3*len(w.RemoveEdges) + 3*len(w.RemoveEntities)
 	return indexOps{rem: newSetOps(k, removed), add: newSetOps(k, created)}
 }
 
@@ -469,21 +477,17 @@ func sameSpellings(a, b store.EntityHead) bool {
 	return a.Name == b.Name && slices.EqualFunc(a.Names, b.Names, func(x, y store.NameVote) bool { return x.Name == y.Name })
 }
 
-// edge is entity's counterpart for edge id: its adjacency sets, its
-// relation's set and the edge id set.
+// edge is entity's counterpart for edge id: its adjacency hashes and its
+// relation's set.
 func (ix indexOps) edge(id string, before, after *store.EdgeHead) {
 	switch {
 	case before == nil && after == nil:
 	case before == nil:
-		member := any(id) // boxed once for its two sets
-		ix.add.add(setRef{kind: setEdges}, member)
-		ix.add.add(setRef{setRel, after.Relation}, member)
+		ix.add.add(setRef{setRel, after.Relation}, id)
 		ix.add.add(setRef{setOut, after.Source}, adjacencyField(id, after.Source, true))
 		ix.add.add(setRef{setIn, after.Target}, adjacencyField(id, after.Target, false))
 	case after == nil:
-		member := any(id)
-		ix.rem.add(setRef{kind: setEdges}, member)
-		ix.rem.add(setRef{setRel, before.Relation}, member)
+		ix.rem.add(setRef{setRel, before.Relation}, id)
 		ix.rem.add(setRef{setOut, before.Source}, adjacencyField(id, before.Source, true))
 		ix.rem.add(setRef{setIn, before.Target}, adjacencyField(id, before.Target, false))
 	default:
@@ -542,7 +546,6 @@ func (k setKind) hash() bool { return k == setOut || k == setIn }
 
 const (
 	setEntities setKind = iota // k.entities()
-	setEdges                   // k.edges()
 	setType                    // k.byType(of)
 	setName                    // k.byName(of)
 	setOut                     // k.out(of), a hash (adjacency.go)
@@ -553,7 +556,7 @@ const (
 
 // setRef names an index set without building its key: its kind and what
 // it is of (a type, a name key, an entity or a relation; nothing for the
-// entity and edge id sets). An apply adds or removes many members of one
+// entity id set). An apply adds or removes many members of one
 // set (the edge set, a relation's, a hub's adjacency sets): its key is
 // built once, when the set is first met.
 type setRef struct {
@@ -566,8 +569,6 @@ func (k keys) setKey(r setRef) string {
 	switch r.kind {
 	case setEntities:
 		return k.entities()
-	case setEdges:
-		return k.edges()
 	case setType:
 		return k.byType(r.of)
 	case setName:
@@ -875,10 +876,10 @@ func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error
 	return g, nil
 }
 
-// snapshot reads the entity and edge sets and their values in one atomic
-// step.
+// snapshot reads the entities and edges and their values in one atomic
+// step: the entity set, and the edges through its members' out hashes.
 func (s *Store) snapshot(ctx context.Context, k keys) (store.Graph, error) {
-	svs, err := readSets(ctx, s.client, k.graph(), []string{k.entities(), k.edges()}, []string{"e", "x"})
+	svs, err := readSets(ctx, s.client, k.graph(), []string{k.entities(), k.entities()}, []string{"e", "X"})
 	if err != nil {
 		return store.Graph{}, err
 	}
@@ -886,7 +887,7 @@ func (s *Store) snapshot(ctx context.Context, k keys) (store.Graph, error) {
 	if err != nil {
 		return store.Graph{}, err
 	}
-	edges, err := decodeSet(k.edges(), svs[1], assembleEdge)
+	edges, err := decodeSet(k.out("*"), svs[1], assembleEdge)
 	if err != nil {
 		return store.Graph{}, err
 	}
@@ -904,15 +905,20 @@ func (s *Store) Stats(ctx context.Context, tenant string) (store.Stats, error) {
 	if err := s.ensureLayout(ctx); err != nil {
 		return store.Stats{}, err
 	}
-	var live, ents, edges *goredis.IntCmd
+	var live, ents *goredis.IntCmd
+	var edges *goredis.StringCmd
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		live, ents, edges = p.SCard(ctx, k.live()), p.SCard(ctx, k.entities()), p.SCard(ctx, k.edges())
+		live, ents, edges = p.SCard(ctx, k.live()), p.SCard(ctx, k.entities()), p.Get(ctx, k.edgeCount())
 		return nil
 	})
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return store.Stats{}, fmt.Errorf("counting the graph of %q: %w", tenant, err)
+	}
+	n, err := edgeCountOf(edges)
 	if err != nil {
 		return store.Stats{}, fmt.Errorf("counting the graph of %q: %w", tenant, err)
 	}
-	return store.Stats{Sources: int(live.Val()), Entities: int(ents.Val()), Edges: int(edges.Val())}, nil
+	return store.Stats{Sources: int(live.Val()), Entities: int(ents.Val()), Edges: n}, nil
 }
 
 // Audit scans every graph key of the tenant (not just what the id sets
@@ -948,25 +954,36 @@ func (s *Store) Audit(ctx context.Context, tenant string) (store.AuditReport, er
 // auditPasses bounds how many times Audit reads a tenant with findings.
 const auditPasses = 3
 
-// auditScript: KEYS are the id sets (sources, live sources, entities,
-// edges), then the keys a scan found; ARGV[1] is the graph keys' prefix.
-// The reply is the id sets' members, then the names of the keys read
-// (those found, and those the id sets name: each source's, entity's and
-// edge's key and each entity's adjacency hashes), each once, each one's
-// type ("none" when absent) and what it holds (a string's value, a set's
-// members, a hash's fields and values, else false).
+// auditScript: KEYS are the id sets (sources, live sources, entities),
+// the edge count, then the keys a scan found; ARGV[1] is the graph keys'
+// prefix. The reply is the id sets' members, then the names of the keys
+// read (those found, and those the id sets name: each source's and
+// entity's key, each entity's adjacency hashes and the keys of the edges
+// its out hash names), each once, each one's type ("none" when absent)
+// and what it holds (a string's value, a set's members, a hash's fields
+// and values, else false), then the edge count (false when absent).
 var auditScript = goredis.NewScript(`
 local prefix = ARGV[1]
 local sets = {}
-for i = 1, 4 do sets[i] = redis.call('SMEMBERS', KEYS[i]) end
+for i = 1, 3 do sets[i] = redis.call('SMEMBERS', KEYS[i]) end
 local names, seen = {}, {}
 local function want(key)
   if not seen[key] then seen[key] = true; names[#names + 1] = key end
 end
 for i = 5, #KEYS do want(KEYS[i]) end
 for _, id in ipairs(sets[1]) do want(prefix .. 'src:' .. id) end
-for _, id in ipairs(sets[3]) do want(prefix .. 'e:' .. id); want(prefix .. 'out:' .. id); want(prefix .. 'in:' .. id) end
-for _, id in ipairs(sets[4]) do want(prefix .. 'x:' .. id); want(prefix .. 'xs:' .. id) end
+for _, id in ipairs(sets[3]) do
+  want(prefix .. 'e:' .. id); want(prefix .. 'in:' .. id)
+  local out = prefix .. 'out:' .. id
+  want(out)
+  if redis.call('TYPE', out)['ok'] == 'hash' then
+    for _, field in ipairs(redis.call('HKEYS', out)) do
+      local edge = id .. '|' .. field
+      if string.sub(field, 1, 1) == '|' then edge = string.sub(field, 2) end
+      want(prefix .. 'x:' .. edge); want(prefix .. 'xs:' .. edge)
+    end
+  end
+end
 local types, held = {}, {}
 for i, key in ipairs(names) do
   local t = redis.call('TYPE', key)['ok']
@@ -976,12 +993,12 @@ for i, key in ipairs(names) do
   elseif t == 'hash' then held[i] = redis.call('HGETALL', key)
   else held[i] = false end
 end
-return {sets, names, types, held}
+return {sets, names, types, held, redis.call('GET', KEYS[4])}
 `)
 
 func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
-	sets := []string{k.srcs(), k.live(), k.entities(), k.edges()}
-	scanned := slices.Clone(sets)
+	sets := []string{k.srcs(), k.live(), k.entities()}
+	scanned := append(slices.Clone(sets), k.edgeCount())
 	iter := s.client.Scan(ctx, 0, globEscape(k.graph())+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
@@ -1000,7 +1017,7 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	if err != nil {
 		return store.AuditReport{}, err
 	}
-	if len(reply) != 4 {
+	if len(reply) != 5 {
 		return store.AuditReport{}, fmt.Errorf("audit: unexpected reply of %d parts", len(reply))
 	}
 	setReplies, _ := reply[0].([]any)
@@ -1135,7 +1152,7 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	}
 
 	// The id sets must list exactly the keys that exist.
-	var want = map[string][]string{k.srcs(): {}, k.live(): {}, k.entities(): {}, k.edges(): {}}
+	var want = map[string][]string{k.srcs(): {}, k.live(): {}, k.entities(): {}}
 	for _, r := range recs {
 		want[k.srcs()] = append(want[k.srcs()], r.DocID)
 		if !r.Deleted {
@@ -1145,14 +1162,21 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	for _, e := range g.Entities {
 		want[k.entities()] = append(want[k.entities()], e.ID)
 	}
-	for _, e := range g.Edges {
-		want[k.edges()] = append(want[k.edges()], e.ID)
-	}
 	for i, key := range sets {
 		w, got := slices.Sorted(slices.Values(want[key])), slices.Sorted(slices.Values(strs(setReplies[i])))
 		if !slices.Equal(w, got) {
 			rep.AddIndexMismatch("set %q has %d ids, %d keys exist", key, len(got), len(w))
 		}
+	}
+	// And the edge count must count them.
+	count := 0
+	if str, ok := reply[4].(string); ok {
+		if count, err = strconv.Atoi(str); err != nil {
+			rep.AddIndexMismatch("edge count %q holds %q, not a number", k.edgeCount(), str)
+		}
+	}
+	if err == nil && count != len(g.Edges) {
+		rep.AddIndexMismatch("edge count %q is %d, %d edges exist", k.edgeCount(), count, len(g.Edges))
 	}
 	return rep, nil
 }
@@ -1196,4 +1220,14 @@ func (s *Store) noteGraphTenant(ctx context.Context, tenant string) error {
 	}
 	s.graphTenants.Store(tenant, struct{}{})
 	return nil
+}
+
+// edgeCountOf reads the edge count of a GET reply: 0 when absent (no edge
+// was ever written).
+func edgeCountOf(get *goredis.StringCmd) (int, error) {
+	n, err := get.Int()
+	if errors.Is(err, goredis.Nil) {
+		return 0, nil
+	}
+	return n, err
 }

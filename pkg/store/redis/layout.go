@@ -20,19 +20,26 @@ const headField = ""
 //
 //   - no layout key: entities and edges may be whole (store.Entity,
 //     store.Edge JSON) under g:ent:<id> and g:edge:<id>, as builds before
-//     heads wrote them, and the adjacency indexes are sets of edge ids;
+//     heads wrote them, the adjacency indexes are sets of edge ids, and a
+//     set of every edge id, g:edges, lists the edges;
 //   - "2": entities and edges are hashes of a head and per-document
-//     fragments, and the adjacency indexes are still sets of edge ids.
+//     fragments; the adjacency indexes are sets, and g:edges lists the
+//     edges;
+//   - "3": the adjacency indexes are hashes; g:edges lists the edges.
 //
 // The first graph operation of a Store converts what is older (migrate,
-// then migrateAdjacency) and then sets the key. Every process writing a
-// store must be of a build of this layout once one has converted it: an
-// older one would add to an adjacency set that is now a hash.
-const graphLayout = "3"
+// then migrateAdjacency, then migrateEdgeSet) and then sets the key.
+// Every process writing a store must be of a build of this layout once
+// one has converted it: an older one would add to an adjacency set that
+// is now a hash, or to an edge set no reader reads.
+const graphLayout = "4"
 
-// adjacencySetsLayout is the layout key's value once entities and edges are hashes
-// but adjacency indexes are still sets (see graphLayout).
-const adjacencySetsLayout = "2"
+// The layout key's values of the older layouts that hold entities and
+// edges as hashes (see graphLayout).
+const (
+	adjacencySetsLayout = "2"
+	edgeSetLayout       = "3"
+)
 
 // layoutNumber is graphLayout as a number.
 func layoutNumber() int {
@@ -69,13 +76,18 @@ func (s *Store) ensureLayout(ctx context.Context) error {
 		}
 		for _, tenant := range tenants {
 			k := s.tenantKeys(tenant)
-			if v != adjacencySetsLayout {
-				if err := s.migrate(ctx, k); err != nil {
+			var steps []func(context.Context, keys) error
+			if v != adjacencySetsLayout && v != edgeSetLayout {
+				steps = append(steps, s.migrate) // needs g:edges
+			}
+			if v != edgeSetLayout {
+				steps = append(steps, s.migrateAdjacency)
+			}
+			steps = append(steps, s.migrateEdgeSet)
+			for _, step := range steps {
+				if err := step(ctx, k); err != nil {
 					return fmt.Errorf("converting the graph of %q to layout %s: %w", tenant, graphLayout, err)
 				}
-			}
-			if err := s.migrateAdjacency(ctx, k); err != nil {
-				return fmt.Errorf("converting the graph of %q to layout %s: %w", tenant, graphLayout, err)
 			}
 		}
 		if err := s.client.Set(ctx, s.layoutKey(), graphLayout, 0).Err(); err != nil {
@@ -155,7 +167,7 @@ func (s *Store) migrate(ctx context.Context, k keys) error {
 	if err != nil {
 		return err
 	}
-	return split(k.edges(), k.wholeEdge, func(p goredis.Pipeliner, id string, data []byte) error {
+	return split(k.edgeSet(), k.wholeEdge, func(p goredis.Pipeliner, id string, data []byte) error {
 		var e store.Edge
 		if err := store.DecodeValue(data, &e); err != nil {
 			return err
@@ -240,6 +252,32 @@ func (s *Store) migrateAdjacency(ctx context.Context, k keys) error {
 		}
 	}
 	return nil
+}
+
+// migrateEdgeSet replaces one tenant's set of every edge id (layouts 1
+// to 3) by the edge count, in one transaction watching both: the count is
+// the set's size, and the set is deleted. A tenant whose count exists is
+// converted already (by another process, or before a conversion was cut
+// short), and is left alone.
+func (s *Store) migrateEdgeSet(ctx context.Context, k keys) error {
+	return s.optimistic(ctx, func(tx *goredis.Tx) error {
+		var exists, size *goredis.IntCmd
+		if _, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			exists, size = p.Exists(ctx, k.edgeCount()), p.SCard(ctx, k.edgeSet())
+			return nil
+		}); err != nil {
+			return err
+		}
+		if exists.Val() > 0 {
+			return nil
+		}
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Set(ctx, k.edgeCount(), size.Val(), 0)
+			p.Del(ctx, k.edgeSet())
+			return nil
+		})
+		return err
+	}, k.edgeCount(), k.edgeSet())
 }
 
 // hashFields returns the HSET arguments of a head (if not nil) and
