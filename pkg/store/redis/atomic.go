@@ -19,19 +19,42 @@ import (
 // graph's keys takes. Every key a script touches carries the tenant's hash
 // tag, so all of them are in the tenant's slot.
 
-// readSetsScript: KEYS are sets of entity or edge ids, ARGV[i] says which
-// KEYS[i] holds ("e" or "x") and ARGV[#KEYS+1] is the graph keys' prefix.
-// The reply holds, per set, its members and then, per member, an entity's
-// hash (HGETALL: fields and values in turn, empty where absent) or an
-// edge's head (false where absent) and supports hash.
+// readSetsScript: KEYS are sets of entity or edge ids or adjacency
+// hashes, ARGV[i] says which KEYS[i] is ("e" or "x": a set of entity or
+// edge ids; "o:<entity>" or "i:<entity>": the entity's out or in hash,
+// whose fields name edges as adjacency.go says; "X": a set of entity ids,
+// standing for the edges of their out hashes) and ARGV[#KEYS+1] is the
+// graph keys' prefix. The reply holds, per key, the ids it lists and
+// then, per id, an entity's hash (HGETALL: fields and values in turn,
+// empty where absent) or an edge's head (false where absent) and supports
+// hash.
 var readSetsScript = goredis.NewScript(`
 local prefix = ARGV[#KEYS + 1]
+-- appends to ids the edge ids of the fields of entity's out (out true) or
+-- in hash key (adjacency.go's edgeOfField)
+local function edges(ids, key, entity, out)
+  for _, field in ipairs(redis.call('HKEYS', key)) do
+    if string.sub(field, 1, 1) == '|' then ids[#ids + 1] = string.sub(field, 2)
+    elseif out then ids[#ids + 1] = entity .. '|' .. field
+    else ids[#ids + 1] = field .. '|' .. entity end
+  end
+end
 local out = {}
 for i, set in ipairs(KEYS) do
-  local ids = redis.call('SMEMBERS', set)
+  local kind = string.sub(ARGV[i], 1, 1)
+  local ids = {}
+  if kind == 'o' or kind == 'i' then
+    edges(ids, set, string.sub(ARGV[i], 3), kind == 'o')
+  elseif kind == 'X' then
+    for _, entity in ipairs(redis.call('SMEMBERS', set)) do
+      edges(ids, prefix .. 'out:' .. entity, entity, true)
+    end
+  else
+    ids = redis.call('SMEMBERS', set)
+  end
   local vals = {}
   for j = 1, #ids do
-    if ARGV[i] == 'e' then
+    if kind == 'e' then
       vals[j] = redis.call('HGETALL', prefix .. 'e:' .. ids[j])
     else
       vals[j] = {redis.call('GET', prefix .. 'x:' .. ids[j]), redis.call('HGETALL', prefix .. 'xs:' .. ids[j])}
@@ -57,7 +80,9 @@ type setValues struct {
 }
 
 // readSets reads sets[i]'s members and the entities (kinds[i] "e") or
-// edges ("x") they name, for every set, atomically.
+// edges ("x", or an adjacency hash's "o:<entity>" and "i:<entity>", or
+// "X" for the out hashes of an entity set's members) they name, for every
+// set, atomically.
 func readSets(ctx context.Context, c goredis.Scripter, graph string, sets, kinds []string) ([]setValues, error) {
 	args := make([]any, 0, len(kinds)+1)
 	for _, kind := range kinds {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -250,7 +251,7 @@ type writeCmd func(ctx context.Context, p goredis.Pipeliner)
 // removal, then one HSET per hash written (an entity's head and the
 // document's field together), the edge heads in one MSET, then every set
 // addition, each set's members in one
-// command; then the record. Encoding happens here, before the transaction,
+// command, and the change of the edge count; then the record. Encoding happens here, before the transaction,
 // so a failure cannot leave half a MULTI queued. st holds the heads as they
 // were read: the index sets change by the difference between the sets a
 // head belongs to as read and as written (indexOps), so an edit that
@@ -266,6 +267,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		hset      = make(map[string][]any, len(w.PutEntities)+len(w.PutFragments)+len(w.PutSupports))
 		hsetOrder = make([]string, 0, len(w.PutEntities)+len(w.PutFragments)+len(w.PutSupports))
 		heads     = make([]any, 0, 2*len(w.PutEdges)) // edge heads: key, value, key, value...
+		edgeDelta int64                               // edges created less edges removed
 	)
 	field := func(key string, name any, value []byte) {
 		fields, ok := hset[key]
@@ -299,6 +301,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		}
 		if !putEdge(e.ID) {
 			ix.edge(e.ID, &e, nil)
+			edgeDelta--
 		}
 	}
 	for _, id := range w.DeleteFragments {
@@ -328,6 +331,8 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		var before *store.EdgeHead
 		if o, ok := st.Edges[e.ID]; ok {
 			before = &o
+		} else {
+			edgeDelta++
 		}
 		ix.edge(e.ID, before, &e)
 	}
@@ -361,14 +366,29 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		for _, key := range hdel {
 			p.HDel(ctx, key, doc)
 		}
-		ix.rem.each(func(set string, members []any) { p.SRem(ctx, set, members...) })
+		ix.rem.each(func(set string, kind setKind, members []any) {
+			if kind.hash() {
+				p.HDel(ctx, set, fieldNames(members)...)
+			} else {
+				p.SRem(ctx, set, members...)
+			}
+		})
 		for _, key := range hsetOrder {
 			p.HSet(ctx, key, hset[key]...)
 		}
 		if len(heads) > 0 {
 			p.MSet(ctx, heads...)
 		}
-		ix.add.each(func(set string, members []any) { p.SAdd(ctx, set, members...) })
+		ix.add.each(func(set string, kind setKind, members []any) {
+			if kind.hash() {
+				p.HSet(ctx, set, emptyValued(members)...)
+			} else {
+				p.SAdd(ctx, set, members...)
+			}
+		})
+		if edgeDelta != 0 {
+			p.IncrBy(ctx, k.edgeCount(), edgeDelta)
+		}
 		p.Set(ctx, k.src(doc), rec, 0)
 		p.SAdd(ctx, k.srcs(), doc)
 		if deleted {
@@ -385,14 +405,14 @@ type indexOps struct {
 }
 
 // newIndexOps returns the indexOps of w, with room for the index entries
-// of the entities and edges it removes and creates (each edge is in four
-// sets, an entity in three or more); those whose sets only may change
+// of the entities and edges it removes and creates (each edge is in three
+// indexes, an entity in three or more); those whose sets only may change
 // grow it as they need.
 func newIndexOps(k keys, w store.Writes, st store.State) indexOps {
 	created := 0
 	for _, e := range w.PutEdges {
 		if _, ok := st.Edges[e.ID]; !ok {
-			created += 4
+			created += 3
 		}
 	}
 	for _, e := range w.PutEntities {
@@ -400,7 +420,7 @@ func newIndexOps(k keys, w store.Writes, st store.State) indexOps {
 			created += 3
 		}
 	}
-	removed := 4*len(w.RemoveEdges) + 3*len(w.RemoveEntities)
+	removed := 3*len(w.RemoveEdges) + 3*len(w.RemoveEntities)
 	return indexOps{rem: newSetOps(k, removed), add: newSetOps(k, created)}
 }
 
@@ -457,33 +477,33 @@ func sameSpellings(a, b store.EntityHead) bool {
 	return a.Name == b.Name && slices.EqualFunc(a.Names, b.Names, func(x, y store.NameVote) bool { return x.Name == y.Name })
 }
 
-// edge is entity's counterpart for edge id: its adjacency sets, its
-// relation's set and the edge id set.
+// edge is entity's counterpart for edge id: its adjacency hashes and its
+// relation's set.
 func (ix indexOps) edge(id string, before, after *store.EdgeHead) {
 	switch {
 	case before == nil && after == nil:
 	case before == nil:
-		member := any(id) // boxed once for its four sets
-		for _, set := range [...]setRef{{kind: setEdges}, {setOut, after.Source}, {setIn, after.Target}, {setRel, after.Relation}} {
-			ix.add.add(set, member)
-		}
+		ix.add.add(setRef{setRel, after.Relation}, id)
+		ix.add.add(setRef{setOut, after.Source}, adjacencyField(id, after.Source, true))
+		ix.add.add(setRef{setIn, after.Target}, adjacencyField(id, after.Target, false))
 	case after == nil:
-		member := any(id)
-		for _, set := range [...]setRef{{kind: setEdges}, {setOut, before.Source}, {setIn, before.Target}, {setRel, before.Relation}} {
-			ix.rem.add(set, member)
-		}
+		ix.rem.add(setRef{setRel, before.Relation}, id)
+		ix.rem.add(setRef{setOut, before.Source}, adjacencyField(id, before.Source, true))
+		ix.rem.add(setRef{setIn, before.Target}, adjacencyField(id, before.Target, false))
 	default:
-		was := [...]setRef{{setOut, before.Source}, {setIn, before.Target}, {setRel, before.Relation}}
-		is := [...]setRef{{setOut, after.Source}, {setIn, after.Target}, {setRel, after.Relation}}
-		var member any // boxed once, if an endpoint or the relation changed
-		for i := range was {
-			if was[i] != is[i] {
-				if member == nil {
-					member = any(id)
-				}
-				ix.rem.add(was[i], member)
-				ix.add.add(is[i], member)
-			}
+		// An endpoint or the relation changed (another spelling of a
+		// stored id): the entry moves from the old set to the new.
+		if before.Relation != after.Relation {
+			ix.rem.add(setRef{setRel, before.Relation}, id)
+			ix.add.add(setRef{setRel, after.Relation}, id)
+		}
+		if before.Source != after.Source {
+			ix.rem.add(setRef{setOut, before.Source}, adjacencyField(id, before.Source, true))
+			ix.add.add(setRef{setOut, after.Source}, adjacencyField(id, after.Source, true))
+		}
+		if before.Target != after.Target {
+			ix.rem.add(setRef{setIn, before.Target}, adjacencyField(id, before.Target, false))
+			ix.add.add(setRef{setIn, after.Target}, adjacencyField(id, after.Target, false))
 		}
 	}
 }
@@ -520,20 +540,23 @@ func (k keys) writtenStripes(w store.Writes) []string {
 // setKind is which index a set belongs to.
 type setKind uint8
 
+// hash says whether the index is a hash of fields with empty values (the
+// adjacency hashes, see adjacency.go) rather than a set.
+func (k setKind) hash() bool { return k == setOut || k == setIn }
+
 const (
 	setEntities setKind = iota // k.entities()
-	setEdges                   // k.edges()
 	setType                    // k.byType(of)
 	setName                    // k.byName(of)
-	setOut                     // k.out(of)
-	setIn                      // k.in(of)
+	setOut                     // k.out(of), a hash (adjacency.go)
+	setIn                      // k.in(of), a hash (adjacency.go)
 	setRel                     // k.byRel(of)
 	setKinds                   // how many kinds there are
 )
 
 // setRef names an index set without building its key: its kind and what
 // it is of (a type, a name key, an entity or a relation; nothing for the
-// entity and edge id sets). An apply adds or removes many members of one
+// entity id set). An apply adds or removes many members of one
 // set (the edge set, a relation's, a hub's adjacency sets): its key is
 // built once, when the set is first met.
 type setRef struct {
@@ -546,8 +569,6 @@ func (k keys) setKey(r setRef) string {
 	switch r.kind {
 	case setEntities:
 		return k.entities()
-	case setEdges:
-		return k.edges()
 	case setType:
 		return k.byType(r.of)
 	case setName:
@@ -570,8 +591,9 @@ type setOps struct {
 	k keys
 	// index numbers the sets met, by kind then by what they are of.
 	index   [setKinds]map[string]int32
-	sets    []string // keys, by set number
-	counts  []int32  // members, by set number
+	sets    []string  // keys, by set number
+	kinds   []setKind // kinds, by set number
+	counts  []int32   // members, by set number
 	entries []setEntry
 }
 
@@ -598,6 +620,7 @@ func (o *setOps) add(r setRef, member any) {
 		n = int32(len(o.sets))
 		index[r.of] = n
 		o.sets = append(o.sets, o.k.setKey(r))
+		o.kinds = append(o.kinds, r.kind)
 		o.counts = append(o.counts, 0)
 	}
 	o.counts[n]++
@@ -609,9 +632,9 @@ func (o *setOps) add(r setRef, member any) {
 	o.entries = append(o.entries, setEntry{set: n, member: member})
 }
 
-// each calls fn with every set and its members, in the order the sets
-// were first met.
-func (o *setOps) each(fn func(set string, members []any)) {
+// each calls fn with every set, its kind and its members (the fields of
+// an adjacency hash), in the order the sets were first met.
+func (o *setOps) each(fn func(set string, kind setKind, members []any)) {
 	if len(o.entries) == 0 {
 		return
 	}
@@ -631,7 +654,7 @@ func (o *setOps) each(fn func(set string, members []any)) {
 	start := 0
 	for n, set := range o.sets {
 		end := start + int(o.counts[n])
-		fn(set, all[start:end:end])
+		fn(set, o.kinds[n], all[start:end:end])
 		start = end
 	}
 }
@@ -732,7 +755,7 @@ func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store
 }
 
 // Edges returns the edges leaving (Out) or entering (In) an entity, sorted
-// by id, from the adjacency sets.
+// by id, from the adjacency hashes.
 func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Direction) ([]store.Edge, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("listing edges of %q: %w", entityID, err)
@@ -741,11 +764,11 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 	if err := s.ensureLayout(ctx); err != nil {
 		return nil, err
 	}
-	set := k.out(entityID)
+	set, kind := k.out(entityID), "o:"+entityID
 	if dir == store.In {
-		set = k.in(entityID)
+		set, kind = k.in(entityID), "i:"+entityID
 	}
-	out, err := readSet(ctx, s.client, k, set, "x", assembleEdge)
+	out, err := readSet(ctx, s.client, k, set, kind, assembleEdge)
 	if err != nil {
 		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
 	}
@@ -774,7 +797,7 @@ func (s *Store) EdgesByRelation(ctx context.Context, tenant, relation, sourceTyp
 	return out, nil
 }
 
-// EdgeCounts returns the sizes of the adjacency sets, in one pipeline.
+// EdgeCounts returns the sizes of the adjacency hashes, in one pipeline.
 func (s *Store) EdgeCounts(ctx context.Context, tenant string, ids []string, dir store.Direction) (map[string]int, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("counting the edges of %d entities: %w", len(ids), err)
@@ -790,7 +813,7 @@ func (s *Store) EdgeCounts(ctx context.Context, tenant string, ids []string, dir
 	cmds := make([]*goredis.IntCmd, len(ids))
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.SCard(ctx, set(id))
+			cmds[i] = p.HLen(ctx, set(id))
 		}
 		return nil
 	})
@@ -826,7 +849,9 @@ func (s *Store) EntitiesByName(ctx context.Context, tenant, name string) ([]stor
 }
 
 // readSet reads the entities (kind "e") or edges ("x") named by a set's
-// members, in one atomic step (see atomic.go).
+// members, or the edges named by an adjacency hash's fields ("o:<entity>"
+// for its out hash, "i:<entity>" for its in hash), in one atomic step (see
+// atomic.go).
 func readSet[T any](ctx context.Context, c goredis.Scripter, k keys, set, kind string,
 	assemble func(id string, read any) (T, bool, error)) ([]T, error) {
 	svs, err := readSets(ctx, c, k.graph(), []string{set}, []string{kind})
@@ -851,10 +876,10 @@ func (s *Store) Snapshot(ctx context.Context, tenant string) (store.Graph, error
 	return g, nil
 }
 
-// snapshot reads the entity and edge sets and their values in one atomic
-// step.
+// snapshot reads the entities and edges and their values in one atomic
+// step: the entity set, and the edges through its members' out hashes.
 func (s *Store) snapshot(ctx context.Context, k keys) (store.Graph, error) {
-	svs, err := readSets(ctx, s.client, k.graph(), []string{k.entities(), k.edges()}, []string{"e", "x"})
+	svs, err := readSets(ctx, s.client, k.graph(), []string{k.entities(), k.entities()}, []string{"e", "X"})
 	if err != nil {
 		return store.Graph{}, err
 	}
@@ -862,7 +887,7 @@ func (s *Store) snapshot(ctx context.Context, k keys) (store.Graph, error) {
 	if err != nil {
 		return store.Graph{}, err
 	}
-	edges, err := decodeSet(k.edges(), svs[1], assembleEdge)
+	edges, err := decodeSet(k.out("*"), svs[1], assembleEdge)
 	if err != nil {
 		return store.Graph{}, err
 	}
@@ -880,15 +905,20 @@ func (s *Store) Stats(ctx context.Context, tenant string) (store.Stats, error) {
 	if err := s.ensureLayout(ctx); err != nil {
 		return store.Stats{}, err
 	}
-	var live, ents, edges *goredis.IntCmd
+	var live, ents *goredis.IntCmd
+	var edges *goredis.StringCmd
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		live, ents, edges = p.SCard(ctx, k.live()), p.SCard(ctx, k.entities()), p.SCard(ctx, k.edges())
+		live, ents, edges = p.SCard(ctx, k.live()), p.SCard(ctx, k.entities()), p.Get(ctx, k.edgeCount())
 		return nil
 	})
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return store.Stats{}, fmt.Errorf("counting the graph of %q: %w", tenant, err)
+	}
+	n, err := edgeCountOf(edges)
 	if err != nil {
 		return store.Stats{}, fmt.Errorf("counting the graph of %q: %w", tenant, err)
 	}
-	return store.Stats{Sources: int(live.Val()), Entities: int(ents.Val()), Edges: int(edges.Val())}, nil
+	return store.Stats{Sources: int(live.Val()), Entities: int(ents.Val()), Edges: n}, nil
 }
 
 // Audit scans every graph key of the tenant (not just what the id sets
@@ -924,25 +954,36 @@ func (s *Store) Audit(ctx context.Context, tenant string) (store.AuditReport, er
 // auditPasses bounds how many times Audit reads a tenant with findings.
 const auditPasses = 3
 
-// auditScript: KEYS are the id sets (sources, live sources, entities,
-// edges), then the keys a scan found; ARGV[1] is the graph keys' prefix.
-// The reply is the id sets' members, then the names of the keys read
-// (those found, and those the id sets name: each source's, entity's and
-// edge's key and each entity's adjacency sets), each once, each one's
-// type ("none" when absent) and what it holds (a string's value, a set's
-// members, a hash's fields and values, else false).
+// auditScript: KEYS are the id sets (sources, live sources, entities),
+// the edge count, then the keys a scan found; ARGV[1] is the graph keys'
+// prefix. The reply is the id sets' members, then the names of the keys
+// read (those found, and those the id sets name: each source's and
+// entity's key, each entity's adjacency hashes and the keys of the edges
+// its out hash names), each once, each one's type ("none" when absent)
+// and what it holds (a string's value, a set's members, a hash's fields
+// and values, else false), then the edge count (false when absent).
 var auditScript = goredis.NewScript(`
 local prefix = ARGV[1]
 local sets = {}
-for i = 1, 4 do sets[i] = redis.call('SMEMBERS', KEYS[i]) end
+for i = 1, 3 do sets[i] = redis.call('SMEMBERS', KEYS[i]) end
 local names, seen = {}, {}
 local function want(key)
   if not seen[key] then seen[key] = true; names[#names + 1] = key end
 end
 for i = 5, #KEYS do want(KEYS[i]) end
 for _, id in ipairs(sets[1]) do want(prefix .. 'src:' .. id) end
-for _, id in ipairs(sets[3]) do want(prefix .. 'e:' .. id); want(prefix .. 'out:' .. id); want(prefix .. 'in:' .. id) end
-for _, id in ipairs(sets[4]) do want(prefix .. 'x:' .. id); want(prefix .. 'xs:' .. id) end
+for _, id in ipairs(sets[3]) do
+  want(prefix .. 'e:' .. id); want(prefix .. 'in:' .. id)
+  local out = prefix .. 'out:' .. id
+  want(out)
+  if redis.call('TYPE', out)['ok'] == 'hash' then
+    for _, field in ipairs(redis.call('HKEYS', out)) do
+      local edge = id .. '|' .. field
+      if string.sub(field, 1, 1) == '|' then edge = string.sub(field, 2) end
+      want(prefix .. 'x:' .. edge); want(prefix .. 'xs:' .. edge)
+    end
+  end
+end
 local types, held = {}, {}
 for i, key in ipairs(names) do
   local t = redis.call('TYPE', key)['ok']
@@ -952,12 +993,12 @@ for i, key in ipairs(names) do
   elseif t == 'hash' then held[i] = redis.call('HGETALL', key)
   else held[i] = false end
 end
-return {sets, names, types, held}
+return {sets, names, types, held, redis.call('GET', KEYS[4])}
 `)
 
 func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
-	sets := []string{k.srcs(), k.live(), k.entities(), k.edges()}
-	scanned := slices.Clone(sets)
+	sets := []string{k.srcs(), k.live(), k.entities()}
+	scanned := append(slices.Clone(sets), k.edgeCount())
 	iter := s.client.Scan(ctx, 0, globEscape(k.graph())+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
@@ -976,7 +1017,7 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	if err != nil {
 		return store.AuditReport{}, err
 	}
-	if len(reply) != 4 {
+	if len(reply) != 5 {
 		return store.AuditReport{}, fmt.Errorf("audit: unexpected reply of %d parts", len(reply))
 	}
 	setReplies, _ := reply[0].([]any)
@@ -1006,7 +1047,7 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 		rest := strings.TrimPrefix(key, k.graph())
 		typ, _ := types[i].(string)
 		if typ == "none" {
-			continue // absent: deleted since the scan, or an empty adjacency set
+			continue // absent: deleted since the scan, or an empty adjacency hash
 		}
 		value, _ := held[i].(string)
 		isString, isSet, isHash := typ == "string", typ == "set", typ == "hash"
@@ -1054,13 +1095,28 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 				continue
 			}
 			edgeSupports[strings.TrimPrefix(rest, kind)], _ = held[i].([]any)
-		case "type:", "out:", "in:":
+		case "type:":
 			if !isSet {
 				wrongType = append(wrongType, key)
 				continue
 			}
-			m := map[string]map[string][]string{"type:": idx.ByType, "out:": idx.Out, "in:": idx.In}[kind]
-			m[strings.TrimPrefix(rest, kind)] = strs(held[i])
+			idx.ByType[strings.TrimPrefix(rest, kind)] = strs(held[i])
+		case "out:", "in:":
+			if !isHash {
+				wrongType = append(wrongType, key)
+				continue
+			}
+			entity, out := strings.TrimPrefix(rest, kind), kind == "out:"
+			hash := strs(held[i])
+			ids := make([]string, 0, len(hash)/2)
+			for j := 0; j+1 < len(hash); j += 2 {
+				ids = append(ids, edgeOfField(hash[j], entity, out))
+			}
+			m := idx.In
+			if out {
+				m = idx.Out
+			}
+			m[entity] = ids
 		}
 		if err != nil {
 			return store.AuditReport{}, fmt.Errorf("decoding %q: %w", key, err)
@@ -1096,7 +1152,7 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	}
 
 	// The id sets must list exactly the keys that exist.
-	var want = map[string][]string{k.srcs(): {}, k.live(): {}, k.entities(): {}, k.edges(): {}}
+	var want = map[string][]string{k.srcs(): {}, k.live(): {}, k.entities(): {}}
 	for _, r := range recs {
 		want[k.srcs()] = append(want[k.srcs()], r.DocID)
 		if !r.Deleted {
@@ -1106,14 +1162,21 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 	for _, e := range g.Entities {
 		want[k.entities()] = append(want[k.entities()], e.ID)
 	}
-	for _, e := range g.Edges {
-		want[k.edges()] = append(want[k.edges()], e.ID)
-	}
 	for i, key := range sets {
 		w, got := slices.Sorted(slices.Values(want[key])), slices.Sorted(slices.Values(strs(setReplies[i])))
 		if !slices.Equal(w, got) {
 			rep.AddIndexMismatch("set %q has %d ids, %d keys exist", key, len(got), len(w))
 		}
+	}
+	// And the edge count must count them.
+	count := 0
+	if str, ok := reply[4].(string); ok {
+		if count, err = strconv.Atoi(str); err != nil {
+			rep.AddIndexMismatch("edge count %q holds %q, not a number", k.edgeCount(), str)
+		}
+	}
+	if err == nil && count != len(g.Edges) {
+		rep.AddIndexMismatch("edge count %q is %d, %d edges exist", k.edgeCount(), count, len(g.Edges))
 	}
 	return rep, nil
 }
@@ -1157,4 +1220,14 @@ func (s *Store) noteGraphTenant(ctx context.Context, tenant string) error {
 	}
 	s.graphTenants.Store(tenant, struct{}{})
 	return nil
+}
+
+// edgeCountOf reads the edge count of a GET reply: 0 when absent (no edge
+// was ever written).
+func edgeCountOf(get *goredis.StringCmd) (int, error) {
+	n, err := get.Int()
+	if errors.Is(err, goredis.Nil) {
+		return 0, nil
+	}
+	return n, err
 }

@@ -18,9 +18,11 @@ import (
 )
 
 // indexRecorder is a client hook keeping the SADD and SREM commands sent
-// on the index sets under base (entity, type, name, adjacency, relation
-// and edge sets), as "SADD <key after base> <members, sorted>", and the
-// deletions of keys of supports stored apart, as "DEL <key after base>".
+// on the index sets under base (entity, type, name and relation sets), as "SADD <key after base> <members, sorted>", the HSET and HDEL
+// commands on the adjacency hashes, as "HSET <key after base> <fields,
+// sorted>", the changes of the edge count, as "INCRBY edge-count <n>",
+// and the deletions of keys of supports stored apart, as "DEL <key after
+// base>".
 type indexRecorder struct {
 	base string
 	mu   sync.Mutex
@@ -69,18 +71,33 @@ func (r *indexRecorder) record(cmd goredis.Cmder) {
 		}
 		return
 	}
-	if (name != "SADD" && name != "SREM") || len(args) < 3 {
+	if len(args) < 3 {
 		return
 	}
 	key, _ := args[1].(string)
 	rest, ok := strings.CutPrefix(key, r.base)
-	if !ok || !slices.ContainsFunc([]string{"ents", "edges", "type:", "name:", "out:", "in:", "rel:"},
-		func(kind string) bool { return strings.HasPrefix(rest, kind) }) {
+	if !ok {
+		return
+	}
+	kinds := []string{"ents", "type:", "name:", "rel:"}
+	step := 1 // SADD, SREM, HDEL: every argument is a member or field
+	switch name {
+	case "SADD", "SREM":
+	case "INCRBY":
+		kinds = []string{"edge-count"}
+	case "HSET":
+		kinds, step = []string{"out:", "in:"}, 2 // fields and values
+	case "HDEL":
+		kinds = []string{"out:", "in:"}
+	default:
+		return
+	}
+	if !slices.ContainsFunc(kinds, func(kind string) bool { return strings.HasPrefix(rest, kind) }) {
 		return
 	}
 	members := make([]string, 0, len(args)-2)
-	for _, m := range args[2:] {
-		members = append(members, fmt.Sprint(m))
+	for i := 2; i < len(args); i += step {
+		members = append(members, fmt.Sprint(args[i]))
 	}
 	slices.Sort(members)
 	r.mu.Lock()
@@ -130,12 +147,12 @@ func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 
 	apply(1, "Alpha", "team")
 	require.Equal(t, []string{
-		"SADD edges " + edge,
+		"HSET in:beta alpha|uses",
+		"HSET out:alpha uses|beta",
+		"INCRBY edge-count 1",
 		"SADD ents alpha,beta",
-		"SADD in:beta " + edge,
 		"SADD name:alpha alpha",
 		"SADD name:beta beta",
-		"SADD out:alpha " + edge,
 		"SADD rel:uses " + edge,
 		"SADD type:service alpha",
 		"SADD type:team beta",
@@ -187,12 +204,12 @@ func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 	_, err = s.Delete(ctx, tenant, "doc", 5)
 	require.NoError(t, err)
 	require.Equal(t, []string{
-		"SREM edges " + edge,
+		"HDEL in:beta alpha|uses",
+		"HDEL out:alpha uses|beta",
+		"INCRBY edge-count -1",
 		"SREM ents alpha,beta",
-		"SREM in:beta " + edge,
 		"SREM name:alpha prime alpha",
 		"SREM name:beta beta",
-		"SREM out:alpha " + edge,
 		"SREM rel:uses " + edge,
 		"SREM type:service alpha,beta",
 	}, rec.take(), "the deletion")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -15,18 +16,43 @@ import (
 const headField = ""
 
 // graphLayout is the value of the layout key (<p>:graph-layout) once every
-// tenant graph holds entities and edges as hashes of a head and
-// per-document fragments. Without it, graphs may hold whole entities and
-// edges (store.Entity, store.Edge JSON) under g:ent:<id> and g:edge:<id>,
-// as builds before heads wrote them: the first graph operation of a Store
-// converts them (migrate) and then sets the key.
-const graphLayout = "2"
+// tenant graph is in the layout the package doc describes. Older layouts:
+//
+//   - no layout key: entities and edges may be whole (store.Entity,
+//     store.Edge JSON) under g:ent:<id> and g:edge:<id>, as builds before
+//     heads wrote them, the adjacency indexes are sets of edge ids, and a
+//     set of every edge id, g:edges, lists the edges;
+//   - "2": entities and edges are hashes of a head and per-document
+//     fragments; the adjacency indexes are sets, and g:edges lists the
+//     edges;
+//   - "3": the adjacency indexes are hashes; g:edges lists the edges.
+//
+// The first graph operation of a Store converts what is older (migrate,
+// then migrateAdjacency, then migrateEdgeSet) and then sets the key.
+// Every process writing a store must be of a build of this layout once
+// one has converted it: an older one would add to an adjacency set that
+// is now a hash, or to an edge set no reader reads.
+const graphLayout = "4"
+
+// The layout key's values of the older layouts that hold entities and
+// edges as hashes (see graphLayout).
+const (
+	adjacencySetsLayout = "2"
+	edgeSetLayout       = "3"
+)
+
+// layoutNumber is graphLayout as a number.
+func layoutNumber() int {
+	n, _ := strconv.Atoi(graphLayout)
+	return n
+}
 
 func (s *Store) layoutKey() string { return s.prefix + ":graph-layout" }
 
 // ensureLayout converts the graphs of an older layout once per Store (see
 // graphLayout). Concurrent callers wait for the conversion; a failed one
-// is tried again by the next call.
+// is tried again by the next call. A store of a later layout than this
+// build knows is refused rather than written.
 func (s *Store) ensureLayout(ctx context.Context) error {
 	if s.layoutDone.Load() {
 		return nil
@@ -40,14 +66,28 @@ func (s *Store) ensureLayout(ctx context.Context) error {
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return fmt.Errorf("reading the graph layout: %w", err)
 	}
+	if n, err := strconv.Atoi(v); err == nil && n > layoutNumber() {
+		return fmt.Errorf("the graphs are in layout %s, newer than this build's %s", v, graphLayout)
+	}
 	if v != graphLayout {
 		tenants, err := s.client.SMembers(ctx, s.graphTenantsKey()).Result()
 		if err != nil {
 			return fmt.Errorf("listing graph tenants: %w", err)
 		}
 		for _, tenant := range tenants {
-			if err := s.migrate(ctx, s.tenantKeys(tenant)); err != nil {
-				return fmt.Errorf("converting the graph of %q to layout %s: %w", tenant, graphLayout, err)
+			k := s.tenantKeys(tenant)
+			var steps []func(context.Context, keys) error
+			if v != adjacencySetsLayout && v != edgeSetLayout {
+				steps = append(steps, s.migrate) // needs g:edges
+			}
+			if v != edgeSetLayout {
+				steps = append(steps, s.migrateAdjacency)
+			}
+			steps = append(steps, s.migrateEdgeSet)
+			for _, step := range steps {
+				if err := step(ctx, k); err != nil {
+					return fmt.Errorf("converting the graph of %q to layout %s: %w", tenant, graphLayout, err)
+				}
 			}
 		}
 		if err := s.client.Set(ctx, s.layoutKey(), graphLayout, 0).Err(); err != nil {
@@ -127,7 +167,7 @@ func (s *Store) migrate(ctx context.Context, k keys) error {
 	if err != nil {
 		return err
 	}
-	return split(k.edges(), k.wholeEdge, func(p goredis.Pipeliner, id string, data []byte) error {
+	return split(k.edgeSet(), k.wholeEdge, func(p goredis.Pipeliner, id string, data []byte) error {
 		var e store.Edge
 		if err := store.DecodeValue(data, &e); err != nil {
 			return err
@@ -148,6 +188,96 @@ func (s *Store) migrate(ctx context.Context, k keys) error {
 		}
 		return nil
 	})
+}
+
+// migrateAdjacency converts one tenant's adjacency sets (layout 2) into
+// adjacency hashes (see adjacency.go), those of a chunk of entities at a
+// time: each chunk's sets are read, deleted and written again as hashes
+// in one transaction watching them, so a conversion cut short resumes
+// where it stopped (a key already a hash is left alone) and two processes
+// converting at once do not convert a key twice. Every edge has both
+// endpoints among the entities (store.Plan removes an edge with either),
+// so the entity set names every adjacency set.
+func (s *Store) migrateAdjacency(ctx context.Context, k keys) error {
+	ids, err := s.client.SMembers(ctx, k.entities()).Result()
+	if err != nil {
+		return err
+	}
+	const chunk = mgetChunk / 2 // two keys per entity
+	for start := 0; start < len(ids); start += chunk {
+		entities := ids[start:min(start+chunk, len(ids))]
+		sets := append(k.prefixed(k.out, entities), k.prefixed(k.in, entities)...)
+		err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+			types := make([]*goredis.StatusCmd, len(sets))
+			if _, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for i, key := range sets {
+					types[i] = p.Type(ctx, key)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			members := make([]*goredis.StringSliceCmd, len(sets))
+			if _, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for i, key := range sets {
+					if types[i].Val() == "set" {
+						members[i] = p.SMembers(ctx, key)
+					}
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+				for i, key := range sets {
+					if members[i] == nil {
+						continue // a hash already, or no edges
+					}
+					entity, out := entities[i%len(entities)], i < len(entities)
+					fields := make([]any, 0, 2*len(members[i].Val()))
+					for _, id := range members[i].Val() {
+						fields = append(fields, adjacencyField(id, entity, out), "")
+					}
+					p.Del(ctx, key)
+					if len(fields) > 0 {
+						p.HSet(ctx, key, fields...)
+					}
+				}
+				return nil
+			})
+			return err
+		}, sets...)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migrateEdgeSet replaces one tenant's set of every edge id (layouts 1
+// to 3) by the edge count, in one transaction watching both: the count is
+// the set's size, and the set is deleted. A tenant whose count exists is
+// converted already (by another process, or before a conversion was cut
+// short), and is left alone.
+func (s *Store) migrateEdgeSet(ctx context.Context, k keys) error {
+	return s.optimistic(ctx, func(tx *goredis.Tx) error {
+		var exists, size *goredis.IntCmd
+		if _, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			exists, size = p.Exists(ctx, k.edgeCount()), p.SCard(ctx, k.edgeSet())
+			return nil
+		}); err != nil {
+			return err
+		}
+		if exists.Val() > 0 {
+			return nil
+		}
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Set(ctx, k.edgeCount(), size.Val(), 0)
+			p.Del(ctx, k.edgeSet())
+			return nil
+		})
+		return err
+	}, k.edgeCount(), k.edgeSet())
 }
 
 // hashFields returns the HSET arguments of a head (if not nil) and

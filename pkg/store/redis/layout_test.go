@@ -41,16 +41,136 @@ func TestConvertsWholeLayout(t *testing.T) {
 	storetest.SameHubGraph(t, "edited after the conversion", never, converted)
 }
 
-// toWholeLayout rewrites the tenants' graphs of s behind the adapter's
-// back (no stripe changes) in the layout before heads stored them: each
-// entity and edge whole under g:ent:<id> and g:edge:<id>, and no layout
-// key, so the next Store converts them.
-func toWholeLayout(t *testing.T, s *redis.Store, c *goredis.Client, prefix string, tenants ...string) {
+// TestConvertsLayout2: graphs of layout 2, whose adjacency indexes are
+// sets of edge ids and which list every edge id in a set, are converted by
+// a new Store before its first graph operation into adjacency hashes and
+// an edge count; every reader returns what a store that never was
+// converted returns, the audit is clean, no set is left, and applies
+// after the conversion leave both alike. A conversion cut short (some
+// adjacency keys already hashes, a tenant's edge count already there)
+// resumes, and a store whose layout key is newer than the build's is
+// refused, not written.
+func TestConvertsLayout2(t *testing.T) {
+	ctx := t.Context()
+	old, c, prefix := freshStore(t)
+	never, _, _ := freshStore(t)
+	storetest.FillHubGraph(t, old)
+	storetest.FillHubGraph(t, never)
+
+	g, err := old.Snapshot(ctx, "acme")
+	require.NoError(t, err)
+	ge, err := old.Snapshot(ctx, "globex")
+	require.NoError(t, err)
+	converted := toLayout2(t, old, c, prefix, "acme", "globex")
+	require.Greater(t, converted, 4, "adjacency keys turned into sets")
+	// Half converted already: a conversion that stopped after a chunk.
+	hub := prefix + ":{acme}:g:out:service:hub"
+	require.NoError(t, c.Del(ctx, hub).Err())
+	for _, e := range g.Edges {
+		if e.Source == "service:hub" {
+			require.NoError(t, c.HSet(ctx, hub, e.Relation+"|"+e.Target, "").Err())
+		}
+	}
+	// globex's edge set replaced by its count already.
+	require.NoError(t, c.Del(ctx, prefix+":{globex}:g:edges").Err())
+	require.NoError(t, c.Set(ctx, prefix+":{globex}:g:edge-count", len(ge.Edges), 0).Err())
+
+	s := redis.New(newClient(t), prefix)
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.SameHubGraph(t, "converted", never, s)
+	for _, tenant := range []string{"acme", "globex"} {
+		rep, err := s.Audit(ctx, tenant)
+		require.NoError(t, err)
+		require.Equal(t, store.AuditReport{Sources: rep.Sources, Entities: rep.Entities, Edges: rep.Edges}, rep, tenant)
+		require.NotZero(t, rep.Edges)
+	}
+	require.Zero(t, adjacencyKeysOfType(t, c, prefix, "set"), "adjacency sets are left")
+	require.Greater(t, adjacencyKeysOfType(t, c, prefix, "hash"), 4)
+	n, err := c.Exists(ctx, prefix+":{acme}:g:edges", prefix+":{globex}:g:edges").Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "edge sets are left")
+	layout, err := c.Get(ctx, prefix+":graph-layout").Result()
+	require.NoError(t, err)
+	require.Equal(t, "4", layout)
+
+	storetest.EditHubGraph(t, s)
+	storetest.EditHubGraph(t, never)
+	storetest.SameHubGraph(t, "edited after the conversion", never, s)
+
+	require.NoError(t, c.Set(ctx, prefix+":graph-layout", "5", 0).Err())
+	newer := redis.New(newClient(t), prefix)
+	t.Cleanup(func() { _ = newer.Close() })
+	_, err = newer.Apply(ctx, "acme", "doc-x", 1, storetest.HubDoc(40, 1))
+	require.ErrorContains(t, err, "newer")
+	_, err = newer.Snapshot(ctx, "acme")
+	require.ErrorContains(t, err, "newer")
+}
+
+// toLayout2 rewrites the indexes of the tenants' graphs of s behind the
+// adapter's back as layout 2 held them: a set of edge ids per entity and
+// direction, a set of every edge id and no edge count; and sets the
+// layout key to "2", so the next Store converts them. It returns how many
+// adjacency sets it wrote.
+func toLayout2(t *testing.T, s *redis.Store, c *goredis.Client, prefix string, tenants ...string) int {
 	t.Helper()
 	ctx := t.Context()
+	n := 0
 	for _, tenant := range tenants {
 		g, err := s.Snapshot(ctx, tenant)
 		require.NoError(t, err)
+		base := prefix + ":{" + tenant + "}:g:"
+		sets := map[string][]any{}
+		require.NoError(t, c.Del(ctx, base+"edge-count", base+"edges").Err())
+		for _, e := range g.Edges {
+			require.NoError(t, c.SAdd(ctx, base+"edges", e.ID).Err())
+			sets[base+"out:"+e.Source] = append(sets[base+"out:"+e.Source], e.ID)
+			sets[base+"in:"+e.Target] = append(sets[base+"in:"+e.Target], e.ID)
+		}
+		for key, ids := range sets {
+			require.NoError(t, c.Del(ctx, key).Err())
+			require.NoError(t, c.SAdd(ctx, key, ids...).Err())
+			n++
+		}
+	}
+	require.NoError(t, c.Set(ctx, prefix+":graph-layout", "2", 0).Err())
+	return n
+}
+
+// adjacencyKeysOfType counts the adjacency keys under prefix of type typ.
+func adjacencyKeysOfType(t *testing.T, c *goredis.Client, prefix, typ string) int {
+	t.Helper()
+	ctx := t.Context()
+	n := 0
+	for _, pattern := range []string{prefix + ":*:g:out:*", prefix + ":*:g:in:*"} {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			got, err := c.Type(ctx, iter.Val()).Result()
+			require.NoError(t, err)
+			if got == typ {
+				n++
+			}
+		}
+		require.NoError(t, iter.Err())
+	}
+	return n
+}
+
+// toWholeLayout rewrites the tenants' graphs of s behind the adapter's
+// back (no stripe changes) in the layout before heads stored them: each
+// entity and edge whole under g:ent:<id> and g:edge:<id>, adjacency sets
+// (toLayout2), and no layout key, so the next Store converts them.
+func toWholeLayout(t *testing.T, s *redis.Store, c *goredis.Client, prefix string, tenants ...string) {
+	t.Helper()
+	ctx := t.Context()
+	graphs := map[string]store.Graph{}
+	for _, tenant := range tenants {
+		g, err := s.Snapshot(ctx, tenant)
+		require.NoError(t, err)
+		graphs[tenant] = g
+	}
+	toLayout2(t, s, c, prefix, tenants...) // layout 1 held its indexes so too
+	for _, tenant := range tenants {
+		g := graphs[tenant]
 		base := prefix + ":{" + tenant + "}:g:"
 		for _, e := range g.Entities {
 			data, err := store.EncodeValue(e, store.FastCompression)

@@ -27,7 +27,8 @@
 // are one Lua script each, so they see the graph between two transactions
 // and never an edge without its endpoints, however busy the writers are
 // (see atomic.go). Reads are the one place scripts are used: they compute
-// nothing, so there is no second implementation of a rule to keep.
+// nothing but an edge id from an adjacency field (adjacency.go), so there
+// is no second implementation of a rule to keep.
 //
 // # Keys
 //
@@ -50,9 +51,9 @@
 //	<p>:{<t>}:g:type:<type>          set of entity ids of a type
 //	<p>:{<t>}:g:x:<id>               store.EdgeHead (store.EncodeEdgeHead; the supports inline while they are few)
 //	<p>:{<t>}:g:xs:<id>              hash <doc> -> the doc's support, once the head has spilled them (store.EdgeHead.Inline)
-//	<p>:{<t>}:g:edges                set of edge ids
-//	<p>:{<t>}:g:out:<entity>         set of ids of edges leaving the entity
-//	<p>:{<t>}:g:in:<entity>          set of ids of edges entering the entity
+//	<p>:{<t>}:g:edge-count           how many edges there are (INCRBY by every write creating or removing edges)
+//	<p>:{<t>}:g:out:<entity>         hash: one field per edge leaving the entity, "<relation>|<target>", value "" (adjacency.go)
+//	<p>:{<t>}:g:in:<entity>          hash: one field per edge entering the entity, "<source>|<relation>", value "" (adjacency.go)
 //	<p>:{<t>}:g:rel:<relation>       set of ids of the relation's edges
 //	<p>:{<t>}:g:name:<name key>      set of ids of entities with the name (store.NameKey)
 //	<p>:{<t>}:gv:<n>                 stripe n: a random token, rewritten by every write of an entity or edge of the stripe (stripes.go)
@@ -64,7 +65,7 @@
 //	<p>:{<t>}:rsrc:<doc>             set of ids of reports citing the document
 //	<p>:{<t>}:outbox                 hash event id -> pending event record (store.Outbox, see outbox.go)
 //	<p>:outbox-tenants               set of tenants with pending events
-//	<p>:graph-layout                 "2" once every graph is in the layout above (see layout.go)
+//	<p>:graph-layout                 "4" once every graph is in the layout above (see layout.go)
 //
 // An entity is one hash of its head and one field per document; an edge is
 // its head, holding its supports while they are few (most edges have one),
@@ -73,9 +74,17 @@
 // touches and its own document's fields, never the other documents'
 // fragments, and adds and removes only the index entries that change (a
 // head's type, spellings or endpoints).
-// Graphs written before that hold each entity and edge whole under
-// g:ent:<id> and g:edge:<id>; a Store converts them before its first graph
-// operation (ensureLayout).
+// The adjacency indexes are hashes, not sets, because Redis 7.0 keeps
+// every set of strings in a hash table (~100 bytes a member here) but a
+// small hash in a listpack (a few bytes a field besides the field). There
+// is no set of all edge ids (~80 bytes an edge): every edge is a field of
+// its source's out hash and its source is in g:ents, so Snapshot lists
+// the edges through those, and Stats reads g:edge-count.
+// Graphs written before that hold a set of every edge id, g:edges (layout
+// 3), also the adjacency indexes as sets of edge ids (layout 2), and the
+// oldest (layout 1) each entity and edge whole under g:ent:<id> and
+// g:edge:<id>; a Store converts them before its first graph operation
+// (ensureLayout).
 //
 // A JSON value of at least store.CompressMin bytes is stored compressed
 // (store.EncodeValue): heads and fragments with S2, source records,
@@ -192,7 +201,8 @@ func (k keys) entities() string              { return k.base + "g:ents" }
 func (k keys) byType(t string) string        { return k.base + "g:type:" + t }
 func (k keys) edge(id string) string         { return k.base + "g:x:" + id }
 func (k keys) edgeSupports(id string) string { return k.base + "g:xs:" + id }
-func (k keys) edges() string                 { return k.base + "g:edges" }
+func (k keys) edgeCount() string             { return k.base + "g:edge-count" }
+func (k keys) edgeSet() string               { return k.base + "g:edges" } // layouts 1 to 3 (layout.go)
 func (k keys) out(id string) string          { return k.base + "g:out:" + id }
 func (k keys) in(id string) string           { return k.base + "g:in:" + id }
 func (k keys) byRel(r string) string         { return k.base + "g:rel:" + r }

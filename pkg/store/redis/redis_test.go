@@ -112,7 +112,7 @@ func TestAuditSeesStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := prefix + ":{acme}:g:"
-	if err := c.SRem(ctx, base+"out:t:a", store.EdgeID("t:a", "r", "t:b")).Err(); err != nil {
+	if err := c.HDel(ctx, base+"out:t:a", "r|t:b").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Del(ctx, base+"e:t:b").Err(); err != nil {
@@ -123,7 +123,7 @@ func TestAuditSeesStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.OrphanEdges != 1 || rep.IndexMismatches < 3 {
-		t.Fatalf("got %+v, want 1 orphan edge (missing endpoint) and mismatches for the record, the out set and the entity set", rep)
+		t.Fatalf("got %+v, want 1 orphan edge (missing endpoint) and mismatches for the record, the out hash and the entity set", rep)
 	}
 
 	// A key no id set lists is found by the scan; a key of the wrong type
@@ -144,6 +144,27 @@ func TestAuditSeesStorage(t *testing.T) {
 	if !slices.ContainsFunc(again.Problems, func(p string) bool { return strings.Contains(p, "does not hold the type") }) &&
 		len(again.Problems) < store.MaxAuditProblems {
 		t.Fatalf("the wrong-typed key is not among the problems: %q", again.Problems)
+	}
+
+	// The edge count is checked against the edges stored.
+	other := prefix + "-count"
+	counted := redis.New(newClient(t), other)
+	t.Cleanup(func() { _ = counted.Close(); deleteKeys(t, other) })
+	if _, err := counted.Apply(ctx, "acme", "d", 1, contrib); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := counted.Audit(ctx, "acme"); err != nil || rep.IndexMismatches != 0 {
+		t.Fatalf("a sound graph: %+v, %v", rep, err)
+	}
+	if err := c.IncrBy(ctx, other+":{acme}:g:edge-count", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = counted.Audit(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.IndexMismatches != 1 || !slices.ContainsFunc(rep.Problems, func(p string) bool { return strings.Contains(p, "edge count") }) {
+		t.Fatalf("got %+v with an edge count of 3 for 1 edge, want its mismatch", rep)
 	}
 }
 
@@ -174,13 +195,13 @@ func BenchmarkApply(b *testing.B) {
 	mem := edgeMemory(b, c, prefix+":{"+tenant+"}:g:", 1000)
 	b.Logf("preloaded %d documents, %d entities, %d edges in %v (%.0f applies/s); used_memory grew by %d MiB",
 		st.Sources, st.Entities, st.Edges, took.Round(time.Second), float64(corpus.Docs)/took.Seconds(), (after-before)>>20)
-	b.Logf("per sampled edge: key %.0f B, out-set entry %.0f B, in-set entry %.0f B, edge-id-set entry %.0f B",
-		mem.key, mem.out, mem.in, mem.all)
+	b.Logf("per sampled edge: key %.0f B, out-hash entry %.0f B, in-hash entry %.0f B (no edge-id set)",
+		mem.key, mem.out, mem.in)
 	b.Run("memory", func(b *testing.B) {
 		for b.Loop() {
 		}
 		b.ReportMetric(float64(st.Edges), "edges")
-		b.ReportMetric(mem.key+mem.out+mem.in+mem.all, "edge+index-B/edge")
+		b.ReportMetric(mem.key+mem.out+mem.in, "edge+index-B/edge")
 		b.ReportMetric(mem.key, "edge-key-B/edge")
 		b.ReportMetric(float64(after-before)/float64(st.Edges), "used-B/edge")
 		b.ReportMetric(took.Seconds(), "preload-s")
@@ -208,27 +229,39 @@ func usedMemory(tb testing.TB, c *goredis.Client) int64 {
 }
 
 // edgeCost is the average memory of one edge: its key, and its entries in
-// the out and in adjacency sets and in the set of all edge ids.
-type edgeCost struct{ key, out, in, all float64 }
+// the out and in adjacency hashes (there is no set of all edge ids).
+type edgeCost struct{ key, out, in float64 }
 
-// edgeMemory samples n edges and averages MEMORY USAGE of their keys. A
+// edgeMemory samples n edges (a random field of the out hash of each of
+// up to n random entities) and averages MEMORY USAGE of their keys. A
 // set entry costs the set's MEMORY USAGE divided by its members (so the
-// set's own overhead is shared by its entries); the adjacency sets are
-// those of the sampled edges' endpoints.
+// set's own overhead is shared by its entries); the adjacency hashes are
+// those of the sampled edges' endpoints, an entry costing the hash's
+// MEMORY USAGE divided by its fields.
 func edgeMemory(tb testing.TB, c *goredis.Client, graph string, n int) edgeCost {
 	ctx := tb.Context()
-	ids, err := c.SRandMemberN(ctx, graph+"edges", int64(n)).Result()
+	entities, err := c.SRandMemberN(ctx, graph+"ents", int64(n)).Result()
 	if err != nil {
 		tb.Fatal(err)
+	}
+	var ids []string
+	for _, entity := range entities {
+		fields, err := c.HRandField(ctx, graph+"out:"+entity, 1).Result()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, f := range fields {
+			ids = append(ids, entity+"|"+f) // the benchmark's ids spell their endpoints
+		}
 	}
 	perEntry := func(set string) float64 {
 		size, err := c.MemoryUsage(ctx, set, 0).Result()
 		if err != nil {
 			tb.Fatalf("MEMORY USAGE %s: %v", set, err)
 		}
-		card, err := c.SCard(ctx, set).Result()
+		card, err := c.HLen(ctx, set).Result()
 		if err != nil || card == 0 {
-			tb.Fatalf("SCARD %s: %d, %v", set, card, err)
+			tb.Fatalf("HLEN %s: %d, %v", set, card, err)
 		}
 		return float64(size) / float64(card)
 	}
@@ -248,17 +281,6 @@ func edgeMemory(tb testing.TB, c *goredis.Client, graph string, n int) edgeCost 
 	}
 	k := float64(len(ids))
 	cost.key, cost.out, cost.in = cost.key/k, cost.out/k, cost.in/k
-	// The set of all edge ids is one big hash table: 5 sampled members
-	// estimate it well, where SAMPLES 0 would walk a million.
-	size, err := c.MemoryUsage(ctx, graph+"edges").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	card, err := c.SCard(ctx, graph+"edges").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cost.all = float64(size) / float64(card)
 	if len(ids) < n {
 		tb.Logf("%s", fmt.Sprintf("sampled %d edges, fewer than %d", len(ids), n))
 	}
