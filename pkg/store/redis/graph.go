@@ -68,6 +68,12 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 	if err := s.ensureLayout(ctx); err != nil {
 		return store.ApplyResult{}, err
 	}
+	// Before the transaction, never inside it (see registryUpdate): a
+	// change that then writes nothing leaves a tenant listed with no graph,
+	// which every reader of the list takes as an empty one.
+	if err := s.noteGraphTenant(ctx, tenant); err != nil {
+		return store.ApplyResult{}, err
+	}
 	var res store.ApplyResult
 	attempt := 0
 	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
@@ -105,9 +111,6 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		}
 		cmds, err := k.writes(w, st)
 		if err != nil {
-			return err
-		}
-		if err := s.noteGraphTenant(ctx, tenant); err != nil {
 			return err
 		}
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
@@ -1204,7 +1207,7 @@ func globEscape(s string) string {
 }
 
 // noteGraphTenant adds tenant to the global set of tenants with graph
-// data, outside the apply's transaction (see registryUpdate), once per
+// data, before the apply's transaction (see registryUpdate), once per
 // Store and tenant: the set only ever grows, so a tenant this Store added
 // is still there and the SADD would be a round trip per apply for nothing.
 // The cache relies on that: if Redis is flushed or restored
