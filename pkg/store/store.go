@@ -305,6 +305,9 @@ type CommunityStore interface {
 	// CommunitiesOf returns the communities holding any of the entities,
 	// through the member index, sorted by level then id.
 	CommunitiesOf(ctx context.Context, tenant string, entityIDs []string) ([]Community, error)
+	// CommunitiesByID returns the communities among ids that are stored,
+	// by id; absent ids are left out. Only those communities are read.
+	CommunitiesByID(ctx context.Context, tenant string, ids []string) (map[string]Community, error)
 	// Clustered returns which of the entities some stored community holds,
 	// from the member index alone (no community is read); the others are
 	// absent from the map.
@@ -378,6 +381,12 @@ type ReportStore interface {
 	// decoding the reports. Every stored report has an entry, an empty one
 	// when it cites nothing.
 	ReportCitations(ctx context.Context, tenant string) (map[string][]provenance.SourceRef, error)
+	// ReportCitationsOf returns, per report citing any of docIDs among its
+	// Sources (at any version), its citations as ReportCitations lists
+	// them. It reads the by-source index for those documents and the
+	// citations of the reports it names, decoding no report and reading
+	// no other report's entry.
+	ReportCitationsOf(ctx context.Context, tenant string, docIDs []string) (map[string][]provenance.SourceRef, error)
 }
 
 // CitationsOf returns the (doc, version) pairs of a report's Sources, text

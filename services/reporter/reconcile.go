@@ -92,7 +92,7 @@ func (w *Worker) Reconcile(ctx context.Context, tenant string) (Reconciled, erro
 // settle writes the reports of jobs, removes the reports orphans, indexes
 // both and announces what was done. The caller holds rmu.
 func (w *Worker) settle(ctx context.Context, tenant string, out Reconciled, jobs []job, orphans []string) (Reconciled, error) {
-	reps, err := w.writeReports(ctx, tenant, jobs)
+	reps, err := w.writeReports(ctx, tenant, jobs, nil)
 	out.Written = len(reps)
 	reasons := make(map[string]string, len(jobs))
 	for _, j := range jobs {

@@ -530,3 +530,73 @@ func TestRemovedReportsGoInOneTransaction(t *testing.T) {
 	require.Equal(t, 0, sc.deletes)
 	require.Equal(t, 2, sc.deleteBatches)
 }
+
+// TestEventReadsOnlyWhatItNames: the handler of a communities event reads
+// the communities it names and the reports citing the documents those rest
+// on, never every community, report citation or report of the tenant; it
+// still rebuilds the report of a community the event does not name when
+// that report cites a version of such a document the registry no longer
+// has: moved on (the document the refreshed community rests on now) or
+// deleted (the document its old report cited).
+func TestEventReadsOnlyWhatItNames(t *testing.T) {
+	e := newReconcileEnv(t, 3)
+	// "link" mentions the failure modes of the first two communities: both
+	// reports cite it, neither community's sources name it.
+	e.announce(t, "link", 1)
+	linkAt := func(v int64) {
+		t.Helper()
+		_, err := e.st.Apply(t.Context(), "acme", "link", v, store.Contributions{
+			TextUnits: []events.TextUnit{{ID: "link-u", Text: "t"}},
+			Entities: []store.EntityContribution{
+				{ID: "failure_mode:mode00", Type: "failure_mode", Name: "mode00", NameRank: 2, TextUnits: []string{"link-u"}},
+				{ID: "failure_mode:mode01", Type: "failure_mode", Name: "mode01", NameRank: 2, TextUnits: []string{"link-u"}},
+			},
+		})
+		require.NoError(t, err)
+	}
+	linkAt(1)
+	cs := &countingStore{Store: e.st, calls: map[string]int{}}
+	w, err := reporter.New(reporter.Config{}, e.bus, cs, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := w.Reconcile(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 3, r.Written)
+	cites := func(c store.Community) []provenance.SourceRef {
+		t.Helper()
+		return e.reports(t)[reporter.ReportID(c.ID)].Sources
+	}
+	doc := func(c store.Community) string { return strings.TrimPrefix(c.Members[1], "incident:") }
+	require.Equal(t, []provenance.SourceRef{{DocID: "link", Version: 1}, {DocID: doc(e.comms[1]), Version: 1}}, cites(e.comms[1]))
+
+	// link moves to version 2; run 2 refreshes the first community, which
+	// rests on it now. The second community's report is found through
+	// link, the third's is not read.
+	e.announce(t, "link", 2)
+	linkAt(2)
+	first := e.comms[0]
+	first.Sources = []provenance.SourceRef{{DocID: "link", Version: 2}, {DocID: doc(first), Version: 1}}
+	first.Run = 2
+	require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 2, []store.Community{first, e.comms[1], e.comms[2]}))
+	before := cs.wholeTenantReads()
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 2, Refreshed: changes([]store.Community{first})})))
+	require.Equal(t, before, cs.wholeTenantReads(), "the handler reads nothing whole")
+	for _, c := range e.comms[:2] {
+		require.Equal(t, []provenance.SourceRef{{DocID: "link", Version: 2}, {DocID: doc(c), Version: 1}}, cites(c))
+	}
+	require.Equal(t, []provenance.SourceRef{{DocID: doc(e.comms[2]), Version: 1}}, cites(e.comms[2]))
+
+	// link is deleted; run 3 refreshes the first community, which no
+	// longer rests on it: its old report names link, through which the
+	// second community's report is found.
+	st, err := e.st.MarkDeleted(t.Context(), "acme", "link")
+	require.NoError(t, err)
+	_, err = e.st.Delete(t.Context(), "acme", "link", st.Version)
+	require.NoError(t, err)
+	first.Sources, first.Run = []provenance.SourceRef{{DocID: doc(first), Version: 1}}, 3
+	require.NoError(t, e.st.ReplaceCommunities(t.Context(), "acme", 3, []store.Community{first, e.comms[1], e.comms[2]}))
+	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 3, Refreshed: changes([]store.Community{first})})))
+	require.Equal(t, before, cs.wholeTenantReads(), "the handler reads nothing whole")
+	for _, c := range e.comms {
+		require.Equal(t, []provenance.SourceRef{{DocID: doc(c), Version: 1}}, cites(c))
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -285,24 +286,46 @@ func (w *Worker) handlers() stream.Handler {
 // communities. A community whose report has the same member hash and input
 // hash as now (see inputHash) keeps its report: only the citations move to
 // the current versions (restamped, no writer call).
+//
+// It reads what the event names, not the tenant: the communities changed,
+// refreshed or removed, by id, with their stored reports, and the reports
+// citing the documents those communities and reports rest on (see
+// staleCommunities).
 func (w *Worker) handleCommunities(ctx context.Context, _ *stream.Message, ev *events.CommunitiesChanged) error {
 	w.rmu.Lock()
 	defer w.rmu.Unlock()
 	// The narrow pass that follows checks the reports written here again;
-	// whatever this event leaves out (an announcement lost before it), the
+	// whatever this event leaves out (an announcement lost before it, a
+	// stale report citing no document the event's communities name), the
 	// next full pass finds.
 	defer w.wakeReconcile()
 	// An older run's event is still handled: the newer run was diffed
 	// against it, so its changes are announced nowhere else. Ids are member
 	// set hashes, so writing the changed ones that still exist and removing
 	// the removed ones that do not converges whatever the order.
-	comms, err := w.st.Communities(ctx, ev.Tenant)
-	if err != nil {
-		return fmt.Errorf("reading communities: %w", err)
+	var ids []string
+	for _, list := range [][]events.CommunityChange{ev.Changed, ev.Refreshed} {
+		for _, ch := range list {
+			ids = append(ids, ch.ID)
+		}
 	}
-	byID := make(map[string]store.Community, len(comms))
-	for _, c := range comms {
-		byID[c.ID] = c
+	ids = append(ids, ev.Removed...)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	byID, err := w.st.CommunitiesByID(ctx, ev.Tenant, ids)
+	if err != nil {
+		return fmt.Errorf("reading %d communities: %w", len(ids), err)
+	}
+	rids := make([]string, len(ids))
+	for i, id := range ids {
+		rids[i] = ReportID(id)
+	}
+	olds, err := w.st.ReportsByID(ctx, ev.Tenant, rids)
+	if err != nil {
+		return fmt.Errorf("reading the reports of %d communities: %w", len(rids), err)
+	}
+	if olds == nil {
+		olds = map[string]store.Report{}
 	}
 	var jobs []job
 	queued := map[string]bool{}
@@ -319,12 +342,14 @@ func (w *Worker) handleCommunities(ctx context.Context, _ *stream.Message, ev *e
 	// Reports whose sources moved on (an edit of a document one of their
 	// edges leaves into another community, say) are rebuilt too: they are
 	// inadmissible until then.
-	stale, err := w.staleCommunities(ctx, ev.Tenant, byID, queued)
+	stale, err := w.staleCommunities(ctx, ev.Tenant, byID, olds, queued)
 	if err != nil {
 		return err
 	}
-	add(stale, "sources_changed")
-	reps, err := w.writeReports(ctx, ev.Tenant, jobs)
+	for _, c := range stale {
+		jobs = append(jobs, job{c, "sources_changed"})
+	}
+	reps, err := w.writeReports(ctx, ev.Tenant, jobs, olds)
 	if err != nil {
 		return err
 	}
@@ -382,9 +407,10 @@ const (
 // community whose report has the same member hash and input hash as now
 // (see inputHash) keeps its report: only the citations move to the current
 // versions (restamped, no writer call), and nothing is stored when nothing
-// moved. Only the reports of jobs are read. On an error, the reports
-// returned are those stored before it.
-func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([]store.Report, error) {
+// moved. Only the reports of jobs are read, unless olds holds them
+// already (every stored report of jobs, when not nil). On an error, the
+// reports returned are those stored before it.
+func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job, olds map[string]store.Report) ([]store.Report, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
@@ -397,9 +423,10 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job) ([
 	if err != nil {
 		return nil, err
 	}
-	olds, err := w.st.ReportsByID(ctx, tenant, ids)
-	if err != nil {
-		return nil, fmt.Errorf("reading the reports of %d communities: %w", len(ids), err)
+	if olds == nil {
+		if olds, err = w.st.ReportsByID(ctx, tenant, ids); err != nil {
+			return nil, fmt.Errorf("reading the reports of %d communities: %w", len(ids), err)
+		}
 	}
 	// done is a report written but not yet stored, with what its metrics
 	// record once it is.
@@ -480,41 +507,77 @@ func (w *Worker) removeReports(ctx context.Context, tenant string, ids []string)
 	return nil
 }
 
-// staleCommunities lists the existing communities whose report was built
-// from a source version the registry no longer has, skipping those queued.
-// It reads the report store's citation index, not the reports.
-func (w *Worker) staleCommunities(ctx context.Context, tenant string, byID map[string]store.Community, queued map[string]bool) ([]events.CommunityChange, error) {
-	cites, err := w.st.ReportCitations(ctx, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("reading report citations: %w", err)
-	}
-	var ids []string
-	for _, refs := range cites {
-		for _, s := range refs {
-			ids = append(ids, s.DocID)
+// staleCommunities lists the stored communities, not queued, whose report
+// cites a version the registry no longer has (or a deleted document's) of
+// a document that moved in this run: one that the named communities rest
+// on (now) or that their stored reports, olds, cite (then, a deleted one
+// too). Those reports are found through the by-source index
+// (ReportCitationsOf), not by reading every report's citations; only the
+// registry entries of those documents and the stale reports' communities
+// are read. The reports of the communities it returns are added to olds.
+func (w *Worker) staleCommunities(ctx context.Context, tenant string, named map[string]store.Community, olds map[string]store.Report, queued map[string]bool) ([]store.Community, error) {
+	var docs []string
+	for _, c := range named {
+		for _, s := range c.Sources {
+			docs = append(docs, s.DocID)
 		}
 	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	cur, err := w.st.Sources(ctx, tenant, ids)
+	for _, r := range olds {
+		for _, s := range r.Sources {
+			docs = append(docs, s.DocID)
+		}
+	}
+	if len(docs) == 0 {
+		return nil, nil
+	}
+	slices.Sort(docs)
+	docs = slices.Compact(docs)
+	cites, err := w.st.ReportCitationsOf(ctx, tenant, docs)
+	if err != nil {
+		return nil, fmt.Errorf("reading the citations of the reports citing %d documents: %w", len(docs), err)
+	}
+	cur, err := w.st.Sources(ctx, tenant, docs)
 	if err != nil {
 		return nil, fmt.Errorf("reading sources: %w", err)
 	}
-	var out []events.CommunityChange
-	for _, c := range byID {
-		refs, ok := cites[ReportID(c.ID)]
-		if !ok || queued[c.ID] {
+	var ids []string
+	for rid, refs := range cites {
+		id, ok := strings.CutPrefix(rid, ReportID(""))
+		if !ok || queued[id] {
 			continue
 		}
 		for _, s := range refs {
-			st, ok := cur[s.DocID]
-			if !ok || st.Deleted || st.Version != s.Version {
-				out = append(out, events.CommunityChange{ID: c.ID, Level: c.Level, MemberHash: c.MemberHash})
+			if _, moved := slices.BinarySearch(docs, s.DocID); !moved {
+				continue
+			}
+			if st, ok := cur[s.DocID]; !ok || st.Deleted || st.Version != s.Version {
+				ids = append(ids, id)
 				break
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b events.CommunityChange) int { return strings.Compare(a.ID, b.ID) })
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	slices.Sort(ids)
+	// A report whose community is gone is the full pass's to remove.
+	byID, err := w.st.CommunitiesByID(ctx, tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d communities: %w", len(ids), err)
+	}
+	out := make([]store.Community, 0, len(byID))
+	var rids []string
+	for _, id := range ids {
+		if c, ok := byID[id]; ok {
+			out = append(out, c)
+			rids = append(rids, ReportID(id))
+		}
+	}
+	reps, err := w.st.ReportsByID(ctx, tenant, rids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the reports of %d communities: %w", len(rids), err)
+	}
+	maps.Copy(olds, reps)
 	return out, nil
 }
 

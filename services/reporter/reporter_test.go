@@ -170,7 +170,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name, reason string) float6
 // TestUnchangedInputIsRestamped: a community whose members and input are
 // unchanged keeps its report, its citations moved to the current versions;
 // a changed statement rewrites it; a report whose source moved on without
-// any event for its community is found through the citation index.
+// any event naming a community resting on it is left to the full pass.
 func TestUnchangedInputIsRestamped(t *testing.T) {
 	w, st, _, reg := setup(t)
 	ctx := t.Context()
@@ -208,10 +208,17 @@ func TestUnchangedInputIsRestamped(t *testing.T) {
 	require.NoError(t, w.Handle(ctx, message(t, refresh)))
 	require.EqualValues(t, 1, counter(t, reg, "kgstream_reports_restamped_total", ""))
 
-	// a v3, and an event that names no community: the citation index finds
-	// the report built on a v2 and restamps it.
+	// a v3, and an event that names no community: it reads nothing of the
+	// tenant, so the report built on a v2 waits for the full pass, which
+	// restamps it.
 	apply(t, st, "a", 3, "diskfull")
 	require.NoError(t, w.Handle(ctx, message(t, &events.CommunitiesChanged{Run: 3})))
+	r, err = st.Report(ctx, "acme", reporter.ReportID("c0-x"))
+	require.NoError(t, err)
+	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 2}, {DocID: "b", Version: 1}}, r.Sources)
+	rec, err := w.Reconcile(ctx, "acme")
+	require.NoError(t, err)
+	require.Equal(t, reporter.Reconciled{Written: 1, Drifted: 1}, rec)
 	r, err = st.Report(ctx, "acme", reporter.ReportID("c0-x"))
 	require.NoError(t, err)
 	require.Equal(t, []provenance.SourceRef{{DocID: "a", Version: 3}, {DocID: "b", Version: 1}}, r.Sources)

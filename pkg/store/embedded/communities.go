@@ -144,6 +144,32 @@ func (s *Store) CommunitiesOf(ctx context.Context, tenant string, entityIDs []st
 	return out, nil
 }
 
+// CommunitiesByID returns the stored communities among ids.
+func (s *Store) CommunitiesByID(ctx context.Context, tenant string, ids []string) (map[string]store.Community, error) {
+	out := make(map[string]store.Community, len(ids))
+	err := s.readTenant(ctx, bucketCommunities, tenant, func(t *bolt.Bucket) error {
+		items := t.Bucket([]byte(subItems))
+		if items == nil {
+			return nil
+		}
+		for _, id := range ids {
+			var c store.Community
+			found, err := getJSON(items, id, &c)
+			if err != nil {
+				return err
+			}
+			if found {
+				out[id] = c
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("getting %d communities of %q: %w", len(ids), tenant, err)
+	}
+	return out, nil
+}
+
 // Clustered reports which entities the member index lists (see
 // store.CommunityStore).
 func (s *Store) Clustered(ctx context.Context, tenant string, entityIDs []string) (map[string]bool, error) {
@@ -612,6 +638,46 @@ func (s *Store) ReportCitations(ctx context.Context, tenant string) (map[string]
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the report citations of %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// ReportCitationsOf returns the citations of the reports citing any of
+// docIDs, through the by-source index.
+func (s *Store) ReportCitationsOf(ctx context.Context, tenant string, docIDs []string) (map[string][]provenance.SourceRef, error) {
+	out := map[string][]provenance.SourceRef{}
+	err := s.readTenant(ctx, bucketReportIndex, tenant, func(t *bolt.Bucket) error {
+		bySrc, cites := t.Bucket([]byte(subBySource)), t.Bucket([]byte(subCites))
+		if bySrc == nil || cites == nil {
+			return nil
+		}
+		for _, doc := range docIDs {
+			err := scanPrefix(bySrc, doc, func(id string) error {
+				if _, seen := out[id]; seen {
+					return nil
+				}
+				var refs []provenance.SourceRef
+				found, err := getJSON(cites, id, &refs)
+				if err != nil {
+					return err
+				}
+				if !found {
+					return fmt.Errorf("index names report %q, which has no citations entry", id)
+				}
+				if refs == nil {
+					refs = []provenance.SourceRef{}
+				}
+				out[id] = refs
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the citations of the reports of %q citing %d documents: %w", tenant, len(docIDs), err)
 	}
 	return out, nil
 }

@@ -90,6 +90,18 @@ func (s *Store) CommunitiesOf(ctx context.Context, tenant string, entityIDs []st
 	return out, nil
 }
 
+// CommunitiesByID returns the stored communities among ids.
+func (s *Store) CommunitiesByID(ctx context.Context, tenant string, ids []string) (map[string]store.Community, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("getting %d communities: %w", len(ids), err)
+	}
+	out, err := hmgetJSON[store.Community](ctx, s.client, s.tenantKeys(tenant).communities(), ids)
+	if err != nil {
+		return nil, fmt.Errorf("getting %d communities of %q: %w", len(ids), tenant, err)
+	}
+	return out, nil
+}
+
 // Clustered reports which entities the member index lists (see
 // store.CommunityStore).
 func (s *Store) Clustered(ctx context.Context, tenant string, entityIDs []string) (map[string]bool, error) {
@@ -515,6 +527,49 @@ func (s *Store) ReportCitations(ctx context.Context, tenant string) (map[string]
 			return nil, fmt.Errorf("decoding the citations of report %q of %q: %w", id, tenant, err)
 		}
 		out[id] = refs
+	}
+	return out, nil
+}
+
+// ReportCitationsOf returns the citations of the reports citing any of
+// docIDs, through the by-source index.
+func (s *Store) ReportCitationsOf(ctx context.Context, tenant string, docIDs []string) (map[string][]provenance.SourceRef, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing the citations of the reports citing %d documents: %w", len(docIDs), err)
+	}
+	k := s.tenantKeys(tenant)
+	fail := func(err error) error {
+		return fmt.Errorf("listing the citations of the reports of %q citing %d documents: %w", tenant, len(docIDs), err)
+	}
+	var ids []string
+	for start := 0; start < len(docIDs); start += mgetChunk {
+		chunk := docIDs[start:min(start+mgetChunk, len(docIDs))]
+		cmds := make([]*goredis.StringSliceCmd, len(chunk))
+		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, doc := range chunk {
+				cmds[i] = p.SMembers(ctx, k.reportsOf(doc))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fail(err)
+		}
+		for _, c := range cmds {
+			ids = append(ids, c.Val()...)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	out, err := hmgetJSON[[]provenance.SourceRef](ctx, s.client, k.reportCites(), ids)
+	if err != nil {
+		return nil, fail(err)
+	}
+	// A report the index named but deleted since is left out: it cites
+	// nothing now.
+	for id, refs := range out {
+		if refs == nil {
+			out[id] = []provenance.SourceRef{}
+		}
 	}
 	return out, nil
 }

@@ -454,3 +454,82 @@ func testPingClose(t *testing.T, s store.Stores) {
 	require.NoError(t, s.Close())
 	require.Error(t, s.Ping(t.Context()), "a closed store does not answer")
 }
+
+// testCommunitiesByID: CommunitiesByID returns the stored communities
+// among the ids, whole, and leaves out the others: ids of a replaced run,
+// unknown ids, another tenant's; an update is read back as updated.
+func testCommunitiesByID(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	byID := func(tn string, ids ...string) map[string]store.Community {
+		t.Helper()
+		got, err := s.CommunitiesByID(ctx, tn, ids)
+		require.NoError(t, err)
+		return got
+	}
+	require.Empty(t, byID(tenant, "c1"), "nothing stored yet")
+	require.Empty(t, byID(tenant), "no ids")
+	refs := []provenance.SourceRef{{DocID: "a", Version: 2}}
+	c1 := store.Community{ID: "c1", Parent: "p1", Members: []string{cache}, MemberHash: "h1", Sources: refs, Run: 1}
+	c2 := store.Community{ID: "c2", Parent: "p1", Members: []string{api, db}, MemberHash: "h2", Sources: refs, Run: 1}
+	p1 := store.Community{ID: "p1", Level: 1, Children: []string{"c1", "c2"}, Members: []string{api, cache, db}, MemberHash: "hp", Run: 1}
+	require.NoError(t, s.ReplaceCommunities(ctx, tenant, 1, []store.Community{c1, c2, p1}))
+	require.Equal(t, map[string]store.Community{"c2": c2, "p1": p1}, byID(tenant, "p1", "nope", "c2", "c2"),
+		"the stored ones among the ids, whole")
+
+	c2grown := c2
+	c2grown.Members = []string{api, cache, db}
+	require.NoError(t, s.UpdateCommunities(ctx, tenant, 1, []store.Community{c2grown}))
+	require.Equal(t, map[string]store.Community{"c1": c1, "c2": c2grown}, byID(tenant, "c1", "c2"), "read as updated")
+
+	c3 := store.Community{ID: "c3", Members: []string{api}, MemberHash: "h3", Run: 2}
+	require.NoError(t, s.ReplaceCommunities(ctx, tenant, 2, []store.Community{c3}))
+	require.Equal(t, map[string]store.Community{"c3": c3}, byID(tenant, "c1", "c2", "p1", "c3"), "a replaced run's ids are gone")
+	require.Empty(t, byID(other, "c3"), "other tenants see none")
+	_, err := s.CommunitiesByID(ctx, "Bad Tenant", []string{"c3"})
+	require.ErrorIs(t, err, store.ErrInvalid)
+}
+
+// testReportCitationsOf: ReportCitationsOf lists the reports citing any of
+// the documents (at any version) with all their citations, as
+// ReportCitations does, and follows puts and deletions.
+func testReportCitationsOf(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	of := func(tn string, docs ...string) map[string][]provenance.SourceRef {
+		t.Helper()
+		got, err := s.ReportCitationsOf(ctx, tn, docs)
+		require.NoError(t, err)
+		return got
+	}
+	ref := func(doc string, v int64, unit string) provenance.SourceRef {
+		return provenance.SourceRef{DocID: doc, Version: v, TextUnit: unit}
+	}
+	require.Empty(t, of(tenant, "a"), "no reports yet")
+	r1 := store.Report{ID: "r1", Community: "c1", Sources: []provenance.SourceRef{ref("b", 1, "u2"), ref("a", 2, "u1"), ref("a", 2, "u3")}}
+	r2 := store.Report{ID: "r2", Community: "c2", Sources: []provenance.SourceRef{ref("a", 1, "")}}
+	r3 := store.Report{ID: "r3", Community: "c3", Sources: []provenance.SourceRef{ref("c", 4, "")}}
+	require.NoError(t, s.PutReports(ctx, tenant, []store.Report{r1, r2, r3}))
+	r1c := []provenance.SourceRef{ref("a", 2, ""), ref("b", 1, "")}
+	r2c := []provenance.SourceRef{ref("a", 1, "")}
+	r3c := []provenance.SourceRef{ref("c", 4, "")}
+	require.Equal(t, map[string][]provenance.SourceRef{"r1": r1c, "r2": r2c}, of(tenant, "a"),
+		"any version, every citation of the reports, text units dropped")
+	require.Equal(t, map[string][]provenance.SourceRef{"r1": r1c}, of(tenant, "b"))
+	require.Equal(t, map[string][]provenance.SourceRef{"r1": r1c, "r3": r3c}, of(tenant, "b", "c", "nope", "b"))
+	require.Empty(t, of(tenant, "nope"))
+	require.Empty(t, of(tenant))
+	all, err := s.ReportCitations(ctx, tenant)
+	require.NoError(t, err)
+	require.Equal(t, all, of(tenant, "a", "b", "c"), "as ReportCitations lists them")
+
+	// A put that moves a report's sources moves it; a deletion removes it.
+	r1.Sources = []provenance.SourceRef{ref("c", 5, "u1")}
+	require.NoError(t, s.PutReport(ctx, tenant, r1))
+	require.Equal(t, map[string][]provenance.SourceRef{"r2": r2c}, of(tenant, "a", "b"))
+	require.Equal(t, map[string][]provenance.SourceRef{"r1": {ref("c", 5, "")}, "r3": r3c}, of(tenant, "c"))
+	require.NoError(t, s.DeleteReports(ctx, tenant, []string{"r3"}))
+	require.Equal(t, map[string][]provenance.SourceRef{"r1": {ref("c", 5, "")}}, of(tenant, "c"))
+
+	require.Empty(t, of(other, "a", "c"), "other tenants see none")
+	_, err = s.ReportCitationsOf(ctx, "Bad Tenant", []string{"a"})
+	require.ErrorIs(t, err, store.ErrInvalid)
+}

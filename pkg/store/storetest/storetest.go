@@ -80,8 +80,10 @@ func Run(t *testing.T, newStores NewStores) {
 		{"TenantIsolation", testTenantIsolation},
 		{"Communities", testCommunities},
 		{"Communities/MemberIndex", testCommunityMembers},
+		{"Communities/ByID", testCommunitiesByID},
 		{"Reports", testReports},
 		{"Reports/BySourceIndex", testReportIndex},
+		{"Reports/CitationsOf", testReportCitationsOf},
 		{"Reports/Batch", testReportsBatch},
 		{"PingClose", testPingClose},
 	}
