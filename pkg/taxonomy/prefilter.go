@@ -161,14 +161,21 @@ func foldsToASCII(s string) bool {
 }
 
 // automaton is an Aho-Corasick automaton over bytes: Scan reports which
-// of its patterns occur in a text, in one pass.
+// of its patterns occur in a text, in one pass. Its patterns hold no
+// upper-case ASCII letter, and it reads one as the lower-case letter: a
+// text and its lower-case form give the same result when the text is
+// ASCII.
 type automaton struct {
 	next [][256]int32 // state x byte -> state (complete transition table)
 	out  [][]int32    // state -> patterns ending there (with suffixes)
+	plen []int32      // pattern -> length
 }
 
 func newAutomaton(patterns []string) *automaton {
 	a := &automaton{next: make([][256]int32, 1), out: make([][]int32, 1)}
+	for _, p := range patterns {
+		a.plen = append(a.plen, int32(len(p)))
+	}
 	for i := range a.next[0] {
 		a.next[0][i] = -1
 	}
@@ -213,16 +220,28 @@ func newAutomaton(patterns []string) *automaton {
 			}
 		}
 	}
+	for s := range a.next {
+		for c := 'A'; c <= 'Z'; c++ {
+			a.next[s][c] = a.next[s][c+'a'-'A']
+		}
+	}
 	return a
 }
 
-// scan marks in found every pattern occurring in text.
-func (a *automaton) scan(text string, found []bool) {
+// scan marks in found (when not nil) every pattern occurring in text and
+// appends to occ where each pattern with a non-zero mask occurs.
+func (a *automaton) scan(text string, found []bool, mask []uint32, occ []occurrence) []occurrence {
 	s := int32(0)
 	for i := 0; i < len(text); i++ {
 		s = a.next[s][text[i]]
 		for _, id := range a.out[s] {
-			found[id] = true
+			if found != nil {
+				found[id] = true
+			}
+			if mask != nil && mask[id] != 0 {
+				occ = append(occ, occurrence{start: int32(i+1) - a.plen[id], end: int32(i + 1), mask: mask[id]})
+			}
 		}
 	}
+	return occ
 }
