@@ -79,7 +79,15 @@ func TestPrefilterFindsWhatEveryCueFinds(t *testing.T) {
 	require.Equal(t, [][]string{{"cert"}}, cueLiteralSets(`\bcert(ificate)?s?\b`))
 	sets := cueLiteralSets(`\b(expired|expiring|lapsed)\b`)
 	require.Len(t, sets, 1)
-	require.ElementsMatch(t, []string{"expir", "lapsed"}, sets[0])
+	require.ElementsMatch(t, []string{"expired", "expiring", "lapsed"}, sets[0])
+	// Parts matching a few strings exactly combine (the parser turns
+	// was|were into w(as|ere)).
+	sets = cueLiteralSets(`\b(was|were) (not|never)\b`)
+	require.Len(t, sets, 1)
+	require.ElementsMatch(t, []string{"was not", "was never", "were not", "were never"}, sets[0])
+	// An optional part adds the strings without it; a string holding
+	// another of the set adds nothing.
+	require.Equal(t, [][]string{{"no", "never"}}, cueLiteralSets(`\b(no|not|none|never)\b`))
 	require.Nil(t, cueLiteralSets(`\b(\w+\s+)?x?\b`))
 	// Every part of a concatenation is required; optional parts are not.
 	require.Equal(t, [][]string{{"puppet", "ansible"}, {"change", "patch"}},

@@ -18,7 +18,11 @@ import (
 // The sentence expressions with a literal prefilter.
 const (
 	exprAssertion = iota
+	exprNegSentence
+	exprNegBefore
+	exprNegAfter
 	exprNegClause
+	exprEffectBefore
 	exprEffectAfter
 	exprExposed
 	exprReason
@@ -28,8 +32,8 @@ const (
 )
 
 // minExprLiteral is the shortest literal worth looking for: shorter ones
-// ("is", "n") stand in almost every part of a sentence.
-const minExprLiteral = 3
+// ("n", ",") stand in almost every part of a sentence.
+const minExprLiteral = 2
 
 // exprLiteralSets are the literal sets of expr (see cueLiteralSets)
 // without those holding a literal shorter than minExprLiteral.

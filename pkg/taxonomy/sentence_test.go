@@ -46,7 +46,8 @@ func randomSentences(rng *rand.Rand, words []string, n int) []string {
 func TestSentencePrefilterAgreesWithTheExpressions(t *testing.T) {
 	tx, err := Default()
 	require.NoError(t, err)
-	exprs := map[int]*regexp.Regexp{exprAssertion: tx.assertion, exprNegClause: tx.negClause, exprEffectAfter: tx.effectAfter,
+	exprs := map[int]*regexp.Regexp{exprAssertion: tx.assertion, exprNegSentence: tx.negSentence, exprNegBefore: tx.negBefore,
+		exprNegAfter: tx.negAfter, exprNegClause: tx.negClause, exprEffectBefore: tx.effectBefore, exprEffectAfter: tx.effectAfter,
 		exprExposed: tx.effectExposed, exprReason: tx.effectReason, exprRemedy: tx.remedy, exprRemedyKeeps: tx.remedyKeeps}
 	words := slices.Concat(exprWords, strings.Fields("the disk certificate deploy config network database were"))
 	for _, re := range exprs {
@@ -87,6 +88,10 @@ func TestSentencePrefilterAgreesWithTheExpressions(t *testing.T) {
 		}
 	}
 	t.Logf("%d parts passed over, %d matched", filtered, matched)
+	require.Len(t, exprs, nExprs)
+	for e := range nExprs {
+		require.NotEmpty(t, tx.exprSet[e], "expression %d has a literal prefilter", e)
+	}
 	require.Greater(t, filtered, 10000, "the prefilter must pass over parts")
 	require.Greater(t, matched, 1000, "the parts must match the expressions")
 	// The Kelvin sign and the long s are the runes folding into ASCII.

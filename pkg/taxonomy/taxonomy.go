@@ -267,6 +267,8 @@ func Parse(data []byte) (*Taxonomy, error) {
 	}
 	var exprs [nExprs]string
 	exprs[exprAssertion], exprs[exprNegClause] = f.Assertion, f.Negation.Clause
+	exprs[exprNegSentence], exprs[exprNegBefore], exprs[exprNegAfter] = f.Negation.Sentence, f.Negation.Before, f.Negation.After
+	exprs[exprEffectBefore] = f.Effect.Before
 	exprs[exprEffectAfter], exprs[exprExposed], exprs[exprReason] = f.Effect.After, f.Effect.Exposed, f.Effect.Reason
 	exprs[exprRemedy], exprs[exprRemedyKeeps] = f.Effect.Remedy, f.Effect.RemedyKeeps
 	t.buildPrefilter(exprs)
@@ -479,10 +481,11 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 
 // hit is the hit of cue c of mode m at loc of sentence s (sc its text).
 func (t *Taxonomy) hit(sc *sentence, m Mode, c Cue, s Span, loc []int, asserted bool) Hit {
+	cs := loc[0] - len(clauseBefore(sc.text, loc[0])) // the start of the cue's clause
 	h := Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
 		Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
-		Negated: t.negated(sc, loc[0], loc[1], c.NegationInside), Asserted: asserted,
-		Explicit: c.Explicit, Effect: t.effect(sc, loc[0], loc[1])}
+		Negated: t.negated(sc, cs, loc[0], loc[1], c.NegationInside), Asserted: asserted,
+		Explicit: c.Explicit, Effect: t.effect(sc, cs, loc[0], loc[1])}
 	if h.Effect {
 		h.Weight *= EffectWeight
 	}
@@ -513,21 +516,20 @@ func clauseBefore(sent string, start int) string {
 	return clause
 }
 
-// effect reports whether the sentence presents the cue at start:end as an effect
+// effect reports whether the sentence presents the cue at start:end (in
+// the clause from cs) as an effect
 // (an effect.before phrase earlier in its clause, an effect.after phrase
 // right after it, an effect.reason clause before its own) or as a remedy (an effect.remedy phrase in its clause,
 // or opening the sentence: "To mitigate, engineers updated the records"
 // tells the remedy in every clause), unless the cue itself matches
 // effect.remedy_keeps: rolling back a deploy names the deploy as the cause.
-func (t *Taxonomy) effect(sc *sentence, start, end int) bool {
+func (t *Taxonomy) effect(sc *sentence, cs, start, end int) bool {
 	sent := sc.text
 	// A latent defect that something triggered ("requests that triggered
 	// a bug which caused ...") is the cause the sentence names, not an
 	// effect: effect.exposed matches the clause up to the cue's end.
-	before := clauseBefore(sent, start)
-	cs := start - len(before)
 	exposed := t.effectExposed != nil && t.may(sc, exprExposed, cs, end) && t.effectExposed.MatchString(sent[cs:end])
-	if !exposed && t.effectBefore != nil && t.effectBefore.MatchString(before) {
+	if !exposed && t.effectBefore != nil && t.may(sc, exprEffectBefore, cs, start) && t.effectBefore.MatchString(sent[cs:start]) {
 		return true
 	}
 	if t.effectAfter != nil && t.may(sc, exprEffectAfter, end, len(sent)) && t.effectAfter.MatchString(sent[end:]) {
@@ -582,29 +584,31 @@ func clauseAfter(sent string, end int) string {
 	return rest
 }
 
-func (t *Taxonomy) negated(sc *sentence, start, end int, inside bool) bool {
+// negated reports whether the cue at start:end (in the clause from cs)
+// is negated or hedged.
+func (t *Taxonomy) negated(sc *sentence, cs, start, end int, inside bool) bool {
 	sent := sc.text
 	// A sentence stating a general rule ("when a user modifies ...") tells
 	// nothing that happened, wherever the cue stands in it.
 	if t.ruleSentence(sc) {
 		return true
 	}
-	clause := clauseBefore(sent, start)
+	clause := sent[cs:start]
 	// A conditional ("when there is such a change") scopes over the whole
 	// clause after it, however many words on.
-	if t.negClause != nil && t.may(sc, exprNegClause, start-len(clause), start) && t.negClause.MatchString(clause) {
+	if t.negClause != nil && t.may(sc, exprNegClause, cs, start) && t.negClause.MatchString(clause) {
 		return true
 	}
 	if t.negBefore != nil {
 		prefix := lastWords(clause, prefixWords)
-		if t.negBefore.MatchString(prefix) {
+		if t.may(sc, exprNegBefore, start-len(prefix), start) && t.negBefore.MatchString(prefix) {
 			return true
 		}
-		if inside && t.negBefore.MatchString(sent[start:end]) {
+		if inside && t.may(sc, exprNegBefore, start, end) && t.negBefore.MatchString(sent[start:end]) {
 			return true
 		}
 	}
-	if t.negAfter != nil && t.negAfter.MatchString(sent[end:]) {
+	if t.negAfter != nil && t.may(sc, exprNegAfter, end, len(sent)) && t.negAfter.MatchString(sent[end:]) {
 		return true
 	}
 	return false
@@ -615,7 +619,7 @@ func (t *Taxonomy) negated(sc *sentence, start, end int, inside bool) bool {
 func (t *Taxonomy) ruleSentence(sc *sentence) bool {
 	if !sc.ruleKnown {
 		sc.ruleKnown = true
-		sc.rule = t.negSentence != nil && t.negSentence.MatchString(sc.text)
+		sc.rule = t.negSentence != nil && t.may(sc, exprNegSentence, 0, len(sc.text)) && t.negSentence.MatchString(sc.text)
 	}
 	return sc.rule
 }
