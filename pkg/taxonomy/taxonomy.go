@@ -561,12 +561,14 @@ func (t *Taxonomy) effect(sc *sentence, cs, start, end int) bool {
 func (t *Taxonomy) remedyLeads(sc *sentence) bool {
 	if !sc.leadKnown {
 		sc.leadKnown = true
-		sent := sc.text
-		lead := leadingLabel.ReplaceAllString(sent, "")
-		// The label is anchored at the start: lead is a tail of sent.
-		if from := len(sent) - len(lead); t.may(sc, exprRemedy, from, len(sent)) {
-			m := t.remedy.FindStringIndex(lead)
-			sc.lead = m != nil && strings.IndexFunc(lead[:m[0]], unicode.IsLetter) < 0
+		// The label is anchored at the start: lead is a tail of sent, to
+		// be looked at only when sent holds the remedy's literals.
+		if sent := sc.text; t.may(sc, exprRemedy, 0, len(sent)) {
+			lead := leadingLabel.ReplaceAllString(sent, "")
+			if from := len(sent) - len(lead); t.may(sc, exprRemedy, from, len(sent)) {
+				m := t.remedy.FindStringIndex(lead)
+				sc.lead = m != nil && strings.IndexFunc(lead[:m[0]], unicode.IsLetter) < 0
+			}
 		}
 	}
 	return sc.lead
