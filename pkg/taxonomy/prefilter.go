@@ -2,6 +2,7 @@ package taxonomy
 
 import (
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -64,34 +65,125 @@ func requiredLiterals(re *syntax.Regexp) []string {
 				best, bestLen = l, m
 			}
 		}
-		concatParts(re, func(s string) { consider([]string{s}) }, func(sub *syntax.Regexp) { consider(requiredLiterals(sub)) })
+		concatParts(re, consider, func(sub *syntax.Regexp) { consider(requiredLiterals(sub)) })
 		return best
 	}
 	return nil
 }
 
 // concatParts walks the parts of a concatenation in order: each run of
-// adjacent literals goes to literal joined ("time" "out" -> "timeout"),
-// lower-cased; every other part goes to other.
-func concatParts(re *syntax.Regexp, literal func(string), other func(*syntax.Regexp)) {
-	var run strings.Builder
+// adjacent parts matching a few strings exactly (see exactStrings) goes
+// to literal as the strings the run matches ("time" "out" -> "timeout";
+// "w" (as|ere) -> "was", "were"); every other part goes to other.
+func concatParts(re *syntax.Regexp, literal func([]string), other func(*syntax.Regexp)) {
+	var run []string
 	flush := func() {
-		if run.Len() > 0 {
-			literal(run.String())
-			run.Reset()
+		// A run that may match the empty string requires nothing.
+		if run != nil && !slices.Contains(run, "") {
+			literal(minimalSet(run))
 		}
+		run = nil
 	}
 	for _, sub := range re.Sub {
-		if sub.Op == syntax.OpLiteral {
-			if l := requiredLiterals(sub); l != nil {
-				run.WriteString(l[0])
-				continue
+		if ex := exactStrings(sub); ex != nil {
+			if p := product(run, ex); p != nil {
+				run = p
+			} else {
+				flush()
+				run = ex
 			}
+			continue
 		}
 		flush()
 		other(sub)
 	}
 	flush()
+}
+
+// maxExact bounds the strings exactStrings and product return.
+const maxExact = 64
+
+// exactStrings returns the lower-case strings every match of re is one
+// of (up to case), or nil when there is no such list of at most maxExact
+// ASCII strings.
+func exactStrings(re *syntax.Regexp) []string {
+	switch re.Op {
+	case syntax.OpEmptyMatch:
+		return []string{""}
+	case syntax.OpQuest:
+		if ex := exactStrings(re.Sub[0]); ex != nil && len(ex) < maxExact {
+			return append([]string{""}, ex...)
+		}
+		return nil
+	case syntax.OpLiteral:
+		s := strings.ToLower(string(re.Rune))
+		if s == "" || !asciiOnly(s) {
+			return nil
+		}
+		return []string{s}
+	case syntax.OpCapture:
+		return exactStrings(re.Sub[0])
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			ex := exactStrings(sub)
+			if ex == nil || len(out)+len(ex) > maxExact {
+				return nil
+			}
+			out = append(out, ex...)
+		}
+		return out
+	case syntax.OpConcat:
+		var out []string
+		for _, sub := range re.Sub {
+			ex := exactStrings(sub)
+			if ex == nil {
+				return nil
+			}
+			if out = product(out, ex); out == nil {
+				return nil
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// minimalSet is set without the strings holding another of it: a text
+// holds one of set if and only if it holds one of those left.
+func minimalSet(set []string) []string {
+	var out []string
+	for i, s := range set {
+		keep := true
+		for j, o := range set {
+			if j != i && strings.Contains(s, o) && (len(o) < len(s) || j < i) {
+				keep = false
+				break
+			}
+		}
+		if keep {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// product returns every string of a followed by one of b (b when a is
+// nil), nil when they would be more than maxExact.
+func product(a, b []string) []string {
+	if a == nil {
+		return b
+	}
+	if len(a)*len(b) > maxExact {
+		return nil
+	}
+	out := make([]string, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, x+y)
+		}
+	}
+	return out
 }
 
 func asciiOnly(s string) bool {
@@ -131,7 +223,7 @@ func requiredLiteralSets(re *syntax.Regexp) [][]string {
 		return nil
 	}
 	var out [][]string
-	concatParts(re, func(s string) { out = append(out, []string{s}) },
+	concatParts(re, func(set []string) { out = append(out, set) },
 		func(sub *syntax.Regexp) { out = append(out, requiredLiteralSets(sub)...) })
 	return out
 }
@@ -161,14 +253,21 @@ func foldsToASCII(s string) bool {
 }
 
 // automaton is an Aho-Corasick automaton over bytes: Scan reports which
-// of its patterns occur in a text, in one pass.
+// of its patterns occur in a text, in one pass. Its patterns hold no
+// upper-case ASCII letter, and it reads one as the lower-case letter: a
+// text and its lower-case form give the same result when the text is
+// ASCII.
 type automaton struct {
 	next [][256]int32 // state x byte -> state (complete transition table)
 	out  [][]int32    // state -> patterns ending there (with suffixes)
+	plen []int32      // pattern -> length
 }
 
 func newAutomaton(patterns []string) *automaton {
 	a := &automaton{next: make([][256]int32, 1), out: make([][]int32, 1)}
+	for _, p := range patterns {
+		a.plen = append(a.plen, int32(len(p)))
+	}
 	for i := range a.next[0] {
 		a.next[0][i] = -1
 	}
@@ -213,16 +312,28 @@ func newAutomaton(patterns []string) *automaton {
 			}
 		}
 	}
+	for s := range a.next {
+		for c := 'A'; c <= 'Z'; c++ {
+			a.next[s][c] = a.next[s][c+'a'-'A']
+		}
+	}
 	return a
 }
 
-// scan marks in found every pattern occurring in text.
-func (a *automaton) scan(text string, found []bool) {
+// scan marks in found (when not nil) every pattern occurring in text and
+// appends to occ where each pattern with a non-zero mask occurs.
+func (a *automaton) scan(text string, found []bool, mask []uint32, occ []occurrence) []occurrence {
 	s := int32(0)
 	for i := 0; i < len(text); i++ {
 		s = a.next[s][text[i]]
 		for _, id := range a.out[s] {
-			found[id] = true
+			if found != nil {
+				found[id] = true
+			}
+			if mask != nil && mask[id] != 0 {
+				occ = append(occ, occurrence{start: int32(i+1) - a.plen[id], end: int32(i + 1), mask: mask[id]})
+			}
 		}
 	}
+	return occ
 }

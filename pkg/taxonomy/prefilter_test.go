@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 )
 
-// findEveryCue is Find without the prefilter: every cue of every mode
-// whose keywords occur runs on every sentence.
+// findEveryCue is Find without the prefilters: every cue of every mode
+// whose keywords occur runs on every sentence, and every negation and
+// effect expression on every hit.
 func (t *Taxonomy) findEveryCue(text string, sentences []Span) []Hit {
 	var hits []Hit
 	for _, s := range sentences {
@@ -28,7 +30,7 @@ func (t *Taxonomy) findEveryCue(text string, sentences []Span) []Hit {
 					continue
 				}
 				for _, loc := range c.re.FindAllStringIndex(sent, -1) {
-					hits = append(hits, t.hit(m, c, sent, s, loc, asserted))
+					hits = append(hits, t.plainHit(m, c, sent, s, loc, asserted))
 				}
 			}
 		}
@@ -77,7 +79,15 @@ func TestPrefilterFindsWhatEveryCueFinds(t *testing.T) {
 	require.Equal(t, [][]string{{"cert"}}, cueLiteralSets(`\bcert(ificate)?s?\b`))
 	sets := cueLiteralSets(`\b(expired|expiring|lapsed)\b`)
 	require.Len(t, sets, 1)
-	require.ElementsMatch(t, []string{"expir", "lapsed"}, sets[0])
+	require.ElementsMatch(t, []string{"expired", "expiring", "lapsed"}, sets[0])
+	// Parts matching a few strings exactly combine (the parser turns
+	// was|were into w(as|ere)).
+	sets = cueLiteralSets(`\b(was|were) (not|never)\b`)
+	require.Len(t, sets, 1)
+	require.ElementsMatch(t, []string{"was not", "was never", "were not", "were never"}, sets[0])
+	// An optional part adds the strings without it; a string holding
+	// another of the set adds nothing.
+	require.Equal(t, [][]string{{"no", "never"}}, cueLiteralSets(`\b(no|not|none|never)\b`))
 	require.Nil(t, cueLiteralSets(`\b(\w+\s+)?x?\b`))
 	// Every part of a concatenation is required; optional parts are not.
 	require.Equal(t, [][]string{{"puppet", "ansible"}, {"change", "patch"}},
@@ -85,13 +95,16 @@ func TestPrefilterFindsWhatEveryCueFinds(t *testing.T) {
 	require.Equal(t, [][]string{{"time out"}, {"db"}}, cueLiteralSets(`time out\s*(\w+\s+)*db`))
 	a := newAutomaton([]string{"he", "she", "his", "hers"})
 	found := make([]bool, 4)
-	a.scan("ushers", found)
+	a.scan("uSHers", found, nil, nil)
 	require.Equal(t, []bool{true, true, false, true}, found)
+	occ := a.scan("USHERS", make([]bool, 4), []uint32{1, 2, 0, 4}, nil)
+	require.Equal(t, []occurrence{{1, 4, 2}, {2, 4, 1}, {2, 6, 4}}, occ)
 }
 
-// TestPrefilterAgreesOnManySentences compares Find with the prefilter
-// against every cue run on many sentences: random ones made of the cues'
-// literals, their keywords and common words (in random case), and the
+// TestPrefilterAgreesOnManySentences compares Find with the prefilters
+// against every cue and expression run on many sentences: random ones
+// made of the cues' literals, their keywords, the words of the negation
+// and effect expressions and common words (in random case), and the
 // sentences of the corpora beside the checkout when they are there.
 func TestPrefilterAgreesOnManySentences(t *testing.T) {
 	tx, err := Default()
@@ -99,6 +112,7 @@ func TestPrefilterAgreesOnManySentences(t *testing.T) {
 	words := strings.Fields("the a an of to in on was were is by due caused because after during our their " +
 		"change changes changed config configuration update deploy deployment release rollout network switch " +
 		"router traffic load request spike failed failure outage disk drive power timeout expired certificate")
+	words = append(words, exprWords...)
 	for _, m := range tx.Modes {
 		words = append(words, m.Keywords...)
 		for ci := range m.Cues {
@@ -125,8 +139,9 @@ func TestPrefilterAgreesOnManySentences(t *testing.T) {
 		sents = append(sents, strings.Join(ws, " ")+".")
 	}
 	for _, dir := range []string{"dfds-postmortems", "cloud-incidents", "wikitech-incidents"} {
-		files, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.md"))
-		for _, f := range files {
+		md, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.md"))
+		txt, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.txt"))
+		for _, f := range append(md, txt...) {
 			data, err := os.ReadFile(f)
 			require.NoError(t, err)
 			sents = append(sents, strings.SplitAfter(string(data), ". ")...)
@@ -144,4 +159,80 @@ func TestPrefilterAgreesOnManySentences(t *testing.T) {
 	}
 	t.Logf("%d sentences, %d hits", len(sents), hits)
 	require.Greater(t, hits, 100, "the sentences must exercise the cues")
+}
+
+// plainHit is hit without the sentence prefilter and memory: every
+// expression runs on its part of the sentence.
+func (t *Taxonomy) plainHit(m Mode, c Cue, sent string, s Span, loc []int, asserted bool) Hit {
+	h := Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
+		Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
+		Negated: t.plainNegated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
+		Explicit: c.Explicit, Effect: t.plainEffect(sent, loc[0], loc[1])}
+	if h.Effect {
+		h.Weight *= EffectWeight
+	}
+	return h
+}
+
+// plainEffect reports whether sent presents the cue at start:end as an effect
+// (an effect.before phrase earlier in its clause, an effect.after phrase
+// right after it, an effect.reason clause before its own) or as a remedy (an effect.remedy phrase in its clause,
+// or opening the sentence: "To mitigate, engineers updated the records"
+// tells the remedy in every clause), unless the cue itself matches
+// effect.remedy_keeps: rolling back a deploy names the deploy as the cause.
+func (t *Taxonomy) plainEffect(sent string, start, end int) bool {
+	// A latent defect that something triggered ("requests that triggered
+	// a bug which caused ...") is the cause the sentence names, not an
+	// effect: effect.exposed matches the clause up to the cue's end.
+	before := clauseBefore(sent, start)
+	exposed := t.effectExposed != nil && t.effectExposed.MatchString(sent[start-len(before):end])
+	if !exposed && t.effectBefore != nil && t.effectBefore.MatchString(before) {
+		return true
+	}
+	if t.effectAfter != nil && t.effectAfter.MatchString(sent[end:]) {
+		return true
+	}
+	// "Because the store lacked the data, the balancers were
+	// misconfigured": a clause after the reason the sentence gives.
+	if t.effectReason != nil && t.effectReason.MatchString(sent[:start]) {
+		return true
+	}
+	if t.remedy == nil || t.remedyKeeps != nil && t.remedyKeeps.MatchString(sent[start:end]) {
+		return false
+	}
+	// A sentence that opens with the remedy ("To mitigate, engineers
+	// updated the DNS records") tells the remedy in all its clauses.
+	if t.remedy.MatchString(sent[start-len(before):end] + clauseAfter(sent, end)) {
+		return true
+	}
+	lead := leadingLabel.ReplaceAllString(sent, "")
+	m := t.remedy.FindStringIndex(lead)
+	return m != nil && strings.IndexFunc(lead[:m[0]], unicode.IsLetter) < 0
+}
+
+func (t *Taxonomy) plainNegated(sent string, start, end int, inside bool) bool {
+	clause := clauseBefore(sent, start)
+	// A sentence stating a general rule ("when a user modifies ...") tells
+	// nothing that happened, wherever the cue stands in it.
+	if t.negSentence != nil && t.negSentence.MatchString(sent) {
+		return true
+	}
+	// A conditional ("when there is such a change") scopes over the whole
+	// clause after it, however many words on.
+	if t.negClause != nil && t.negClause.MatchString(clause) {
+		return true
+	}
+	if t.negBefore != nil {
+		prefix := lastWords(clause, prefixWords)
+		if t.negBefore.MatchString(prefix) {
+			return true
+		}
+		if inside && t.negBefore.MatchString(sent[start:end]) {
+			return true
+		}
+	}
+	if t.negAfter != nil && t.negAfter.MatchString(sent[end:]) {
+		return true
+	}
+	return false
 }

@@ -59,6 +59,10 @@ type Taxonomy struct {
 	nPatterns int
 	keywordIx [][]int32     // mode -> keyword pattern ids (nil: none)
 	literalIx [][][][]int32 // mode -> cue -> sets of literal pattern ids, one of each set required (nil: always run)
+	// The sentence expressions' literals (sentence.go): per pattern the
+	// literal sets it belongs to (bit i: set i), per expression its sets.
+	setMask []uint32
+	exprSet [nExprs][]uint32
 }
 
 // Mode is one failure mode.
@@ -261,7 +265,13 @@ func Parse(data []byte) (*Taxonomy, error) {
 		}
 		t.Modes = append(t.Modes, m)
 	}
-	t.buildPrefilter()
+	var exprs [nExprs]string
+	exprs[exprAssertion], exprs[exprNegClause] = f.Assertion, f.Negation.Clause
+	exprs[exprNegSentence], exprs[exprNegBefore], exprs[exprNegAfter] = f.Negation.Sentence, f.Negation.Before, f.Negation.After
+	exprs[exprEffectBefore] = f.Effect.Before
+	exprs[exprEffectAfter], exprs[exprExposed], exprs[exprReason] = f.Effect.After, f.Effect.Exposed, f.Effect.Reason
+	exprs[exprRemedy], exprs[exprRemedyKeeps] = f.Effect.Remedy, f.Effect.RemedyKeeps
+	t.buildPrefilter(exprs)
 	// Two levels: a parent is a mode of the taxonomy without a parent.
 	for _, m := range t.Modes {
 		if m.Parent == "" {
@@ -278,8 +288,9 @@ func Parse(data []byte) (*Taxonomy, error) {
 	return t, nil
 }
 
-// buildPrefilter indexes the keywords and cue literals of t's modes.
-func (t *Taxonomy) buildPrefilter() {
+// buildPrefilter indexes the keywords and cue literals of t's modes and
+// the literals of the sentence expressions exprs.
+func (t *Taxonomy) buildPrefilter(exprs [nExprs]string) {
 	var patterns []string
 	ids := map[string]int32{}
 	id := func(p string) int32 {
@@ -308,6 +319,31 @@ func (t *Taxonomy) buildPrefilter() {
 			}
 		}
 	}
+	// Each literal set of an expression is a bit of the patterns in it
+	// (as many sets as the mask has bits; an expression with more runs
+	// unfiltered).
+	var masks []uint32
+	nSets := 0
+	for e, expr := range exprs {
+		sets := exprLiteralSets(expr)
+		if nSets+len(sets) > 32 {
+			continue
+		}
+		for _, set := range sets {
+			bit := uint32(1) << nSets
+			nSets++
+			t.exprSet[e] = append(t.exprSet[e], bit)
+			for _, l := range set {
+				i := id(l)
+				for int(i) >= len(masks) {
+					masks = append(masks, 0)
+				}
+				masks[i] |= bit
+			}
+		}
+	}
+	t.setMask = make([]uint32, len(patterns))
+	copy(t.setMask, masks)
 	t.auto = newAutomaton(patterns)
 	t.nPatterns = len(patterns)
 }
@@ -406,15 +442,14 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 	}
 	var hits []Hit
 	found := make([]bool, t.nPatterns)
+	var sc sentence
 	for _, s := range sentences {
 		if s.Start < 0 || s.End > len(text) || s.Start >= s.End {
 			continue
 		}
 		sent := text[s.Start:s.End]
 		clear(found)
-		t.auto.scan(strings.ToLower(sent), found)
-		exact := foldsToASCII(sent) // literals cannot decide: run every cue
-		assertedKnown, asserted := false, false
+		exact := t.scanSentence(&sc, sent, found) // exact: literals cannot decide, run every cue
 		for mi, m := range t.Modes {
 			if len(m.Keywords) > 0 && !anyFound(found, t.keywordIx[mi]) {
 				continue
@@ -433,11 +468,9 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 				if c.exc != nil && c.exc.MatchString(sent) {
 					continue
 				}
-				if !assertedKnown {
-					assertedKnown, asserted = true, t.assertion != nil && t.assertion.MatchString(sent)
-				}
+				asserted := t.asserted(&sc)
 				for _, loc := range locs {
-					hits = append(hits, t.hit(m, c, sent, s, loc, asserted))
+					hits = append(hits, t.hit(&sc, m, c, s, loc, asserted))
 				}
 			}
 		}
@@ -446,12 +479,13 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 	return hits
 }
 
-// hit is the hit of cue c of mode m at loc of sentence s (text sent).
-func (t *Taxonomy) hit(m Mode, c Cue, sent string, s Span, loc []int, asserted bool) Hit {
+// hit is the hit of cue c of mode m at loc of sentence s (sc its text).
+func (t *Taxonomy) hit(sc *sentence, m Mode, c Cue, s Span, loc []int, asserted bool) Hit {
+	cs := loc[0] - len(clauseBefore(sc.text, loc[0])) // the start of the cue's clause
 	h := Hit{Mode: m.Name, Family: family(m), Tier: m.Tier, Weight: c.Weight,
 		Start: s.Start + loc[0], End: s.Start + loc[1], Sentence: s, Cue: c.Pattern,
-		Negated: t.negated(sent, loc[0], loc[1], c.NegationInside), Asserted: asserted,
-		Explicit: c.Explicit, Effect: t.effect(sent, loc[0], loc[1])}
+		Negated: t.negated(sc, cs, loc[0], loc[1], c.NegationInside), Asserted: asserted,
+		Explicit: c.Explicit, Effect: t.effect(sc, cs, loc[0], loc[1])}
 	if h.Effect {
 		h.Weight *= EffectWeight
 	}
@@ -482,40 +516,62 @@ func clauseBefore(sent string, start int) string {
 	return clause
 }
 
-// effect reports whether sent presents the cue at start:end as an effect
+// effect reports whether the sentence presents the cue at start:end (in
+// the clause from cs) as an effect
 // (an effect.before phrase earlier in its clause, an effect.after phrase
 // right after it, an effect.reason clause before its own) or as a remedy (an effect.remedy phrase in its clause,
 // or opening the sentence: "To mitigate, engineers updated the records"
 // tells the remedy in every clause), unless the cue itself matches
 // effect.remedy_keeps: rolling back a deploy names the deploy as the cause.
-func (t *Taxonomy) effect(sent string, start, end int) bool {
+func (t *Taxonomy) effect(sc *sentence, cs, start, end int) bool {
+	sent := sc.text
 	// A latent defect that something triggered ("requests that triggered
 	// a bug which caused ...") is the cause the sentence names, not an
 	// effect: effect.exposed matches the clause up to the cue's end.
-	before := clauseBefore(sent, start)
-	exposed := t.effectExposed != nil && t.effectExposed.MatchString(sent[start-len(before):end])
-	if !exposed && t.effectBefore != nil && t.effectBefore.MatchString(before) {
+	exposed := t.effectExposed != nil && t.may(sc, exprExposed, cs, end) && t.effectExposed.MatchString(sent[cs:end])
+	if !exposed && t.effectBefore != nil && t.may(sc, exprEffectBefore, cs, start) && t.effectBefore.MatchString(sent[cs:start]) {
 		return true
 	}
-	if t.effectAfter != nil && t.effectAfter.MatchString(sent[end:]) {
+	if t.effectAfter != nil && t.may(sc, exprEffectAfter, end, len(sent)) && t.effectAfter.MatchString(sent[end:]) {
 		return true
 	}
 	// "Because the store lacked the data, the balancers were
 	// misconfigured": a clause after the reason the sentence gives.
-	if t.effectReason != nil && t.effectReason.MatchString(sent[:start]) {
+	if t.effectReason != nil && t.may(sc, exprReason, 0, start) && t.effectReason.MatchString(sent[:start]) {
 		return true
 	}
-	if t.remedy == nil || t.remedyKeeps != nil && t.remedyKeeps.MatchString(sent[start:end]) {
+	if t.remedy == nil || t.remedyKeeps != nil && t.may(sc, exprRemedyKeeps, start, end) && t.remedyKeeps.MatchString(sent[start:end]) {
 		return false
+	}
+	// The cue's clause: from the clause's start to the cue's end, then on
+	// to the clause's end.
+	if t.may(sc, exprRemedy, cs, len(sent)) {
+		if ae := end + len(clauseAfter(sent, end)); t.may(sc, exprRemedy, cs, ae) && t.remedy.MatchString(sent[cs:ae]) {
+			return true
+		}
 	}
 	// A sentence that opens with the remedy ("To mitigate, engineers
 	// updated the DNS records") tells the remedy in all its clauses.
-	if t.remedy.MatchString(sent[start-len(before):end] + clauseAfter(sent, end)) {
-		return true
+	return t.remedyLeads(sc)
+}
+
+// remedyLeads reports whether the sentence, an inline label ("Mitigation:
+// ") left out, opens with an effect.remedy phrase (nothing but non-letters
+// before it). It is worked out once a sentence.
+func (t *Taxonomy) remedyLeads(sc *sentence) bool {
+	if !sc.leadKnown {
+		sc.leadKnown = true
+		// The label is anchored at the start: lead is a tail of sent, to
+		// be looked at only when sent holds the remedy's literals.
+		if sent := sc.text; t.may(sc, exprRemedy, 0, len(sent)) {
+			lead := leadingLabel.ReplaceAllString(sent, "")
+			if from := len(sent) - len(lead); t.may(sc, exprRemedy, from, len(sent)) {
+				m := t.remedy.FindStringIndex(lead)
+				sc.lead = m != nil && strings.IndexFunc(lead[:m[0]], unicode.IsLetter) < 0
+			}
+		}
 	}
-	lead := leadingLabel.ReplaceAllString(sent, "")
-	m := t.remedy.FindStringIndex(lead)
-	return m != nil && strings.IndexFunc(lead[:m[0]], unicode.IsLetter) < 0
+	return sc.lead
 }
 
 // leadingLabel is an inline label opening a sentence ("Mitigation: ").
@@ -530,31 +586,54 @@ func clauseAfter(sent string, end int) string {
 	return rest
 }
 
-func (t *Taxonomy) negated(sent string, start, end int, inside bool) bool {
-	clause := clauseBefore(sent, start)
+// negated reports whether the cue at start:end (in the clause from cs)
+// is negated or hedged.
+func (t *Taxonomy) negated(sc *sentence, cs, start, end int, inside bool) bool {
+	sent := sc.text
 	// A sentence stating a general rule ("when a user modifies ...") tells
 	// nothing that happened, wherever the cue stands in it.
-	if t.negSentence != nil && t.negSentence.MatchString(sent) {
+	if t.ruleSentence(sc) {
 		return true
 	}
+	clause := sent[cs:start]
 	// A conditional ("when there is such a change") scopes over the whole
 	// clause after it, however many words on.
-	if t.negClause != nil && t.negClause.MatchString(clause) {
+	if t.negClause != nil && t.may(sc, exprNegClause, cs, start) && t.negClause.MatchString(clause) {
 		return true
 	}
 	if t.negBefore != nil {
 		prefix := lastWords(clause, prefixWords)
-		if t.negBefore.MatchString(prefix) {
+		if t.may(sc, exprNegBefore, start-len(prefix), start) && t.negBefore.MatchString(prefix) {
 			return true
 		}
-		if inside && t.negBefore.MatchString(sent[start:end]) {
+		if inside && t.may(sc, exprNegBefore, start, end) && t.negBefore.MatchString(sent[start:end]) {
 			return true
 		}
 	}
-	if t.negAfter != nil && t.negAfter.MatchString(sent[end:]) {
+	if t.negAfter != nil && t.may(sc, exprNegAfter, end, len(sent)) && t.negAfter.MatchString(sent[end:]) {
 		return true
 	}
 	return false
+}
+
+// ruleSentence reports whether negation.sentence matches the sentence,
+// worked out once a sentence.
+func (t *Taxonomy) ruleSentence(sc *sentence) bool {
+	if !sc.ruleKnown {
+		sc.ruleKnown = true
+		sc.rule = t.negSentence != nil && t.may(sc, exprNegSentence, 0, len(sc.text)) && t.negSentence.MatchString(sc.text)
+	}
+	return sc.rule
+}
+
+// asserted reports whether the assertion expression matches the
+// sentence, worked out once a sentence.
+func (t *Taxonomy) asserted(sc *sentence) bool {
+	if !sc.assertKnown {
+		sc.assertKnown = true
+		sc.assert = t.assertion != nil && t.may(sc, exprAssertion, 0, len(sc.text)) && t.assertion.MatchString(sc.text)
+	}
+	return sc.assert
 }
 
 // lastWords returns the tail of s holding its last n words.
