@@ -313,24 +313,11 @@ func (s *Store) PutReports(ctx context.Context, tenant string, rs []store.Report
 	}
 	k := s.tenantKeys(tenant)
 	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
-		old := make([][]provenance.SourceRef, len(rs))
-		for start := 0; start < len(ids); start += mgetChunk {
-			end := min(start+mgetChunk, len(ids))
-			vals, err := tx.HMGet(ctx, k.reportCites(), ids[start:end]...).Result()
-			if err != nil {
-				return err
-			}
-			for j, raw := range vals {
-				str, ok := raw.(string)
-				if !ok {
-					continue // a new report
-				}
-				if err := store.DecodeValue([]byte(str), &old[start+j]); err != nil {
-					return fmt.Errorf("decoding the citations of %q: %w", ids[start+j], err)
-				}
-			}
+		old, err := storedCitations(ctx, tx, k, ids)
+		if err != nil {
+			return err
 		}
-		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, id := range ids {
 				for _, c := range old[i] {
 					p.SRem(ctx, k.reportsOf(c.DocID), id)
@@ -349,6 +336,29 @@ func (s *Store) PutReports(ctx context.Context, tenant string, rs []store.Report
 		return fmt.Errorf("putting %d reports in %q: %w", len(rs), tenant, err)
 	}
 	return nil
+}
+
+// storedCitations reads the stored citations of the reports ids (nil for
+// an absent report), by chunks, inside the transaction tx.
+func storedCitations(ctx context.Context, tx *goredis.Tx, k keys, ids []string) ([][]provenance.SourceRef, error) {
+	old := make([][]provenance.SourceRef, len(ids))
+	for start := 0; start < len(ids); start += mgetChunk {
+		end := min(start+mgetChunk, len(ids))
+		vals, err := tx.HMGet(ctx, k.reportCites(), ids[start:end]...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for j, raw := range vals {
+			str, ok := raw.(string)
+			if !ok {
+				continue // absent: a new report, or one deleted already
+			}
+			if err := store.DecodeValue([]byte(str), &old[start+j]); err != nil {
+				return nil, fmt.Errorf("decoding the citations of %q: %w", ids[start+j], err)
+			}
+		}
+	}
+	return old, nil
 }
 
 // DeleteReport removes a report and its index entries; removing an absent
@@ -376,24 +386,11 @@ func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) 
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	k := s.tenantKeys(tenant)
 	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
-		old := make([][]provenance.SourceRef, len(ids))
-		for start := 0; start < len(ids); start += mgetChunk {
-			end := min(start+mgetChunk, len(ids))
-			vals, err := tx.HMGet(ctx, k.reportCites(), ids[start:end]...).Result()
-			if err != nil {
-				return err
-			}
-			for j, raw := range vals {
-				str, ok := raw.(string)
-				if !ok {
-					continue // absent
-				}
-				if err := store.DecodeValue([]byte(str), &old[start+j]); err != nil {
-					return fmt.Errorf("decoding the citations of %q: %w", ids[start+j], err)
-				}
-			}
+		old, err := storedCitations(ctx, tx, k, ids)
+		if err != nil {
+			return err
 		}
-		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, id := range ids {
 				for _, c := range old[i] {
 					p.SRem(ctx, k.reportsOf(c.DocID), id)
