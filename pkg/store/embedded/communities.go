@@ -336,17 +336,7 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) er
 	if err := store.ValidateReport(tenant, r); err != nil {
 		return fmt.Errorf("putting report %q in %q: %w", r.ID, tenant, err)
 	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		t, err := tenantBucket(tx, bucketReports, tenant, true)
-		if err != nil {
-			return err
-		}
-		if err := putJSON(t, r.ID, r, store.SmallCompression); err != nil {
-			return err
-		}
-		return indexReport(tx, tenant, r.ID, store.CitationsOf(r))
-	})
-	if err != nil {
+	if err := s.putReports(ctx, tenant, []store.Report{r}); err != nil {
 		return fmt.Errorf("putting report %q in %q: %w", r.ID, tenant, err)
 	}
 	return nil
@@ -361,17 +351,25 @@ func (s *Store) PutReports(ctx context.Context, tenant string, rs []store.Report
 	if len(rs) == 0 {
 		return nil
 	}
+	if err := s.putReports(ctx, tenant, rs); err != nil {
+		return fmt.Errorf("putting %d reports in %q: %w", len(rs), tenant, err)
+	}
+	return nil
+}
+
+// putReports is PutReports of valid reports, its error unwrapped.
+func (s *Store) putReports(ctx context.Context, tenant string, rs []store.Report) error {
 	// Encoded before the write transaction, as every other writer of the
 	// file waits while one is open.
 	encoded := make([][]byte, len(rs))
 	for i, r := range rs {
 		data, err := store.EncodeValue(r, store.SmallCompression)
 		if err != nil {
-			return fmt.Errorf("putting %d reports in %q: encoding %q: %w", len(rs), tenant, r.ID, err)
+			return fmt.Errorf("encoding %q: %w", r.ID, err)
 		}
 		encoded[i] = data
 	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
 		t, err := tenantBucket(tx, bucketReports, tenant, true)
 		if err != nil {
 			return err
@@ -386,10 +384,6 @@ func (s *Store) PutReports(ctx context.Context, tenant string, rs []store.Report
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("putting %d reports in %q: %w", len(rs), tenant, err)
-	}
-	return nil
 }
 
 // DeleteReport removes a report and its index entries; removing an absent
@@ -398,17 +392,7 @@ func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return fmt.Errorf("deleting report %q: %w", id, err)
 	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		t, err := tenantBucket(tx, bucketReports, tenant, false)
-		if err != nil || t == nil {
-			return err
-		}
-		if err := t.Delete([]byte(id)); err != nil {
-			return err
-		}
-		return indexReport(tx, tenant, id, nil)
-	})
-	if err != nil {
+	if err := s.deleteReports(ctx, tenant, []string{id}); err != nil {
 		return fmt.Errorf("deleting report %q of %q: %w", id, tenant, err)
 	}
 	return nil
@@ -423,7 +407,15 @@ func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) 
 	if len(ids) == 0 {
 		return nil
 	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	if err := s.deleteReports(ctx, tenant, ids); err != nil {
+		return fmt.Errorf("deleting %d reports of %q: %w", len(ids), tenant, err)
+	}
+	return nil
+}
+
+// deleteReports is DeleteReports in a valid tenant, its error unwrapped.
+func (s *Store) deleteReports(ctx context.Context, tenant string, ids []string) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
 		t, err := tenantBucket(tx, bucketReports, tenant, false)
 		if err != nil || t == nil {
 			return err
@@ -438,10 +430,6 @@ func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) 
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("deleting %d reports of %q: %w", len(ids), tenant, err)
-	}
-	return nil
 }
 
 // indexReport replaces the index entries of report id with cites (none

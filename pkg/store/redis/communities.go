@@ -276,11 +276,7 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r store.Report) er
 	if err := store.ValidateReport(tenant, r); err != nil {
 		return fmt.Errorf("putting report %q in %q: %w", r.ID, tenant, err)
 	}
-	data, err := marshal(r, store.SmallCompression)
-	if err == nil {
-		err = s.indexReport(ctx, tenant, r.ID, data, store.CitationsOf(r))
-	}
-	if err != nil {
+	if err := s.putReports(ctx, tenant, []store.Report{r}); err != nil {
 		return fmt.Errorf("putting report %q in %q: %w", r.ID, tenant, err)
 	}
 	return nil
@@ -297,6 +293,14 @@ func (s *Store) PutReports(ctx context.Context, tenant string, rs []store.Report
 	if len(rs) == 0 {
 		return nil
 	}
+	if err := s.putReports(ctx, tenant, rs); err != nil {
+		return fmt.Errorf("putting %d reports in %q: %w", len(rs), tenant, err)
+	}
+	return nil
+}
+
+// putReports is PutReports of valid reports, its error unwrapped.
+func (s *Store) putReports(ctx context.Context, tenant string, rs []store.Report) error {
 	ids := make([]string, len(rs))
 	data := make([]string, len(rs))
 	cites := make([][]provenance.SourceRef, len(rs))
@@ -308,11 +312,11 @@ func (s *Store) PutReports(ctx context.Context, tenant string, rs []store.Report
 			citesData[i], err = marshal(cites[i], store.SmallCompression)
 		}
 		if err != nil {
-			return fmt.Errorf("putting %d reports in %q: encoding %q: %w", len(rs), tenant, r.ID, err)
+			return fmt.Errorf("encoding %q: %w", r.ID, err)
 		}
 	}
 	k := s.tenantKeys(tenant)
-	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+	return s.optimistic(ctx, func(tx *goredis.Tx) error {
 		old, err := storedCitations(ctx, tx, k, ids)
 		if err != nil {
 			return err
@@ -332,10 +336,6 @@ func (s *Store) PutReports(ctx context.Context, tenant string, rs []store.Report
 		})
 		return err
 	}, k.reportCites())
-	if err != nil {
-		return fmt.Errorf("putting %d reports in %q: %w", len(rs), tenant, err)
-	}
-	return nil
 }
 
 // storedCitations reads the stored citations of the reports ids (nil for
@@ -367,7 +367,7 @@ func (s *Store) DeleteReport(ctx context.Context, tenant, id string) error {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return fmt.Errorf("deleting report %q: %w", id, err)
 	}
-	if err := s.indexReport(ctx, tenant, id, "", nil); err != nil {
+	if err := s.deleteReports(ctx, tenant, []string{id}); err != nil {
 		return fmt.Errorf("deleting report %q of %q: %w", id, tenant, err)
 	}
 	return nil
@@ -383,9 +383,17 @@ func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) 
 	if len(ids) == 0 {
 		return nil
 	}
+	if err := s.deleteReports(ctx, tenant, ids); err != nil {
+		return fmt.Errorf("deleting %d reports of %q: %w", len(ids), tenant, err)
+	}
+	return nil
+}
+
+// deleteReports is DeleteReports in a valid tenant, its error unwrapped.
+func (s *Store) deleteReports(ctx context.Context, tenant string, ids []string) error {
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	k := s.tenantKeys(tenant)
-	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+	return s.optimistic(ctx, func(tx *goredis.Tx) error {
 		old, err := storedCitations(ctx, tx, k, ids)
 		if err != nil {
 			return err
@@ -398,53 +406,6 @@ func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) 
 			}
 			p.HDel(ctx, k.reports(), ids...)
 			p.HDel(ctx, k.reportCites(), ids...)
-			return nil
-		})
-		return err
-	}, k.reportCites())
-	if err != nil {
-		return fmt.Errorf("deleting %d reports of %q: %w", len(ids), tenant, err)
-	}
-	return nil
-}
-
-// indexReport writes (data != "") or deletes report id with its index
-// entries: the citations it had are read under WATCH and replaced by cites.
-func (s *Store) indexReport(ctx context.Context, tenant, id, data string, cites []provenance.SourceRef) error {
-	k := s.tenantKeys(tenant)
-	var citesData string
-	if data != "" {
-		var err error
-		if citesData, err = marshal(cites, store.SmallCompression); err != nil {
-			return err
-		}
-	}
-	return s.optimistic(ctx, func(tx *goredis.Tx) error {
-		var old []provenance.SourceRef
-		raw, err := tx.HGet(ctx, k.reportCites(), id).Result()
-		switch {
-		case errors.Is(err, goredis.Nil):
-		case err != nil:
-			return err
-		default:
-			if err := store.DecodeValue([]byte(raw), &old); err != nil {
-				return fmt.Errorf("decoding the citations of %q: %w", id, err)
-			}
-		}
-		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			for _, c := range old {
-				p.SRem(ctx, k.reportsOf(c.DocID), id)
-			}
-			if data == "" {
-				p.HDel(ctx, k.reports(), id)
-				p.HDel(ctx, k.reportCites(), id)
-				return nil
-			}
-			p.HSet(ctx, k.reports(), id, data)
-			p.HSet(ctx, k.reportCites(), id, citesData)
-			for _, c := range cites {
-				p.SAdd(ctx, k.reportsOf(c.DocID), id)
-			}
 			return nil
 		})
 		return err
