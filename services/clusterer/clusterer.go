@@ -727,19 +727,6 @@ func graphRAGOrder(edges []WeightedEdge, ents map[string]store.Entity) {
 	})
 }
 
-func (w *Worker) build(ctx context.Context, g store.Graph) ([]store.Community, error) {
-	wg := w.weighted(g)
-	var rows []Row
-	if len(wg.edges) > 0 {
-		var err error
-		rows, err = w.cfg.Partitioner(ctx, wg.edges)
-		if err != nil {
-			return nil, fmt.Errorf("partitioning: %w", err)
-		}
-	}
-	return w.fromRows(ctx, g, wg, rows)
-}
-
 // weightedGraph is a tenant graph as the partitioner sees it: one
 // undirected weighted edge per entity pair, in GraphRAG's order, plus what
 // community sources are computed from.

@@ -65,18 +65,6 @@ func (c *tenantCache[T]) get(tenant string, load func() (T, error)) (T, error) {
 	return v, nil
 }
 
-// peek returns the tenant's value when one is kept and still valid,
-// without loading one.
-func (c *tenantCache[T]) peek(tenant string) (T, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.vals[tenant]; ok && c.live && e.gen == c.gen[tenant] && time.Since(e.when) < cacheMaxAge {
-		return e.v, true
-	}
-	var zero T
-	return zero, false
-}
-
 // isLive reports whether values are kept (the invalidating consumer runs).
 func (c *tenantCache[T]) isLive() bool {
 	c.mu.Lock()

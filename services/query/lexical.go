@@ -1,7 +1,6 @@
 package query
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"iter"
@@ -242,16 +241,6 @@ func (v *view) loadLexDocs(readable []provenance.SourceState, cached []*lexDoc) 
 	return fresh, g.Wait()
 }
 
-// unitText returns the text of a cited text unit when its document is
-// readable and applied at the cited version (from readableDocs' cache).
-func (v *view) unitText(c citation) (string, bool, error) {
-	u, err := v.unitAt(c)
-	if err != nil || u == nil {
-		return "", false, err
-	}
-	return u.text, true, nil
-}
-
 // unitAt returns the cached text unit c cites (its text and words) when
 // its document is readable and applied at the cited version, else nil.
 func (v *view) unitAt(c citation) (*lexUnit, error) {
@@ -409,27 +398,6 @@ const (
 	// maxUnitsPerDoc keeps one long document from filling the context.
 	maxUnitsPerDoc = 3
 )
-
-// bestUnits sorts scored units best first and keeps at most
-// maxUnitsPerDoc per document and limit in all.
-func bestUnits(out []rankedUnit, limit int) []rankedUnit {
-	slices.SortFunc(out, func(a, b rankedUnit) int {
-		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))
-	})
-	perDoc := map[string]int{}
-	kept := out[:0]
-	for _, u := range out {
-		if len(kept) == limit {
-			break
-		}
-		if perDoc[u.docID] == maxUnitsPerDoc {
-			continue
-		}
-		perDoc[u.docID]++
-		kept = append(kept, u)
-	}
-	return kept
-}
 
 // unitItem is the context item of a ranked unit.
 func unitItem(u rankedUnit) ContextItem { return unitItemCiting(u, make([]citation, 1)) }
