@@ -50,4 +50,9 @@ func TestCommandLine(t *testing.T) {
 	if exitCode(err) != 1 || !strings.Contains(err.Error(), "cannot reach the kgstream server at http://127.0.0.1:1") {
 		t.Fatalf("query with the server down: %v", err)
 	}
+	// A negative --give-way is a usage error, before anything starts.
+	_, _, err = runOut(ctx, "up", "--data", t.TempDir(), "--give-way", "-1s")
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "--give-way") {
+		t.Fatalf("up --give-way -1s: want a usage error naming the flag, got %v", err)
+	}
 }

@@ -91,6 +91,7 @@ func (b *Bus) drainFetch(ctx context.Context, s *stage, mb jetstream.MessageBatc
 			nakBuffered(ch)
 			return false
 		}
+		b.giveWay(ctx, s)
 		var first jetstream.Msg
 		select {
 		case <-ctx.Done():

@@ -108,6 +108,9 @@ type Metrics struct {
 	Lag *prometheus.HistogramVec
 	// BatchSize is how many messages each call of a BatchHandler got.
 	BatchSize *prometheus.HistogramVec
+	// Yield is kgstream_stage_yield_seconds_total: time a stage spent
+	// giving way to others' backlog (see GiveWay).
+	Yield *prometheus.CounterVec
 }
 
 // NewMetrics registers the event metrics on reg (nil: not registered).
@@ -136,9 +139,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Messages per call of a batch handler, by stage.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9),
 		}, []string{"stage"}),
+		Yield: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_stage_yield_seconds_total",
+			Help: "Time a background stage waited for the stages before it to work off their backlog, by stage.",
+		}, []string{"stage"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Events, m.DeadLetters, m.Duration, m.Lag, m.BatchSize)
+		reg.MustRegister(m.Events, m.DeadLetters, m.Duration, m.Lag, m.BatchSize, m.Yield)
 	}
 	return m
 }
@@ -161,6 +168,8 @@ type Bus struct {
 	obj       jetstream.ObjectStore
 
 	statsKV statsKV
+
+	backlogs backlogs
 }
 
 // ring keeps the most recent lag samples of one stage for quantiles.
@@ -397,6 +406,10 @@ type ConsumerConfig struct {
 	// depend on the order of messages (every handler is version-gated).
 	// A stop waits for every message in flight, as for one.
 	Concurrency int
+	// GiveWay, when set, makes the stage wait before each fetch (with
+	// RunBatch, before each batch) while the stages it names have a
+	// backlog; see GiveWay.
+	GiveWay *GiveWay
 }
 
 func (c *ConsumerConfig) setDefaults() {
@@ -436,6 +449,11 @@ func (c ConsumerConfig) Validate() error {
 	}
 	if c.Concurrency < 0 {
 		return errors.New("stream: Concurrency must be >= 0")
+	}
+	if c.GiveWay != nil {
+		if err := c.GiveWay.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -764,6 +782,7 @@ func (b *Bus) consume(ctx context.Context, s *stage, cons jetstream.Consumer, h 
 		}()
 	}
 	for {
+		b.giveWay(ctx, s)
 		mb, err := b.fetch(ctx, s, w)
 		if mb == nil {
 			return err

@@ -123,6 +123,11 @@ type Config struct {
 	// LeaseHolder names this worker in the lease (default host, pid and a
 	// random suffix).
 	LeaseHolder string
+	// GiveWay, when set, makes re-clustering and provisional placement
+	// wait, within its bound, while the stages it names (the extractor
+	// and the resolver) have a backlog: in one process sharing its cores,
+	// documents become readable first (see stream.GiveWay).
+	GiveWay *stream.GiveWay
 }
 
 func (c *Config) setDefaults() {
@@ -171,6 +176,11 @@ func (c Config) Validate() error {
 	}
 	if c.WeightBy != "sources" && c.WeightBy != "strength" {
 		return fmt.Errorf("clusterer: WeightBy must be sources or strength, not %q", c.WeightBy)
+	}
+	if c.GiveWay != nil {
+		if err := c.GiveWay.Validate(); err != nil {
+			return fmt.Errorf("clusterer: %w", err)
+		}
 	}
 	return nil
 }
@@ -340,7 +350,11 @@ func (w *Worker) loop(ctx context.Context) error {
 		case <-w.kick:
 			assign = time.Since(assigned) >= w.cfg.Tick
 		}
-		for _, t := range w.due() {
+		due := w.due()
+		if len(due) > 0 && w.cfg.GiveWay != nil {
+			w.bus.GiveWay(ctx, w.cfg.Stage, *w.cfg.GiveWay)
+		}
+		for _, t := range due {
 			if err := w.Recluster(ctx, t); err != nil {
 				if ctx.Err() != nil {
 					continue
@@ -351,6 +365,9 @@ func (w *Worker) loop(ctx context.Context) error {
 		}
 		if !assign {
 			continue
+		}
+		if w.cfg.GiveWay != nil && w.anyTouched() {
+			w.bus.GiveWay(ctx, w.cfg.Stage, *w.cfg.GiveWay)
 		}
 		assigned = time.Now()
 		for t, ids := range w.takeTouched() {
@@ -420,6 +437,19 @@ func (w *Worker) take(tenant string) time.Time {
 		return time.Time{}
 	}
 	return p.oldest
+}
+
+// anyTouched tells whether some tenant has entities waiting for their
+// provisional placement.
+func (w *Worker) anyTouched() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.dirty {
+		if len(p.touched) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // takeTouched returns and forgets the touched entity ids of every tenant

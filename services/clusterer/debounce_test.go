@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/events"
@@ -91,4 +92,37 @@ func TestHandleRejectsMalformed(t *testing.T) {
 	err = e.w.Handle(t.Context(), other)
 	require.ErrorIs(t, err, stream.ErrTenantMismatch)
 	require.True(t, stream.IsPermanent(err))
+}
+
+// TestGiveWay: with GiveWay set, a re-clustering that is due waits while
+// the stage named has a backlog, and runs once it is worked off.
+func TestGiveWay(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, clusterer.Config{Quiet: time.Minute, MaxDelay: time.Hour, Tick: 5 * time.Millisecond, Now: clock.Now,
+		Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: 6}),
+		GiveWay:     &stream.GiveWay{Stages: []string{"front"}, Above: 1, Max: time.Hour, Poll: 10 * time.Millisecond}})
+	applyOwn(t, e.st)
+	// "front" stands for the extractor: a durable on graph.changed nobody
+	// consumes until the test drains it, so each event published is one
+	// more in its backlog.
+	front, err := e.bus.JetStream().CreateOrUpdateConsumer(t.Context(), e.bus.StreamName(), jetstream.ConsumerConfig{
+		Durable: "front", FilterSubject: e.bus.Subjects().All(events.KindGraphChanged), AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	e.run(t)
+	e.waitConsumer(t)
+	e.publish(t, "PM-1", 1, store.ApplyResult{})
+	e.publish(t, "PM-1", 2, store.ApplyResult{})
+	e.waitHandled(t)
+	clock.Advance(time.Minute) // due
+	time.Sleep(500 * time.Millisecond)
+	require.Equal(t, int64(0), lastRun(t, e.st), "re-clustered while the front stage had 2 events pending")
+
+	batch, err := front.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		require.NoError(t, m.DoubleAck(t.Context()))
+	}
+	waitRun(t, e.st, 1)
+	require.Greater(t, metric(t, e.reg, "kgstream_stage_yield_seconds_total",
+		map[string]string{"stage": "clusterer"}).GetCounter().GetValue(), 0.4)
 }

@@ -87,6 +87,11 @@ type Config struct {
 	// events named (see reconcile.go); the events asking within the gap
 	// share one pass at its end.
 	ReconcileGap time.Duration
+	// GiveWay, when set, makes both consumers (reports and vectors) wait
+	// before each batch, within its bound, while the stages it names (the
+	// extractor and the resolver) have a backlog: in one process sharing
+	// its cores, documents become readable first (see stream.GiveWay).
+	GiveWay *stream.GiveWay
 }
 
 func (c *Config) setDefaults() {
@@ -132,6 +137,11 @@ func (c Config) Validate() error {
 	}
 	if c.VectorBatchWait < 0 {
 		return errors.New("reporter: VectorBatchWait must be >= 0")
+	}
+	if c.GiveWay != nil {
+		if err := c.GiveWay.Validate(); err != nil {
+			return fmt.Errorf("reporter: %w", err)
+		}
 	}
 	return nil
 }
@@ -243,12 +253,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// One run's reports can take long (an LLM writer): fetch one event at
 	// a time so none waits in the buffer past its ack deadline.
 	reports := stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindCommunitiesChanged},
-		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff, Batch: 1, AckWait: 2 * time.Minute}
+		MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff, Batch: 1, AckWait: 2 * time.Minute, GiveWay: w.cfg.GiveWay}
 	actors := []func(context.Context) error{func(ctx context.Context) error { return w.bus.Run(ctx, reports, w.Handle) }}
 	if w.vectorsOn() {
 		vectors := stream.ConsumerConfig{Stage: w.cfg.Stage, Durable: w.cfg.Stage + "-vectors",
 			Kinds: []events.Kind{events.KindGraphChanged, events.KindDocACL}, MaxDeliver: w.cfg.MaxDeliver, Backoff: w.cfg.Backoff,
-			Batch: w.cfg.VectorBatch, BatchWait: w.cfg.VectorBatchWait}
+			Batch: w.cfg.VectorBatch, BatchWait: w.cfg.VectorBatchWait, GiveWay: w.cfg.GiveWay}
 		actors = append(actors, func(ctx context.Context) error { return w.bus.RunBatch(ctx, vectors, w.HandleVectors) })
 	}
 	if w.cfg.ReconcileEvery > 0 {

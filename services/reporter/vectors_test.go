@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -295,4 +296,41 @@ func TestHandleVectorsEqualsOneByOne(t *testing.T) {
 	require.Len(t, errs, 2)
 	require.True(t, stream.IsPermanent(errs[0]), "%v", errs[0])
 	require.NoError(t, errs[1])
+}
+
+// TestVectorConsumerGivesWay: with GiveWay set, the vector consumer leaves
+// graph changes waiting while the stage named has a backlog, and indexes
+// them once it is worked off.
+func TestVectorConsumerGivesWay(t *testing.T) {
+	r := newVectorRig(t)
+	w, err := reporter.New(reporter.Config{Vectors: r.ix, Embedder: r.emb,
+		GiveWay: &stream.GiveWay{Stages: []string{"front"}, Above: 1, Max: time.Hour, Poll: 10 * time.Millisecond}},
+		r.bus, r.st, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	// "front" stands for the resolver: a durable on graph.changed nobody
+	// consumes until the test drains it.
+	front, err := r.bus.JetStream().CreateOrUpdateConsumer(t.Context(), r.bus.StreamName(), jetstream.ConsumerConfig{
+		Durable: "front", FilterSubject: r.bus.Subjects().All(events.KindGraphChanged), AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	r.apply("INC-9", 1, provenance.PublicACL(), "The disk filled up.")
+	r.apply("INC-10", 1, provenance.PublicACL(), "The queue backed up.")
+	for _, doc := range []string{"INC-9", "INC-10"} {
+		_, err = r.bus.Publish(t.Context(), events.KindGraphChanged, "acme", events.GraphID("acme", doc, 1, 0),
+			&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: doc, Version: 1})
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	time.Sleep(500 * time.Millisecond)
+	require.Empty(t, r.search(vector.KindTextUnit, vector.Filter{}), "indexed while the front stage had 2 events pending")
+
+	batch, err := front.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		require.NoError(t, m.DoubleAck(t.Context()))
+	}
+	require.Eventually(t, func() bool { return len(r.search(vector.KindTextUnit, vector.Filter{})) == 2 }, 20*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -103,6 +103,13 @@ type Config struct {
 	// FullEvery makes every FullEvery-th re-clustering a full run from
 	// scratch (default 100; the others are incremental).
 	FullEvery int
+	// GiveWay bounds how long the background stages (re-clustering,
+	// provisional placement, report writing, vector indexing) wait, before
+	// each batch, while the extractor and the resolver have a backlog of
+	// more than 64 events: the process's cores go first to making
+	// documents readable (see stream.GiveWay). Default 2s; negative:
+	// never wait.
+	GiveWay time.Duration
 	// AuditEvery is the orphan audit period (default 1m).
 	AuditEvery time.Duration
 	// MaxDeliver bounds deliveries per stage before dead-lettering.
@@ -119,6 +126,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.FullEvery == 0 {
 		c.FullEvery = 100
+	}
+	if c.GiveWay == 0 {
+		c.GiveWay = 2 * time.Second
 	}
 	if c.DataDir == "" {
 		c.DataDir = "./data"
@@ -377,10 +387,16 @@ func (a *App) newWorkers(emb kgembed.Embedder, authn *auth.Authenticator) (*work
 		AliasesFile: cfg.AliasesFile}, d); err != nil {
 		return nil, err
 	}
-	if w.cl, err = clusterer.NewService(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: cfg.FullEvery}, d); err != nil {
+	var gw *stream.GiveWay
+	if cfg.GiveWay > 0 {
+		// The stage names are the extractor's and the resolver's defaults,
+		// which this process keeps.
+		gw = &stream.GiveWay{Stages: []string{"extractor", "resolver"}, Max: cfg.GiveWay}
+	}
+	if w.cl, err = clusterer.NewService(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: cfg.FullEvery, GiveWay: gw}, d); err != nil {
 		return nil, err
 	}
-	if w.rp, err = reporter.NewService(reporter.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff}, d); err != nil {
+	if w.rp, err = reporter.NewService(reporter.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, GiveWay: gw}, d); err != nil {
 		return nil, err
 	}
 	qcfg := query.ServiceConfig{Config: query.DefaultConfig()}

@@ -3,6 +3,7 @@
 package app_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -66,6 +67,15 @@ func startBench(b *testing.B, cfg app.Config) *app.App {
 	cfg.DataDir = b.TempDir()
 	cfg.HTTPAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Quiet, cfg.MaxDelay = time.Second, 10*time.Second
+	// KG_BENCH_GIVE_WAY sets the background stages' longest wait (the
+	// app's default when unset; 0 turns it off, to compare).
+	if v := os.Getenv("KG_BENCH_GIVE_WAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("KG_BENCH_GIVE_WAY: %v", err)
+		}
+		cfg.GiveWay = cmp.Or(d, -1)
+	}
 	cfg.Log = quietLog()
 	a, err := app.Start(context.Background(), cfg)
 	if err != nil {
@@ -73,6 +83,17 @@ func startBench(b *testing.B, cfg app.Config) *app.App {
 	}
 	b.Cleanup(a.Close)
 	return a
+}
+
+// pendingOf sums the messages the stages named have waiting or in flight
+// (0 for a stage not started yet).
+func pendingOf(a *app.App, stages ...string) uint64 {
+	var n uint64
+	for _, s := range stages {
+		p, _ := a.Bus.Pending(context.Background(), s)
+		n += p
+	}
+	return n
 }
 
 func applied(b *testing.B, c *app.Client) int {
@@ -137,6 +158,10 @@ func BenchmarkIngest(b *testing.B) {
 // When the gateway answers too slowly for that bound, requests start late:
 // sent-docs/s is the rate actually sent, which is below the asked rate
 // when the machine cannot take it, and post-p99-ms the POSTs' own p99.
+// peak-front-backlog is the most events the extractor and the resolver
+// had waiting or in flight at one of the sender's once-a-second samples,
+// peak-background-backlog the same for the clusterer and the reporter
+// (KG_LAG_VERBOSE=1 logs every sample).
 func BenchmarkIndexLag(b *testing.B) {
 	docs := corpus(b)
 	rate, seconds := envInt(b, "KG_LAG_RATE", 100), envInt(b, "KG_LAG_SECONDS", 5)
@@ -148,12 +173,32 @@ func BenchmarkIndexLag(b *testing.B) {
 			b.ResetTimer()
 			n := 0
 			var drain, sending time.Duration
+			var peakFront, peakBack uint64
 			var mu sync.Mutex
 			var posts []time.Duration
 			for i := 0; i < b.N; i++ {
 				var wg sync.WaitGroup
 				sem := make(chan struct{}, inflight)
 				start := time.Now()
+				// Every second, the backlog of the stages a document crosses
+				// before it is readable and of the background ones.
+				stopS := make(chan struct{})
+				sampled := make(chan struct{})
+				go func() {
+					defer close(sampled)
+					for {
+						select {
+						case <-stopS:
+							return
+						case <-time.After(time.Second):
+						}
+						front, back := pendingOf(a, "extractor", "resolver"), pendingOf(a, "clusterer", "reporter")
+						peakFront, peakBack = max(peakFront, front), max(peakBack, back)
+						if os.Getenv("KG_LAG_VERBOSE") != "" {
+							b.Logf("%v: extractor+resolver %d, clusterer+reporter %d pending", time.Since(start).Round(time.Second), front, back)
+						}
+					}
+				}()
 				for j := 0; j < rate*seconds; j++ {
 					time.Sleep(time.Until(start.Add(time.Duration(j) * time.Second / time.Duration(rate))))
 					d := docs[j%len(docs)]
@@ -174,6 +219,8 @@ func BenchmarkIndexLag(b *testing.B) {
 				sending += time.Since(start) // until the last request started
 				wg.Wait()
 				sent := time.Now()
+				close(stopS)
+				<-sampled
 				n += rate * seconds
 				// Every 50 ms: polling status faster takes CPU from the
 				// pipeline measured.
@@ -189,6 +236,8 @@ func BenchmarkIndexLag(b *testing.B) {
 			b.ReportMetric(p50*1000, "p50-lag-ms")
 			b.ReportMetric(p99*1000, "p99-lag-ms")
 			b.ReportMetric(drain.Seconds()/float64(b.N), "drain-s")
+			b.ReportMetric(float64(peakFront), "peak-front-backlog")
+			b.ReportMetric(float64(peakBack), "peak-background-backlog")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
