@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/kgstream/kgstream/pkg/events"
 )
 
@@ -73,41 +75,39 @@ type backlogs struct {
 	at   time.Time
 	by   map[string]uint64
 	err  error
-	read chan struct{} // closed when the reading under way ends; nil if none
+	read singleflight.Group
 }
 
 // consumerBacklogs returns how many messages each consumer of the stream
-// has waiting or in flight, read from the server at most once per maxAge.
+// has waiting or in flight, read from the server at most once per maxAge
+// (callers arriving during a reading share it).
 func (b *Bus) consumerBacklogs(ctx context.Context, maxAge time.Duration) (map[string]uint64, error) {
 	bl := &b.backlogs
-	for {
+	bl.mu.Lock()
+	if !bl.at.IsZero() && time.Since(bl.at) < maxAge {
+		defer bl.mu.Unlock()
+		return bl.by, bl.err
+	}
+	bl.mu.Unlock()
+	// Not cancelled with the first caller's context: the others share it.
+	ch := bl.read.DoChan("", func() (any, error) {
+		by, err := b.listBacklogs(context.WithoutCancel(ctx))
 		bl.mu.Lock()
-		if !bl.at.IsZero() && time.Since(bl.at) < maxAge {
-			by, err := bl.by, bl.err
-			bl.mu.Unlock()
-			return by, err
-		}
-		if bl.read == nil {
-			done := make(chan struct{})
-			bl.read = done
-			bl.mu.Unlock()
-			by, err := b.listBacklogs(ctx)
-			bl.mu.Lock()
-			bl.by, bl.err, bl.at, bl.read = by, err, time.Now(), nil
-			bl.mu.Unlock()
-			close(done)
-			return by, err
-		}
-		wait := bl.read
+		bl.by, bl.err, bl.at = by, err, time.Now()
 		bl.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		return by, err
+	})
+	select {
+	case r := <-ch:
+		by, _ := r.Val.(map[string]uint64)
+		return by, r.Err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
+// listBacklogs reads every consumer's backlog (waiting plus in flight),
+// by consumer name.
 func (b *Bus) listBacklogs(ctx context.Context) (map[string]uint64, error) {
 	by := map[string]uint64{}
 	lister := b.stream.ListConsumers(ctx)
@@ -128,7 +128,8 @@ var stageKinds = []events.Kind{events.KindDocChanged, events.KindDocDeleted, eve
 // backlogOf sums the backlogs of the consumers of the stages named. Only
 // a stage's own consumers count: "extractor" covers "extractor" (and
 // "extractor-doc_changed" were it to consume several kinds), not the
-// stage "extractor-catalog".
+// stage "extractor-catalog". (Pending, for status, counts a stage with
+// the durables named after it, so "reporter" covers "reporter-vectors".)
 func backlogOf(by map[string]uint64, stages []string) uint64 {
 	var n uint64
 	for _, s := range stages {
@@ -140,6 +141,17 @@ func backlogOf(by map[string]uint64, stages []string) uint64 {
 	return n
 }
 
+// Backlog returns the messages the stages named have waiting or in flight,
+// counted as GiveWay counts them (their own consumers only; see
+// backlogOf), read from the server now.
+func (b *Bus) Backlog(ctx context.Context, stages ...string) (uint64, error) {
+	by, err := b.listBacklogs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return backlogOf(by, stages), nil
+}
+
 // GiveWay waits while the stages g names have more than g.Above messages
 // waiting or in flight, for at most g.Max, and returns how long it waited.
 // A backlog it cannot read (the server busy, a consumer not created yet)
@@ -149,8 +161,7 @@ func (b *Bus) GiveWay(ctx context.Context, stage string, g GiveWay) time.Duratio
 	g.setDefaults()
 	start := time.Now()
 	deadline := start.Add(g.Max)
-	var t *time.Timer
-	for {
+	for ctx.Err() == nil {
 		by, err := b.consumerBacklogs(ctx, g.Poll)
 		if err != nil || backlogOf(by, g.Stages) <= g.Above {
 			break
@@ -159,22 +170,10 @@ func (b *Bus) GiveWay(ctx context.Context, stage string, g GiveWay) time.Duratio
 		if left <= 0 {
 			break
 		}
-		d := min(g.Poll, left)
-		if t == nil {
-			t = time.NewTimer(d)
-		} else {
-			t.Reset(d)
-		}
 		select {
 		case <-ctx.Done():
-		case <-t.C:
+		case <-time.After(min(g.Poll, left)):
 		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if t != nil {
-		t.Stop()
 	}
 	waited := time.Since(start)
 	b.metrics.Yield.WithLabelValues(stage).Add(waited.Seconds())

@@ -134,6 +134,9 @@ func TestGiveWayCountsOnlyTheNamedStages(t *testing.T) {
 		}
 	}
 	waitFor(t, "the resolver's backlog", pendingIs(t, bus, "resolver", 3))
+	if n, err := bus.Backlog(t.Context(), "resolver", "extractor"); err != nil || n != 3 {
+		t.Fatalf("Backlog(resolver, extractor) = %d, %v; want the resolver's 3 (extractor-catalog is another stage)", n, err)
+	}
 	g = stream.GiveWay{Stages: []string{"resolver"}, Above: 2, Max: 200 * time.Millisecond, Poll: 10 * time.Millisecond}
 	time.Sleep(2 * g.Poll) // the bus's last reading is at most Poll old
 	if waited := bus.GiveWay(t.Context(), "back", g); waited < g.Max {

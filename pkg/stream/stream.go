@@ -499,21 +499,23 @@ func (b *Bus) createConsumer(ctx context.Context, cc ConsumerConfig, k events.Ki
 	})
 }
 
-// Pending returns how many messages a stage's consumer has not yet
-// acknowledged (waiting plus in flight). A consumer not yet created counts
-// every message of its kinds as pending.
+// Pending returns how many messages a stage's consumers have not yet
+// acknowledged (waiting plus in flight), summed over the consumers named
+// durable or "durable-..." (a stage's consumer per kind, and stages named
+// after it such as "reporter-vectors"). ErrNoConsumer when there is none
+// yet.
 func (b *Bus) Pending(ctx context.Context, durable string) (uint64, error) {
+	by, err := b.listBacklogs(ctx)
+	if err != nil {
+		return 0, err
+	}
 	var total uint64
 	found := false
-	lister := b.stream.ListConsumers(ctx)
-	for info := range lister.Info() {
-		if info.Name == durable || strings.HasPrefix(info.Name, durable+"-") {
+	for name, n := range by {
+		if name == durable || strings.HasPrefix(name, durable+"-") {
 			found = true
-			total += info.NumPending + uint64(info.NumAckPending)
+			total += n
 		}
-	}
-	if err := lister.Err(); err != nil {
-		return 0, fmt.Errorf("listing consumers of %s: %w", b.cfg.Stream, err)
 	}
 	if !found {
 		return 0, fmt.Errorf("%w: %s", ErrNoConsumer, durable)

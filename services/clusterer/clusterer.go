@@ -351,7 +351,8 @@ func (w *Worker) loop(ctx context.Context) error {
 			assign = time.Since(assigned) >= w.cfg.Tick
 		}
 		due := w.due()
-		if len(due) > 0 && w.cfg.GiveWay != nil {
+		if w.cfg.GiveWay != nil && (len(due) > 0 || assign && w.anyTouched()) {
+			// One wait for this round's work, re-clustering and placement.
 			w.bus.GiveWay(ctx, w.cfg.Stage, *w.cfg.GiveWay)
 		}
 		for _, t := range due {
@@ -365,9 +366,6 @@ func (w *Worker) loop(ctx context.Context) error {
 		}
 		if !assign {
 			continue
-		}
-		if w.cfg.GiveWay != nil && w.anyTouched() {
-			w.bus.GiveWay(ctx, w.cfg.Stage, *w.cfg.GiveWay)
 		}
 		assigned = time.Now()
 		for t, ids := range w.takeTouched() {

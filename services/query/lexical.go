@@ -174,8 +174,7 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	t := v.s.units.tenant(v.tenant)
 	t.drop(deleted)
 	cached := t.lookup(ids)
-	fresh, err := v.loadLexDocs(readable, cached)
-	if err != nil {
+	if err := v.loadLexDocs(t, readable, cached); err != nil {
 		return nil, err
 	}
 	var out []readableDoc
@@ -183,9 +182,6 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 		d := cached[i]
 		if d == nil {
 			continue
-		}
-		if fresh[i] {
-			t.put(st.DocID, d)
 		}
 		title := d.title
 		if title == "" {
@@ -208,10 +204,9 @@ const lexLoaders = 16
 
 // loadLexDocs reads and indexes, concurrently, the documents of readable
 // whose cached entry is missing or at another version: cached[i] becomes
-// the new entry (fresh[i] set: the caller puts it in the tenant's cache),
-// or nil when the document is not applied at the registry's version yet.
-func (v *view) loadLexDocs(readable []provenance.SourceState, cached []*lexDoc) (fresh []bool, err error) {
-	fresh = make([]bool, len(readable))
+// the new entry, also put in t, or nil when the document is not applied at
+// the registry's version yet.
+func (v *view) loadLexDocs(t *lexTenant, readable []provenance.SourceState, cached []*lexDoc) error {
 	var todo []int
 	for i, st := range readable {
 		if d := cached[i]; d == nil || d.version != st.Version {
@@ -234,11 +229,19 @@ func (v *view) loadLexDocs(readable []provenance.SourceState, cached []*lexDoc) 
 			if rec.Deleted || rec.Version != st.Version {
 				return nil // not applied yet at the registry's version
 			}
-			cached[i], fresh[i] = newLexDoc(rec, st.Title), true
+			cached[i] = newLexDoc(rec, st.Title)
 			return nil
 		})
 	}
-	return fresh, g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, i := range todo {
+		if cached[i] != nil {
+			t.put(readable[i].DocID, cached[i])
+		}
+	}
+	return nil
 }
 
 // unitAt returns the cached text unit c cites (its text and words) when

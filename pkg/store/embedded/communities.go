@@ -652,9 +652,6 @@ func (s *Store) ReportCitationsOf(ctx context.Context, tenant string, docIDs []s
 				if !found {
 					return fmt.Errorf("index names report %q, which has no citations entry", id)
 				}
-				if refs == nil {
-					refs = []provenance.SourceRef{}
-				}
 				out[id] = refs
 				return nil
 			})

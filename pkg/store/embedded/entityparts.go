@@ -24,22 +24,20 @@ func (s *Store) EntityParts(ctx context.Context, tenant string, ids []string, te
 			if _, done := out[id]; done {
 				continue
 			}
-			prefix := pairPrefix(id)
-			k, v := c.Seek(prefix)
-			if !bytes.Equal(k, prefix) {
+			head := headKey(id)
+			k, v := c.Seek(head)
+			if !bytes.Equal(k, head) {
 				continue // no head: absent
 			}
 			h, err := store.DecodeEntityHead(id, v)
 			if err != nil {
 				return fmt.Errorf("decoding the head of entity %q: %w", id, err)
 			}
-			p := store.EntityPart{ID: id, Type: h.Type, Name: h.Name, Of: make(map[string]store.Fragment, len(docs[id]))}
-			for _, n := range h.Names {
-				p.Fragments += n.Count
-			}
+			p := store.EntityPart{ID: id, Type: h.Type, Name: h.Name, Fragments: h.Fragments(),
+				Of: make(map[string]store.Fragment, len(docs[id]))}
 			held := 0
-			for k, v = c.Next(); held < textBytes && k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-				doc := string(k[len(prefix):])
+			for k, v = c.Next(); held < textBytes && k != nil && bytes.HasPrefix(k, head); k, v = c.Next() {
+				doc := string(k[len(head):])
 				f, err := store.DecodeFragment(doc, v)
 				if err != nil {
 					return fmt.Errorf("decoding the fragment of %q by %q: %w", id, doc, err)
@@ -58,15 +56,13 @@ func (s *Store) EntityParts(ctx context.Context, tenant string, ids []string, te
 					p.Of[doc] = p.First[i]
 					continue
 				}
-				v := g.entityRows.Get(pair(id, doc))
-				if v == nil {
-					continue
-				}
-				f, err := store.DecodeFragment(doc, v)
+				f, ok, err := part(g.entityRows, id, doc)
 				if err != nil {
-					return fmt.Errorf("decoding the fragment of %q by %q: %w", id, doc, err)
+					return err
 				}
-				p.Of[doc] = f
+				if ok {
+					p.Of[doc] = f
+				}
 			}
 			out[id] = p
 		}

@@ -316,49 +316,38 @@ func (s *Store) putReports(ctx context.Context, tenant string, rs []store.Report
 		}
 	}
 	k := s.tenantKeys(tenant)
+	return s.rewriteReports(ctx, k, ids, func(p goredis.Pipeliner) {
+		for i, id := range ids {
+			p.HSet(ctx, k.reports(), id, data[i])
+			p.HSet(ctx, k.reportCites(), id, citesData[i])
+			for _, c := range cites[i] {
+				p.SAdd(ctx, k.reportsOf(c.DocID), id)
+			}
+		}
+	})
+}
+
+// rewriteReports is the optimistic transaction, on the citations hash, of
+// a write to the reports ids: it reads their stored citations under WATCH
+// and, in one MULTI/EXEC, removes the by-source entries those citations
+// made, then queues write.
+func (s *Store) rewriteReports(ctx context.Context, k keys, ids []string, write func(goredis.Pipeliner)) error {
 	return s.optimistic(ctx, func(tx *goredis.Tx) error {
-		old, err := storedCitations(ctx, tx, k, ids)
+		old, err := hmgetJSON[[]provenance.SourceRef](ctx, tx, k.reportCites(), ids)
 		if err != nil {
 			return err
 		}
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			for i, id := range ids {
-				for _, c := range old[i] {
+			for _, id := range ids {
+				for _, c := range old[id] {
 					p.SRem(ctx, k.reportsOf(c.DocID), id)
 				}
-				p.HSet(ctx, k.reports(), id, data[i])
-				p.HSet(ctx, k.reportCites(), id, citesData[i])
-				for _, c := range cites[i] {
-					p.SAdd(ctx, k.reportsOf(c.DocID), id)
-				}
 			}
+			write(p)
 			return nil
 		})
 		return err
 	}, k.reportCites())
-}
-
-// storedCitations reads the stored citations of the reports ids (nil for
-// an absent report), by chunks, inside the transaction tx.
-func storedCitations(ctx context.Context, tx *goredis.Tx, k keys, ids []string) ([][]provenance.SourceRef, error) {
-	old := make([][]provenance.SourceRef, len(ids))
-	for start := 0; start < len(ids); start += mgetChunk {
-		end := min(start+mgetChunk, len(ids))
-		vals, err := tx.HMGet(ctx, k.reportCites(), ids[start:end]...).Result()
-		if err != nil {
-			return nil, err
-		}
-		for j, raw := range vals {
-			str, ok := raw.(string)
-			if !ok {
-				continue // absent: a new report, or one deleted already
-			}
-			if err := store.DecodeValue([]byte(str), &old[start+j]); err != nil {
-				return nil, fmt.Errorf("decoding the citations of %q: %w", ids[start+j], err)
-			}
-		}
-	}
-	return old, nil
 }
 
 // DeleteReport removes a report and its index entries; removing an absent
@@ -391,25 +380,11 @@ func (s *Store) DeleteReports(ctx context.Context, tenant string, ids []string) 
 
 // deleteReports is DeleteReports in a valid tenant, its error unwrapped.
 func (s *Store) deleteReports(ctx context.Context, tenant string, ids []string) error {
-	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	k := s.tenantKeys(tenant)
-	return s.optimistic(ctx, func(tx *goredis.Tx) error {
-		old, err := storedCitations(ctx, tx, k, ids)
-		if err != nil {
-			return err
-		}
-		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			for i, id := range ids {
-				for _, c := range old[i] {
-					p.SRem(ctx, k.reportsOf(c.DocID), id)
-				}
-			}
-			p.HDel(ctx, k.reports(), ids...)
-			p.HDel(ctx, k.reportCites(), ids...)
-			return nil
-		})
-		return err
-	}, k.reportCites())
+	return s.rewriteReports(ctx, k, ids, func(p goredis.Pipeliner) {
+		p.HDel(ctx, k.reports(), ids...)
+		p.HDel(ctx, k.reportCites(), ids...)
+	})
 }
 
 // ReportsByID returns the reports among ids that exist.
@@ -518,16 +493,11 @@ func (s *Store) ReportCitationsOf(ctx context.Context, tenant string, docIDs []s
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
+	// A report the index named but deleted since is left out (an absent
+	// field): it cites nothing now.
 	out, err := hmgetJSON[[]provenance.SourceRef](ctx, s.client, k.reportCites(), ids)
 	if err != nil {
 		return nil, fail(err)
-	}
-	// A report the index named but deleted since is left out: it cites
-	// nothing now.
-	for id, refs := range out {
-		if refs == nil {
-			out[id] = []provenance.SourceRef{}
-		}
 	}
 	return out, nil
 }

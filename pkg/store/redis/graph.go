@@ -1215,14 +1215,7 @@ func globEscape(s string) string {
 // noted is left out of graph-tenants until the process restarts (or
 // another process writes the tenant).
 func (s *Store) noteGraphTenant(ctx context.Context, tenant string) error {
-	if _, ok := s.graphTenants.Load(tenant); ok {
-		return nil
-	}
-	if err := s.client.SAdd(ctx, s.graphTenantsKey(), tenant).Err(); err != nil {
-		return err
-	}
-	s.graphTenants.Store(tenant, struct{}{})
-	return nil
+	return s.noteTenant(ctx, s.graphTenantsKey(), &s.graphTenants, tenant)
 }
 
 // edgeCountOf reads the edge count of a GET reply: 0 when absent (no edge
