@@ -14,10 +14,7 @@ import (
 func BenchmarkHandleEvent(b *testing.B) {
 	for _, n := range []int{500, 2000} {
 		w, _, cs := reconcileTenantB(b, n)
-		ev := &events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1}
-		for _, c := range cs[:5] {
-			ev.Refreshed = append(ev.Refreshed, events.CommunityChange{ID: c.ID, Level: c.Level, MemberHash: c.MemberHash})
-		}
+		ev := &events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1, Refreshed: changes(cs[:5])}
 		data, err := events.Encode(ev)
 		if err != nil {
 			b.Fatal(err)

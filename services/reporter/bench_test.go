@@ -99,10 +99,7 @@ func BenchmarkReconcile(b *testing.B) {
 func BenchmarkEventPass(b *testing.B) {
 	for _, n := range []int{500, 2000} {
 		w, _, cs := reconcileTenantB(b, n)
-		ev := &events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1}
-		for _, c := range cs[:5] {
-			ev.Changed = append(ev.Changed, events.CommunityChange{ID: c.ID, Level: c.Level, MemberHash: c.MemberHash})
-		}
+		ev := &events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1, Changed: changes(cs[:5])}
 		data, err := events.Encode(ev)
 		if err != nil {
 			b.Fatal(err)

@@ -33,13 +33,13 @@ import (
 //
 // A communities event asks for a pass too, but a narrow one: it checks,
 // by the same rules, only the communities the events handled since the
-// last pass of the tenant wrote reports for (read again through the member
-// index, so a community replaced or grown since is seen as stored), with
-// their stored reports and the registry entries of their documents. Its
-// cost follows what the events named, not the tenant: during a backfill,
-// when events follow each other, a full pass after each would cost what
-// the tenant holds per event. What the narrow pass cannot see (a run
-// whose announcement was lost, an orphaned report) is the full pass's.
+// last pass of the tenant wrote reports for (read again by id, so a
+// community replaced or grown since is seen as stored), with their stored
+// reports and the registry entries of their documents. Its cost follows
+// what the events named, not the tenant: during a backfill, when events
+// follow each other, a full pass after each would cost what the tenant
+// holds per event. What the narrow pass cannot see (a run whose
+// announcement was lost, an orphaned report) is the full pass's.
 
 // Reconciled is what one reconciliation pass of a tenant did.
 type Reconciled struct {
@@ -86,13 +86,14 @@ func (w *Worker) Reconcile(ctx context.Context, tenant string) (Reconciled, erro
 		last := jobs[len(jobs)-1].c
 		w.cursor[tenant] = store.Community{ID: last.ID + "\x00", Level: last.Level}
 	}
-	return w.settle(ctx, tenant, out, jobs, orphans)
+	return w.settle(ctx, tenant, out, jobs, orphans, nil)
 }
 
 // settle writes the reports of jobs, removes the reports orphans, indexes
-// both and announces what was done. The caller holds rmu.
-func (w *Worker) settle(ctx context.Context, tenant string, out Reconciled, jobs []job, orphans []string) (Reconciled, error) {
-	reps, err := w.writeReports(ctx, tenant, jobs, nil)
+// both and announces what was done. olds, when not nil, holds every
+// stored report of jobs (see writeReports). The caller holds rmu.
+func (w *Worker) settle(ctx context.Context, tenant string, out Reconciled, jobs []job, orphans []string, olds map[string]store.Report) (Reconciled, error) {
+	reps, err := w.writeReports(ctx, tenant, jobs, olds)
 	out.Written = len(reps)
 	reasons := make(map[string]string, len(jobs))
 	for _, j := range jobs {
@@ -131,24 +132,24 @@ func (w *Worker) settle(ctx context.Context, tenant string, out Reconciled, jobs
 	return out, nil
 }
 
-// name records that the reports of comms were written for a communities
-// event, for the next narrow pass to check (see ReconcileChanged). A
-// community is recorded by one of its members, through which the pass
-// finds it as stored then. Without reconciliation (ReconcileEvery
-// negative) nothing is recorded: no pass would take it. The caller holds
-// rmu.
-func (w *Worker) name(tenant string, comms []store.Community) {
+// name records that the reports of the communities of jobs were written
+// for a communities event, for the next narrow pass to check (see
+// ReconcileChanged), which reads them by id as stored then. A community
+// without members is left to the full pass. Without reconciliation
+// (ReconcileEvery negative) nothing is recorded: no pass would take it.
+// The caller holds rmu.
+func (w *Worker) name(tenant string, jobs []job) {
 	if w.cfg.ReconcileEvery < 0 {
 		return
 	}
-	for _, c := range comms {
-		if len(c.Members) == 0 {
-			continue // no member to find it by: the full pass's
+	for _, j := range jobs {
+		if len(j.c.Members) == 0 {
+			continue
 		}
 		if w.named[tenant] == nil {
-			w.named[tenant] = map[string]string{}
+			w.named[tenant] = map[string]bool{}
 		}
-		w.named[tenant][c.ID] = c.Members[0]
+		w.named[tenant][j.c.ID] = true
 	}
 }
 
@@ -186,27 +187,18 @@ func (w *Worker) reconcileNamed(ctx context.Context, tenant string) (Reconciled,
 	if len(named) == 0 {
 		return out, nil
 	}
-	// On failure the named communities wait for the next pass.
-	keep := func() {
-		if w.named[tenant] == nil {
-			w.named[tenant] = map[string]string{}
-		}
-		for id, m := range named {
-			if _, ok := w.named[tenant][id]; !ok {
-				w.named[tenant][id] = m
-			}
-		}
-	}
-	members := slices.Sorted(maps.Values(named))
-	members = slices.Compact(members)
-	found, err := w.st.CommunitiesOf(ctx, tenant, members)
+	// On failure the named communities wait for the next pass (none was
+	// named since: rmu is held).
+	keep := func() { w.named[tenant] = named }
+	byID, err := w.st.CommunitiesByID(ctx, tenant, slices.Sorted(maps.Keys(named)))
 	if err != nil {
 		keep()
 		return out, fmt.Errorf("reading %d changed communities: %w", len(named), err)
 	}
 	// A community no longer stored is gone with its run: removing its
 	// report is the job of the run's event, or of the full pass.
-	comms := slices.DeleteFunc(found, func(c store.Community) bool { _, ok := named[c.ID]; return !ok })
+	comms := slices.Collect(maps.Values(byID))
+	store.SortCommunities(comms)
 	ids := make([]string, len(comms))
 	for i, c := range comms {
 		ids[i] = ReportID(c.ID)
@@ -215,6 +207,9 @@ func (w *Worker) reconcileNamed(ctx context.Context, tenant string) (Reconciled,
 	if err != nil {
 		keep()
 		return out, fmt.Errorf("reading the reports of %d changed communities: %w", len(ids), err)
+	}
+	if olds == nil {
+		olds = map[string]store.Report{}
 	}
 	cites := make(map[string][]provenance.SourceRef, len(olds))
 	for id, r := range olds {
@@ -227,14 +222,12 @@ func (w *Worker) reconcileNamed(ctx context.Context, tenant string) (Reconciled,
 	}
 	out.Drifted = len(jobs)
 	if len(jobs) > w.cfg.ReconcileBatch {
-		for _, j := range jobs[w.cfg.ReconcileBatch:] {
-			w.name(tenant, []store.Community{j.c})
-		}
+		w.name(tenant, jobs[w.cfg.ReconcileBatch:])
 		jobs = jobs[:w.cfg.ReconcileBatch]
 		out.More = true
 		w.wakeReconcile()
 	}
-	return w.settle(ctx, tenant, out, jobs, nil)
+	return w.settle(ctx, tenant, out, jobs, nil, olds)
 }
 
 // drift lists the reports to write (sorted by level, then id, as comms
@@ -279,10 +272,7 @@ func (w *Worker) check(ctx context.Context, tenant string, comms []store.Communi
 	if err != nil {
 		return nil, fmt.Errorf("reading sources: %w", err)
 	}
-	current := func(s provenance.SourceRef) bool {
-		st, ok := cur[s.DocID]
-		return ok && !st.Deleted && st.Version == s.Version
-	}
+	current := func(s provenance.SourceRef) bool { return currentIn(cur, s) }
 	var jobs []job
 	for _, c := range comms {
 		refs, ok := cites[ReportID(c.ID)]
@@ -294,6 +284,13 @@ func (w *Worker) check(ctx context.Context, tenant string, comms []store.Communi
 		}
 	}
 	return jobs, nil
+}
+
+// currentIn reports whether the registry entries cur hold s's document,
+// not deleted, at s's version.
+func currentIn(cur map[string]provenance.SourceState, s provenance.SourceRef) bool {
+	st, ok := cur[s.DocID]
+	return ok && !st.Deleted && st.Version == s.Version
 }
 
 // uncovered reports whether the community rests on a current document

@@ -182,6 +182,35 @@ func TestDeletedReportsComeBack(t *testing.T) {
 	require.EqualValues(t, 4, counter(t, reg, "kgstream_reports_written_total", "missing"))
 }
 
+// TestReportConsumerGivesWay: with GiveWay set, the report consumer leaves
+// a communities event waiting while the stage named has a backlog,
+// counting the wait in kgstream_stage_yield_seconds_total, and writes the
+// report the event names once the backlog is worked off. No pass runs: the
+// event alone writes it.
+func TestReportConsumerGivesWay(t *testing.T) {
+	e := newReconcileEnv(t, 1)
+	var yields *prometheus.Registry
+	e.bus, yields = meteredBus(t)
+	drain := frontBacklog(t, e.bus)
+	for _, v := range []int64{2, 3} {
+		_, err := e.bus.Publish(t.Context(), events.KindGraphChanged, "acme", events.GraphID("acme", "pm-00", v, 0),
+			&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "pm-00", Version: v})
+		require.NoError(t, err)
+	}
+	_, err := e.bus.Publish(t.Context(), events.KindCommunitiesChanged, "acme", events.CommunitiesID("acme", 1),
+		&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1, Changed: changes(e.comms)})
+	require.NoError(t, err)
+	e.start(t, reporter.Config{ReconcileEvery: -1,
+		GiveWay: &stream.GiveWay{Stages: []string{"front"}, Above: 1, Max: time.Hour, Poll: 10 * time.Millisecond}})
+	waitConsumers(t, e.bus, "reporter")
+	time.Sleep(giveWayHeld)
+	require.Empty(t, e.reports(t), "a report written while the front stage had 2 events pending")
+
+	drain(2)
+	e.waitReports(t, e.comms)
+	requireYielded(t, yields)
+}
+
 func changes(cs []store.Community) []events.CommunityChange {
 	out := make([]events.CommunityChange, len(cs))
 	for i, c := range cs {

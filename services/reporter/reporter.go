@@ -169,10 +169,10 @@ type Worker struct {
 	handle     stream.Handler
 	cursor     map[string]store.Community
 	reconciled *prometheus.CounterVec
-	// named holds, per tenant, the communities whose reports events wrote
-	// since the tenant's last pass, by id, each with one of its members
-	// (guarded by rmu; see ReconcileChanged).
-	named  map[string]map[string]string
+	// named holds, per tenant, the ids of the communities whose reports
+	// events wrote since the tenant's last pass (guarded by rmu; see
+	// ReconcileChanged).
+	named  map[string]map[string]bool
 	passes *prometheus.CounterVec
 
 	// vmu serialises the vector index writes (see vectors.go).
@@ -194,7 +194,7 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{cfg: cfg, bus: bus, st: st, log: log, wake: make(chan struct{}, 1), cursor: map[string]store.Community{},
-		named: map[string]map[string]string{},
+		named: map[string]map[string]bool{},
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgstream_report_reconcile_passes_total",
 			Help: "Reconciliation passes, by scope (all: every community of every tenant; changed: the communities events named since the last pass).",
@@ -363,11 +363,7 @@ func (w *Worker) handleCommunities(ctx context.Context, _ *stream.Message, ev *e
 	if err != nil {
 		return err
 	}
-	cs := make([]store.Community, len(jobs))
-	for i, j := range jobs {
-		cs[i] = j.c
-	}
-	w.name(ev.Tenant, cs)
+	w.name(ev.Tenant, jobs)
 	written := make([]string, 0, len(reps))
 	for _, r := range reps {
 		written = append(written, r.ID)
@@ -560,7 +556,7 @@ func (w *Worker) staleCommunities(ctx context.Context, tenant string, named map[
 			if _, moved := slices.BinarySearch(docs, s.DocID); !moved {
 				continue
 			}
-			if st, ok := cur[s.DocID]; !ok || st.Deleted || st.Version != s.Version {
+			if !currentIn(cur, s) {
 				ids = append(ids, id)
 				break
 			}

@@ -1,9 +1,12 @@
 package reporter_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -272,4 +275,60 @@ func TestHandleRefusesOtherTenantsEvent(t *testing.T) {
 		Changed: []events.CommunityChange{{ID: "c0-x", Level: 0, MemberHash: "x"}}})))
 	_, err = st.Report(t.Context(), "acme", reporter.ReportID("c0-x"))
 	require.NoError(t, err)
+}
+
+// meteredBus is a bus whose stage metrics (the yield among them) are
+// registered on the registry it returns.
+func meteredBus(t *testing.T) (*stream.Bus, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	return streamtest.NewBus(t, streamtest.Options{Metrics: stream.NewMetrics(reg)}), reg
+}
+
+// frontBacklog creates "front", standing for a stage a GiveWay names (the
+// resolver): a durable on graph.changed nobody consumes until the test
+// calls drain, so each graph change published is one more in its
+// backlog. drain acknowledges n of them.
+func frontBacklog(t *testing.T, bus *stream.Bus) (drain func(n int)) {
+	t.Helper()
+	front, err := bus.JetStream().CreateOrUpdateConsumer(t.Context(), bus.StreamName(), jetstream.ConsumerConfig{
+		Durable: "front", FilterSubject: bus.Subjects().All(events.KindGraphChanged), AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	return func(n int) {
+		t.Helper()
+		batch, err := front.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
+		require.NoError(t, err)
+		got := 0
+		for m := range batch.Messages() {
+			require.NoError(t, m.DoubleAck(t.Context()))
+			got++
+		}
+		require.Equal(t, n, got, "front messages drained")
+	}
+}
+
+// waitConsumers polls until the consumers named exist: from then on,
+// their stage gives way before each batch.
+func waitConsumers(t *testing.T, bus *stream.Bus, names ...string) {
+	t.Helper()
+	streamtest.Eventually(t, 20*time.Second, func() error {
+		for _, n := range names {
+			if _, err := bus.JetStream().Consumer(t.Context(), bus.StreamName(), n); err != nil {
+				return fmt.Errorf("consumer %s: %w", n, err)
+			}
+		}
+		return nil
+	})
+}
+
+// giveWayHeld is how long a test checks that a stage giving way did
+// nothing, once its consumers exist: ample for a batch it would have taken.
+const giveWayHeld = 300 * time.Millisecond
+
+// requireYielded checks that the reporter counted at least giveWayHeld
+// giving way. A wait is counted when it ends: call it once the stage
+// handled what it waited to handle.
+func requireYielded(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	require.GreaterOrEqual(t, counter(t, reg, "kgstream_stage_yield_seconds_total", "reporter"), giveWayHeld.Seconds())
 }

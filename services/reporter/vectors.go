@@ -165,7 +165,7 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 		entityIDs = append(entityIDs, id)
 	}
 	slices.Sort(entityIDs)
-	parts, err := w.entityParts(ctx, tenant, entityIDs, named)
+	parts, whole, err := w.entityParts(ctx, tenant, entityIDs, named)
 	if err != nil {
 		return fmt.Errorf("reading entities of %d documents: %w", len(docs), err)
 	}
@@ -203,16 +203,18 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	if err != nil {
 		return err
 	}
-	// An item built whole needs the whole entity; one gone since was
-	// removed by the change that removed it, whose event follows.
+	// An item built whole needs the whole entity (read already when the
+	// parts were made from it); one gone since was removed by the change
+	// that removed it, whose event follows.
 	var rebuild []store.Entity
 	if len(rebuildIDs) > 0 {
-		ents, err := w.st.Entities(ctx, tenant, rebuildIDs)
-		if err != nil {
-			return fmt.Errorf("reading %d entities to index whole: %w", len(rebuildIDs), err)
+		if whole == nil {
+			if whole, err = w.st.Entities(ctx, tenant, rebuildIDs); err != nil {
+				return fmt.Errorf("reading %d entities to index whole: %w", len(rebuildIDs), err)
+			}
 		}
 		for _, id := range rebuildIDs {
-			if e, ok := ents[id]; ok {
+			if e, ok := whole[id]; ok {
 				rebuild = append(rebuild, e)
 			}
 		}
@@ -287,16 +289,17 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 // store.EntityParts): what their items' texts are made of (head, fragment
 // count, first fragments up to MaxEntityText bytes) and the fragments of
 // the documents named[id]. A store that can read them without every
-// fragment does; of another, the entities are read whole. An entity whose
-// fragments name a document twice gets a part with no fragments (it can
-// have no item).
-func (w *Worker) entityParts(ctx context.Context, tenant string, ids []string, named map[string][]string) (map[string]store.EntityPart, error) {
+// fragment does; of another, the entities are read whole, and returned
+// too (nil otherwise). An entity whose fragments name a document twice
+// gets a part with no fragments (it can have no item).
+func (w *Worker) entityParts(ctx context.Context, tenant string, ids []string, named map[string][]string) (map[string]store.EntityPart, map[string]store.Entity, error) {
 	if ep, ok := w.st.(store.EntityParts); ok {
-		return ep.EntityParts(ctx, tenant, ids, w.cfg.MaxEntityText, named)
+		parts, err := ep.EntityParts(ctx, tenant, ids, w.cfg.MaxEntityText, named)
+		return parts, nil, err
 	}
 	ents, err := w.st.Entities(ctx, tenant, ids)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	parts := make(map[string]store.EntityPart, len(ents))
 	for id, e := range ents {
@@ -306,7 +309,7 @@ func (w *Worker) entityParts(ctx context.Context, tenant string, ids []string, n
 		}
 		parts[id] = store.PartOf(e, w.cfg.MaxEntityText, named[id])
 	}
-	return parts, nil
+	return parts, ents, nil
 }
 
 // patchEntities brings the items of the entities ids (parts holds those

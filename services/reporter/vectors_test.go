@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -299,19 +298,18 @@ func TestHandleVectorsEqualsOneByOne(t *testing.T) {
 }
 
 // TestVectorConsumerGivesWay: with GiveWay set, the vector consumer leaves
-// graph changes waiting while the stage named has a backlog, and indexes
-// them once it is worked off.
+// graph changes waiting while the stage named has a backlog, counting the
+// wait in kgstream_stage_yield_seconds_total, and indexes them once it is
+// worked off.
 func TestVectorConsumerGivesWay(t *testing.T) {
 	r := newVectorRig(t)
+	var yields *prometheus.Registry
+	r.bus, yields = meteredBus(t)
 	w, err := reporter.New(reporter.Config{Vectors: r.ix, Embedder: r.emb,
 		GiveWay: &stream.GiveWay{Stages: []string{"front"}, Above: 1, Max: time.Hour, Poll: 10 * time.Millisecond}},
 		r.bus, r.st, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
-	// "front" stands for the resolver: a durable on graph.changed nobody
-	// consumes until the test drains it.
-	front, err := r.bus.JetStream().CreateOrUpdateConsumer(t.Context(), r.bus.StreamName(), jetstream.ConsumerConfig{
-		Durable: "front", FilterSubject: r.bus.Subjects().All(events.KindGraphChanged), AckPolicy: jetstream.AckExplicitPolicy})
-	require.NoError(t, err)
+	drain := frontBacklog(t, r.bus)
 	r.apply("INC-9", 1, provenance.PublicACL(), "The disk filled up.")
 	r.apply("INC-10", 1, provenance.PublicACL(), "The queue backed up.")
 	for _, doc := range []string{"INC-9", "INC-10"} {
@@ -322,15 +320,13 @@ func TestVectorConsumerGivesWay(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	time.Sleep(500 * time.Millisecond)
+	waitConsumers(t, r.bus, "reporter-vectors-graph_changed")
+	time.Sleep(giveWayHeld)
 	require.Empty(t, r.search(vector.KindTextUnit, vector.Filter{}), "indexed while the front stage had 2 events pending")
 
-	batch, err := front.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	for m := range batch.Messages() {
-		require.NoError(t, m.DoubleAck(t.Context()))
-	}
+	drain(2)
 	require.Eventually(t, func() bool { return len(r.search(vector.KindTextUnit, vector.Filter{})) == 2 }, 20*time.Second, 20*time.Millisecond)
+	requireYielded(t, yields)
 	cancel()
 	require.NoError(t, <-done)
 }
