@@ -23,11 +23,7 @@ import (
 func requiredLiterals(re *syntax.Regexp) []string {
 	switch re.Op {
 	case syntax.OpLiteral:
-		s := strings.ToLower(string(re.Rune))
-		if s == "" || !asciiOnly(s) {
-			return nil
-		}
-		return []string{s}
+		return exactStrings(re)
 	case syntax.OpCapture:
 		return requiredLiterals(re.Sub[0])
 	case syntax.OpPlus:
@@ -195,12 +191,14 @@ func asciiOnly(s string) bool {
 	return true
 }
 
-// cueLiteralSets parses a cue's expression (as compile does) and returns
-// sets of lower-case strings such that every match holds a string of each
-// set (nil: none known, the cue always runs). A cue naming two things
-// ("(puppet|ansible) (change|patch)") runs only on a sentence holding one
-// of each.
-func cueLiteralSets(expr string) [][]string {
+// LiteralSets parses expr as a case-insensitive expression ("(?i)"+expr,
+// as cues are compiled) and returns sets of lower-case ASCII strings such
+// that every match of it holds a string of each set; nil when nothing can
+// be said (the expression always has to run). An expression naming two
+// things ("(puppet|ansible) (change|patch)") needs one of each. An ASCII
+// text whose lower-case form lacks every string of a set cannot match;
+// outside ASCII a rune may fold to an ASCII letter (see asciiFolds).
+func LiteralSets(expr string) [][]string {
 	re, err := syntax.Parse("(?i)"+expr, syntax.Perl)
 	if err != nil {
 		return nil
@@ -228,28 +226,30 @@ func requiredLiteralSets(re *syntax.Regexp) [][]string {
 	return out
 }
 
-// foldsToASCII reports whether s holds a rune that case-insensitive
-// matching folds to an ASCII letter while strings.ToLower does not (the
-// Kelvin sign, the long s): there the lower-case comparison could miss a
-// match, so the prefilter is not used.
-func foldsToASCII(s string) bool {
+// asciiFolds reports whether s holds a non-ASCII rune that
+// case-insensitive matching folds to an ASCII one (into: the Kelvin sign,
+// the long s), and whether it holds one of those that strings.ToLower does
+// not make ASCII (lowerMisses: the long s): there the lower-case
+// comparison could miss a match, so the prefilter is not used.
+func asciiFolds(s string) (into, lowerMisses bool) {
 	if asciiOnly(s) {
-		return false
+		return false, false
 	}
 	for _, r := range s {
 		if r < utf8.RuneSelf {
 			continue
 		}
-		if l := unicode.ToLower(r); l < utf8.RuneSelf {
-			continue
-		}
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
 			if f < utf8.RuneSelf {
-				return true
+				into = true
+				if unicode.ToLower(r) >= utf8.RuneSelf {
+					return true, true
+				}
+				break
 			}
 		}
 	}
-	return false
+	return into, false
 }
 
 // automaton is an Aho-Corasick automaton over bytes: Scan reports which

@@ -59,7 +59,7 @@ func TestPrefilterFindsWhatEveryCueFinds(t *testing.T) {
 	var all strings.Builder
 	for _, m := range tx.Modes {
 		for ci := range m.Cues {
-			for _, set := range cueLiteralSets(m.Cues[ci].Pattern) {
+			for _, set := range LiteralSets(m.Cues[ci].Pattern) {
 				for _, l := range set {
 					all.WriteString(l + " ")
 				}
@@ -76,23 +76,23 @@ func TestPrefilterFindsWhatEveryCueFinds(t *testing.T) {
 		}
 		require.Equal(t, tx.findEveryCue(text, sentences), tx.Find(text, sentences), text)
 	}
-	require.Equal(t, [][]string{{"cert"}}, cueLiteralSets(`\bcert(ificate)?s?\b`))
-	sets := cueLiteralSets(`\b(expired|expiring|lapsed)\b`)
+	require.Equal(t, [][]string{{"cert"}}, LiteralSets(`\bcert(ificate)?s?\b`))
+	sets := LiteralSets(`\b(expired|expiring|lapsed)\b`)
 	require.Len(t, sets, 1)
 	require.ElementsMatch(t, []string{"expired", "expiring", "lapsed"}, sets[0])
 	// Parts matching a few strings exactly combine (the parser turns
 	// was|were into w(as|ere)).
-	sets = cueLiteralSets(`\b(was|were) (not|never)\b`)
+	sets = LiteralSets(`\b(was|were) (not|never)\b`)
 	require.Len(t, sets, 1)
 	require.ElementsMatch(t, []string{"was not", "was never", "were not", "were never"}, sets[0])
 	// An optional part adds the strings without it; a string holding
 	// another of the set adds nothing.
-	require.Equal(t, [][]string{{"no", "never"}}, cueLiteralSets(`\b(no|not|none|never)\b`))
-	require.Nil(t, cueLiteralSets(`\b(\w+\s+)?x?\b`))
+	require.Equal(t, [][]string{{"no", "never"}}, LiteralSets(`\b(no|not|none|never)\b`))
+	require.Nil(t, LiteralSets(`\b(\w+\s+)?x?\b`))
 	// Every part of a concatenation is required; optional parts are not.
 	require.Equal(t, [][]string{{"puppet", "ansible"}, {"change", "patch"}},
-		cueLiteralSets(`\b(puppet|ansible)\s+(the\s+|a\s+)?(change|patch)\b`))
-	require.Equal(t, [][]string{{"time out"}, {"db"}}, cueLiteralSets(`time out\s*(\w+\s+)*db`))
+		LiteralSets(`\b(puppet|ansible)\s+(the\s+|a\s+)?(change|patch)\b`))
+	require.Equal(t, [][]string{{"time out"}, {"db"}}, LiteralSets(`time out\s*(\w+\s+)*db`))
 	a := newAutomaton([]string{"he", "she", "his", "hers"})
 	found := make([]bool, 4)
 	a.scan("uSHers", found, nil, nil)
@@ -116,28 +116,13 @@ func TestPrefilterAgreesOnManySentences(t *testing.T) {
 	for _, m := range tx.Modes {
 		words = append(words, m.Keywords...)
 		for ci := range m.Cues {
-			for _, set := range cueLiteralSets(m.Cues[ci].Pattern) {
+			for _, set := range LiteralSets(m.Cues[ci].Pattern) {
 				words = append(words, set...)
 			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
-	var sents []string
-	for range 4000 {
-		n := 2 + rng.IntN(14)
-		ws := make([]string, n)
-		for i := range ws {
-			w := words[rng.IntN(len(words))]
-			switch rng.IntN(6) {
-			case 0:
-				w = strings.ToUpper(w)
-			case 1:
-				w = strings.ToUpper(w[:1]) + w[1:]
-			}
-			ws[i] = w
-		}
-		sents = append(sents, strings.Join(ws, " ")+".")
-	}
+	sents := randomSentences(rng, words, 4000, 15)
 	for _, dir := range []string{"dfds-postmortems", "cloud-incidents", "wikitech-incidents"} {
 		md, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.md"))
 		txt, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.txt"))

@@ -1,10 +1,6 @@
 package taxonomy
 
-import (
-	"strings"
-	"unicode"
-	"unicode/utf8"
-)
+import "strings"
 
 // Most cues found are neither negated nor effects, yet each hit runs the
 // negation and effect expressions on parts of its sentence. Those that
@@ -35,14 +31,14 @@ const (
 // ("n", ",") stand in almost every part of a sentence.
 const minExprLiteral = 2
 
-// exprLiteralSets are the literal sets of expr (see cueLiteralSets)
+// exprLiteralSets are the literal sets of expr (see LiteralSets)
 // without those holding a literal shorter than minExprLiteral.
 func exprLiteralSets(expr string) [][]string {
 	if expr == "" {
 		return nil
 	}
 	var out [][]string
-	for _, set := range cueLiteralSets(expr) {
+	for _, set := range LiteralSets(expr) {
 		if !hasShort(set) {
 			out = append(out, set)
 		}
@@ -80,7 +76,7 @@ type occurrence struct {
 
 // scanSentence makes sc the sentence sent, marks in found the patterns
 // of the automaton occurring in its lower-case form and reports whether
-// the cues' literals cannot decide (see foldsToASCII).
+// the cues' literals cannot decide (see asciiFolds).
 //
 // An ASCII sentence is scanned as it is (the automaton folds ASCII
 // case), once for both. Another is scanned lower-cased for found and, to
@@ -96,27 +92,12 @@ func (t *Taxonomy) scanSentence(sc *sentence, sent string, found []bool) (exact 
 		return false
 	}
 	t.auto.scan(strings.ToLower(sent), found, nil, nil)
-	if !foldsIntoASCII(sent) {
+	into, lowerMisses := asciiFolds(sent)
+	if !into {
 		sc.occ = t.auto.scan(sent, nil, t.setMask, sc.occ)
 		sc.located = true
 	}
-	return foldsToASCII(sent)
-}
-
-// foldsIntoASCII reports whether s holds a non-ASCII rune that
-// case-insensitive matching folds to an ASCII one.
-func foldsIntoASCII(s string) bool {
-	for _, r := range s {
-		if r < utf8.RuneSelf {
-			continue
-		}
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			if f < utf8.RuneSelf {
-				return true
-			}
-		}
-	}
-	return false
+	return lowerMisses
 }
 
 // may reports whether expression e can match in sc.text[a:b]: false

@@ -310,7 +310,7 @@ func (t *Taxonomy) buildPrefilter(exprs [nExprs]string) {
 		}
 		t.literalIx[mi] = make([][][]int32, len(m.Cues))
 		for ci, c := range m.Cues {
-			for _, set := range cueLiteralSets(c.Pattern) {
+			for _, set := range LiteralSets(c.Pattern) {
 				ids := make([]int32, len(set))
 				for i, l := range set {
 					ids[i] = id(l)

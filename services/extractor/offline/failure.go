@@ -132,15 +132,8 @@ func (s *FailureStage) weighedHits(a *Analysis, sections SectionMap) (all []taxo
 	}
 	seen := map[cueAt]bool{}
 	for i, u := range a.Units {
-		sentences, any := countingSentences(u, sections)
-		if !any {
-			continue
-		}
-		if sentences == nil {
-			sentences = []taxonomy.Span{{Start: 0, End: len(u.Text)}}
-		}
 		var hits []taxonomy.Hit
-		for _, sp := range sentences {
+		for _, sp := range countingSentences(u, sections) {
 			hits = s.appendSentenceHits(hits, u.Text, sp, found)
 		}
 		if len(hits) == 0 {
@@ -194,7 +187,7 @@ func (s *FailureStage) appendSentenceHits(hits []taxonomy.Hit, text string, sp t
 }
 
 // lineMatches holds, by the offset a line of a text starts at, the spans
-// of the line pasted from elsewhere (pastedSpans) or listing an action
+// of the line pasted from elsewhere (pastedLine) or listing an action
 // item (actionItem): a cue there does not count. They are computed
 // only for the lines holding a cue.
 type lineMatches map[int][]span
@@ -213,9 +206,7 @@ func (lm lineMatches) overlap(text string, start, end int) bool {
 		ss, ok := lm[ls]
 		if !ok {
 			for _, re := range [...]*regexp.Regexp{pastedLine(), actionItem()} {
-				if m := re.FindStringIndex(text[ls:le]); m != nil {
-					ss = append(ss, span{start: ls + m[0], end: ls + m[1]})
-				}
+				ss = appendLineMatch(ss, re, ls, text[ls:le])
 			}
 			lm[ls] = ss
 		}
@@ -228,16 +219,16 @@ func (lm lineMatches) overlap(text string, start, end int) bool {
 }
 
 // countingSentences returns the sentences of u in which a failure cue
-// could count, for taxonomy.Find, and whether there is any: not one
-// holding program output (machineSentence), nor one lying wholly in a
-// section whose cues weigh nothing. A unit without sentences is searched
-// whole, as Find searches it given none.
-func countingSentences(u Unit, sections SectionMap) ([]taxonomy.Span, bool) {
+// could count, for taxonomy.Find: not one holding program output
+// (machineSentence), nor one lying wholly in a section whose cues weigh
+// nothing. A unit without sentences is one sentence, its whole text, as
+// Find searches it given none.
+func countingSentences(u Unit, sections SectionMap) []taxonomy.Span {
 	if u.Sentences == nil {
 		if machineSentence(u.Text) {
-			return nil, false
+			return nil
 		}
-		return nil, true
+		return []taxonomy.Span{{Start: 0, End: len(u.Text)}}
 	}
 	out := make([]taxonomy.Span, 0, len(u.Sentences))
 	for _, sp := range u.Sentences {
@@ -249,7 +240,7 @@ func countingSentences(u Unit, sections SectionMap) ([]taxonomy.Span, bool) {
 		}
 		out = append(out, sp)
 	}
-	return out, len(out) > 0
+	return out
 }
 
 // undetermined reports whether text says, outside its follow-up sections,
@@ -395,7 +386,8 @@ func Sections(text string) SectionMap {
 	return out
 }
 
-// labelEnds are the last words of sectionLabel's labels, in lower case.
+// labelEnds are the last words of sectionLabel's labels, in lower case
+// (TestLabelEndsAreTheLabelsLastWords reads them from the regexp).
 var labelEnds = map[string]bool{"cause": true, "causes": true, "mitigation": true, "factor": true, "factors": true,
 	"wrong": true, "trigger": true, "impact": true, "summary": true, "timeline": true, "detection": true,
 	"resolution": true, "recovery": true, "workaround": true, "steps": true, "prevention": true, "learned": true,

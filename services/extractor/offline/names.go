@@ -32,8 +32,8 @@ const TypeHost = "host"
 
 // componentFinder finds names shaped like infrastructure components.
 type componentFinder struct {
-	ident, pair, host, camel *regexp.Regexp
-	heads                    map[string]string // head noun -> entity type
+	ident, host, camel *regexp.Regexp
+	heads              map[string]string // head noun -> entity type
 }
 
 func newComponentFinder(components, services []string) *componentFinder {
@@ -46,7 +46,6 @@ func newComponentFinder(components, services []string) *componentFinder {
 	}
 	return &componentFinder{
 		ident: regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b`),
-		pair:  regexp.MustCompile(`\b([A-Z][A-Za-z0-9]+) ([A-Za-z]+)\b`),
 		// db1005, mw1234, labstore1005, cr2-esams, asw-d2-sdtpa,
 		// ip-10-0-32-54: lower-case letters with digits, maybe dashed.
 		host: regexp.MustCompile(`\b[a-z]{2,}[0-9]{3,}(?:\.[a-z]+)*\b|\b[a-z]+[0-9]+(?:-[a-z0-9]+)+\b|\b[a-z]+(?:-[a-z0-9]+)*-[a-z]*[0-9][a-z0-9]*(?:-[a-z0-9]+)*\b`),
@@ -349,8 +348,9 @@ func (f *componentFinder) find(text string) []span {
 	return out
 }
 
-// wordPairs returns the submatch indexes of f.pair's matches in text when
-// the search resumes at each match's second word (matches may overlap):
+// wordPairs returns the submatch indexes of the matches of
+// `\b([A-Z][A-Za-z0-9]+) ([A-Za-z]+)\b` in text when the search resumes
+// at each match's second word (matches may overlap):
 // a capitalised word of ASCII letters and digits, one space, a word of
 // ASCII letters. Each of its words is a whole run of word bytes (what \b
 // separates), so it is found by walking the runs, each with the next,

@@ -53,24 +53,22 @@ var (
 	// address, a source location ("Foo.java:123", "in /srv/a.php on line
 	// 97"), a frame ("Foo::bar called from").
 	machineOutput = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`\b0x[0-9a-fA-F]{8,}\b|\b[\w$]+\.(?:java|kt|scala|py|go|rb|php|cc|cpp|c|js|ts):\d+\b|\bat [\w$]+(?:\.[\w$<>]+)+\(|\bTraceback \(most recent call last\)|\bException in thread\b|\b\w+::\w+(?:\(\))? called from\b|\.[a-z]{2,5} on line \d+\b`)
+		return regexp.MustCompile(`\b0x[0-9a-fA-F]{8,}\b|\b[\w$]+\.(?:` + strings.Join(sourceExts, "|") + `):\d+\b|\bat [\w$]+(?:\.[\w$<>]+)+\(|\bTraceback \(most recent call last\)|\bException in thread\b|\b\w+::\w+(?:\(\))? called from\b|\.[a-z]{2,5} on line \d+\b`)
 	})
 )
 
-// pastedSpans are the byte ranges of the lines of text pasted from a chat
-// transcript, a log, an alert or a stack trace.
-func pastedSpans(text string) []span { return lineSpans(text, pastedLine()) }
+// sourceExts are the extensions (without the dot) of the source files
+// whose locations ("Foo.java:123") machineOutput knows.
+var sourceExts = []string{"java", "kt", "scala", "py", "go", "rb", "php", "cc", "cpp", "c", "js", "ts"}
 
-// lineSpans are the byte ranges of re's match in each line of text (re
-// is anchored at the line's start and run on one line at a time).
-func lineSpans(text string, re *regexp.Regexp) []span {
-	var out []span
-	eachLine(text, func(off int, line string) {
-		if m := re.FindStringIndex(line); m != nil {
-			out = append(out, span{start: off + m[0], end: off + m[1]})
-		}
-	})
-	return out
+// appendLineMatch appends to ss the byte range of re's match in line, a
+// line of a text starting at offset off, if re matches (re is anchored at
+// the line's start and run on one line at a time).
+func appendLineMatch(ss []span, re *regexp.Regexp, off int, line string) []span {
+	if m := re.FindStringIndex(line); m != nil {
+		ss = append(ss, span{start: off + m[0], end: off + m[1]})
+	}
+	return ss
 }
 
 // eachLine calls fn with every line of text (without its newline) and the
@@ -126,11 +124,11 @@ func mayBeMachine(s string) bool {
 	return false
 }
 
-// sourceExt reports whether s ends with a source file's extension that
-// machineOutput knows.
+// sourceExt reports whether s ends with a dot and a source file's
+// extension that machineOutput knows (sourceExts).
 func sourceExt(s string) bool {
-	for _, e := range [...]string{".java", ".kt", ".scala", ".py", ".go", ".rb", ".php", ".cc", ".cpp", ".c", ".js", ".ts"} {
-		if strings.HasSuffix(s, e) {
+	for _, e := range sourceExts {
+		if len(s) > len(e) && s[len(s)-len(e)-1] == '.' && strings.HasSuffix(s, e) {
 			return true
 		}
 	}

@@ -6,6 +6,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// pastedSpans are the byte ranges of the lines of text pasted from a chat
+// transcript, a log, an alert or a stack trace, matched line by line as
+// lineMatches.overlap matches them.
+func pastedSpans(text string) []span {
+	var out []span
+	eachLine(text, func(off int, line string) { out = appendLineMatch(out, pastedLine(), off, line) })
+	return out
+}
+
 // pastedLines returns the text of the spans pastedSpans finds.
 func pastedLines(text string) []string {
 	var out []string

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"regexp/syntax"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -39,9 +38,10 @@ type pattern struct {
 	sourceTypes          map[string]bool
 	targetTypes          map[string]bool
 	cues                 []*regexp.Regexp
-	// cueLits are, per cue, literals (lower case) one of which every match
-	// of the cue holds, nil when the cue needs none it can tell.
-	cueLits  [][]string
+	// cueLits are, per cue, the sets of literals (lower case) every match
+	// of the cue holds one of each of (taxonomy.LiteralSets), nil when the
+	// cue needs none it can tell.
+	cueLits  [][][]string
 	between  *regexp.Regexp
 	fallback bool
 }
@@ -119,7 +119,7 @@ func ParsePatterns(data []byte) (*Patterns, error) {
 				return nil, fmt.Errorf("extractor: relation pattern %q cue: %w", pt.name, err)
 			}
 			pt.cues = append(pt.cues, re)
-			pt.cueLits = append(pt.cueLits, requiredLiterals("(?i)"+c))
+			pt.cueLits = append(pt.cueLits, taxonomy.LiteralSets(c))
 		}
 		switch fp.From {
 		case "document":
@@ -172,8 +172,8 @@ func (pt *pattern) cued(sentence string) bool {
 	if len(pt.cues) == 0 {
 		return true
 	}
-	// An ASCII sentence without any literal a cue needs cannot match it:
-	// that cue's regexp is skipped. Outside ASCII, case folding may make
+	// An ASCII sentence lacking every literal of one of a cue's literal
+	// sets cannot match it: that cue's regexp is skipped. Outside ASCII, case folding may make
 	// a literal of other runes ("ſ" folds to "s"), so every cue runs.
 	var lower string
 	ascii := isASCII(sentence)
@@ -181,7 +181,7 @@ func (pt *pattern) cued(sentence string) bool {
 		lower = strings.ToLower(sentence)
 	}
 	for i, re := range pt.cues {
-		if ascii && pt.cueLits[i] != nil && !slices.ContainsFunc(pt.cueLits[i], func(l string) bool { return strings.Contains(lower, l) }) {
+		if ascii && !holdsEach(lower, pt.cueLits[i]) {
 			continue
 		}
 		if re.MatchString(sentence) {
@@ -201,64 +201,14 @@ func isASCII(s string) bool {
 	return true
 }
 
-// requiredLiterals returns literals (lower case, ASCII) one of which
-// every match of expr holds, read from its syntax tree: a literal needs
-// itself, a concatenation what one of its parts needs (the part whose
-// shortest literal is longest), an alternation what each of its branches
-// needs, a repetition at least once what its operand needs. It returns
-// nil when expr needs none it can tell, or a literal is case-sensitive or
-// outside ASCII.
-func requiredLiterals(expr string) []string {
-	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
-		return nil
+// holdsEach reports whether lower holds a literal of every one of sets.
+func holdsEach(lower string, sets [][]string) bool {
+	for _, set := range sets {
+		if !slices.ContainsFunc(set, func(l string) bool { return strings.Contains(lower, l) }) {
+			return false
+		}
 	}
-	return literalsOf(re)
-}
-
-func literalsOf(re *syntax.Regexp) []string {
-	switch re.Op {
-	case syntax.OpLiteral:
-		l := string(re.Rune)
-		if re.Flags&syntax.FoldCase == 0 || !isASCII(l) {
-			return nil
-		}
-		return []string{strings.ToLower(l)}
-	case syntax.OpCapture, syntax.OpPlus:
-		return literalsOf(re.Sub[0])
-	case syntax.OpRepeat:
-		if re.Min >= 1 {
-			return literalsOf(re.Sub[0])
-		}
-	case syntax.OpConcat:
-		var best []string
-		for _, sub := range re.Sub {
-			if ls := literalsOf(sub); ls != nil && (best == nil || shortest(ls) > shortest(best)) {
-				best = ls
-			}
-		}
-		return best
-	case syntax.OpAlternate:
-		var out []string
-		for _, sub := range re.Sub {
-			ls := literalsOf(sub)
-			if ls == nil {
-				return nil
-			}
-			out = append(out, ls...)
-		}
-		return out
-	}
-	return nil
-}
-
-// shortest is the length of the shortest of ls.
-func shortest(ls []string) int {
-	n := len(ls[0])
-	for _, l := range ls[1:] {
-		n = min(n, len(l))
-	}
-	return n
+	return true
 }
 
 func (pt *pattern) fromDocument(a *Analysis, out *Output) {
