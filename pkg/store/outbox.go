@@ -60,8 +60,40 @@ type Outbox interface {
 	PendingEvents(ctx context.Context, afterTenant, afterID string, limit int) ([]Pending, error)
 	// ClearPending removes a pending event; an absent one is not an error.
 	ClearPending(ctx context.Context, tenant, id string) error
+	// Acknowledge settles what the bus acknowledged, in one write: it
+	// removes the pending events ids of tenant (absent ones are no error)
+	// and, when content is not nil, records its hash as RecordContent
+	// does (only while the document is at content.Version and not
+	// deleted). A document the registry does not know records nothing and
+	// is no error here: the events are removed all the same. Either all of
+	// it is written or none (a failed call leaves the events pending).
+	Acknowledge(ctx context.Context, tenant string, ids []string, content *ContentAck) error
 	// PendingCount counts the pending events of every tenant.
 	PendingCount(ctx context.Context) (int, error)
+}
+
+// ContentAck is the content hash of a document version whose events the
+// bus acknowledged (see Registry.RecordContent and Outbox.Acknowledge).
+type ContentAck struct {
+	DocID   string
+	Version int64
+	Hash    string
+}
+
+// ValidateAck checks the arguments of Outbox.Acknowledge.
+func ValidateAck(tenant string, ids []string, content *ContentAck) error {
+	if err := ValidateTenant(tenant); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := ValidatePending(Pending{Tenant: tenant, ID: id}); err != nil {
+			return err
+		}
+	}
+	if content != nil {
+		return ValidateDocID(content.DocID)
+	}
+	return nil
 }
 
 // ValidatePending checks the tenant and id of a pending event.

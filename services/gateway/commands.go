@@ -184,16 +184,19 @@ func (c *Commands) changeEvents(cur *provenance.SourceState, st provenance.Sourc
 	return outs
 }
 
-// publishChange publishes the events of a recorded change, then records
-// the content as acknowledged.
+// publishChange publishes the events of a recorded change; the registry
+// write that clears them records the content as acknowledged too.
 func (c *Commands) publishChange(ctx context.Context, st provenance.SourceState, ev *events.DocChanged, hash string, outs []outgoing) (Result, error) {
 	res := Result{DocID: ev.DocID, Version: st.Version, EventID: events.ChangedID(ev.Tenant, ev.DocID, st.Version), DocType: ev.DocType}
+	var content *store.ContentAck
+	if hash != "" {
+		content = &store.ContentAck{DocID: st.DocID, Version: st.Version, Hash: hash}
+	}
 	var err error
-	res.Duplicate, err = c.publishRecorded(ctx, ev.Tenant, outs)
+	res.Duplicate, err = c.publishRecorded(ctx, ev.Tenant, outs, content)
 	if err != nil {
 		return res, err
 	}
-	c.recordContent(ctx, ev.Tenant, st, hash)
 	c.log.Info("document accepted", "tenant", ev.Tenant, "doc", ev.DocID, "version", st.Version, "duplicate", res.Duplicate)
 	return res, nil
 }
@@ -245,18 +248,6 @@ func (c *Commands) checkEvent(ev *events.DocChanged) (int, error) {
 	return len(data), nil
 }
 
-// recordContent records the content hash of an acknowledged version.
-// Failing to record it only means the next identical request is published
-// again (de-duplicated or applied as a replay).
-func (c *Commands) recordContent(ctx context.Context, tenant string, st provenance.SourceState, hash string) {
-	if hash == "" {
-		return
-	}
-	if _, err := c.registry.RecordContent(context.WithoutCancel(ctx), tenant, st.DocID, st.Version, hash); err != nil {
-		c.log.Warn("content hash not recorded", "tenant", tenant, "doc", st.DocID, "error", err)
-	}
-}
-
 // Delete marks a document deleted and publishes its deletion. A document
 // the registry does not know is an unknown_document error (NotFound); an
 // ordered deletion older than the registry's version wraps
@@ -306,7 +297,7 @@ func (c *Commands) Delete(ctx context.Context, tenant string, by Authority, cmd 
 		return Result{}, c.outboxError(err, "recording the deletion")
 	}
 	res := Result{DocID: cmd.DocID, Version: st.Version, EventID: events.DeletedID(tenant, cmd.DocID, st.Version)}
-	res.Duplicate, err = c.publishRecorded(ctx, tenant, taken())
+	res.Duplicate, err = c.publishRecorded(ctx, tenant, taken(), nil)
 	return res, err
 }
 
@@ -337,7 +328,7 @@ func (c *Commands) SetACL(ctx context.Context, tenant string, by Authority, docI
 		return Result{}, c.outboxError(err, "recording the ACL")
 	}
 	res := Result{DocID: st.DocID, Version: st.Version, EventID: events.ACLID(tenant, st.DocID, st.Version, st.ACLRevision)}
-	res.Duplicate, err = c.publishRecorded(ctx, tenant, taken())
+	res.Duplicate, err = c.publishRecorded(ctx, tenant, taken(), nil)
 	return res, err
 }
 

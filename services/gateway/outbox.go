@@ -251,15 +251,28 @@ func (g *Gateway) republishOne(ctx context.Context, rec store.Pending) {
 		g.log.Warn("republishing failed", "event", p.MsgID, "error", err)
 		return
 	}
-	if p.ContentHash != "" {
-		if _, err := g.registry.RecordContent(ctx, p.Tenant, p.DocID, p.Version, p.ContentHash); err != nil {
-			g.log.Warn("content hash not recorded", "tenant", p.Tenant, "doc", p.DocID, "error", err)
-		}
+	var content *store.ContentAck
+	if p.ContentHash != "" && p.Tenant == rec.Tenant {
+		content = &store.ContentAck{DocID: p.DocID, Version: p.Version, Hash: p.ContentHash}
 	}
-	if err := g.registry.ClearPending(ctx, rec.Tenant, rec.ID); err != nil {
-		g.log.Warn("pending event not cleared", "event", p.MsgID, "error", err)
-	}
+	g.outbox.acknowledge(ctx, rec.Tenant, []string{rec.ID}, content)
 	g.log.Info("pending event republished", "event", p.MsgID)
+}
+
+// acknowledge clears acknowledged events and records the content they
+// published in one registry write. Failing to clear them leaves them for
+// Run to publish again (an idempotent repeat); failing to record the
+// content only means the next identical request is published again
+// (de-duplicated or applied as a replay).
+func (o *outbox) acknowledge(ctx context.Context, tenant string, ids []string, content *store.ContentAck) {
+	if len(ids) == 0 && content == nil {
+		return
+	}
+	if err := o.reg.Acknowledge(ctx, tenant, ids, content); err != nil {
+		o.log.Warn("acknowledged events not cleared", "tenant", tenant, "events", ids, "error", err)
+		return
+	}
+	o.gauge.Sub(float64(len(ids)))
 }
 
 // migrate moves what an older gateway left in its key-value outbox bucket
@@ -336,48 +349,55 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 }
 
-// publishRecorded publishes events the registry holds as pending and
-// clears each one acknowledged. It returns whether the first was a
-// duplicate. A failure leaves the rest pending, for Run to republish.
-func (c *Commands) publishRecorded(ctx context.Context, tenant string, outs []outgoing) (bool, error) {
+// publishRecorded publishes events the registry holds as pending, in
+// order, then clears every one acknowledged in one registry write, which
+// also records content once all of them are. It returns whether the first
+// was a duplicate. A failure stops there and leaves that event and the
+// rest pending, for Run to republish.
+func (c *Commands) publishRecorded(ctx context.Context, tenant string, outs []outgoing, content *store.ContentAck) (bool, error) {
 	// The registry already holds the change: a client hanging up must not
 	// cancel the publish that makes it durable.
 	ctx = context.WithoutCancel(ctx)
 	c.outbox.gauge.Add(float64(len(outs)))
 	first := false
+	acked := make([]string, 0, len(outs))
+	var err error
 	for i, out := range outs {
-		dup, err := c.publishOne(ctx, tenant, out)
+		var dup, settled bool
+		dup, settled, err = c.publishOne(ctx, tenant, out)
+		if settled {
+			acked = append(acked, out.id)
+		}
 		if err != nil {
-			return false, err
+			content = nil
+			break
 		}
 		if i == 0 {
 			first = dup
 		}
 	}
-	return first, nil
+	c.outbox.acknowledge(ctx, tenant, acked, content)
+	return first && err == nil, err
 }
 
-func (c *Commands) publishOne(ctx context.Context, tenant string, out outgoing) (bool, error) {
+// publishOne publishes out and reports whether it was a duplicate and
+// whether it is settled: acknowledged, or refused by the bus for good (it
+// can never be published), so it is not to be kept pending.
+func (c *Commands) publishOne(ctx context.Context, tenant string, out outgoing) (dup, settled bool, err error) {
 	pctx, cancel := context.WithTimeout(ctx, c.publishTimeout)
 	ack, err := c.bus.Publish(pctx, out.kind, tenant, out.id, out.ev)
 	cancel()
-	if err != nil && !errors.Is(err, events.ErrInvalidEvent) {
+	switch {
+	case errors.Is(err, events.ErrInvalidEvent):
+		// Checked before the registry moved, so this is not expected.
+		return false, true, errkind.Errorf(errkind.Invalid, "invalid_document", "%w", err)
+	case err != nil:
 		// The registry holds the change and its event: Run republishes it,
 		// and a client's retry is an idempotent replay with the same id.
-		return false, errkind.Wrap(errkind.Unavailable, "publish_failed", fmt.Errorf("publishing %s: %w", out.id, err),
+		return false, false, errkind.Wrap(errkind.Unavailable, "publish_failed", fmt.Errorf("publishing %s: %w", out.id, err),
 			"publishing the event failed; retry the request")
 	}
-	if cerr := c.registry.ClearPending(ctx, tenant, out.id); cerr != nil {
-		c.log.Warn("pending event not cleared", "event", out.id, "error", cerr)
-	} else {
-		c.outbox.gauge.Dec()
-	}
-	if err != nil {
-		// It can never be published (checked before the registry moved,
-		// so this is not expected).
-		return false, errkind.Errorf(errkind.Invalid, "invalid_document", "%w", err)
-	}
-	return ack.Duplicate, nil
+	return ack.Duplicate, true, nil
 }
 
 // publishAlone records an event that follows no registry change (a
@@ -392,7 +412,7 @@ func (c *Commands) publishAlone(ctx context.Context, tenant string, out outgoing
 	if err := c.registry.RecordPending(ctx, ps); err != nil {
 		return false, c.outboxError(err, "recording the event")
 	}
-	return c.publishRecorded(ctx, tenant, []outgoing{out})
+	return c.publishRecorded(ctx, tenant, []outgoing{out}, nil)
 }
 
 // recording returns the store.PendingFunc of a registry write whose

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/status"
+	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
@@ -203,4 +206,139 @@ func TestOutboxKeepsLargeEventsByReference(t *testing.T) {
 	var ev events.DocChanged
 	require.NoError(t, events.Decode(data, &ev))
 	require.Equal(t, text, ev.Text, "the republished event is whole")
+}
+
+// countingRegistry records every write a gateway makes to its registry
+// and outbox, by method.
+type countingRegistry struct {
+	store.Stores
+	mu     sync.Mutex
+	writes []string
+}
+
+func (r *countingRegistry) wrote(method string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, method)
+}
+
+// take returns the writes made since the last call.
+func (r *countingRegistry) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.writes
+	r.writes = nil
+	return w
+}
+
+func (r *countingRegistry) Announce(ctx context.Context, tenant string, a store.Announcement) (provenance.SourceState, error) {
+	r.wrote("Announce")
+	return r.Stores.Announce(ctx, tenant, a)
+}
+
+func (r *countingRegistry) SetACL(ctx context.Context, tenant, docID string, acl provenance.ACL) (provenance.SourceState, error) {
+	r.wrote("SetACL")
+	return r.Stores.SetACL(ctx, tenant, docID, acl)
+}
+
+func (r *countingRegistry) RecordContent(ctx context.Context, tenant, docID string, version int64, hash string) (provenance.SourceState, error) {
+	r.wrote("RecordContent")
+	return r.Stores.RecordContent(ctx, tenant, docID, version, hash)
+}
+
+func (r *countingRegistry) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
+	r.wrote("MarkDeleted")
+	return r.Stores.MarkDeleted(ctx, tenant, docID)
+}
+
+func (r *countingRegistry) AnnounceRecording(ctx context.Context, tenant string, a store.Announcement, pend store.PendingFunc) (provenance.SourceState, error) {
+	r.wrote("AnnounceRecording")
+	return r.Stores.AnnounceRecording(ctx, tenant, a, pend)
+}
+
+func (r *countingRegistry) SetACLRecording(ctx context.Context, tenant, docID string, acl provenance.ACL, pend store.PendingFunc) (provenance.SourceState, error) {
+	r.wrote("SetACLRecording")
+	return r.Stores.SetACLRecording(ctx, tenant, docID, acl, pend)
+}
+
+func (r *countingRegistry) DeleteRecording(ctx context.Context, tenant string, a store.Announcement, pend store.PendingFunc) (provenance.SourceState, error) {
+	r.wrote("DeleteRecording")
+	return r.Stores.DeleteRecording(ctx, tenant, a, pend)
+}
+
+func (r *countingRegistry) RecordPending(ctx context.Context, ps []store.Pending) error {
+	r.wrote("RecordPending")
+	return r.Stores.RecordPending(ctx, ps)
+}
+
+func (r *countingRegistry) ClearPending(ctx context.Context, tenant, id string) error {
+	r.wrote("ClearPending")
+	return r.Stores.ClearPending(ctx, tenant, id)
+}
+
+func (r *countingRegistry) Acknowledge(ctx context.Context, tenant string, ids []string, content *store.ContentAck) error {
+	r.wrote("Acknowledge")
+	return r.Stores.Acknowledge(ctx, tenant, ids, content)
+}
+
+// An accepted change is two registry writes: the change with its events,
+// then, once the bus acknowledged them, one write that clears them and
+// records the content (every write waits its turn on a single-writer
+// store). An unchanged resend writes nothing; a deletion and an ACL change
+// are two writes too. Each leaves nothing pending, and the content is
+// recorded, as separate writes left it.
+func TestAcceptedChangeIsTwoRegistryWrites(t *testing.T) {
+	for name, open := range registries() {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			reg := &countingRegistry{Stores: st}
+			bus := streamtest.NewBus(t, streamtest.Options{})
+			a, err := auth.New([]auth.Token{{Token: "w", Tenant: "acme", Principal: "writer", Writer: true}}, nil)
+			require.NoError(t, err)
+			preg := prometheus.NewRegistry()
+			g, err := gateway.New(gateway.Config{MaxBodyBytes: 1 << 16, PublishTimeout: 2 * time.Second, OutboxEvery: time.Hour},
+				reg, bus, a, nil, preg)
+			require.NoError(t, err)
+			srv := httptest.NewServer(g.Handler())
+			t.Cleanup(srv.Close)
+			f := &fixture{srv: srv, bus: bus}
+			settled := func(what string) {
+				t.Helper()
+				require.Empty(t, pendingIDs(t, st), "%s left events pending", what)
+				require.Equal(t, 0.0, pendingGauge(t, preg), what)
+			}
+
+			status, out := f.do(t, "POST", "/v1/documents", "w", `{"id":"d","text":"first","acl":{"groups":["sre"]}}`)
+			require.Equal(t, 202, status, out)
+			require.Equal(t, []string{"AnnounceRecording", "Acknowledge"}, reg.take(), "a new document")
+			settled("a new document")
+			src, err := st.Sources(t.Context(), "acme", []string{"d"})
+			require.NoError(t, err)
+			require.NotEmpty(t, src["d"].ContentHash, "the acknowledged content is recorded")
+
+			status, out = f.do(t, "POST", "/v1/documents", "w", `{"id":"d","text":"first","acl":{"groups":["sre"]}}`)
+			require.Equal(t, 200, status, out)
+			require.Equal(t, true, out["unchanged"])
+			require.Empty(t, reg.take(), "an unchanged resend")
+
+			// A new version that also moves the ACL publishes two events.
+			status, out = f.do(t, "POST", "/v1/documents", "w", `{"id":"d","text":"second","acl":{"groups":["payments"]}}`)
+			require.Equal(t, 202, status, out)
+			require.Equal(t, []string{"AnnounceRecording", "Acknowledge"}, reg.take(), "a new version with a new ACL")
+			settled("a new version with a new ACL")
+			require.True(t, hasMsgID(t, f, "acme/d/2/changed"))
+			require.True(t, hasMsgID(t, f, "acme/d/2/acl-1"))
+			status, out = f.do(t, "POST", "/v1/documents", "w", `{"id":"d","text":"second","acl":{"groups":["payments"]}}`)
+			require.Equal(t, 200, status, out)
+			require.Equal(t, true, out["unchanged"], "the content of both events' version is recorded")
+
+			status, out = f.do(t, "PUT", "/v1/documents/d/acl", "w", `{"groups":["sre"]}`)
+			require.Equal(t, 202, status, out)
+			require.Equal(t, []string{"SetACLRecording", "Acknowledge"}, reg.take(), "an ACL change")
+			status, out = f.do(t, "DELETE", "/v1/documents/d", "w", ``)
+			require.Equal(t, 202, status, out)
+			require.Equal(t, []string{"DeleteRecording", "Acknowledge"}, reg.take(), "a deletion")
+			settled("an ACL change and a deletion")
+		})
+	}
 }

@@ -158,6 +158,52 @@ func (s *Store) ClearPending(ctx context.Context, tenant, id string) error {
 	return nil
 }
 
+// Acknowledge removes acknowledged pending events and records the content
+// they published in one transaction (see store.Outbox).
+func (s *Store) Acknowledge(ctx context.Context, tenant string, ids []string, content *store.ContentAck) error {
+	if err := store.ValidateAck(tenant, ids, content); err != nil {
+		return fmt.Errorf("acknowledging events: %w", err)
+	}
+	if len(ids) == 0 && content == nil {
+		return nil
+	}
+	// Acknowledgements come from concurrent requests: they share commits
+	// with each other and with the announcements.
+	err := s.batch(ctx, func(tx *bolt.Tx) error {
+		if top := tx.Bucket([]byte(bucketOutbox)); top != nil {
+			if b := top.Bucket([]byte(tenant)); b != nil {
+				for _, id := range ids {
+					if err := b.Delete([]byte(id)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if content == nil {
+			return nil
+		}
+		// Not created: an unknown tenant stays unknown.
+		b, err := tenantBucket(tx, bucketRegistry, tenant, false)
+		if err != nil || b == nil {
+			return err
+		}
+		var cur provenance.SourceState
+		found, err := getJSON(b, content.DocID, &cur)
+		if err != nil || !found {
+			return err
+		}
+		next, changed, err := store.NextContent(&cur, content.DocID, content.Version, content.Hash)
+		if err != nil || !changed {
+			return err
+		}
+		return putRegistry(tx, b, tenant, content.DocID, &cur, next)
+	})
+	if err != nil {
+		return fmt.Errorf("acknowledging events of %q: %w", tenant, err)
+	}
+	return nil
+}
+
 // PendingCount counts the pending events of every tenant.
 func (s *Store) PendingCount(ctx context.Context) (int, error) {
 	n := 0

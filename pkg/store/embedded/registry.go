@@ -52,15 +52,22 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 		if !write {
 			return nil
 		}
-		if err := bumpRegistryGeneration(tx, tenant); err != nil {
-			return err
-		}
-		if err := countRegistryWrite(tx, tenant, curp, st); err != nil {
-			return err
-		}
-		return putJSON(b, docID, st, store.NoCompression)
+		return putRegistry(tx, b, tenant, docID, curp, st)
 	})
 	return out, err
+}
+
+// putRegistry writes the state st of docID, whose state was cur (nil if
+// unknown), into the tenant's registry bucket b, with the tenant's
+// registry generation and counts.
+func putRegistry(tx *bolt.Tx, b *bolt.Bucket, tenant, docID string, cur *provenance.SourceState, st provenance.SourceState) error {
+	if err := bumpRegistryGeneration(tx, tenant); err != nil {
+		return err
+	}
+	if err := countRegistryWrite(tx, tenant, cur, st); err != nil {
+		return err
+	}
+	return putJSON(b, docID, st, store.NoCompression)
 }
 
 // Announce records a content version (see store.Registry).

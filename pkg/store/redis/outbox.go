@@ -170,6 +170,40 @@ func (s *Store) ClearPending(ctx context.Context, tenant, id string) error {
 	return nil
 }
 
+// Acknowledge removes acknowledged pending events and records the content
+// they published in one MULTI/EXEC (see store.Outbox): the outbox hash and
+// the document share the tenant's slot.
+func (s *Store) Acknowledge(ctx context.Context, tenant string, ids []string, content *store.ContentAck) error {
+	if err := store.ValidateAck(tenant, ids, content); err != nil {
+		return fmt.Errorf("acknowledging events: %w", err)
+	}
+	key := s.tenantKeys(tenant).outbox()
+	drop := func(p goredis.Pipeliner) {
+		if len(ids) > 0 {
+			p.HDel(ctx, key, ids...)
+		}
+	}
+	if content == nil {
+		if len(ids) == 0 {
+			return nil
+		}
+		if err := s.client.HDel(ctx, key, ids...).Err(); err != nil {
+			return fmt.Errorf("acknowledging events of %q: %w", tenant, err)
+		}
+		return nil
+	}
+	_, err := s.registryUpdateWith(ctx, tenant, content.DocID, false, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
+		if cur == nil {
+			return provenance.SourceState{}, false, nil
+		}
+		return store.NextContent(cur, content.DocID, content.Version, content.Hash)
+	}, nil, drop)
+	if err != nil {
+		return fmt.Errorf("acknowledging events of %q: %w", tenant, err)
+	}
+	return nil
+}
+
 // PendingCount counts the pending events of every tenant.
 func (s *Store) PendingCount(ctx context.Context) (int, error) {
 	tenants, err := s.client.SMembers(ctx, s.outboxTenantsKey()).Result()

@@ -27,6 +27,15 @@ import (
 // so its tenant is listed already.
 func (s *Store) registryUpdate(ctx context.Context, tenant, docID string, creates bool,
 	next func(cur *provenance.SourceState) (provenance.SourceState, bool, error), pend store.PendingFunc) (provenance.SourceState, error) {
+	return s.registryUpdateWith(ctx, tenant, docID, creates, next, pend, nil)
+}
+
+// registryUpdateWith is registryUpdate that also queues also's writes (of
+// keys in the tenant's slot) in the transaction, whether or not next
+// changes the document.
+func (s *Store) registryUpdateWith(ctx context.Context, tenant, docID string, creates bool,
+	next func(cur *provenance.SourceState) (provenance.SourceState, bool, error), pend store.PendingFunc,
+	also func(goredis.Pipeliner)) (provenance.SourceState, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return provenance.SourceState{}, err
 	}
@@ -67,6 +76,13 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string, create
 		record, err := pendingWrites(ctx, k, tenant, pend, cur, st)
 		if err != nil {
 			return err
+		}
+		if also != nil {
+			pending := record
+			record = func(p goredis.Pipeliner) {
+				pending(p)
+				also(p)
+			}
 		}
 		if !write {
 			return pendingOnly(ctx, tx, record)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,9 @@ var outboxCases = []struct {
 	{"Outbox/InterruptedTransactionRecordsOnlyWhatCommitted", testOutboxInterrupted},
 	{"Outbox/Paging", testOutboxPaging},
 	{"Outbox/DeletionAtALaterVersionIsOneWrite", testOutboxDeletionAtALaterVersion},
+	{"Outbox/AcknowledgeClearsOnlyTheNamedEvents", testAcknowledgeClears},
+	{"Outbox/AcknowledgeRecordsContentAtTheCurrentVersion", testAcknowledgeContent},
+	{"Outbox/AcknowledgeTenantsIsolated", testAcknowledgeTenants},
 }
 
 // eventOf is a PendingFunc recording one event named after the transition:
@@ -366,4 +370,142 @@ func testOutboxDeletionAtALaterVersion(t *testing.T, s store.Stores) {
 	require.True(t, ghost.Deleted)
 	require.Contains(t, pendingOf(t, s), "acme acme/ghost/4/deleted")
 	require.Len(t, pendingOf(t, s), 3)
+}
+
+// acknowledge is Acknowledge retried while a concurrent writer wins.
+func acknowledge(t *testing.T, s store.Stores, tn string, ids []string, content *store.ContentAck) {
+	t.Helper()
+	_, err := retry(func() (struct{}, error) { return struct{}{}, s.Acknowledge(t.Context(), tn, ids, content) })
+	require.NoError(t, err, "acknowledging %v in %s", ids, tn)
+}
+
+// testAcknowledgeClears checks that Acknowledge removes exactly the named
+// events of the tenant (absent ones are no error), with or without
+// content, and that refused arguments remove nothing.
+func testAcknowledgeClears(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	require.NoError(t, s.RecordPending(ctx, []store.Pending{
+		{Tenant: tenant, ID: "acme/a/1/changed", Data: []byte("a")},
+		{Tenant: tenant, ID: "acme/a/1/acl-1", Data: []byte("a acl")},
+		{Tenant: tenant, ID: "acme/b/1/changed", Data: []byte("b")},
+		{Tenant: tenant, ID: "acme/c/1/changed", Data: []byte("c")},
+	}))
+	require.NoError(t, s.Acknowledge(ctx, tenant, nil, nil), "nothing to acknowledge")
+	require.Len(t, pendingOf(t, s), 4)
+
+	for _, bad := range []struct {
+		tn      string
+		ids     []string
+		content *store.ContentAck
+	}{
+		{"Bad Tenant", []string{"acme/a/1/changed"}, nil},
+		{tenant, []string{"acme/a/1/changed", ""}, nil},
+		{tenant, []string{"acme/a/1/changed", strings.Repeat("x", store.MaxPendingIDBytes+1)}, nil},
+		{tenant, []string{"acme/a/1/changed"}, &store.ContentAck{DocID: " padded", Version: 1, Hash: "h"}},
+	} {
+		require.ErrorIs(t, s.Acknowledge(ctx, bad.tn, bad.ids, bad.content), store.ErrInvalid, "%+v", bad)
+	}
+	require.Len(t, pendingOf(t, s), 4, "a refused acknowledgement removes nothing")
+
+	acknowledge(t, s, tenant, []string{"acme/a/1/changed", "acme/a/1/acl-1", "acme/absent/1/changed"}, nil)
+	require.Equal(t, map[string]string{
+		"acme acme/b/1/changed": "b",
+		"acme acme/c/1/changed": "c",
+	}, pendingOf(t, s))
+	// With content of a document the registry does not know: the events
+	// go all the same, and the document stays unknown.
+	acknowledge(t, s, tenant, []string{"acme/b/1/changed"}, &store.ContentAck{DocID: "b", Version: 1, Hash: "h"})
+	require.Equal(t, map[string]string{"acme acme/c/1/changed": "c"}, pendingOf(t, s))
+	_, found := state(t, s, tenant, "b")
+	require.False(t, found, "acknowledging content announces nothing")
+	// Nor does it make a tenant known.
+	acknowledge(t, s, "newco", []string{"newco/x/1/changed"}, &store.ContentAck{DocID: "x", Version: 1, Hash: "h"})
+	tenants, err := s.Tenants(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, tenants, "newco")
+	require.Len(t, pendingOf(t, s), 1)
+}
+
+// testAcknowledgeContent checks that the content Acknowledge carries is
+// recorded as RecordContent records it: at the document's current version
+// only, never on a deleted document, while the named events are removed
+// in every case.
+func testAcknowledgeContent(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	v1, err := retryState(func() (provenance.SourceState, error) {
+		return s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()}, eventOf(tenant, "changed"))
+	})
+	require.NoError(t, err)
+	require.Empty(t, v1.ContentHash)
+	acknowledge(t, s, tenant, []string{"acme/d/1/changed"}, &store.ContentAck{DocID: "d", Version: 1, Hash: "h1"})
+	require.Empty(t, pendingOf(t, s))
+	got, _ := state(t, s, tenant, "d")
+	want := v1
+	want.ContentHash = "h1"
+	require.Equal(t, want, got, "the content is recorded and nothing else changes")
+
+	// Content alone, with no event named.
+	v2, err := retryState(func() (provenance.SourceState, error) {
+		return s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()}, eventOf(tenant, "changed"))
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, v2.Version)
+	require.Empty(t, v2.ContentHash, "a new version has no content recorded")
+	acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "d", Version: 2, Hash: "h2"})
+	got, _ = state(t, s, tenant, "d")
+	require.Equal(t, "h2", got.ContentHash)
+	require.Contains(t, pendingOf(t, s), "acme acme/d/2/changed", "no event named, none removed")
+
+	// A version the document moved on from: the events go, the content
+	// is not recorded.
+	v3 := announce(t, s, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()})
+	acknowledge(t, s, tenant, []string{"acme/d/2/changed"}, &store.ContentAck{DocID: "d", Version: 2, Hash: "late"})
+	require.Empty(t, pendingOf(t, s))
+	got, _ = state(t, s, tenant, "d")
+	require.Equal(t, v3, got, "a hash for a version the document moved on from changes nothing")
+
+	acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "d", Version: 3, Hash: "h3"})
+	got, _ = state(t, s, tenant, "d")
+	require.Equal(t, "h3", got.ContentHash, "at the current version it is")
+
+	// A deleted document records no content.
+	del, err := retry(func() (provenance.SourceState, error) { return s.MarkDeleted(ctx, tenant, "d") })
+	require.NoError(t, err)
+	require.NoError(t, s.RecordPending(ctx, []store.Pending{{Tenant: tenant, ID: "acme/d/4/deleted", Data: []byte("x")}}))
+	acknowledge(t, s, tenant, []string{"acme/d/4/deleted"}, &store.ContentAck{DocID: "d", Version: del.Version, Hash: "h4"})
+	got, _ = state(t, s, tenant, "d")
+	require.Equal(t, del, got, "a deleted document records no content")
+	require.Empty(t, pendingOf(t, s))
+
+	// The content record counts as a registry write.
+	if g, ok := s.(store.RegistryGenerations); ok {
+		announce(t, s, tenant, store.Announcement{DocID: "e", ACL: provenance.PublicACL()})
+		before, err := g.RegistryGeneration(ctx, tenant)
+		require.NoError(t, err)
+		acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "e", Version: 1, Hash: "h"})
+		after, err := g.RegistryGeneration(ctx, tenant)
+		require.NoError(t, err)
+		require.Greater(t, after, before, "a content record raises the generation")
+	}
+}
+
+// testAcknowledgeTenants checks that Acknowledge reaches one tenant: the
+// same event ids and the same document of another tenant are left alone.
+func testAcknowledgeTenants(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	for _, tn := range []string{tenant, other} {
+		_, err := retryState(func() (provenance.SourceState, error) {
+			return s.AnnounceRecording(ctx, tn, store.Announcement{DocID: "d", ACL: provenance.PublicACL()},
+				func(*provenance.SourceState, provenance.SourceState) ([]store.Pending, error) {
+					return []store.Pending{{Tenant: tn, ID: "shared/d/1/changed", Data: []byte(tn)}}, nil
+				})
+		})
+		require.NoError(t, err)
+	}
+	acknowledge(t, s, tenant, []string{"shared/d/1/changed"}, &store.ContentAck{DocID: "d", Version: 1, Hash: "h"})
+	require.Equal(t, map[string]string{"globex shared/d/1/changed": other}, pendingOf(t, s))
+	mine, _ := state(t, s, tenant, "d")
+	require.Equal(t, "h", mine.ContentHash)
+	theirs, _ := state(t, s, other, "d")
+	require.Empty(t, theirs.ContentHash, "another tenant's document of the same id is left alone")
 }
