@@ -411,3 +411,61 @@ func TestHubPatchReadsPartOfTheHub(t *testing.T) {
 	handleAll(t, whole, graphMsg(t, "doc-004", 2, false, hubID))
 	require.Contains(t, r.requireRebuilt(docs).Text, "replayed the events of doc-004")
 }
+
+// reportReads is the embedded store counting the reports it decodes for
+// the vector stage (by id or by the documents they cite).
+type reportReads struct {
+	*embedded.Store
+	decoded atomic.Int64
+}
+
+func (s *reportReads) ReportsByID(ctx context.Context, tenant string, ids []string) (map[string]store.Report, error) {
+	rs, err := s.Store.ReportsByID(ctx, tenant, ids)
+	s.decoded.Add(int64(len(rs)))
+	return rs, err
+}
+
+func (s *reportReads) ReportsBySource(ctx context.Context, tenant, docID string) ([]store.Report, error) {
+	rs, err := s.Store.ReportsBySource(ctx, tenant, docID)
+	s.decoded.Add(int64(len(rs)))
+	return rs, err
+}
+
+// TestHubReportReadOnceABatch: a batch of graph changes of documents a
+// hub community's report cites decodes that report once, not once per
+// document, and indexes it with every source; a report citing a document
+// at a version other than its applied one is not decoded at all (it is
+// not built on the document as applied) and loses its item.
+func TestHubReportReadOnceABatch(t *testing.T) {
+	r := newHubRig(t)
+	reads := &reportReads{Store: r.st}
+	w, err := reporter.New(reporter.Config{Vectors: r.ix, Embedder: r.emb}, r.bus, reads, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	const n = 20
+	var docs []string
+	var refs []provenance.SourceRef
+	var ms []*stream.Message
+	for i := range n {
+		d := fmt.Sprintf("doc-%03d", i)
+		docs = append(docs, d)
+		refs = append(refs, provenance.SourceRef{DocID: d, Version: 1})
+		r.apply(d, 1, provenance.PublicACL(), fmt.Sprintf("Kafka carries the events of %s.", d))
+		ms = append(ms, graphMsg(t, d, 1, false, hubID))
+	}
+	ctx := t.Context()
+	require.NoError(t, r.st.PutReports(ctx, "acme", []store.Report{
+		{ID: "r-c0-hub", Community: "c0-hub", Title: "Kafka", Summary: "Every document names Kafka.", Sources: refs, MemberHash: "h", Writer: "extractive"},
+		{ID: "r-c0-old", Community: "c0-old", Title: "Old", Summary: "Built on doc-003 before its edit.",
+			Sources: []provenance.SourceRef{{DocID: "doc-003", Version: 2}}, MemberHash: "h", Writer: "extractive"},
+	}))
+	handleAll(t, w, ms...)
+	require.EqualValues(t, 1, reads.decoded.Load(), "reports decoded for a batch of %d documents", n)
+	v, err := r.emb.Embed(ctx, []string{"Kafka"})
+	require.NoError(t, err)
+	hits, err := r.ix.Search(ctx, "acme", vector.KindReport, v[0], vector.MaxK, everyone)
+	require.NoError(t, err)
+	require.Len(t, hits, 1)
+	require.Equal(t, "r-c0-hub", hits[0].ID)
+	require.Equal(t, docs, hits[0].DocIDs())
+	require.Equal(t, "Kafka: Every document names Kafka.", hits[0].Text)
+}

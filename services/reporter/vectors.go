@@ -169,22 +169,9 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	if err != nil {
 		return fmt.Errorf("reading entities of %d documents: %w", len(docs), err)
 	}
-	var reports []store.Report
-	seenReport := map[string]bool{}
-	for _, rec := range recs {
-		if rec.Deleted {
-			continue
-		}
-		all, err := w.st.ReportsBySource(ctx, tenant, rec.DocID)
-		if err != nil {
-			return fmt.Errorf("reading the reports citing %s: %w", rec.DocID, err)
-		}
-		for _, r := range all {
-			if !seenReport[r.ID] && slices.Contains(r.Sources, provenance.SourceRef{DocID: rec.DocID, Version: rec.Version}) {
-				seenReport[r.ID] = true
-				reports = append(reports, r)
-			}
-		}
+	reports, err := w.currentReports(ctx, tenant, recs)
+	if err != nil {
+		return err
 	}
 	// The ACLs of the documents, and of the reports' sources, in one
 	// registry call; an entity rebuilt whole needs its other sources' too.
@@ -283,6 +270,74 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	}
 	w.log.Debug("vector items rewritten", "tenant", tenant, "docs", len(docs), "items", len(items), "entities", len(entityIDs), "entities_rebuilt", len(rebuild))
 	return nil
+}
+
+// currentReports returns the reports built on the documents recs (those
+// not deleted) at their applied versions: for each document in turn, the
+// reports citing it at that version, by id, each once. The citations of
+// the reports citing any of them are read from the by-source index, and
+// only the reports citing one at its applied version are decoded, once
+// each: a report built from thousands of documents (a hub community's)
+// cites most documents of a batch.
+func (w *Worker) currentReports(ctx context.Context, tenant string, recs []store.SourceRecord) ([]store.Report, error) {
+	var docs []string
+	for _, rec := range recs {
+		if !rec.Deleted {
+			docs = append(docs, rec.DocID)
+		}
+	}
+	if len(docs) == 0 {
+		return nil, nil
+	}
+	cites, err := w.st.ReportCitationsOf(ctx, tenant, docs)
+	if err != nil {
+		return nil, fmt.Errorf("reading the citations of the reports citing %d documents: %w", len(docs), err)
+	}
+	// citing[i]: the reports citing recs[i] at its version, by id. A hub
+	// report's citations are read once, not once per document.
+	at := make(map[provenance.SourceRef]int, len(docs))
+	for i, rec := range recs {
+		if !rec.Deleted {
+			at[provenance.SourceRef{DocID: rec.DocID, Version: rec.Version}] = i
+		}
+	}
+	citing := make([][]string, len(recs))
+	var ids []string
+	for id, refs := range cites {
+		for _, ref := range refs {
+			if i, ok := at[provenance.SourceRef{DocID: ref.DocID, Version: ref.Version}]; ok {
+				citing[i] = append(citing[i], id)
+			}
+		}
+	}
+	for i := range citing {
+		slices.Sort(citing[i])
+		ids = append(ids, citing[i]...)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	byID, err := w.st.ReportsByID(ctx, tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d reports citing %d documents: %w", len(ids), len(docs), err)
+	}
+	// The reports as read (a report rewritten since its citations were
+	// read is taken as it is now): those whose sources hold the document
+	// at its version, in the documents' order, each once.
+	var reports []store.Report
+	seen := make(map[string]bool, len(ids))
+	for i, rec := range recs {
+		for _, id := range citing[i] {
+			r, ok := byID[id]
+			if ok && !seen[id] && slices.Contains(r.Sources, provenance.SourceRef{DocID: rec.DocID, Version: rec.Version}) {
+				seen[id] = true
+				reports = append(reports, r)
+			}
+		}
+	}
+	return reports, nil
 }
 
 // entityParts returns the parts of the entities among ids that exist (see
