@@ -250,22 +250,19 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	if err := w.embedItems(ctx, items); err != nil {
 		return err
 	}
+	// A deleted document's entities were patched above, those its event
+	// names; removing every item still built on it, of every kind, makes
+	// sure none is left readable through it should an event have named too
+	// few (such an item is written again by the next change of one of its
+	// other documents).
+	gone := make([]vector.DocKinds, len(docs))
 	for i, doc := range docs {
-		// A deleted document's entities were patched above, those its
-		// event names; removing every item still built on it, of every
-		// kind, makes sure none is left readable through it should an
-		// event have named too few (such an item is written again by the
-		// next change of one of its other documents).
-		kinds := []vector.Kind{vector.KindTextUnit, vector.KindReport}
+		gone[i] = vector.DocKinds{DocID: doc, Kinds: []vector.Kind{vector.KindTextUnit, vector.KindReport}}
 		if recs[i].Deleted {
-			kinds = nil
+			gone[i].Kinds = nil
 		}
-		if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, doc, kinds...); err != nil {
-			return fmt.Errorf("removing the vector items of %s: %w", doc, err)
-		}
-		w.vectorOps.WithLabelValues("delete_doc").Inc()
 	}
-	if err := w.upsert(ctx, tenant, items); err != nil {
+	if err := w.replaceDocItems(ctx, tenant, gone, items); err != nil {
 		return err
 	}
 	w.log.Debug("vector items rewritten", "tenant", tenant, "docs", len(docs), "items", len(items), "entities", len(entityIDs), "entities_rebuilt", len(rebuild))
@@ -626,6 +623,37 @@ func (w *Worker) embedItems(ctx context.Context, items []vector.Item) error {
 			items[start+i].Vector = v
 		}
 		w.embedded.Add(float64(len(texts)))
+	}
+	return nil
+}
+
+// docItemsReplacer is an index that removes documents' items and writes
+// others in one call, leaving alone the items it would remove and write
+// again unchanged (see embedded.Index.ReplaceDocItems): re-indexing a
+// document rewrites mostly such items.
+type docItemsReplacer interface {
+	ReplaceDocItems(ctx context.Context, tenant string, docs []vector.DocKinds, items []vector.Item) error
+}
+
+// replaceDocItems removes the items of docs (DeleteByDoc of each), then
+// writes items, in one call when the index can.
+func (w *Worker) replaceDocItems(ctx context.Context, tenant string, docs []vector.DocKinds, items []vector.Item) error {
+	r, ok := w.cfg.Vectors.(docItemsReplacer)
+	if !ok {
+		for _, d := range docs {
+			if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, d.DocID, d.Kinds...); err != nil {
+				return fmt.Errorf("removing the vector items of %s: %w", d.DocID, err)
+			}
+			w.vectorOps.WithLabelValues("delete_doc").Inc()
+		}
+		return w.upsert(ctx, tenant, items)
+	}
+	if err := r.ReplaceDocItems(ctx, tenant, docs, items); err != nil {
+		return fmt.Errorf("rewriting the vector items of %d documents: %w", len(docs), err)
+	}
+	w.vectorOps.WithLabelValues("delete_doc").Add(float64(len(docs)))
+	for _, it := range items {
+		w.vectorOps.WithLabelValues("upsert_" + string(it.Kind)).Inc()
 	}
 	return nil
 }
