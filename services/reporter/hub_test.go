@@ -469,3 +469,30 @@ func TestHubReportReadOnceABatch(t *testing.T) {
 	require.Equal(t, docs, hits[0].DocIDs())
 	require.Equal(t, "Kafka: Every document names Kafka.", hits[0].Text)
 }
+
+// TestReindexEmbedsNoTextTwice: a document re-indexed unchanged embeds
+// nothing again (its text unit and the report citing it take the vectors
+// they got), an edit embeds its new texts, and the items stay what a
+// rebuild writes.
+func TestReindexEmbedsNoTextTwice(t *testing.T) {
+	r := newHubRig(t)
+	ctx := t.Context()
+	var docs []string
+	for _, d := range []string{"a", "b"} {
+		docs = append(docs, d)
+		r.apply(d, 1, provenance.PublicACL(), "Kafka carries the events of "+d+".")
+	}
+	require.NoError(t, r.st.PutReports(ctx, "acme", []store.Report{{ID: "r-c0-hub", Community: "c0-hub", Title: "Kafka",
+		Summary: "Both documents name Kafka.", Sources: []provenance.SourceRef{{DocID: "a", Version: 1}, {DocID: "b", Version: 1}},
+		MemberHash: "h", Writer: "extractive"}}))
+	handleAll(t, r.w, graphMsg(t, "a", 1, false, hubID), graphMsg(t, "b", 1, false, hubID))
+	require.EqualValues(t, 6, r.emb.texts.Load(), "2 text units, 2 incidents, the hub and the report")
+	handleAll(t, r.w, graphMsg(t, "a", 1, false, hubID))
+	require.EqualValues(t, 6, r.emb.texts.Load(), "texts embedded again")
+	r.requireRebuilt(docs)
+
+	r.apply("a", 2, provenance.PublicACL(), "Kafka lost the events of a.")
+	handleAll(t, r.w, graphMsg(t, "a", 2, false, hubID))
+	require.Greater(t, r.emb.texts.Load(), int64(6), "a's new texts are embedded")
+	r.requireRebuilt(docs)
+}

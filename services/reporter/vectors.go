@@ -604,13 +604,24 @@ func reportItem(r store.Report, acls map[string]provenance.ACL) (vector.Item, bo
 		Metadata: map[string]string{"community": r.Community, "level": fmt.Sprint(r.Level), "writer": r.Writer}}, true
 }
 
-// embedItems fills in the items' vectors, EmbedBatch texts per call.
+// embedItems fills in the items' vectors, EmbedBatch texts per call. A
+// text embedded lately takes the vector it got then (see vectorMemo): a
+// re-indexed document's report items and text units are mostly what they
+// were. The caller holds vmu.
 func (w *Worker) embedItems(ctx context.Context, items []vector.Item) error {
-	for start := 0; start < len(items); start += w.cfg.EmbedBatch {
-		end := min(start+w.cfg.EmbedBatch, len(items))
-		texts := make([]string, end-start)
-		for i := range texts {
-			texts[i] = items[start+i].Text
+	var todo []int
+	for i := range items {
+		if v, ok := w.memo.get(items[i].Text); ok {
+			items[i].Vector = slices.Clone(v)
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	for start := 0; start < len(todo); start += w.cfg.EmbedBatch {
+		at := todo[start:min(start+w.cfg.EmbedBatch, len(todo))]
+		texts := make([]string, len(at))
+		for i, j := range at {
+			texts[i] = items[j].Text
 		}
 		vecs, err := w.cfg.Embedder.Embed(ctx, texts)
 		if err != nil {
@@ -620,11 +631,48 @@ func (w *Worker) embedItems(ctx context.Context, items []vector.Item) error {
 			return fmt.Errorf("embedding %d texts: the embedder returned %d vectors", len(texts), len(vecs))
 		}
 		for i, v := range vecs {
-			items[start+i].Vector = v
+			items[at[i]].Vector = v
+			w.memo.put(texts[i], slices.Clone(v))
 		}
 		w.embedded.Add(float64(len(texts)))
 	}
 	return nil
+}
+
+// memoBytes bounds each of vectorMemo's two generations (texts and
+// vectors), so the memo holds 2*memoBytes at most.
+const memoBytes = 8 << 20
+
+// vectorMemo remembers the vectors of the texts embedded lately, in two
+// generations: when the current one is full it becomes the previous one,
+// and the previous one is dropped. The embedder is a function of the text
+// (the hashing one is; an endpoint's model is one for as long as the
+// process runs), so a remembered vector is the one embedding again would
+// give. It is used under vmu.
+type vectorMemo struct {
+	cur, prev map[string][]float32
+	size      int
+}
+
+func (m *vectorMemo) get(text string) ([]float32, bool) {
+	if v, ok := m.cur[text]; ok {
+		return v, true
+	}
+	v, ok := m.prev[text]
+	if ok {
+		m.put(text, v)
+	}
+	return v, ok
+}
+
+func (m *vectorMemo) put(text string, v []float32) {
+	if m.cur == nil || m.size >= memoBytes {
+		m.prev, m.cur, m.size = m.cur, map[string][]float32{}, 0
+	}
+	if _, ok := m.cur[text]; !ok {
+		m.cur[text] = v
+		m.size += len(text) + 4*len(v)
+	}
 }
 
 // docItemsReplacer is an index that removes documents' items and writes
