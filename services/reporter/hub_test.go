@@ -496,3 +496,30 @@ func TestReindexEmbedsNoTextTwice(t *testing.T) {
 	require.Greater(t, r.emb.texts.Load(), int64(6), "a's new texts are embedded")
 	r.requireRebuilt(docs)
 }
+
+// TestRefusedItemsStillRemoveTheDocuments: when the index refuses a
+// batch's items (vectors of other dimensions than it holds: the embedder
+// changed), the batch fails, but a deleted document's items are removed
+// all the same, as deleting them before the upsert did.
+func TestRefusedItemsStillRemoveTheDocuments(t *testing.T) {
+	r := newHubRig(t)
+	ctx := t.Context()
+	r.apply("a", 1, provenance.PublicACL(), "Kafka carries the events of a.")
+	r.apply("b", 1, provenance.PublicACL(), "Kafka carries the events of b.")
+	handleAll(t, r.w, graphMsg(t, "a", 1, false, hubID), graphMsg(t, "b", 1, false, hubID))
+	docItems := func(doc string) int {
+		n := 0
+		require.NoError(t, r.ix.ScanSources(ctx, "acme", doc, func(vector.ItemSources) error { n++; return nil }))
+		return n
+	}
+	require.Positive(t, docItems("b"))
+
+	r.remove("b", 2)
+	r.apply("a", 2, provenance.PublicACL(), "Kafka lost the events of a.")
+	other, err := reporter.New(reporter.Config{Vectors: r.ix, Embedder: embed.NewHashing(32)}, r.bus, r.st, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	errs := other.HandleVectors(ctx, []*stream.Message{graphMsg(t, "a", 2, false, hubID), graphMsg(t, "b", 2, true, hubID)})
+	var be *vector.BatchError
+	require.ErrorAs(t, errs[0], &be)
+	require.Zero(t, docItems("b"), "items of the deleted document left")
+}

@@ -684,26 +684,31 @@ type docItemsReplacer interface {
 }
 
 // replaceDocItems removes the items of docs (DeleteByDoc of each), then
-// writes items, in one call when the index can.
+// writes items, in one call when the index can. Items the index refuses
+// (a *vector.BatchError: nothing was written) are written as without it,
+// so the documents' items are removed all the same (a deleted document's
+// above all) before the upsert fails.
 func (w *Worker) replaceDocItems(ctx context.Context, tenant string, docs []vector.DocKinds, items []vector.Item) error {
-	r, ok := w.cfg.Vectors.(docItemsReplacer)
-	if !ok {
-		for _, d := range docs {
-			if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, d.DocID, d.Kinds...); err != nil {
-				return fmt.Errorf("removing the vector items of %s: %w", d.DocID, err)
+	if r, ok := w.cfg.Vectors.(docItemsReplacer); ok {
+		err := r.ReplaceDocItems(ctx, tenant, docs, items)
+		if err == nil {
+			w.vectorOps.WithLabelValues("delete_doc").Add(float64(len(docs)))
+			for _, it := range items {
+				w.vectorOps.WithLabelValues("upsert_" + string(it.Kind)).Inc()
 			}
-			w.vectorOps.WithLabelValues("delete_doc").Inc()
+			return nil
 		}
-		return w.upsert(ctx, tenant, items)
+		if be := (*vector.BatchError)(nil); !errors.As(err, &be) {
+			return fmt.Errorf("rewriting the vector items of %d documents: %w", len(docs), err)
+		}
 	}
-	if err := r.ReplaceDocItems(ctx, tenant, docs, items); err != nil {
-		return fmt.Errorf("rewriting the vector items of %d documents: %w", len(docs), err)
+	for _, d := range docs {
+		if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, d.DocID, d.Kinds...); err != nil {
+			return fmt.Errorf("removing the vector items of %s: %w", d.DocID, err)
+		}
+		w.vectorOps.WithLabelValues("delete_doc").Inc()
 	}
-	w.vectorOps.WithLabelValues("delete_doc").Add(float64(len(docs)))
-	for _, it := range items {
-		w.vectorOps.WithLabelValues("upsert_" + string(it.Kind)).Inc()
-	}
-	return nil
+	return w.upsert(ctx, tenant, items)
 }
 
 // upsert writes items, counting them by kind.
