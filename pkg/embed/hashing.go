@@ -3,10 +3,10 @@ package embed
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -80,16 +80,33 @@ func (h *Hashing) Vector(text string) []float32 {
 	v := make([]float64, h.dims)
 	words := Words(text)
 	if len(words) == 0 {
-		h.add(v, "\x00empty", 1)
+		h.add(v, fnvString(fnvOffset, "\x00empty"), 1)
 	}
+	// The features are hashed in place (FNV-1a over their parts, as over
+	// the joined feature): a text has thousands, and joining each into a
+	// string of its own cost more than the hashing.
+	var buf [64]rune
+	padded := buf[:0]
+	var enc [3 * utf8.UTFMax]byte
 	for i, w := range words {
-		h.add(v, "w\x00"+w, weightUnigram)
+		h.add(v, fnvString(fnvString(fnvOffset, "w\x00"), w), weightUnigram)
 		if i > 0 {
-			h.add(v, "b\x00"+words[i-1]+"\x00"+w, weightBigram)
+			f := fnvString(fnvString(fnvOffset, "b\x00"), words[i-1])
+			h.add(v, fnvString(fnvString(f, "\x00"), w), weightBigram)
 		}
-		r := []rune("#" + w + "#")
-		for j := 0; j+3 <= len(r); j++ {
-			h.add(v, "c\x00"+string(r[j:j+3]), weightTrigram)
+		// A trigram is three runes of "#" + w + "#", as string(runes)
+		// encodes them.
+		padded = append(padded[:0], '#')
+		for _, r := range w {
+			padded = append(padded, r)
+		}
+		padded = append(padded, '#')
+		c := fnvString(fnvOffset, "c\x00")
+		for j := 0; j+3 <= len(padded); j++ {
+			n := utf8.EncodeRune(enc[:], padded[j])
+			n += utf8.EncodeRune(enc[n:], padded[j+1])
+			n += utf8.EncodeRune(enc[n:], padded[j+2])
+			h.add(v, fnvBytes(c, enc[:n]), weightTrigram)
 		}
 	}
 	var sum float64
@@ -104,17 +121,38 @@ func (h *Hashing) Vector(text string) []float32 {
 	return out
 }
 
-// add hashes a feature to a dimension and a sign (the sign keeps
-// collisions from adding up to a bias).
-func (h *Hashing) add(v []float64, feature string, w float64) {
-	f := fnv.New64a()
-	_, _ = f.Write([]byte(feature))
-	s := f.Sum64()
+// add adds a feature of hash s (64-bit FNV-1a) to a dimension with a sign
+// (the sign keeps collisions from adding up to a bias).
+func (h *Hashing) add(v []float64, s uint64, w float64) {
 	i := int(s % uint64(h.dims))
 	if s>>63 == 1 {
 		w = -w
 	}
 	v[i] += w
+}
+
+// 64-bit FNV-1a, as hash/fnv's New64a computes it.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnvString continues the FNV-1a hash h over s.
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+// fnvBytes continues the FNV-1a hash h over b.
+func fnvBytes(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= fnvPrime
+	}
+	return h
 }
 
 // Words splits text into lower-cased, NFKC-normalised runs of letters and

@@ -225,6 +225,13 @@ type Index interface {
 	Close() error
 }
 
+// DocKinds names the items of one document of the given kinds (of every
+// kind when Kinds is empty), as DeleteByDoc takes them.
+type DocKinds struct {
+	DocID string
+	Kinds []Kind
+}
+
 // SourcePatch names one item (Kind, ID) as the caller would write it (Text,
 // Metadata) and the changes to its sources: each of Put replaces the
 // item's source of the same document, keeping its place, or is added

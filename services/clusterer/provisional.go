@@ -1,10 +1,12 @@
 package clusterer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
@@ -223,18 +225,31 @@ type cand struct {
 // member set added to its sources. Id and MemberHash are kept: they name
 // the computed member set.
 func withMembers(c store.Community, joined []*cand) store.Community {
-	c = cloneCommunity(c)
-	for _, j := range joined {
-		c.Members = append(c.Members, j.ent.ID)
+	// Members and sources are made anew below.
+	c.Children = slices.Clone(c.Children)
+	ids := make([]string, len(joined))
+	for i, j := range joined {
+		ids[i] = j.ent.ID
 	}
-	sort.Strings(c.Members)
-	set := make(map[provenance.SourceRef]bool, len(c.Sources))
-	for _, s := range c.Sources {
-		set[s] = true
+	if slices.IsSorted(c.Members) {
+		// Computed members are sorted: the few who join are merged in.
+		slices.Sort(ids)
+		members := make([]string, 0, len(c.Members)+len(ids))
+		i := 0
+		for _, id := range ids {
+			k, _ := slices.BinarySearch(c.Members[i:], id)
+			members = append(append(members, c.Members[i:i+k]...), id)
+			i += k
+		}
+		c.Members = append(members, c.Members[i:]...)
+	} else {
+		c.Members = append(slices.Clone(c.Members), ids...)
+		sort.Strings(c.Members)
 	}
+	var more []provenance.SourceRef
 	for _, j := range joined {
 		for _, f := range j.ent.Sources {
-			set[provenance.SourceRef{DocID: f.DocID, Version: f.Version}] = true
+			more = append(more, provenance.SourceRef{DocID: f.DocID, Version: f.Version})
 		}
 		for _, ed := range j.edges {
 			other := ed.Target
@@ -243,17 +258,87 @@ func withMembers(c store.Community, joined []*cand) store.Community {
 			}
 			if k := sort.SearchStrings(c.Members, other); k < len(c.Members) && c.Members[k] == other {
 				for _, s := range ed.Supports {
-					set[provenance.SourceRef{DocID: s.DocID, Version: s.Version}] = true
+					more = append(more, provenance.SourceRef{DocID: s.DocID, Version: s.Version})
 				}
 			}
 		}
 	}
-	c.Sources = make([]provenance.SourceRef, 0, len(set))
-	for s := range set {
-		c.Sources = append(c.Sources, s)
-	}
-	sortRefs(c.Sources)
+	c.Sources = mergeRefs(c.Sources, more)
 	return c
+}
+
+// mergeRefs returns the distinct refs of have and more, sorted as
+// sortRefs sorts them. have is mostly a large community's sources, sorted
+// and distinct already (sourcesOf and mergeRefs leave them so), and more
+// a few: those are sorted and merged in, not the whole set hashed and
+// sorted again.
+func mergeRefs(have, more []provenance.SourceRef) []provenance.SourceRef {
+	if !slices.IsSortedFunc(have, compareRefs) || !distinctRefs(have) {
+		set := make(map[provenance.SourceRef]bool, len(have)+len(more))
+		for _, s := range have {
+			set[s] = true
+		}
+		for _, s := range more {
+			set[s] = true
+		}
+		out := make([]provenance.SourceRef, 0, len(set))
+		for s := range set {
+			out = append(out, s)
+		}
+		sortRefs(out)
+		return out
+	}
+	slices.SortFunc(more, compareRefs)
+	more = slices.Compact(more)
+	out := make([]provenance.SourceRef, 0, len(have)+len(more))
+	i, j := 0, 0
+	for i < len(have) || j < len(more) {
+		switch {
+		case j == len(more):
+			out = append(out, have[i])
+			i++
+		case i == len(have):
+			out = append(out, more[j])
+			j++
+		default:
+			switch c := compareRefs(have[i], more[j]); {
+			case c < 0:
+				out = append(out, have[i])
+				i++
+			case c > 0:
+				out = append(out, more[j])
+				j++
+			default:
+				out = append(out, have[i])
+				i++
+				j++
+			}
+		}
+	}
+	return out
+}
+
+// compareRefs orders refs by document, version and text unit: sortRefs's
+// order, made total.
+func compareRefs(a, b provenance.SourceRef) int {
+	if c := strings.Compare(a.DocID, b.DocID); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Version, b.Version); c != 0 {
+		return c
+	}
+	return strings.Compare(a.TextUnit, b.TextUnit)
+}
+
+// distinctRefs reports whether refs, sorted by compareRefs, holds no ref
+// twice.
+func distinctRefs(refs []provenance.SourceRef) bool {
+	for i := 1; i < len(refs); i++ {
+		if refs[i] == refs[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 func cloneCommunity(c store.Community) store.Community {

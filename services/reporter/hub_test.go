@@ -411,3 +411,115 @@ func TestHubPatchReadsPartOfTheHub(t *testing.T) {
 	handleAll(t, whole, graphMsg(t, "doc-004", 2, false, hubID))
 	require.Contains(t, r.requireRebuilt(docs).Text, "replayed the events of doc-004")
 }
+
+// reportReads is the embedded store counting the reports it decodes for
+// the vector stage (by id or by the documents they cite).
+type reportReads struct {
+	*embedded.Store
+	decoded atomic.Int64
+}
+
+func (s *reportReads) ReportsByID(ctx context.Context, tenant string, ids []string) (map[string]store.Report, error) {
+	rs, err := s.Store.ReportsByID(ctx, tenant, ids)
+	s.decoded.Add(int64(len(rs)))
+	return rs, err
+}
+
+func (s *reportReads) ReportsBySource(ctx context.Context, tenant, docID string) ([]store.Report, error) {
+	rs, err := s.Store.ReportsBySource(ctx, tenant, docID)
+	s.decoded.Add(int64(len(rs)))
+	return rs, err
+}
+
+// TestHubReportReadOnceABatch: a batch of graph changes of documents a
+// hub community's report cites decodes that report once, not once per
+// document, and indexes it with every source; a report citing a document
+// at a version other than its applied one is not decoded at all (it is
+// not built on the document as applied) and loses its item.
+func TestHubReportReadOnceABatch(t *testing.T) {
+	r := newHubRig(t)
+	reads := &reportReads{Store: r.st}
+	w, err := reporter.New(reporter.Config{Vectors: r.ix, Embedder: r.emb}, r.bus, reads, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	const n = 20
+	var docs []string
+	var refs []provenance.SourceRef
+	var ms []*stream.Message
+	for i := range n {
+		d := fmt.Sprintf("doc-%03d", i)
+		docs = append(docs, d)
+		refs = append(refs, provenance.SourceRef{DocID: d, Version: 1})
+		r.apply(d, 1, provenance.PublicACL(), fmt.Sprintf("Kafka carries the events of %s.", d))
+		ms = append(ms, graphMsg(t, d, 1, false, hubID))
+	}
+	ctx := t.Context()
+	require.NoError(t, r.st.PutReports(ctx, "acme", []store.Report{
+		{ID: "r-c0-hub", Community: "c0-hub", Title: "Kafka", Summary: "Every document names Kafka.", Sources: refs, MemberHash: "h", Writer: "extractive"},
+		{ID: "r-c0-old", Community: "c0-old", Title: "Old", Summary: "Built on doc-003 before its edit.",
+			Sources: []provenance.SourceRef{{DocID: "doc-003", Version: 2}}, MemberHash: "h", Writer: "extractive"},
+	}))
+	handleAll(t, w, ms...)
+	require.EqualValues(t, 1, reads.decoded.Load(), "reports decoded for a batch of %d documents", n)
+	v, err := r.emb.Embed(ctx, []string{"Kafka"})
+	require.NoError(t, err)
+	hits, err := r.ix.Search(ctx, "acme", vector.KindReport, v[0], vector.MaxK, everyone)
+	require.NoError(t, err)
+	require.Len(t, hits, 1)
+	require.Equal(t, "r-c0-hub", hits[0].ID)
+	require.Equal(t, docs, hits[0].DocIDs())
+	require.Equal(t, "Kafka: Every document names Kafka.", hits[0].Text)
+}
+
+// TestReindexEmbedsNoTextTwice: a document re-indexed unchanged embeds
+// nothing again (its text unit and the report citing it take the vectors
+// they got), an edit embeds its new texts, and the items stay what a
+// rebuild writes.
+func TestReindexEmbedsNoTextTwice(t *testing.T) {
+	r := newHubRig(t)
+	ctx := t.Context()
+	var docs []string
+	for _, d := range []string{"a", "b"} {
+		docs = append(docs, d)
+		r.apply(d, 1, provenance.PublicACL(), "Kafka carries the events of "+d+".")
+	}
+	require.NoError(t, r.st.PutReports(ctx, "acme", []store.Report{{ID: "r-c0-hub", Community: "c0-hub", Title: "Kafka",
+		Summary: "Both documents name Kafka.", Sources: []provenance.SourceRef{{DocID: "a", Version: 1}, {DocID: "b", Version: 1}},
+		MemberHash: "h", Writer: "extractive"}}))
+	handleAll(t, r.w, graphMsg(t, "a", 1, false, hubID), graphMsg(t, "b", 1, false, hubID))
+	require.EqualValues(t, 6, r.emb.texts.Load(), "2 text units, 2 incidents, the hub and the report")
+	handleAll(t, r.w, graphMsg(t, "a", 1, false, hubID))
+	require.EqualValues(t, 6, r.emb.texts.Load(), "texts embedded again")
+	r.requireRebuilt(docs)
+
+	r.apply("a", 2, provenance.PublicACL(), "Kafka lost the events of a.")
+	handleAll(t, r.w, graphMsg(t, "a", 2, false, hubID))
+	require.Greater(t, r.emb.texts.Load(), int64(6), "a's new texts are embedded")
+	r.requireRebuilt(docs)
+}
+
+// TestRefusedItemsStillRemoveTheDocuments: when the index refuses a
+// batch's items (vectors of other dimensions than it holds: the embedder
+// changed), the batch fails, but a deleted document's items are removed
+// all the same, as deleting them before the upsert did.
+func TestRefusedItemsStillRemoveTheDocuments(t *testing.T) {
+	r := newHubRig(t)
+	ctx := t.Context()
+	r.apply("a", 1, provenance.PublicACL(), "Kafka carries the events of a.")
+	r.apply("b", 1, provenance.PublicACL(), "Kafka carries the events of b.")
+	handleAll(t, r.w, graphMsg(t, "a", 1, false, hubID), graphMsg(t, "b", 1, false, hubID))
+	docItems := func(doc string) int {
+		n := 0
+		require.NoError(t, r.ix.ScanSources(ctx, "acme", doc, func(vector.ItemSources) error { n++; return nil }))
+		return n
+	}
+	require.Positive(t, docItems("b"))
+
+	r.remove("b", 2)
+	r.apply("a", 2, provenance.PublicACL(), "Kafka lost the events of a.")
+	other, err := reporter.New(reporter.Config{Vectors: r.ix, Embedder: embed.NewHashing(32)}, r.bus, r.st, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	errs := other.HandleVectors(ctx, []*stream.Message{graphMsg(t, "a", 2, false, hubID), graphMsg(t, "b", 2, true, hubID)})
+	var be *vector.BatchError
+	require.ErrorAs(t, errs[0], &be)
+	require.Zero(t, docItems("b"), "items of the deleted document left")
+}

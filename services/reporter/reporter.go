@@ -177,6 +177,7 @@ type Worker struct {
 
 	// vmu serialises the vector index writes (see vectors.go).
 	vmu       sync.Mutex
+	memo      vectorMemo // under vmu
 	vectorOps *prometheus.CounterVec
 	embedded  prometheus.Counter
 }

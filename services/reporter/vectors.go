@@ -169,22 +169,9 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	if err != nil {
 		return fmt.Errorf("reading entities of %d documents: %w", len(docs), err)
 	}
-	var reports []store.Report
-	seenReport := map[string]bool{}
-	for _, rec := range recs {
-		if rec.Deleted {
-			continue
-		}
-		all, err := w.st.ReportsBySource(ctx, tenant, rec.DocID)
-		if err != nil {
-			return fmt.Errorf("reading the reports citing %s: %w", rec.DocID, err)
-		}
-		for _, r := range all {
-			if !seenReport[r.ID] && slices.Contains(r.Sources, provenance.SourceRef{DocID: rec.DocID, Version: rec.Version}) {
-				seenReport[r.ID] = true
-				reports = append(reports, r)
-			}
-		}
+	reports, err := w.currentReports(ctx, tenant, recs)
+	if err != nil {
+		return err
 	}
 	// The ACLs of the documents, and of the reports' sources, in one
 	// registry call; an entity rebuilt whole needs its other sources' too.
@@ -263,26 +250,91 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	if err := w.embedItems(ctx, items); err != nil {
 		return err
 	}
+	// A deleted document's entities were patched above, those its event
+	// names; removing every item still built on it, of every kind, makes
+	// sure none is left readable through it should an event have named too
+	// few (such an item is written again by the next change of one of its
+	// other documents).
+	gone := make([]vector.DocKinds, len(docs))
 	for i, doc := range docs {
-		// A deleted document's entities were patched above, those its
-		// event names; removing every item still built on it, of every
-		// kind, makes sure none is left readable through it should an
-		// event have named too few (such an item is written again by the
-		// next change of one of its other documents).
-		kinds := []vector.Kind{vector.KindTextUnit, vector.KindReport}
+		gone[i] = vector.DocKinds{DocID: doc, Kinds: []vector.Kind{vector.KindTextUnit, vector.KindReport}}
 		if recs[i].Deleted {
-			kinds = nil
+			gone[i].Kinds = nil
 		}
-		if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, doc, kinds...); err != nil {
-			return fmt.Errorf("removing the vector items of %s: %w", doc, err)
-		}
-		w.vectorOps.WithLabelValues("delete_doc").Inc()
 	}
-	if err := w.upsert(ctx, tenant, items); err != nil {
+	if err := w.replaceDocItems(ctx, tenant, gone, items); err != nil {
 		return err
 	}
 	w.log.Debug("vector items rewritten", "tenant", tenant, "docs", len(docs), "items", len(items), "entities", len(entityIDs), "entities_rebuilt", len(rebuild))
 	return nil
+}
+
+// currentReports returns the reports built on the documents recs (those
+// not deleted) at their applied versions: for each document in turn, the
+// reports citing it at that version, by id, each once. The citations of
+// the reports citing any of them are read from the by-source index, and
+// only the reports citing one at its applied version are decoded, once
+// each: a report built from thousands of documents (a hub community's)
+// cites most documents of a batch.
+func (w *Worker) currentReports(ctx context.Context, tenant string, recs []store.SourceRecord) ([]store.Report, error) {
+	var docs []string
+	for _, rec := range recs {
+		if !rec.Deleted {
+			docs = append(docs, rec.DocID)
+		}
+	}
+	if len(docs) == 0 {
+		return nil, nil
+	}
+	cites, err := w.st.ReportCitationsOf(ctx, tenant, docs)
+	if err != nil {
+		return nil, fmt.Errorf("reading the citations of the reports citing %d documents: %w", len(docs), err)
+	}
+	// citing[i]: the reports citing recs[i] at its version, by id. A hub
+	// report's citations are read once, not once per document.
+	at := make(map[provenance.SourceRef]int, len(docs))
+	for i, rec := range recs {
+		if !rec.Deleted {
+			at[provenance.SourceRef{DocID: rec.DocID, Version: rec.Version}] = i
+		}
+	}
+	citing := make([][]string, len(recs))
+	var ids []string
+	for id, refs := range cites {
+		for _, ref := range refs {
+			if i, ok := at[provenance.SourceRef{DocID: ref.DocID, Version: ref.Version}]; ok {
+				citing[i] = append(citing[i], id)
+			}
+		}
+	}
+	for i := range citing {
+		slices.Sort(citing[i])
+		ids = append(ids, citing[i]...)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	byID, err := w.st.ReportsByID(ctx, tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d reports citing %d documents: %w", len(ids), len(docs), err)
+	}
+	// The reports as read (a report rewritten since its citations were
+	// read is taken as it is now): those whose sources hold the document
+	// at its version, in the documents' order, each once.
+	var reports []store.Report
+	seen := make(map[string]bool, len(ids))
+	for i, rec := range recs {
+		for _, id := range citing[i] {
+			r, ok := byID[id]
+			if ok && !seen[id] && slices.Contains(r.Sources, provenance.SourceRef{DocID: rec.DocID, Version: rec.Version}) {
+				seen[id] = true
+				reports = append(reports, r)
+			}
+		}
+	}
+	return reports, nil
 }
 
 // entityParts returns the parts of the entities among ids that exist (see
@@ -552,13 +604,24 @@ func reportItem(r store.Report, acls map[string]provenance.ACL) (vector.Item, bo
 		Metadata: map[string]string{"community": r.Community, "level": fmt.Sprint(r.Level), "writer": r.Writer}}, true
 }
 
-// embedItems fills in the items' vectors, EmbedBatch texts per call.
+// embedItems fills in the items' vectors, EmbedBatch texts per call. A
+// text embedded lately takes the vector it got then (see vectorMemo): a
+// re-indexed document's report items and text units are mostly what they
+// were. The caller holds vmu.
 func (w *Worker) embedItems(ctx context.Context, items []vector.Item) error {
-	for start := 0; start < len(items); start += w.cfg.EmbedBatch {
-		end := min(start+w.cfg.EmbedBatch, len(items))
-		texts := make([]string, end-start)
-		for i := range texts {
-			texts[i] = items[start+i].Text
+	var todo []int
+	for i := range items {
+		if v, ok := w.memo.get(items[i].Text); ok {
+			items[i].Vector = slices.Clone(v)
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	for start := 0; start < len(todo); start += w.cfg.EmbedBatch {
+		at := todo[start:min(start+w.cfg.EmbedBatch, len(todo))]
+		texts := make([]string, len(at))
+		for i, j := range at {
+			texts[i] = items[j].Text
 		}
 		vecs, err := w.cfg.Embedder.Embed(ctx, texts)
 		if err != nil {
@@ -568,11 +631,84 @@ func (w *Worker) embedItems(ctx context.Context, items []vector.Item) error {
 			return fmt.Errorf("embedding %d texts: the embedder returned %d vectors", len(texts), len(vecs))
 		}
 		for i, v := range vecs {
-			items[start+i].Vector = v
+			items[at[i]].Vector = v
+			w.memo.put(texts[i], slices.Clone(v))
 		}
 		w.embedded.Add(float64(len(texts)))
 	}
 	return nil
+}
+
+// memoBytes bounds each of vectorMemo's two generations (texts and
+// vectors), so the memo holds 2*memoBytes at most.
+const memoBytes = 8 << 20
+
+// vectorMemo remembers the vectors of the texts embedded lately, in two
+// generations: when the current one is full it becomes the previous one,
+// and the previous one is dropped. The embedder is a function of the text
+// (the hashing one is; an endpoint's model is one for as long as the
+// process runs), so a remembered vector is the one embedding again would
+// give. It is used under vmu.
+type vectorMemo struct {
+	cur, prev map[string][]float32
+	size      int
+}
+
+func (m *vectorMemo) get(text string) ([]float32, bool) {
+	if v, ok := m.cur[text]; ok {
+		return v, true
+	}
+	v, ok := m.prev[text]
+	if ok {
+		m.put(text, v)
+	}
+	return v, ok
+}
+
+func (m *vectorMemo) put(text string, v []float32) {
+	if m.cur == nil || m.size >= memoBytes {
+		m.prev, m.cur, m.size = m.cur, map[string][]float32{}, 0
+	}
+	if _, ok := m.cur[text]; !ok {
+		m.cur[text] = v
+		m.size += len(text) + 4*len(v)
+	}
+}
+
+// docItemsReplacer is an index that removes documents' items and writes
+// others in one call, leaving alone the items it would remove and write
+// again unchanged (see embedded.Index.ReplaceDocItems): re-indexing a
+// document rewrites mostly such items.
+type docItemsReplacer interface {
+	ReplaceDocItems(ctx context.Context, tenant string, docs []vector.DocKinds, items []vector.Item) error
+}
+
+// replaceDocItems removes the items of docs (DeleteByDoc of each), then
+// writes items, in one call when the index can. Items the index refuses
+// (a *vector.BatchError: nothing was written) are written as without it,
+// so the documents' items are removed all the same (a deleted document's
+// above all) before the upsert fails.
+func (w *Worker) replaceDocItems(ctx context.Context, tenant string, docs []vector.DocKinds, items []vector.Item) error {
+	if r, ok := w.cfg.Vectors.(docItemsReplacer); ok {
+		err := r.ReplaceDocItems(ctx, tenant, docs, items)
+		if err == nil {
+			w.vectorOps.WithLabelValues("delete_doc").Add(float64(len(docs)))
+			for _, it := range items {
+				w.vectorOps.WithLabelValues("upsert_" + string(it.Kind)).Inc()
+			}
+			return nil
+		}
+		if be := (*vector.BatchError)(nil); !errors.As(err, &be) {
+			return fmt.Errorf("rewriting the vector items of %d documents: %w", len(docs), err)
+		}
+	}
+	for _, d := range docs {
+		if err := w.cfg.Vectors.DeleteByDoc(ctx, tenant, d.DocID, d.Kinds...); err != nil {
+			return fmt.Errorf("removing the vector items of %s: %w", d.DocID, err)
+		}
+		w.vectorOps.WithLabelValues("delete_doc").Inc()
+	}
+	return w.upsert(ctx, tenant, items)
 }
 
 // upsert writes items, counting them by kind.

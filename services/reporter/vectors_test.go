@@ -201,13 +201,22 @@ func TestVectorConsumersRun(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// indexOnly is a vector index with the methods of vector.Index only, as
+// an adapter without the embedded index's ReplaceDocItems is.
+type indexOnly struct{ vector.Index }
+
 // TestHandleVectorsEqualsOneByOne: graph and ACL changes handled in
 // batches leave the index as handling them one by one does, through an
 // edit, a permission change, a redelivery in the same batch and a deletion
 // that leaves a shared entity to the other documents; a malformed message
-// of a batch is refused alone.
+// of a batch is refused alone. The one-by-one worker writes through
+// vector.Index's methods only (DeleteByDoc and Upsert), the batched one
+// through the embedded index's ReplaceDocItems.
 func TestHandleVectorsEqualsOneByOne(t *testing.T) {
 	one, batched := newVectorRig(t), newVectorRig(t)
+	var err error
+	one.w, err = reporter.New(reporter.Config{Vectors: indexOnly{one.ix}, Embedder: one.emb}, one.bus, one.st, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
 	sre := vector.Filter{Principal: "bob", Groups: []string{"sre"}}
 	graph := func(doc string, version int64, deleted bool, touched, contributed []string) *stream.Message {
 		data, err := events.Encode(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: doc, Version: version,

@@ -41,6 +41,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -347,25 +348,8 @@ func (ix *Index) upsert(ctx context.Context, tenant string, items []vector.Item)
 		normed[i] = it
 	}
 	return ix.write(ctx, tenant, true, func(t *tenantIndex, b buckets) error {
-		// Dimensions: the stored ones, or the batch's first of that kind.
-		var failed []vector.ItemError
-		dims := map[vector.Kind]int{}
-		for _, it := range normed {
-			want, ok := dims[it.Kind]
-			if !ok {
-				want = len(it.Vector)
-				if ki := t.kinds[it.Kind]; ki != nil && len(ki.entries) > 0 {
-					want = ki.dims
-				}
-				dims[it.Kind] = want
-			}
-			if len(it.Vector) != want {
-				failed = append(failed, vector.ItemError{Kind: it.Kind, ID: it.ID,
-					Err: fmt.Errorf("%w: vector has %d dimensions, %s items of this tenant have %d", vector.ErrInvalid, len(it.Vector), it.Kind, want)})
-			}
-		}
-		if failed != nil {
-			return &vector.BatchError{Failed: failed}
+		if err := checkDims(t, normed); err != nil {
+			return err
 		}
 		for _, it := range normed {
 			// putItem overwrites the rows of the documents the item keeps.
@@ -383,6 +367,126 @@ func (ix *Index) upsert(ctx context.Context, tenant string, items []vector.Item)
 			_ = t.put(it, nil)
 		}
 	})
+}
+
+// ReplaceDocItems removes the items of each of docs (of its kinds, as
+// DeleteByDoc does) and writes items (as Upsert does), in one
+// transaction: what DeleteByDoc of each document then Upsert leave, but
+// an item removed and written again unchanged (text, metadata, vector,
+// sources in order with their versions, text units and ACLs) is left as
+// it is, neither deleted nor written. Re-indexing documents rewrites
+// mostly such items: the reports and text units that cite them, a hub
+// community's report with a source row per document it cites. Invalid
+// arguments fail it whole, as they fail Upsert; nothing is written then.
+func (ix *Index) ReplaceDocItems(ctx context.Context, tenant string, docs []vector.DocKinds, items []vector.Item) error {
+	if err := ix.replaceDocItems(ctx, tenant, docs, items); err != nil {
+		return fmt.Errorf("replacing the items of %d documents with %d items in %q: %w", len(docs), len(items), tenant, err)
+	}
+	return nil
+}
+
+func (ix *Index) replaceDocItems(ctx context.Context, tenant string, docs []vector.DocKinds, items []vector.Item) error {
+	if err := vector.ValidateTenant(tenant); err != nil {
+		return err
+	}
+	kinds := make([][]vector.Kind, len(docs))
+	for i, d := range docs {
+		if err := vector.ValidateDocID(d.DocID); err != nil {
+			return err
+		}
+		var err error
+		if kinds[i], err = vector.ValidateKinds(d.Kinds); err != nil {
+			return err
+		}
+	}
+	if err := vector.ValidateItems(items); err != nil {
+		return err
+	}
+	normed := make([]vector.Item, len(items))
+	for i, it := range items {
+		it = vector.Canonical(it)
+		it.Vector = vector.Normalize(it.Vector)
+		normed[i] = it
+	}
+	var (
+		removed []key
+		written []vector.Item
+	)
+	return ix.write(ctx, tenant, len(items) > 0, func(t *tenantIndex, b buckets) error {
+		if err := checkDims(t, normed); err != nil {
+			return err
+		}
+		keep := make(map[key]bool, len(normed))
+		for _, it := range normed {
+			keep[key{it.Kind, it.ID}] = true
+		}
+		gone := map[key]bool{}
+		for i, d := range docs {
+			for _, k := range t.docKeys(d.DocID) {
+				if !keep[k] && !gone[k] && slices.Contains(kinds[i], k.kind) {
+					gone[k] = true
+					removed = append(removed, k)
+				}
+			}
+		}
+		for _, k := range removed {
+			if err := b.deleteSources(t, k, nil); err != nil {
+				return err
+			}
+			if err := b.items.Delete(dbKey(k.kind, k.id)); err != nil {
+				return err
+			}
+		}
+		for _, it := range normed {
+			if t.holds(it) {
+				continue
+			}
+			if err := b.deleteSources(t, key{it.Kind, it.ID}, it.Sources); err != nil {
+				return err
+			}
+			if err := b.putItem(it); err != nil {
+				return fmt.Errorf("writing item %q: %w", it.ID, err)
+			}
+			written = append(written, it)
+		}
+		if len(removed) == 0 && len(written) == 0 {
+			return errUnchanged
+		}
+		return nil
+	}, func(t *tenantIndex) {
+		for _, k := range removed {
+			t.remove(k)
+		}
+		for _, it := range written {
+			// Dimensions were checked above; put cannot fail.
+			_ = t.put(it, nil)
+		}
+	})
+}
+
+// checkDims checks that each item's vector has the dimensions of its
+// tenant and kind: the stored ones, or the batch's first of that kind.
+func checkDims(t *tenantIndex, items []vector.Item) error {
+	var failed []vector.ItemError
+	dims := map[vector.Kind]int{}
+	for _, it := range items {
+		want, ok := dims[it.Kind]
+		if !ok {
+			want = len(it.Vector)
+			if ki := t.kinds[it.Kind]; ki != nil && len(ki.entries) > 0 {
+				want = ki.dims
+			}
+			dims[it.Kind] = want
+		}
+		if len(it.Vector) != want {
+			failed = append(failed, vector.ItemError{Kind: it.Kind, ID: it.ID,
+				Err: fmt.Errorf("%w: vector has %d dimensions, %s items of this tenant have %d", vector.ErrInvalid, len(it.Vector), it.Kind, want)})
+		}
+	}
+	if failed != nil {
+		return &vector.BatchError{Failed: failed}
+	}
+	return nil
 }
 
 // Delete removes the items with these ids, of kinds (every kind when none
@@ -937,6 +1041,37 @@ func (t *tenantIndex) put(it vector.Item, ords []uint64) error {
 		blk[at] = x
 	}
 	return nil
+}
+
+// holds reports whether the tenant holds it (canonical, its vector unit
+// length) as it is: text, metadata, vector bit for bit, and sources in
+// order with their versions, text units and ACLs.
+func (t *tenantIndex) holds(it vector.Item) bool {
+	ki := t.kinds[it.Kind]
+	if ki == nil || len(it.Vector) != ki.dims {
+		return false
+	}
+	i, ok := ki.pos[it.ID]
+	if !ok {
+		return false
+	}
+	e := ki.entries[i]
+	if e.item.Text != it.Text || !maps.Equal(e.item.Metadata, it.Metadata) || len(e.srcs) != len(it.Sources) {
+		return false
+	}
+	for j, s := range it.Sources {
+		o := e.srcs[j]
+		if o.doc.id != s.DocID || o.version != s.Version || o.unit != s.TextUnit || o.acl.key != aclKey(s.ACL) {
+			return false
+		}
+	}
+	for j, x := range it.Vector {
+		blk, at := ki.at(i, j)
+		if math.Float32bits(blk[at]) != math.Float32bits(x) {
+			return false
+		}
+	}
+	return true
 }
 
 // remove drops an item if present, moving the last entry into its place.
