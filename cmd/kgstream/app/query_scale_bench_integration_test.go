@@ -381,7 +381,8 @@ const (
 // reads three quarters of the documents; caches are live (the service
 // follows the bus). KG_QUERY_SCALE_DATA keeps the data set in a directory
 // for the next run; KG_QUERY_SCALE_PPROF names a directory for a CPU
-// profile per mode and client count; KG_QUERY_SCALE_BUDGET bounds each
+// profile per mode and client count, and of each mode's first request
+// (<mode>-first.pprof: its caches cold); KG_QUERY_SCALE_BUDGET bounds each
 // measurement (default 20s, at least KG_QUERY_SCALE_MIN requests (default
 // 20, never fewer than the clients), at most 400); KG_QUERY_SCALE_MODES
 // lists the modes to measure (comma-separated; default all);
@@ -564,10 +565,12 @@ func BenchmarkQueryScale(b *testing.B) {
 	}
 	for range b.N {
 		for _, m := range modes {
+			stop := profile(m.name + "-first")
 			began := time.Now()
 			if err := m.do(0); err != nil { // warm the caches
 				b.Fatal(err)
 			}
+			stop()
 			b.Logf("%s: a response is %d bytes; the first request (caches cold for this mode) took %.1f ms",
 				m.name, lastSize.Load(), float64(time.Since(began).Microseconds())/1000)
 			heapProfile(b, profDir, m.name)
