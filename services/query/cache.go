@@ -27,11 +27,25 @@ const cacheMaxAge = time.Minute
 // Each tenant has a generation bumped by every invalidation: a value read
 // while an event arrived is not kept, so a put never stores what an event
 // already made stale.
+//
+// A value that outlives cacheMaxAge with no event is loaded again. While
+// refresh is set (the consumer runs), that load runs in the background and
+// the requests meanwhile still get the old value: at 100,000 documents a
+// tenant's name index takes seconds to build, and every local question
+// waited for it once a minute. A lost event then keeps stale content at
+// most cacheMaxAge and one load; admission is per request either way.
 type tenantCache[T any] struct {
 	mu   sync.Mutex
 	live bool
 	gen  map[string]uint64
 	vals map[string]cached[T]
+	// maxAge is cacheMaxAge unless set (tests).
+	maxAge time.Duration
+	// refresh runs a reload in the background with the consumer's
+	// context (nil: requests reload); refreshing holds the tenants being
+	// reloaded so.
+	refresh    func(func(context.Context))
+	refreshing map[string]bool
 }
 
 type cached[T any] struct {
@@ -40,29 +54,83 @@ type cached[T any] struct {
 	when time.Time
 }
 
+// loader loads a tenant's value; aged is true, with the value it replaces
+// as prev, when it reloads one that outlived its age (in the background).
+type loader[T any] func(ctx context.Context, prev T, aged bool) (T, error)
+
+func (c *tenantCache[T]) fresh(e cached[T]) bool {
+	age := c.maxAge
+	if age == 0 {
+		age = cacheMaxAge
+	}
+	return time.Since(e.when) < age
+}
+
 // get returns the tenant's value, or load's result (kept when the cache is
-// live and no invalidation happened meanwhile).
-func (c *tenantCache[T]) get(tenant string, load func() (T, error)) (T, error) {
+// live and no invalidation happened meanwhile). A value past its age that
+// no event invalidated is returned as it is while refresh reloads it (see
+// tenantCache).
+func (c *tenantCache[T]) get(ctx context.Context, tenant string, load loader[T]) (T, error) {
 	c.mu.Lock()
-	if e, ok := c.vals[tenant]; ok && c.live && e.gen == c.gen[tenant] && time.Since(e.when) < cacheMaxAge {
-		c.mu.Unlock()
-		return e.v, nil
+	if e, ok := c.vals[tenant]; ok && c.live && e.gen == c.gen[tenant] {
+		if c.fresh(e) {
+			c.mu.Unlock()
+			return e.v, nil
+		}
+		if c.refresh != nil {
+			if !c.refreshing[tenant] {
+				if c.refreshing == nil {
+					c.refreshing = map[string]bool{}
+				}
+				c.refreshing[tenant] = true
+				c.refresh(func(ctx context.Context) { c.reload(ctx, tenant, e, load) })
+			}
+			c.mu.Unlock()
+			return e.v, nil
+		}
 	}
 	live, gen := c.live, c.gen[tenant]
 	c.mu.Unlock()
-	v, err := load()
+	var none T
+	v, err := load(ctx, none, false)
 	if err != nil || !live {
 		return v, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.live && c.gen[tenant] == gen {
+		if e, ok := c.vals[tenant]; ok && e.gen == gen && c.fresh(e) {
+			// A concurrent load kept its value first: every caller shares
+			// that one (what is built into it later, a name index, is then
+			// built once).
+			return e.v, nil
+		}
 		if c.vals == nil {
 			c.vals = map[string]cached[T]{}
 		}
 		c.vals[tenant] = cached[T]{v: v, gen: gen, when: time.Now()}
 	}
 	return v, nil
+}
+
+// reload loads the tenant's value again in place of old, past its age,
+// and keeps it unless an event came meanwhile.
+func (c *tenantCache[T]) reload(ctx context.Context, tenant string, old cached[T], load loader[T]) {
+	v, err := load(ctx, old.v, true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.refreshing, tenant)
+	if err == nil && c.live && c.gen[tenant] == old.gen && c.vals != nil {
+		c.vals[tenant] = cached[T]{v: v, gen: old.gen, when: time.Now()}
+	}
+}
+
+// setRefresh sets (nil: clears) how reloads run in the background; once
+// cleared, no reload starts.
+func (c *tenantCache[T]) setRefresh(run func(func(context.Context))) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refresh = run
 }
 
 // isLive reports whether values are kept (the invalidating consumer runs).
@@ -114,6 +182,11 @@ type caches struct {
 func (c *caches) setLive(live bool) {
 	c.derived.setLive(live)
 	c.graph.setLive(live)
+}
+
+func (c *caches) setRefresh(run func(func(context.Context))) {
+	c.derived.setRefresh(run)
+	c.graph.setRefresh(run)
 }
 
 func (c *caches) invalidate(kind events.Kind, tenant string) {
@@ -196,6 +269,8 @@ type graphSet struct {
 	mu        sync.Mutex
 	relations map[relKey][]store.Edge
 	names     *nameIndex
+	// namesMu is held while names is built (Service.nameIndexOf).
+	namesMu sync.Mutex
 	// ents are entities read by id (found false: absent), edges the
 	// edges read per entity and direction: unadmitted, as stored.
 	ents  map[string]storedEntity
@@ -647,8 +722,19 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 		}
 		ccs = append(ccs, cc)
 	}
+	// Values past their age are reloaded in the background while the
+	// consumer runs (tenantCache); the reloads are over before Run returns.
+	var background sync.WaitGroup
+	s.cache.setRefresh(func(reload func(context.Context)) { background.Go(func() { reload(ctx) }) })
 	s.cache.setLive(true)
+	if s.cfg.WarmOnStart {
+		// Once the caches are live: what is warmed is kept, and dropped
+		// by the events that follow as any cached read is.
+		background.Go(func() { s.warm(ctx) })
+	}
 	<-ctx.Done()
+	s.cache.setRefresh(nil)
+	background.Wait()
 	s.cache.setLive(false)
 	return nil
 }
@@ -747,16 +833,22 @@ func (d *derivedSet) communitiesOf(ids []string) []store.Community {
 // derived returns the tenant's communities and reports (cached while
 // events keep the cache live).
 func (v *view) derived() (*derivedSet, error) {
-	return v.s.cache.derived.get(v.tenant, func() (*derivedSet, error) {
-		cs, err := v.s.st.Communities(v.ctx, v.tenant)
+	return v.s.derived(v.ctx, v.tenant)
+}
+
+// derived returns tenant's communities and reports (cached while events
+// keep the cache live).
+func (s *Service) derived(ctx context.Context, tenant string) (*derivedSet, error) {
+	return s.cache.derived.get(ctx, tenant, func(ctx context.Context, _ *derivedSet, _ bool) (*derivedSet, error) {
+		cs, err := s.st.Communities(ctx, tenant)
 		if err != nil {
 			return nil, fmt.Errorf("reading communities: %w", err)
 		}
-		rs, err := v.s.st.Reports(v.ctx, v.tenant)
+		rs, err := s.st.Reports(ctx, tenant)
 		if err != nil {
 			return nil, fmt.Errorf("reading reports: %w", err)
 		}
-		if v.s.cache.derived.isLive() {
+		if s.cache.derived.isLive() {
 			internDerived(cs, rs)
 		}
 		return newDerivedSet(cs, rs), nil
@@ -816,5 +908,28 @@ func relationEdge(e *store.Edge) {
 // graphSet returns the tenant's graph reads (a new empty set when the
 // cache is not live or was dropped).
 func (v *view) graphSet() (*graphSet, error) {
-	return v.s.cache.graph.get(v.tenant, func() (*graphSet, error) { return &graphSet{}, nil })
+	return v.s.graphSet(v.ctx, v.tenant)
+}
+
+// graphSet returns tenant's graph reads (a new empty set when the cache is
+// not live or was dropped). The set that replaces one past its age (in
+// the background, see tenantCache) gets its name index built first when
+// the old one had one: the requests meanwhile use the old one.
+func (s *Service) graphSet(ctx context.Context, tenant string) (*graphSet, error) {
+	return s.cache.graph.get(ctx, tenant, func(ctx context.Context, prev *graphSet, aged bool) (*graphSet, error) {
+		g := &graphSet{}
+		if aged && prev.nameIndexBuilt() {
+			if _, err := s.nameIndexOf(ctx, tenant, g); err != nil {
+				return nil, err
+			}
+		}
+		return g, nil
+	})
+}
+
+// nameIndexBuilt reports whether g holds its name index.
+func (g *graphSet) nameIndexBuilt() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.names != nil
 }

@@ -94,6 +94,12 @@ type Config struct {
 	// relation edges, entity names). Without it every request reads the
 	// stores.
 	Events *stream.Bus
+	// WarmOnStart, with Events, has Run read and index every tenant's
+	// documents and entity names (and read its communities and reports)
+	// as soon as the caches are live, so the first local question after a
+	// start does not wait for that (see Service.Warmed). DefaultConfig
+	// sets it; a Config written without it does not warm.
+	WarmOnStart bool
 }
 
 // LocalShares divides a local context's token budget between its sections.
@@ -127,6 +133,7 @@ func DefaultConfig() Config {
 		LocalVectorUnits:    4,
 		LocalShares:         LocalShares{Entities: 0.1, Relationships: 0.2, TextUnits: 0.55, Reports: 0.15},
 		DriftFollowUps:      3,
+		WarmOnStart:         true,
 	}
 }
 

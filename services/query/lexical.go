@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"iter"
@@ -174,8 +175,17 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	t := v.s.units.tenant(v.tenant)
 	t.drop(deleted)
 	cached := t.lookup(ids)
-	if err := v.loadLexDocs(t, readable, cached); err != nil {
-		return nil, err
+	if !sameVersions(readable, cached) {
+		// One load at a time per tenant: a request arriving while another
+		// (or the warm-up, warm.go) reads the tenant's documents waits for
+		// it and reads only what it left, rather than every document again.
+		t.loadMu.Lock()
+		cached = t.lookup(ids)
+		err := v.s.loadLexDocs(v.ctx, v.tenant, t, readable, cached)
+		t.loadMu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 	}
 	var out []readableDoc
 	for i, st := range readable {
@@ -202,11 +212,21 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 // readable document of the tenant.
 const lexLoaders = 16
 
+// sameVersions reports whether every cached[i] is readable[i]'s version.
+func sameVersions(readable []provenance.SourceState, cached []*lexDoc) bool {
+	for i, st := range readable {
+		if d := cached[i]; d == nil || d.version != st.Version {
+			return false
+		}
+	}
+	return true
+}
+
 // loadLexDocs reads and indexes, concurrently, the documents of readable
-// whose cached entry is missing or at another version: cached[i] becomes
-// the new entry, also put in t, or nil when the document is not applied at
-// the registry's version yet.
-func (v *view) loadLexDocs(t *lexTenant, readable []provenance.SourceState, cached []*lexDoc) error {
+// (of tenant, whose unit cache is t) whose cached entry is missing or at
+// another version: cached[i] becomes the new entry, also put in t, or nil
+// when the document is not applied at the registry's version yet.
+func (s *Service) loadLexDocs(ctx context.Context, tenant string, t *lexTenant, readable []provenance.SourceState, cached []*lexDoc) error {
 	var todo []int
 	for i, st := range readable {
 		if d := cached[i]; d == nil || d.version != st.Version {
@@ -214,12 +234,12 @@ func (v *view) loadLexDocs(t *lexTenant, readable []provenance.SourceState, cach
 			todo = append(todo, i)
 		}
 	}
-	g, ctx := errgroup.WithContext(v.ctx)
+	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(lexLoaders)
 	for _, i := range todo {
 		st := readable[i]
 		g.Go(func() error {
-			rec, err := v.s.st.Source(ctx, v.tenant, st.DocID)
+			rec, err := s.st.Source(ctx, tenant, st.DocID)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				return nil
@@ -270,12 +290,29 @@ func newLexDoc(rec store.SourceRecord, title string) *lexDoc {
 	d := &lexDoc{version: rec.Version, title: title, titleWords: newWordSet(contentWords(title + " " + rec.DocID)),
 		units: make([]lexUnit, 0, len(rec.TextUnits))}
 	var buf []string // each unit's words, reused
+	seen := map[string]struct{}{}
 	for _, tu := range rec.TextUnits {
-		buf = appendWords(buf[:0], tu.Text)
+		buf = distinct(appendWords(buf[:0], tu.Text), seen)
 		d.units = append(d.units, lexUnit{docID: rec.DocID, version: rec.Version, unit: tu.ID, text: tu.Text,
 			words: newWordSet(buf), tokens: ApproxTokens(tu.Text)})
 	}
 	return d
+}
+
+// distinct keeps the first of each word of ws, in place, with seen (left
+// empty) as its scratch: a unit's words repeat ("the", its subject), and
+// sorting them with their repeats was most of what tokenizing every
+// document cost the first question (or the warm-up) of a tenant.
+func distinct(ws []string, seen map[string]struct{}) []string {
+	out := ws[:0]
+	for _, w := range ws {
+		if _, dup := seen[w]; !dup {
+			seen[w] = struct{}{}
+			out = append(out, w)
+		}
+	}
+	clear(seen)
+	return out
 }
 
 // wordSet is a set of words, sorted and distinct. The unit cache keeps

@@ -51,6 +51,9 @@ func (c *unitCache) tenant(tenant string) *lexTenant {
 // capacity (at most 2x), plus one pointer per cached version; at most as
 // much again in dead postings before a rebuild.
 type lexTenant struct {
+	// loadMu is held while documents are read into the cache
+	// (Service.loadLexDocs), so two loads never read the same documents.
+	loadMu sync.Mutex
 	mu     sync.RWMutex
 	docs   map[string]*lexDoc   // current cached version by doc id
 	bySeq  []*lexDoc            // by seq; nil once dropped
@@ -194,7 +197,12 @@ type lexQuery struct {
 	t    *lexTenant
 	docs []readableDoc
 	base []int // base[i] is the dense number of docs[i].doc.units[0]; base[len(docs)] the total
-	num  atomic.Pointer[lexNumbering]
+	// idOrdered: the documents with units are in strictly ascending
+	// order of their units' document id (as the registry lists them), so
+	// of two units with equal scores, the one of the later document is
+	// the later in compare's order.
+	idOrdered bool
+	num       atomic.Pointer[lexNumbering]
 	// titles are the documents' titles by id (docTitles), byID their
 	// cached versions (unitAt), each built once.
 	titlesOnce sync.Once
@@ -212,11 +220,19 @@ type lexNumbering struct {
 }
 
 func newLexQuery(t *lexTenant, docs []readableDoc) *lexQuery {
-	q := &lexQuery{t: t, docs: docs, base: make([]int, len(docs)+1)}
+	q := &lexQuery{t: t, docs: docs, base: make([]int, len(docs)+1), idOrdered: true}
 	n := 0
+	last := ""
 	for i, d := range docs {
 		q.base[i] = n
 		n += len(d.doc.units)
+		if len(d.doc.units) > 0 {
+			id := d.doc.units[0].docID
+			if i > 0 && id <= last {
+				q.idOrdered = false
+			}
+			last = id
+		}
 	}
 	q.base[len(docs)] = n
 	return q
@@ -362,7 +378,7 @@ func (q *lexQuery) rank(r unitRanking, priors map[string]float64, limit int) []r
 				}
 			}
 			c, ok := q.score(num, r, priors, priorAt, i, n-q.base[i], got, titleShares)
-			if ok {
+			if ok && !best.excludes(c, q.idOrdered) {
 				perDoc = keepBest(perDoc, c, q.less)
 			}
 		}
@@ -630,6 +646,22 @@ type bestScored struct {
 
 func newBestScored(limit int, cmp func(a, b scored) int) *bestScored {
 	return &bestScored{h: worstFirst{cmp: cmp, s: make([]scored, 0, limit)}, limit: limit}
+}
+
+// excludes reports, without comparing units, that c (of a document
+// after those of every unit kept so far) can never be kept: the best are
+// limit already and c scores less than the worst of them, or as much
+// when idOrdered (then c's document id is the greater, see
+// lexQuery.idOrdered). A hub's thousands of passages score alike and
+// mostly end here, before a document's best are picked (keepBest): c
+// could only push out of them units worse than itself, which would be
+// excluded as well, as the worst kept only gets better.
+func (b *bestScored) excludes(c scored, idOrdered bool) bool {
+	if len(b.h.s) < b.limit {
+		return false
+	}
+	w := b.h.s[0].score
+	return c.score < w || idOrdered && c.score == w
 }
 
 func (b *bestScored) add(c scored) {

@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -286,5 +287,45 @@ func TestAppendWords(t *testing.T) {
 		"batteries queries nodes", "日本語 テキスト", "trailing word"} {
 		require.Equal(t, oracle(text), wordsOf(text), "%q", text)
 		require.Equal(t, append([]string{"kept"}, oracle(text)...), appendWords([]string{"kept"}, text), "%q", text)
+	}
+}
+
+// TestReadableSpellingsAsEveryFragment: an entity's readable spellings
+// read through its spelling index (a hub's fragments grouped by name) are
+// those of a pass over every fragment: the names of readable fragments
+// only, the skipped name never, each name of a readable fragment once at
+// least.
+func TestReadableSpellingsAsEveryFragment(t *testing.T) {
+	caller := provenance.Caller{Tenant: "acme", Principal: "sam", Groups: []string{"sre"}}
+	r := rand.New(rand.NewPCG(3, 5))
+	names := []string{"", "Microsoft Azure", "Azure", "MS Azure", "Azure Cloud", "azure-secret"}
+	for round := range 50 {
+		states := map[string]provenance.SourceState{}
+		var fs []store.Fragment
+		for i := range indexedSources + r.IntN(200) {
+			id := fmt.Sprintf("doc-%d-%03d", round, i)
+			acl := provenance.PublicACL()
+			if r.IntN(3) == 0 {
+				acl = provenance.ACL{Groups: []string{"payments"}} // not sam's
+			}
+			states[id] = provenance.SourceState{Tenant: "acme", DocID: id, Version: 1, ACL: acl}
+			fs = append(fs, store.Fragment{DocID: id, Version: 1, Name: names[r.IntN(len(names))]})
+		}
+		ve := visibleEntity{sources: fs, out: entityJSON{ID: "cloud_service:azure", Type: "cloud_service", Name: "Microsoft Azure"}, ok: true}
+		spelled := func(ve visibleEntity) []string {
+			got := map[string]bool{}
+			require.NoError(t, statesView(caller, states).readableSpellings(ve, ve.out.Name, func(n string) { got[n] = true }))
+			return slices.Sorted(maps.Keys(got))
+		}
+		var want []string
+		for _, f := range fs {
+			if f.Name != "" && f.Name != ve.out.Name && provenance.Readable(caller, states[f.DocID]) && !slices.Contains(want, f.Name) {
+				want = append(want, f.Name)
+			}
+		}
+		slices.Sort(want)
+		require.Equal(t, want, spelled(ve), "round %d, through every fragment", round)
+		ve.spells = newSpellIndex(fs)
+		require.Equal(t, want, spelled(ve), "round %d, through the spelling index", round)
 	}
 }

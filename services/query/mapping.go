@@ -167,15 +167,11 @@ func (s *Service) mapQuestion(v *view, question string, top []rankedUnit) ([]vis
 			continue
 		}
 		best := nameWordsMatch(s.names.words(ve.out.Name), q)
-		for _, f := range ve.sources {
-			if f.Name == "" || f.Name == ve.out.Name {
-				continue
-			}
-			if ok, err := v.adm.Direct(f.DocID); err != nil {
-				return nil, nil, err
-			} else if ok {
-				best = max(best, nameWordsMatch(s.names.words(f.Name), q))
-			}
+		err := v.readableSpellings(ve, ve.out.Name, func(name string) {
+			best = max(best, nameWordsMatch(s.names.words(name), q))
+		})
+		if err != nil {
+			return nil, nil, err
 		}
 		if best > 0 {
 			fuzzy = append(fuzzy, scored{ve, best})

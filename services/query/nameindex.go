@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -123,25 +124,42 @@ func (v *view) nameIndex() (*nameIndex, error) {
 	if err != nil {
 		return nil, err
 	}
+	ix, err := v.s.nameIndexOf(v.ctx, v.tenant, g)
+	if err != nil {
+		return nil, err
+	}
+	v.names = ix
+	return ix, nil
+}
+
+// nameIndexOf returns the name index g keeps for tenant, built when g has
+// none. One build at a time per set: requests arriving while another (or
+// the warm-up, warm.go) builds it wait for that index instead of each
+// reading every entity of the tenant again.
+func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (*nameIndex, error) {
 	g.mu.Lock()
 	ix := g.names
 	g.mu.Unlock()
 	if ix != nil {
-		v.names = ix
 		return ix, nil
 	}
-	es, err := v.s.st.EntitiesByType(v.ctx, v.tenant, "")
+	g.namesMu.Lock()
+	defer g.namesMu.Unlock()
+	g.mu.Lock()
+	ix = g.names
+	g.mu.Unlock()
+	if ix != nil {
+		return ix, nil
+	}
+	es, err := s.st.EntitiesByType(ctx, tenant, "")
 	if err != nil {
 		return nil, fmt.Errorf("listing entities: %w", err)
 	}
-	g.internEntities(v.s.cache.graph.isLive(), es)
-	ix = newNameIndex(es, v.s.names.words)
+	g.internEntities(s.cache.graph.isLive(), es)
+	ix = newNameIndex(es, s.names.words)
 	g.mu.Lock()
-	if g.names == nil {
-		g.names = ix
-	}
+	g.names = ix
 	g.mu.Unlock()
-	v.names = ix
 	return ix, nil
 }
 

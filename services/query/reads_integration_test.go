@@ -120,3 +120,8 @@ func (c *countingStores) RegistryGeneration(ctx context.Context, tenant string) 
 	c.add("RegistryGeneration")
 	return c.Stores.(store.RegistryGenerations).RegistryGeneration(ctx, tenant)
 }
+
+func (c *countingStores) Source(ctx context.Context, tenant, docID string) (store.SourceRecord, error) {
+	c.add("Source")
+	return c.Stores.Source(ctx, tenant, docID)
+}

@@ -40,6 +40,7 @@ type Service struct {
 	cache    caches          // per-tenant reads, dropped by events (Config.Events)
 	composed *composed       // NewService's: status, web UI, owned aliases
 	regs     regViews        // per-tenant registry listings, checked by generation
+	warmed   chan struct{}   // closed when the start-up warm-up is over (warm.go)
 
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
@@ -72,6 +73,7 @@ func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg pro
 		st:       st,
 		auth:     a,
 		log:      log,
+		warmed:   make(chan struct{}),
 		excluded: make(map[string]bool),
 		exTypes:  make(map[string]bool),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -110,8 +112,8 @@ func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg pro
 
 // Run blocks until ctx is done. With Config.Events set it follows
 // kg.graph.changed, kg.communities.changed and kg.reports.changed and
-// keeps per-tenant caches of whole-tenant reads meanwhile; without it
-// nothing is cached.
+// keeps per-tenant caches of whole-tenant reads meanwhile (warmed first
+// with Config.WarmOnStart); without it nothing is cached.
 func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.Events == nil {
 		<-ctx.Done()

@@ -111,6 +111,74 @@ type visibleEntity struct {
 	// descs numbers the descriptions of sources, made with the entity
 	// when it has many (see indexedSources); nil: made by each reader.
 	descs *descIndex
+	// spells groups sources by the name they spell the entity with, made
+	// likewise (nil: readers go through sources).
+	spells *spellIndex
+}
+
+// spellIndex groups an entity's fragments by their names: names are the
+// distinct non-empty ones, at[k] the indexes in the fragments of those
+// spelling names[k]. A hub's thousands of fragments mostly spell it one
+// way; a reader of its readable spellings checks a fragment or two of
+// each name instead of every fragment.
+type spellIndex struct {
+	names []string
+	at    [][]int32
+}
+
+func newSpellIndex(fs []store.Fragment) *spellIndex {
+	x := &spellIndex{}
+	num := map[string]int{}
+	for i, f := range fs {
+		if f.Name == "" {
+			continue
+		}
+		k, ok := num[f.Name]
+		if !ok {
+			k = len(x.names)
+			num[f.Name] = k
+			x.names = append(x.names, f.Name)
+			x.at = append(x.at, nil)
+		}
+		x.at[k] = append(x.at[k], int32(i))
+	}
+	return x
+}
+
+// readableSpellings calls fn with the names, other than skip, that a
+// readable fragment of ve gives it (a name maybe more than once).
+func (v *view) readableSpellings(ve visibleEntity, skip string, fn func(name string)) error {
+	if ve.spells == nil {
+		for _, f := range ve.sources {
+			if f.Name == "" || f.Name == skip {
+				continue
+			}
+			ok, err := v.adm.Direct(f.DocID)
+			if err != nil {
+				return err
+			}
+			if ok {
+				fn(f.Name)
+			}
+		}
+		return nil
+	}
+	for k, name := range ve.spells.names {
+		if name == skip {
+			continue
+		}
+		for _, i := range ve.spells.at[k] {
+			ok, err := v.adm.Direct(ve.sources[i].DocID)
+			if err != nil {
+				return err
+			}
+			if ok {
+				fn(name)
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // descIndex numbers the distinct descriptions of an entity's fragments:
@@ -242,6 +310,7 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 	ve := visibleEntity{sources: e.Sources, out: entityJSON{ID: e.ID, Type: typ, Name: name}, ok: true}
 	if len(e.Sources) >= indexedSources {
 		ve.descs = newDescIndex(e.Sources)
+		ve.spells = newSpellIndex(e.Sources)
 	}
 	return ve, nil
 }

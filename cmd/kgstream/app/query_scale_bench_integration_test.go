@@ -381,7 +381,9 @@ const (
 // reads three quarters of the documents; caches are live (the service
 // follows the bus). KG_QUERY_SCALE_DATA keeps the data set in a directory
 // for the next run; KG_QUERY_SCALE_PPROF names a directory for a CPU
-// profile per mode and client count; KG_QUERY_SCALE_BUDGET bounds each
+// profile per mode and client count, of each mode's first request
+// (<mode>-first.pprof: its caches cold) and of the service's start-up
+// warm-up (warm.pprof); KG_QUERY_SCALE_BUDGET bounds each
 // measurement (default 20s, at least KG_QUERY_SCALE_MIN requests (default
 // 20, never fewer than the clients), at most 400); KG_QUERY_SCALE_MODES
 // lists the modes to measure (comma-separated; default all);
@@ -468,6 +470,17 @@ func BenchmarkQueryScale(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(rctx) }()
 	b.Cleanup(func() { cancel(); <-done })
+	// The service warms its caches as it starts (Config.WarmOnStart):
+	// measured once that is over, as a service that has been up a while.
+	warmBegan := time.Now()
+	stopWarm := profile("warm")
+	select {
+	case <-svc.Warmed():
+	case <-time.After(10 * time.Minute):
+		b.Fatal("the query service did not warm its caches within 10 minutes")
+	}
+	stopWarm()
+	b.Logf("caches warmed in %.1f s after the start", time.Since(warmBegan).Seconds())
 	srv := httptest.NewServer(svc.Handler())
 	b.Cleanup(srv.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
@@ -564,10 +577,12 @@ func BenchmarkQueryScale(b *testing.B) {
 	}
 	for range b.N {
 		for _, m := range modes {
+			stop := profile(m.name + "-first")
 			began := time.Now()
 			if err := m.do(0); err != nil { // warm the caches
 				b.Fatal(err)
 			}
+			stop()
 			b.Logf("%s: a response is %d bytes; the first request (caches cold for this mode) took %.1f ms",
 				m.name, lastSize.Load(), float64(time.Since(began).Microseconds())/1000)
 			heapProfile(b, profDir, m.name)

@@ -507,8 +507,10 @@ func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store
 	out := []store.Entity{}
 	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
 		if typ == "" {
-			all, err := g.snapshot(nil)
-			out = all.Entities
+			// The entity rows only: the edges (several times as many,
+			// each with its supports) are not decoded to be dropped.
+			all, err := g.allEntities(nil)
+			out = all
 			return err
 		}
 		return scanPrefix(g.byType, typ, func(id string) error {
@@ -715,21 +717,11 @@ func (g *graphBuckets) snapshot(mismatch func(format string, args ...any)) (stor
 	if mismatch == nil {
 		mismatch = func(string, ...any) {}
 	}
-	gr := store.Graph{Entities: []store.Entity{}, Edges: []store.Edge{}}
-	err := forEachRow(g.entityRows, mismatch, func(id string, head []byte, frags []store.Fragment) error {
-		h, err := store.DecodeEntityHead(id, head)
-		if err != nil {
-			return fmt.Errorf("decoding the head of entity %q: %w", id, err)
-		}
-		if p := store.CheckEntityHead(h, frags); p != "" {
-			mismatch("%s", p)
-		}
-		gr.Entities = append(gr.Entities, store.AssembleEntity(h, frags))
-		return nil
-	})
+	ents, err := g.allEntities(mismatch)
 	if err != nil {
 		return store.Graph{}, err
 	}
+	gr := store.Graph{Entities: ents, Edges: []store.Edge{}}
 	err = forEachRow(g.edgeRows, mismatch, func(id string, head []byte, frags []store.Fragment) error {
 		h, err := store.DecodeEdgeHead(id, head)
 		if err != nil {
@@ -745,9 +737,34 @@ func (g *graphBuckets) snapshot(mismatch func(format string, args ...any)) (stor
 		return store.Graph{}, err
 	}
 	// Rows are in key order, the id's length first: readers return ids in order.
-	slices.SortFunc(gr.Entities, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(gr.Edges, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
 	return gr, nil
+}
+
+// allEntities assembles every entity from the entity rows, sorted by id,
+// told to mismatch as snapshot tells it (nil: not told).
+func (g *graphBuckets) allEntities(mismatch func(format string, args ...any)) ([]store.Entity, error) {
+	if mismatch == nil {
+		mismatch = func(string, ...any) {}
+	}
+	out := []store.Entity{}
+	err := forEachRow(g.entityRows, mismatch, func(id string, head []byte, frags []store.Fragment) error {
+		h, err := store.DecodeEntityHead(id, head)
+		if err != nil {
+			return fmt.Errorf("decoding the head of entity %q: %w", id, err)
+		}
+		if p := store.CheckEntityHead(h, frags); p != "" {
+			mismatch("%s", p)
+		}
+		out = append(out, store.AssembleEntity(h, frags))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Rows are in key order, the id's length first: readers return ids in order.
+	slices.SortFunc(out, func(a, b store.Entity) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 // forEachRow calls fn with each head of a rows bucket and its fragments,

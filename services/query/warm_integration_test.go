@@ -1,0 +1,150 @@
+//go:build integration
+
+package query_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
+	"github.com/kgstream/kgstream/services/query"
+)
+
+// TestWarmOnStartServesTheFirstLocalQuestion: with Config.WarmOnStart, the
+// service reads and indexes every tenant's documents, entity names,
+// communities and reports as it starts, so the first local question after
+// a start reads none of them; what was warmed holds content only, so a
+// revocation and a deletion recorded by the registry alone still count at
+// the very next question.
+func TestWarmOnStartServesTheFirstLocalQuestion(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	cs := &countingStores{Stores: openStore(t), calls: map[string]int{}}
+	st := &failingStores{Stores: cs}
+	loadSeed(t, st, tenantAcme)
+	loadGlobex(t, st)
+	a, err := newAuth()
+	require.NoError(t, err)
+	svc, err := query.New(query.Config{Events: bus, WarmOnStart: true}, st, a, nil, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	select {
+	case <-svc.Warmed():
+	case <-time.After(30 * time.Second):
+		t.Fatal("not warmed within 30s")
+	}
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	f := &fixture{t: t, st: st, srv: srv}
+
+	const doc = "INC-101"
+	q := map[string]any{"mode": "local", "question": "What happened to cert-manager?"}
+	cites := func(token string) bool {
+		t.Helper()
+		var raw json.RawMessage
+		require.Equal(t, http.StatusOK, f.do(http.MethodPost, "/v1/query", token, q, &raw), "%s", raw)
+		return strings.Contains(string(raw), `"doc_id":"`+doc+`"`)
+	}
+	cs.reset()
+	require.True(t, cites(tokAlice), "the first question after the start cites %s", doc)
+	calls := cs.reset()
+	for _, read := range []string{"Source", "EntitiesByType()", "Communities", "Reports", "ListSources"} {
+		require.Zero(t, calls[read], "the first local question after the warm-up read %s: %v", read, calls)
+	}
+	require.True(t, cites(tokBob))
+
+	// A revocation for alice (oncall), registry only: her next question
+	// leaves the document out; bob (sre) keeps it until its deletion.
+	_, err = st.SetACL(t.Context(), tenantAcme, doc, provenance.ACL{Groups: []string{"sre"}})
+	require.NoError(t, err)
+	require.False(t, cites(tokAlice), "the revocation counts at once")
+	require.True(t, cites(tokBob), "a caller still admitted keeps the document")
+	_, err = st.MarkDeleted(t.Context(), tenantAcme, doc)
+	require.NoError(t, err)
+	require.False(t, cites(tokBob), "the deletion counts at once")
+}
+
+// overlappingListings counts the listings of every entity of a tenant
+// and holds each until another starts (or a while passes), so listings
+// that concurrent requests would make overlap.
+type overlappingListings struct {
+	*countingStores
+	started chan struct{}
+}
+
+func (o *overlappingListings) EntitiesByType(ctx context.Context, tenant, typ string) ([]store.Entity, error) {
+	if typ == "" {
+		select {
+		case o.started <- struct{}{}: // another listing waits: let it go on
+		case <-o.started: // another listing started
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return o.countingStores.EntitiesByType(ctx, tenant, typ)
+}
+
+// TestConcurrentFirstQuestionsListEntitiesOnce: local questions arriving
+// together before the name index is built wait for one listing of the
+// tenant's entities instead of each making its own.
+func TestConcurrentFirstQuestionsListEntitiesOnce(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	cs := &countingStores{Stores: openStore(t), calls: map[string]int{}}
+	st := &failingStores{Stores: &overlappingListings{countingStores: cs, started: make(chan struct{})}}
+	loadSeed(t, st, tenantAcme)
+	loadGlobex(t, st)
+	a, err := newAuth()
+	require.NoError(t, err)
+	svc, err := query.New(query.Config{Events: bus}, st, a, nil, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	f := &fixture{t: t, st: st, srv: srv}
+	// The caches are live once the consumer runs: two aggregates, one
+	// relation read (and no entity listing).
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		cs.reset()
+		for range 2 {
+			var a aggResp
+			f.get("/v1/aggregate?type=incident&rel=failure", tokAlice, http.StatusOK, &a)
+		}
+		if n := cs.reset()["EdgesByRelation"]; n > 1 {
+			return fmt.Errorf("%d relation reads for two aggregates", n)
+		}
+		return nil
+	})
+	q := map[string]any{"mode": "local", "question": "What happened to cert-manager?"}
+	var wg sync.WaitGroup
+	for _, tok := range []string{tokAlice, tokBob, tokAlice, tokBob} {
+		wg.Go(func() {
+			var raw json.RawMessage
+			if status := f.do(http.MethodPost, "/v1/query", tok, q, &raw); status != http.StatusOK {
+				t.Errorf("status %d: %s", status, raw)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 1, cs.reset()["EntitiesByType()"], "one listing for four concurrent first questions")
+}
