@@ -32,11 +32,12 @@ test:
 test-short:
 	$(GO) test -count=1 $(MODULES)
 
-## lint: gofmt, go vet, staticcheck
+## lint: gofmt, go vet, staticcheck (with the integration tag, so helpers only
+## integration tests use are seen used, and those tests are checked too)
 lint:
 	@out=$$(gofmt -l pkg services cmd); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(MODULES)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(MODULES)
+	$(GO) vet -tags integration $(MODULES)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags integration $(MODULES)
 
 ## bench: the figures the issues ask for (needs Redis, NATS and Weaviate up: .ci/run starts them)
 BENCH = $(GO) test -tags integration -run '^$$' -timeout 60m

@@ -366,8 +366,7 @@ func TestWebUI(t *testing.T) {
 		} {
 			require.NoError(t, ask(bctx, m.mode, m.q), m.mode)
 			n := eval[int](t, bctx, `document.querySelectorAll("#citations li").length`)
-			var txt string
-			txt = text(t, bctx, `#answer`)
+			txt := text(t, bctx, `#answer`)
 			require.Positive(t, n, "mode %s shows citations; answer: %s", m.mode, txt)
 			var resp uiQueryResponse
 			if m.mode == "auto" || m.mode == "global" || m.mode == "drift" {
@@ -750,8 +749,7 @@ func TestWebUI(t *testing.T) {
 		plantStatusFigures(t, a)
 		require.NoError(t, do(wctx, js(`location.hash = "#/ops"`),
 			poll(`!!document.querySelector("#dead-letter-table") && document.querySelector("#dead-letter-table").textContent.includes("planted for the web UI test")`)))
-		var opsText string
-		opsText = text(t, wctx, `main`)
+		opsText := text(t, wctx, `main`)
 		for _, want := range []string{"Index lag p50", "Index lag samples", "Pending: extractor", "Orphan edges", "Stale reports", "Build",
 			"LLM usage", "Reported by"} {
 			require.Contains(t, opsText, want)
