@@ -109,12 +109,17 @@ func (h *Hashing) Vector(text string) []float32 {
 			h.add(v, fnvBytes(c, enc[:n]), weightTrigram)
 		}
 	}
+	return unit(v)
+}
+
+// unit returns v scaled to length 1, as float32s.
+func unit(v []float64) []float32 {
 	var sum float64
 	for _, x := range v {
 		sum += x * x
 	}
 	inv := 1 / math.Sqrt(sum)
-	out := make([]float32, h.dims)
+	out := make([]float32, len(v))
 	for i, x := range v {
 		out[i] = float32(x * inv)
 	}

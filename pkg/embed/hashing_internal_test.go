@@ -2,7 +2,6 @@ package embed
 
 import (
 	"hash/fnv"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,12 +17,7 @@ func joinedVector(h *Hashing, text string) []float32 {
 	add := func(feature string, w float64) {
 		f := fnv.New64a()
 		_, _ = f.Write([]byte(feature))
-		s := f.Sum64()
-		i := int(s % uint64(h.dims))
-		if s>>63 == 1 {
-			w = -w
-		}
-		v[i] += w
+		h.add(v, f.Sum64(), w)
 	}
 	words := Words(text)
 	if len(words) == 0 {
@@ -39,16 +33,7 @@ func joinedVector(h *Hashing, text string) []float32 {
 			add("c\x00"+string(r[j:j+3]), weightTrigram)
 		}
 	}
-	var sum float64
-	for _, x := range v {
-		sum += x * x
-	}
-	inv := 1 / math.Sqrt(sum)
-	out := make([]float32, h.dims)
-	for i, x := range v {
-		out[i] = float32(x * inv)
-	}
-	return out
+	return unit(v)
 }
 
 // TestVectorHashesTheJoinedFeatures: hashing each feature's parts in
