@@ -143,16 +143,7 @@ func buildScaleData(b *testing.B, dir string, n int) *scaleData {
 		}
 		_ = os.Remove(filepath.Join(dir, "vectors.db"))
 	}
-	st, err := embedded.Open(filepath.Join(dir, "kg.db"), embedded.Options{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	vix, err := vecembedded.Open(filepath.Join(dir, "vectors.db"), vecembedded.Options{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { vix.Close() })
+	st, vix := openBenchStores(b, dir)
 	d := &scaleData{st: st, vix: vix, bus: bus}
 	if !fresh {
 		b.Logf("data set of %d documents reused from %s", n, dir)
@@ -626,3 +617,20 @@ func heapProfile(b *testing.B, dir, name string) {
 }
 
 // scaleMaxKey is the key with the largest count (ties: the smallest key).
+
+// openBenchStores opens (creating) the embedded graph store kg.db and
+// vector index vectors.db in dir, without fsync, closed when b ends.
+func openBenchStores(b *testing.B, dir string) (*embedded.Store, *vecembedded.Index) {
+	b.Helper()
+	st, err := embedded.Open(filepath.Join(dir, "kg.db"), embedded.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	vix, err := vecembedded.Open(filepath.Join(dir, "vectors.db"), vecembedded.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { vix.Close() })
+	return st, vix
+}

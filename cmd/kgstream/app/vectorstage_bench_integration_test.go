@@ -6,16 +6,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/kgstream/kgstream/pkg/embed"
 	"github.com/kgstream/kgstream/pkg/events"
-	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
-	vecembedded "github.com/kgstream/kgstream/pkg/vector/embedded"
 	"github.com/kgstream/kgstream/services/clusterer"
 	"github.com/kgstream/kgstream/services/reporter"
 )
@@ -45,16 +42,7 @@ func BenchmarkVectorStage(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	bus := streamtest.NewBus(b, streamtest.Options{})
-	st, err := embedded.Open(filepath.Join(dir, "kg.db"), embedded.Options{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	vix, err := vecembedded.Open(filepath.Join(dir, "vectors.db"), vecembedded.Options{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { vix.Close() })
+	st, vix := openBenchStores(b, dir)
 	rep, err := reporter.New(reporter.Config{Vectors: vix, Embedder: embed.NewHashing(embed.DefaultHashingDimensions)}, bus, st, nil, nil)
 	if err != nil {
 		b.Fatal(err)
