@@ -318,8 +318,7 @@ func mergeRefs(have, more []provenance.SourceRef) []provenance.SourceRef {
 	return out
 }
 
-// compareRefs orders refs by document, version and text unit: sortRefs's
-// order, made total.
+// compareRefs orders refs by document, version and text unit.
 func compareRefs(a, b provenance.SourceRef) int {
 	if c := strings.Compare(a.DocID, b.DocID); c != 0 {
 		return c
@@ -348,11 +347,5 @@ func cloneCommunity(c store.Community) store.Community {
 	return c
 }
 
-func sortRefs(refs []provenance.SourceRef) {
-	sort.Slice(refs, func(i, j int) bool {
-		if refs[i].DocID != refs[j].DocID {
-			return refs[i].DocID < refs[j].DocID
-		}
-		return refs[i].Version < refs[j].Version
-	})
-}
+// sortRefs sorts refs by compareRefs.
+func sortRefs(refs []provenance.SourceRef) { slices.SortFunc(refs, compareRefs) }

@@ -225,10 +225,13 @@ func BenchmarkIndexLag(b *testing.B) {
 				// KG_LAG_BACKGROUND=1: wait for the background stages too,
 				// so a CPU profile covers their work on every document.
 				if os.Getenv("KG_LAG_BACKGROUND") != "" {
-					for {
+					for deadline := time.Now().Add(10 * time.Minute); ; {
 						back, err := a.Bus.Backlog(context.Background(), "clusterer", "reporter", "reporter-vectors")
 						if err == nil && back == 0 {
 							break
+						}
+						if time.Now().After(deadline) {
+							b.Fatalf("background stages not idle 10 minutes after the last document: backlog %d, error %v", back, err)
 						}
 						time.Sleep(50 * time.Millisecond)
 					}

@@ -107,8 +107,9 @@ func BenchmarkVectorStage(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if next+batch > len(docs) {
-				b.StopTimer()
-				b.Skip("out of fresh documents")
+				// A skip here would drop the figures of the runs before
+				// it without a word.
+				b.Fatalf("out of fresh documents after %d batches: run with -benchtime Nx, N <= %d, and -count 1", i, fresh/batch)
 			}
 			b.StopTimer()
 			add := docs[next : next+batch]
