@@ -263,16 +263,14 @@ func (g *Gateway) republishOne(ctx context.Context, rec store.Pending) {
 // published in one registry write. Failing to clear them leaves them for
 // Run to publish again (an idempotent repeat); failing to record the
 // content only means the next identical request is published again
-// (de-duplicated or applied as a replay).
-func (o *outbox) acknowledge(ctx context.Context, tenant string, ids []string, content *store.ContentAck) {
-	if len(ids) == 0 && content == nil {
-		return
-	}
+// (de-duplicated or applied as a replay). It reports whether the events
+// were cleared.
+func (o *outbox) acknowledge(ctx context.Context, tenant string, ids []string, content *store.ContentAck) bool {
 	if err := o.reg.Acknowledge(ctx, tenant, ids, content); err != nil {
 		o.log.Warn("acknowledged events not cleared", "tenant", tenant, "events", ids, "error", err)
-		return
+		return false
 	}
-	o.gauge.Sub(float64(len(ids)))
+	return true
 }
 
 // migrate moves what an older gateway left in its key-value outbox bucket
@@ -376,7 +374,11 @@ func (c *Commands) publishRecorded(ctx context.Context, tenant string, outs []ou
 			first = dup
 		}
 	}
-	c.outbox.acknowledge(ctx, tenant, acked, content)
+	// The gauge counts what this request added; a round of Run sets it
+	// from the store when it ends, so republishOne leaves it alone.
+	if c.outbox.acknowledge(ctx, tenant, acked, content) {
+		c.outbox.gauge.Sub(float64(len(acked)))
+	}
 	return first && err == nil, err
 }
 
