@@ -120,9 +120,16 @@ func (c *tenantCache[T]) reload(ctx context.Context, tenant string, old cached[T
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.refreshing, tenant)
-	if err == nil && c.live && c.gen[tenant] == old.gen && c.vals != nil {
-		c.vals[tenant] = cached[T]{v: v, gen: old.gen, when: time.Now()}
+	if !c.live || c.gen[tenant] != old.gen || c.vals == nil {
+		return
 	}
+	if err != nil {
+		// Not kept past its age: the next request loads it itself and
+		// answers with the error, rather than the old value going on.
+		delete(c.vals, tenant)
+		return
+	}
+	c.vals[tenant] = cached[T]{v: v, gen: old.gen, when: time.Now()}
 }
 
 // setRefresh sets (nil: clears) how reloads run in the background; once

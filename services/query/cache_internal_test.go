@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -81,4 +82,34 @@ func TestAgedValuesReloadInTheBackground(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, before+1, got)
+}
+
+// TestFailedReloadIsNotServedOn: a background reload that fails drops the
+// aged value, so the next request loads it itself and sees the error,
+// instead of the old value being served for as long as the store fails.
+func TestFailedReloadIsNotServedOn(t *testing.T) {
+	ctx := t.Context()
+	var c tenantCache[int]
+	c.maxAge = time.Nanosecond
+	c.setLive(true)
+	var reloads sync.WaitGroup
+	c.setRefresh(func(reload func(context.Context)) { reloads.Go(func() { reload(ctx) }) })
+	down := errors.New("store is down")
+	fail := false
+	load := func(context.Context, int, bool) (int, error) {
+		if fail {
+			return 0, down
+		}
+		return 7, nil
+	}
+	got, err := c.get(ctx, "acme", load)
+	require.NoError(t, err)
+	require.Equal(t, 7, got)
+	fail = true
+	got, err = c.get(ctx, "acme", load) // past its age: served, reloaded in the background
+	require.NoError(t, err)
+	require.Equal(t, 7, got)
+	reloads.Wait()
+	_, err = c.get(ctx, "acme", load)
+	require.ErrorIs(t, err, down, "the request after a failed reload loads, and fails, itself")
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,18 +30,19 @@ type Stores interface {
 
 // Service answers the query routes of API.md.
 type Service struct {
-	cfg      Config
-	st       Stores
-	auth     *auth.Authenticator
-	log      *slog.Logger
-	excluded map[string]bool // entity ids never stepped onto by paths
-	exTypes  map[string]bool // entity types never stepped onto by paths
-	units    unitCache       // tokenized text units of applied versions
-	names    nameWordCache   // name words and keys of entity names
-	cache    caches          // per-tenant reads, dropped by events (Config.Events)
-	composed *composed       // NewService's: status, web UI, owned aliases
-	regs     regViews        // per-tenant registry listings, checked by generation
-	warmed   chan struct{}   // closed when the start-up warm-up is over (warm.go)
+	cfg        Config
+	st         Stores
+	auth       *auth.Authenticator
+	log        *slog.Logger
+	excluded   map[string]bool // entity ids never stepped onto by paths
+	exTypes    map[string]bool // entity types never stepped onto by paths
+	units      unitCache       // tokenized text units of applied versions
+	names      nameWordCache   // name words and keys of entity names
+	cache      caches          // per-tenant reads, dropped by events (Config.Events)
+	composed   *composed       // NewService's: status, web UI, owned aliases
+	regs       regViews        // per-tenant registry listings, checked by generation
+	warmed     chan struct{}   // closed when the start-up warm-up is over (warm.go)
+	warmedOnce sync.Once       // a second Run warms again but closes warmed once
 
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec

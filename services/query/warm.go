@@ -22,7 +22,7 @@ import (
 // is over; a failure is logged and leaves the rest to the requests, as
 // without warming.
 func (s *Service) warm(ctx context.Context) {
-	defer close(s.warmed)
+	defer s.warmedOnce.Do(func() { close(s.warmed) })
 	began := time.Now()
 	tenants, err := s.st.Tenants(ctx)
 	if err != nil {
