@@ -162,7 +162,13 @@ type Env struct {
 	Recorder *status.Recorder
 
 	closers []func()
+	// warming are what readiness waits for (ReadyAfter).
+	warming []<-chan struct{}
 }
+
+// ReadyAfter has the process answer /readyz with 503 until ch is closed
+// (as well as until it has started).
+func (env *Env) ReadyAfter(ch <-chan struct{}) { env.warming = append(env.warming, ch) }
 
 // Deps are env's connections as every service's constructor takes them.
 func (env *Env) Deps() service.Deps {
@@ -188,6 +194,9 @@ func ServiceBody(build Build) Body {
 		var api http.Handler
 		if service.HasAPI(svc) {
 			api = service.API(svc)
+		}
+		if w, ok := svc.(service.Warmer); ok {
+			env.ReadyAfter(w.Warmed())
 		}
 		actors := svc.Actors()
 		return func(ctx context.Context) error { return service.Run(ctx, actors) }, api, nil
@@ -299,9 +308,28 @@ func run(ctx context.Context, f Flags, needStores bool, body Body) error {
 		return runBody(gctx)
 	})
 	g.Go(func() error { return rec.Run(gctx) })
-	env.Ready.Set(true)
 	log.Info("service started", "http", l.Addr().String(), "nats", f.NATSURL, "drain_timeout", f.DrainTimeout)
+	// Ready once every service's warm-up (ReadyAfter) is over.
+	readied := make(chan struct{})
+	go func() {
+		defer close(readied)
+		began := time.Now()
+		for _, ch := range env.warming {
+			select {
+			case <-ch:
+			case <-gctx.Done():
+				return
+			}
+		}
+		if gctx.Err() == nil {
+			env.Ready.Set(true)
+			if len(env.warming) > 0 {
+				log.Info("service ready", "warm_up", time.Since(began).Round(time.Millisecond))
+			}
+		}
+	}()
 	<-gctx.Done()
+	<-readied
 	env.Ready.Set(false)
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {

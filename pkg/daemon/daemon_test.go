@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/serve"
+	"github.com/kgstream/kgstream/pkg/service"
 	"github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/stream"
 )
@@ -187,5 +190,68 @@ func TestRunRecordsStatusFigures(t *testing.T) {
 	fl, err := status.ReadFleet(t.Context(), reader, time.Now())
 	if err != nil || len(fl.Sources) != 0 {
 		t.Fatalf("figures of a stopped service: %+v %v", fl, err)
+	}
+}
+
+// warming is a service with one idle actor and no routes that is warm
+// once its channel is closed.
+type warming struct{ warm chan struct{} }
+
+func (w warming) Actors() []service.Actor { return []service.Actor{{Name: "idle", Run: Block}} }
+func (w warming) Routes() *serve.Routes   { return nil }
+func (w warming) Warmed() <-chan struct{} { return w.warm }
+
+// TestReadyAfterWarmUp: a service that warms up (service.Warmer) keeps
+// the process's /readyz at 503 until its warm-up is over, then 200.
+func TestReadyAfterWarmUp(t *testing.T) {
+	f := testFlags(t, natsURL(t))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.HTTPAddr = l.Addr().String()
+	_ = l.Close()
+	w := warming{warm: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := runAsync(ctx, f, ServiceBody(func(context.Context, *Env) (service.Service, error) { return w, nil }))
+	defer func() {
+		cancel()
+		if err := wait(t, done); err != nil {
+			t.Errorf("run = %v", err)
+		}
+	}()
+	readyz := func() int {
+		resp, err := http.Get("http://" + f.HTTPAddr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Serving, not ready.
+	deadline := time.Now().Add(30 * time.Second)
+	for readyz() != http.StatusServiceUnavailable {
+		select {
+		case err := <-done:
+			t.Fatalf("run = %v before the service was warm", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz never answered 503 while the service warmed up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 10 {
+		if code := readyz(); code != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz answered %d before the warm-up was over, want 503", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(w.warm)
+	for readyz() != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz did not answer 200 after the warm-up")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

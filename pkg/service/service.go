@@ -70,6 +70,15 @@ type Service interface {
 	Routes() *serve.Routes
 }
 
+// Warmer is a Service that prepares itself after it starts (a query
+// service warming its caches): the process it runs in answers /readyz
+// with 503 until Warmed is closed, so an orchestrator sends it no traffic
+// before. Warmed must be closed once the preparation is over, failed or
+// cancelled, or at once when there is none.
+type Warmer interface {
+	Warmed() <-chan struct{}
+}
+
 // API is the HTTP API of the services one process runs: every service's
 // routes as the service lists them, and the OpenAPI document. A pattern
 // two services register is a panic, as on an http.ServeMux.

@@ -35,6 +35,9 @@ type composed struct {
 	routes      *serve.Routes
 }
 
+// A query process is ready once the service's warm-up is over.
+var _ service.Warmer = (*Service)(nil)
+
 // NewService builds the query service of a process: the query routes,
 // status (GET /v1/status, dead letters) and the web UI, on the process's
 // stores, authenticator, bus, vector index and LLM.

@@ -102,6 +102,11 @@ func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg pro
 	for _, t := range cfg.ExcludedPathTypes {
 		s.exTypes[t] = true
 	}
+	if !cfg.WarmOnStart || cfg.Events == nil {
+		// Nothing to warm: Warmed (and the process's readiness) waits for
+		// nothing.
+		s.warmedOnce.Do(func() { close(s.warmed) })
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{s.requests, s.duration, s.llmFallbacks, s.readmissionDrops} {
 			if err := reg.Register(c); err != nil {

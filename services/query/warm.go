@@ -41,7 +41,9 @@ func (s *Service) warm(ctx context.Context) {
 }
 
 // Warmed is closed once Run's start-up warm-up (Config.WarmOnStart) is
-// over, failed or cancelled; never when Run does not warm.
+// over, failed or cancelled; at once when the service does not warm (no
+// WarmOnStart or no Config.Events). The query process answers /readyz
+// with 503 until then (service.Warmer).
 func (s *Service) Warmed() <-chan struct{} { return s.warmed }
 
 // warmTenant warms one tenant (see warm).

@@ -148,3 +148,30 @@ func TestConcurrentFirstQuestionsListEntitiesOnce(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 1, cs.reset()["EntitiesByType()"], "one listing for four concurrent first questions")
 }
+
+// TestWarmedWithoutWarmUp: a service that does not warm (no WarmOnStart,
+// or no events to follow) is warm at once, so a process waiting on
+// Warmed for its readiness is ready as soon as it serves; one that warms
+// is not before Run.
+func TestWarmedWithoutWarmUp(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	a, err := newAuth()
+	require.NoError(t, err)
+	st := openStore(t)
+	for _, cfg := range []query.Config{{}, {Events: bus}, {WarmOnStart: true}} {
+		svc, err := query.New(cfg, st, a, nil, nil)
+		require.NoError(t, err)
+		select {
+		case <-svc.Warmed():
+		default:
+			t.Fatalf("Warmed is open for %+v, which does not warm", cfg)
+		}
+	}
+	svc, err := query.New(query.Config{Events: bus, WarmOnStart: true}, st, a, nil, nil)
+	require.NoError(t, err)
+	select {
+	case <-svc.Warmed():
+		t.Fatal("Warmed is closed before Run warmed")
+	default:
+	}
+}
