@@ -58,13 +58,12 @@ type Outbox interface {
 	// limit <= 0) ordered by tenant then id, starting after (afterTenant,
 	// afterID): pass the last one returned to read the next page.
 	PendingEvents(ctx context.Context, afterTenant, afterID string, limit int) ([]Pending, error)
-	// ClearPending removes a pending event; an absent one is not an error.
-	ClearPending(ctx context.Context, tenant, id string) error
 	// Acknowledge settles what the bus acknowledged, in one write: it
 	// removes the pending events ids of tenant (absent ones are no error)
-	// and, when content is not nil, records its hash as RecordContent
-	// does (only while the document is at content.Version and not
-	// deleted). A document the registry does not know records nothing and
+	// and, when content is not nil, records its hash as the document's
+	// ContentHash (only while the document is at content.Version and not
+	// deleted; a later announcement or replay clears it, an ACL change
+	// keeps it). A document the registry does not know records nothing and
 	// is no error here: the events are removed all the same. Either all of
 	// it is written or none (a failed call leaves the events pending).
 	Acknowledge(ctx context.Context, tenant string, ids []string, content *ContentAck) error
@@ -73,7 +72,7 @@ type Outbox interface {
 }
 
 // ContentAck is the content hash of a document version whose events the
-// bus acknowledged (see Registry.RecordContent and Outbox.Acknowledge).
+// bus acknowledged (see Outbox.Acknowledge).
 type ContentAck struct {
 	DocID   string
 	Version int64

@@ -53,11 +53,6 @@ type Registry interface {
 	// SetACL replaces a document's ACL and bumps its ACL revision.
 	// ErrNotFound for an unknown or deleted document.
 	SetACL(ctx context.Context, tenant, docID string, acl provenance.ACL) (provenance.SourceState, error)
-	// RecordContent records the content hash of a document's version once
-	// its event is published (see provenance.SourceState.ContentHash). It
-	// changes nothing when the document has moved on from that version or
-	// is deleted, and fails with ErrNotFound for an unknown document.
-	RecordContent(ctx context.Context, tenant, docID string, version int64, hash string) (provenance.SourceState, error)
 	// MarkDeleted records a deletion as a new version (latest + 1) and sets
 	// Deleted. Deleting a deleted document returns its state unchanged.
 	// ErrNotFound for a document never announced.

@@ -241,11 +241,6 @@ func (r *countingRegistry) SetACL(ctx context.Context, tenant, docID string, acl
 	return r.Stores.SetACL(ctx, tenant, docID, acl)
 }
 
-func (r *countingRegistry) RecordContent(ctx context.Context, tenant, docID string, version int64, hash string) (provenance.SourceState, error) {
-	r.wrote("RecordContent")
-	return r.Stores.RecordContent(ctx, tenant, docID, version, hash)
-}
-
 func (r *countingRegistry) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
 	r.wrote("MarkDeleted")
 	return r.Stores.MarkDeleted(ctx, tenant, docID)
@@ -269,11 +264,6 @@ func (r *countingRegistry) DeleteRecording(ctx context.Context, tenant string, a
 func (r *countingRegistry) RecordPending(ctx context.Context, ps []store.Pending) error {
 	r.wrote("RecordPending")
 	return r.Stores.RecordPending(ctx, ps)
-}
-
-func (r *countingRegistry) ClearPending(ctx context.Context, tenant, id string) error {
-	r.wrote("ClearPending")
-	return r.Stores.ClearPending(ctx, tenant, id)
 }
 
 func (r *countingRegistry) Acknowledge(ctx context.Context, tenant string, ids []string, content *store.ContentAck) error {

@@ -136,28 +136,6 @@ func (s *Store) PendingEvents(ctx context.Context, afterTenant, afterID string, 
 	return out, nil
 }
 
-// ClearPending removes a pending event.
-func (s *Store) ClearPending(ctx context.Context, tenant, id string) error {
-	if err := store.ValidatePending(store.Pending{Tenant: tenant, ID: id}); err != nil {
-		return fmt.Errorf("clearing a pending event: %w", err)
-	}
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
-		top := tx.Bucket([]byte(bucketOutbox))
-		if top == nil {
-			return nil
-		}
-		b := top.Bucket([]byte(tenant))
-		if b == nil {
-			return nil
-		}
-		return b.Delete([]byte(id))
-	})
-	if err != nil {
-		return fmt.Errorf("clearing pending event %q: %w", id, err)
-	}
-	return nil
-}
-
 // Acknowledge removes acknowledged pending events and records the content
 // they published in one transaction (see store.Outbox).
 func (s *Store) Acknowledge(ctx context.Context, tenant string, ids []string, content *store.ContentAck) error {

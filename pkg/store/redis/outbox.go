@@ -159,17 +159,6 @@ func (s *Store) PendingEvents(ctx context.Context, afterTenant, afterID string, 
 	return out, nil
 }
 
-// ClearPending removes a pending event.
-func (s *Store) ClearPending(ctx context.Context, tenant, id string) error {
-	if err := store.ValidatePending(store.Pending{Tenant: tenant, ID: id}); err != nil {
-		return fmt.Errorf("clearing a pending event: %w", err)
-	}
-	if err := s.client.HDel(ctx, s.tenantKeys(tenant).outbox(), id).Err(); err != nil {
-		return fmt.Errorf("clearing pending event %q: %w", id, err)
-	}
-	return nil
-}
-
 // Acknowledge removes acknowledged pending events and records the content
 // they published in one MULTI/EXEC (see store.Outbox): the outbox hash and
 // the document share the tenant's slot.

@@ -120,17 +120,6 @@ func (s *Store) SetACL(ctx context.Context, tenant, docID string, acl provenance
 	return s.SetACLRecording(ctx, tenant, docID, acl, nil)
 }
 
-// RecordContent records a version's content hash (see store.Registry).
-func (s *Store) RecordContent(ctx context.Context, tenant, docID string, version int64, hash string) (provenance.SourceState, error) {
-	st, err := s.registryUpdate(ctx, tenant, docID, false, func(cur *provenance.SourceState) (provenance.SourceState, bool, error) {
-		return store.NextContent(cur, docID, version, hash)
-	}, nil)
-	if err != nil {
-		return provenance.SourceState{}, fmt.Errorf("recording the content of %q in %q: %w", docID, tenant, err)
-	}
-	return st, nil
-}
-
 // MarkDeleted records a deletion (see store.Registry).
 func (s *Store) MarkDeleted(ctx context.Context, tenant, docID string) (provenance.SourceState, error) {
 	return s.DeleteRecording(ctx, tenant, store.Announcement{DocID: docID}, nil)

@@ -44,12 +44,10 @@ func testRegistryGeneration(t *testing.T, s store.Stores) {
 		require.NoError(t, err)
 	})
 	raised("a content record", func() {
-		_, err := s.RecordContent(t.Context(), tenant, "d1", 1, "h1")
-		require.NoError(t, err)
+		acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "d1", Version: 1, Hash: "h1"})
 	})
 	unchanged("the same content record again", func() {
-		_, err := s.RecordContent(t.Context(), tenant, "d1", 1, "h1")
-		require.NoError(t, err)
+		acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "d1", Version: 1, Hash: "h1"})
 	})
 	unchanged("a stale announcement", func() {
 		_, err := s.Announce(t.Context(), tenant, store.Announcement{DocID: "d1", Version: 1})

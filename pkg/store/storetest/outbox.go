@@ -95,10 +95,10 @@ func testOutboxRecordedWithTheChange(t *testing.T, s store.Stores) {
 		"acme acme/d/2/deleted": `{"from":1,"to":2,"acl_revision":1,"deleted":true}`,
 	}, pendingOf(t, s))
 
-	require.NoError(t, s.ClearPending(ctx, tenant, "acme/d/1/changed"))
-	require.NoError(t, s.ClearPending(ctx, tenant, "acme/d/1/changed"), "clearing an absent event is no error")
-	require.NoError(t, s.ClearPending(ctx, other, "acme/d/1/acl"), "clearing is per tenant")
-	require.NoError(t, s.ClearPending(ctx, tenant, "acme/d/2/deleted"))
+	acknowledge(t, s, tenant, []string{"acme/d/1/changed"}, nil)
+	acknowledge(t, s, tenant, []string{"acme/d/1/changed"}, nil) // an absent event is no error
+	acknowledge(t, s, other, []string{"acme/d/1/acl"}, nil)      // per tenant
+	acknowledge(t, s, tenant, []string{"acme/d/2/deleted"}, nil)
 	require.Equal(t, map[string]string{
 		"acme acme/d/1/acl": `{"from":1,"to":1,"acl_revision":1,"deleted":false}`,
 	}, pendingOf(t, s))
@@ -139,7 +139,7 @@ func testOutboxRefusedWriteRecordsNothing(t *testing.T, s store.Stores) {
 		return s.AnnounceRecording(ctx, tenant, store.Announcement{DocID: "d", Version: 5, ACL: provenance.PublicACL(), Title: "five"}, eventOf(tenant, "changed"))
 	})
 	require.NoError(t, err)
-	require.NoError(t, s.ClearPending(ctx, tenant, "acme/d/5/changed"))
+	acknowledge(t, s, tenant, []string{"acme/d/5/changed"}, nil)
 	require.Empty(t, pendingOf(t, s))
 
 	called := 0
@@ -427,7 +427,7 @@ func testAcknowledgeClears(t *testing.T, s store.Stores) {
 }
 
 // testAcknowledgeContent checks that the content Acknowledge carries is
-// recorded as RecordContent records it: at the document's current version
+// recorded at the document's current version
 // only, never on a deleted document, while the named events are removed
 // in every case.
 func testAcknowledgeContent(t *testing.T, s store.Stores) {

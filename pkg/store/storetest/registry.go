@@ -317,20 +317,20 @@ func testIDsAsPeopleWriteThem(t *testing.T, s store.Stores) {
 	require.False(t, other.Deleted, "deleting one path deleted another")
 }
 
-// testRecordContent checks that a content hash is kept for the version it
-// was recorded for only: a new version or a replay clears it, an ACL change
-// keeps it, and a document that moved on or was deleted is left alone.
-func testRecordContent(t *testing.T, s store.Stores) {
+// testContentHash checks that a content hash (recorded by Acknowledge)
+// is kept for the version it was recorded for only: a new version or a
+// replay clears it, an ACL change keeps it, and a document that moved on
+// or was deleted is left alone.
+func testContentHash(t *testing.T, s store.Stores) {
 	ctx := t.Context()
-	_, err := s.RecordContent(ctx, tenant, "ghost", 1, "h")
-	require.ErrorIs(t, err, store.ErrNotFound)
+	acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "ghost", Version: 1, Hash: "h"})
+	_, found := state(t, s, tenant, "ghost")
+	require.False(t, found, "content for an unknown document creates none")
 	v1 := announce(t, s, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()})
 	require.Empty(t, v1.ContentHash)
-	got, err := s.RecordContent(ctx, tenant, "d", 1, "h1")
-	require.NoError(t, err)
+	acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "d", Version: 1, Hash: "h1"})
+	got, _ := state(t, s, tenant, "d")
 	require.Equal(t, "h1", got.ContentHash)
-	stored, _ := state(t, s, tenant, "d")
-	require.Equal(t, got, stored)
 	acl, err := retry(func() (provenance.SourceState, error) {
 		return s.SetACL(ctx, tenant, "d", provenance.ACL{Groups: []string{"sre"}})
 	})
@@ -338,17 +338,16 @@ func testRecordContent(t *testing.T, s store.Stores) {
 	require.Equal(t, "h1", acl.ContentHash, "an ACL change keeps the content")
 	replay := announce(t, s, tenant, store.Announcement{DocID: "d", Version: 1, ACL: provenance.PublicACL()})
 	require.Empty(t, replay.ContentHash, "a replay is published again before it is recorded")
-	_, err = s.RecordContent(ctx, tenant, "d", 1, "h1")
-	require.NoError(t, err)
+	acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "d", Version: 1, Hash: "h1"})
 	v2 := announce(t, s, tenant, store.Announcement{DocID: "d", ACL: provenance.PublicACL()})
 	require.Empty(t, v2.ContentHash)
-	got, err = s.RecordContent(ctx, tenant, "d", 1, "late")
-	require.NoError(t, err)
+	acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "d", Version: 1, Hash: "late"})
+	got, _ = state(t, s, tenant, "d")
 	require.Equal(t, v2, got, "a hash for a version the document moved on from changes nothing")
 	del, err := retry(func() (provenance.SourceState, error) { return s.MarkDeleted(ctx, tenant, "d") })
 	require.NoError(t, err)
-	got, err = s.RecordContent(ctx, tenant, "d", del.Version, "h3")
-	require.NoError(t, err)
+	acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "d", Version: del.Version, Hash: "h3"})
+	got, _ = state(t, s, tenant, "d")
 	require.Equal(t, del, got, "a deleted document records no content")
 }
 
@@ -376,8 +375,7 @@ func testSourceCounts(t *testing.T, s store.Stores) {
 	announce(t, s, tenant, store.Announcement{DocID: "d00", ACL: provenance.PublicACL()}) // a new version
 	_, err := s.SetACL(ctx, tenant, "d01", provenance.ACL{Groups: []string{"g"}})
 	require.NoError(t, err)
-	_, err = s.RecordContent(ctx, tenant, "d02", 1, "h")
-	require.NoError(t, err)
+	acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: "d02", Version: 1, Hash: "h"})
 	for _, id := range []string{"d03", "d04", "d04", "d05"} {
 		_, err := s.MarkDeleted(ctx, tenant, id)
 		require.NoError(t, err)

@@ -47,7 +47,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Registry/InvalidArguments", testRegistryInvalid},
 		{"Registry/ConcurrentAnnounce", testConcurrentAnnounce},
 		{"Registry/VersionBounds", testVersionBounds},
-		{"Registry/RecordContent", testRecordContent},
+		{"Registry/ContentHash", testContentHash},
 		{"Registry/IDsAsPeopleWriteThem", testIDsAsPeopleWriteThem},
 		{"Registry/Generation", testRegistryGeneration},
 		{"Registry/SourceCounts", testSourceCounts},
