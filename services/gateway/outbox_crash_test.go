@@ -96,15 +96,15 @@ func TestOutboxSurvivesADeathAfterTheRegistryWrite(t *testing.T) {
 
 // registries opens fresh stores of each adapter: embedded, and Redis
 // (127.0.0.1:6379 or KG_TEST_REDIS_URL) under a prefix of its own.
-func registries() map[string]func(t *testing.T) store.Stores {
-	return map[string]func(t *testing.T) store.Stores{
-		"embedded": func(t *testing.T) store.Stores {
+func registries() map[string]func(t testing.TB) store.Stores {
+	return map[string]func(t testing.TB) store.Stores{
+		"embedded": func(t testing.TB) store.Stores {
 			st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { st.Close() })
 			return st
 		},
-		"redis": func(t *testing.T) store.Stores {
+		"redis": func(t testing.TB) store.Stores {
 			opts := &goredis.Options{Addr: "127.0.0.1:6379"}
 			if u := os.Getenv("KG_TEST_REDIS_URL"); u != "" {
 				var err error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/events"
@@ -331,4 +333,108 @@ func TestAcceptedChangeIsTwoRegistryWrites(t *testing.T) {
 			settled("an ACL change and a deletion")
 		})
 	}
+}
+
+// TestRepublishSettlesEachEventOnItsOwn: a round publishes a page of
+// pending events together and settles each by its own acknowledgement.
+// With the stream taking document changes again but still not ACL
+// changes, the changes are cleared (their content recorded: the same
+// POST is then unchanged) and the ACL events stay pending, on both
+// stores; once the stream takes those too, the next round clears them.
+func TestRepublishSettlesEachEventOnItsOwn(t *testing.T) {
+	for name, open := range registries() {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			st := open(t)
+			bus := streamtest.NewBus(t, streamtest.Options{})
+			a, err := auth.New([]auth.Token{{Token: "w", Tenant: "acme", Principal: "writer", Writer: true}}, nil)
+			require.NoError(t, err)
+			g, err := gateway.New(gateway.Config{MaxBodyBytes: 1 << 16, PublishTimeout: 2 * time.Second, OutboxEvery: time.Hour},
+				st, bus, a, nil, prometheus.NewRegistry())
+			require.NoError(t, err)
+			srv := httptest.NewServer(g.Handler())
+			t.Cleanup(srv.Close)
+			f := &fixture{srv: srv, bus: bus}
+			js := bus.JetStream()
+			stm, err := js.Stream(ctx, bus.StreamName())
+			require.NoError(t, err)
+			info, err := stm.Info(ctx)
+			require.NoError(t, err)
+			cfg := info.Config
+			subjects := cfg.Subjects
+			setSubjects := func(s []string) {
+				t.Helper()
+				cfg.Subjects = s
+				_, err := js.UpdateStream(ctx, cfg)
+				require.NoError(t, err)
+			}
+			setSubjects([]string{"outage.nothing"})
+			// Each refused publish takes the client's retries: the writes
+			// are sent together.
+			const docs = 70 // more than a page
+			var writes errgroup.Group
+			for i := range docs {
+				writes.Go(func() error {
+					return refused(srv.URL, "POST", "/v1/documents", fmt.Sprintf(`{"id":"d%02d","text":"text %d","acl":{"groups":["sre"]}}`, i, i))
+				})
+			}
+			require.NoError(t, writes.Wait())
+			for i := range 5 {
+				writes.Go(func() error {
+					return refused(srv.URL, "PUT", fmt.Sprintf("/v1/documents/d%02d/acl", i), `{"groups":["payments"]}`)
+				})
+			}
+			require.NoError(t, writes.Wait())
+			require.Len(t, pendingIDs(t, st), docs+5)
+
+			setSubjects([]string{bus.Subjects().All(events.KindDocChanged)})
+			left, err := g.Republish(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 5, left)
+			var want []string
+			for i := range 5 {
+				want = append(want, fmt.Sprintf("acme/d%02d/1/acl-1", i))
+			}
+			require.ElementsMatch(t, want, pendingIDs(t, st))
+			// The content of each change is recorded: the same POST (with
+			// the ACL the registry holds) changes nothing.
+			for _, i := range []int{0, 42, docs - 1} {
+				require.True(t, hasMsgID(t, f, fmt.Sprintf("acme/d%02d/1/changed", i)))
+				group := "sre"
+				if i < 5 {
+					group = "payments"
+				}
+				status, out := f.do(t, "POST", "/v1/documents", "w", fmt.Sprintf(`{"id":"d%02d","text":"text %d","acl":{"groups":[%q]}}`, i, i, group))
+				require.Equal(t, 200, status, out)
+				require.Equal(t, true, out["unchanged"], "d%02d", i)
+			}
+
+			setSubjects(subjects)
+			left, err = g.Republish(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 0, left)
+			require.Empty(t, pendingIDs(t, st))
+			require.True(t, hasMsgID(t, f, "acme/d03/1/acl-1"))
+		})
+	}
+}
+
+// refused sends a writer's request to the gateway at url and expects 503
+// (the publish failed; the event is pending).
+func refused(url, method, path, body string) error {
+	req, err := http.NewRequest(method, url+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer w")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return fmt.Errorf("%s %s answered %d, want 503", method, path, resp.StatusCode)
+	}
+	return nil
 }
