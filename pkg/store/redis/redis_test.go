@@ -202,6 +202,12 @@ func BenchmarkApply(b *testing.B) {
 		storetest.BenchApply(b, s, tenant, corpus)
 		return
 	}
+	if st.Sources > 0 {
+		// A kept preload cut short: the preload completes it, and the
+		// memory figures count only what it adds.
+		b.Logf("%s=%s: %d sources kept from an earlier run; the memory figures below leave them out",
+			benchKeepEnv, prefix, st.Sources)
+	}
 	before := usedMemory(b, c)
 	// Redis runs commands one at a time; several writers keep it busy
 	// while each waits for its round trips.
