@@ -89,9 +89,10 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		entityIDs, edgeIDs := ch.Reads(old)
 		entityKeys, edgeKeys := k.prefixed(k.entity, entityIDs), k.prefixed(k.edge, edgeIDs)
 		// Watch before reading, so any change after our read aborts EXEC:
-		// the heads, or for a large change's first attempt their stripes,
-		// which every writer of them bumps (see stripes.go).
-		if watch := k.watchKeys(entityIDs, edgeIDs, s.watchStripes(len(entityIDs)+len(edgeIDs), attempt)); len(watch) > 0 {
+		// the heads, or for a large change's first attempt their stripes
+		// or coarse stripes, which every writer of them bumps (see
+		// stripes.go).
+		if watch := k.watchKeys(entityIDs, edgeIDs, s.watchStripes(len(entityIDs)+len(edgeIDs), attempt), s.watchCoarseMin); len(watch) > 0 {
 			if err := tx.Watch(ctx, watch...).Err(); err != nil {
 				return err
 			}
@@ -112,6 +113,9 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		cmds, err := k.writes(w, st)
 		if err != nil {
 			return err
+		}
+		if s.beforeWrite != nil {
+			s.beforeWrite(attempt)
 		}
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			for _, c := range cmds {

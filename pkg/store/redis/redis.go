@@ -135,10 +135,15 @@ type Store struct {
 	client      goredis.UniversalClient
 	prefix      string
 	maxAttempts int
-	// watchHeadsMax is watchHeadsMax but for tests (see stripes.go).
-	watchHeadsMax int
-	backoff       time.Duration
-	now           func() time.Time
+	// watchHeadsMax and watchCoarseMin are watchHeadsMax and
+	// watchCoarseMin but for tests (see stripes.go).
+	watchHeadsMax, watchCoarseMin int
+	backoff                       time.Duration
+	now                           func() time.Time
+	// beforeWrite, if set (tests), is called by every attempt of an apply
+	// that writes, with its number (1 for the first), once it has read
+	// and planned, before its MULTI.
+	beforeWrite func(attempt int)
 	// layoutMu and layoutDone guard the conversion of older graphs
 	// (ensureLayout).
 	layoutMu   sync.Mutex
@@ -158,7 +163,7 @@ func New(client goredis.UniversalClient, prefix string, opts ...Option) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	s := &Store{client: client, prefix: prefix, maxAttempts: DefaultMaxAttempts, watchHeadsMax: watchHeadsMax, backoff: time.Millisecond, now: time.Now}
+	s := &Store{client: client, prefix: prefix, maxAttempts: DefaultMaxAttempts, watchHeadsMax: watchHeadsMax, watchCoarseMin: watchCoarseMin, backoff: time.Millisecond, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}

@@ -24,8 +24,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata")
 
-// dumpTenant returns every key of a tenant but its stripes (random
-// tokens), sorted, each as dumpKey renders it after the key (less the
+// dumpTenant returns every key of a tenant but its stripes and coarse
+// stripes (random tokens), sorted, each as dumpKey renders it after the key (less the
 // tenant's prefix) and its type.
 func dumpTenant(t *testing.T, c *goredis.Client, prefix, tenant string) string {
 	ctx := t.Context()
@@ -35,7 +35,7 @@ func dumpTenant(t *testing.T, c *goredis.Client, prefix, tenant string) string {
 	for iter.Next(ctx) {
 		key := iter.Val()
 		rest, ok := strings.CutPrefix(key, base)
-		if !ok || strings.HasPrefix(rest, "gv:") {
+		if !ok || strings.HasPrefix(rest, "gv:") || strings.HasPrefix(rest, "gc:") {
 			continue
 		}
 		typ, content := dumpKey(t, c, key)

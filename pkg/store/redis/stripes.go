@@ -48,6 +48,28 @@ import (
 // an absent key is as sound as watching one that holds a value. Every process writing a store must agree
 // on stripeCount and stripeOf: changing either needs new key names, or a
 // reader would watch stripes the writers no longer bump.
+//
+// Coarse stripes. WATCH of the ~950 stripes of an edit of 1,000
+// contributions still took 9-15 ms per apply in INFO commandstats on a
+// busy 2-core machine, about a fifth of Redis's time for the apply:
+// WATCH of N keys costs O(N²), and a stripe per id is worth watching
+// only while an apply watches a minority of them. So every stripe n also
+// falls in coarse stripe n mod coarseCount, a key <p>:{<t>}:gc:<n mod
+// coarseCount>, which every write bumps together with the stripe
+// (stripeSetKeys names both), and an apply reading more than
+// watchCoarseMin entities and edges watches its coarse stripes instead of
+// its stripes on its first attempt: at most coarseCount keys. It collides
+// with more concurrent writes than fine stripes would, but hardly: with
+// 1,024 ids it watches ~63% of the stripes, so a concurrent write of the
+// usual ten or more ids meets one of them anyway (1 - 0.37^10 > 99.99%);
+// only a write of one or two ids collides more often, and a collision
+// costs one retry, which watches the heads. Like the stripes, every
+// process writing a store must bump the coarse stripes: a build older
+// than them writes heads whose change an apply watching coarse stripes
+// does not see. (Not WATCH at all but a script comparing the stripes'
+// values with those read and then running the apply's writes was
+// measured too: Redis spent more CPU on the ~3,300 redis.call of such a
+// script than on the WATCH and the MULTI it replaced.)
 const stripeCount = 1024
 
 // stripeOf is the stripe of an entity or edge id: FNV-1a (32 bits) of the
@@ -67,9 +89,20 @@ func stripeOf(id string) uint32 {
 // contributions reads ~300.
 const watchHeadsMax = 512
 
+// coarseCount is how many coarse stripes a tenant has (see above): WATCH
+// of 64 keys costs a few µs.
+const coarseCount = 64
+
+// watchCoarseMin is the most entities and edges an apply reads and still
+// watches their stripes rather than their coarse stripes (see above):
+// WATCH of the ~650 stripes of 1,024 ids costs ~2 ms of Redis CPU. An
+// edit of 1,000 contributions reads ~3,000.
+const watchCoarseMin = 1024
+
 // watchStripes says whether attempt (1 for the first) of an apply reading
-// the heads of n entities and edges watches their stripes rather than the
-// heads: only the first attempt of a large apply does. Once it failed,
+// the heads of n entities and edges watches their stripes (or coarse
+// stripes, see watchKeys) rather than the heads: only the first attempt
+// of a large apply does. Once it failed,
 // some write met one of its stripes, which for a large apply is likely
 // whatever the write was (it watches most stripes), and as likely again
 // next time while writers are busy: the retries watch the heads, paying
@@ -83,13 +116,59 @@ func (s *Store) watchStripes(n, attempt int) bool {
 }
 
 // watchKeys returns the keys an apply reading the heads of entityIDs and
-// edgeIDs watches: their stripes, or the heads themselves.
-func (k keys) watchKeys(entityIDs, edgeIDs []string, stripes bool) []string {
-	if stripes {
-		return k.stripeKeys(entityIDs, edgeIDs)
+// edgeIDs watches: their stripes, or their coarse stripes when there are
+// more than coarseMin ids, or the heads themselves.
+func (k keys) watchKeys(entityIDs, edgeIDs []string, stripes bool, coarseMin int) []string {
+	switch {
+	case !stripes:
+		return append(k.prefixed(k.entity, entityIDs), k.prefixed(k.edge, edgeIDs)...)
+	case len(entityIDs)+len(edgeIDs) > coarseMin:
+		return k.coarseKeys(entityIDs, edgeIDs)
 	}
-	return append(k.prefixed(k.entity, entityIDs), k.prefixed(k.edge, edgeIDs)...)
+	var set stripeSet
+	for _, group := range [...][]string{entityIDs, edgeIDs} {
+		for _, id := range group {
+			set.add(id)
+		}
+	}
+	return joinKeys(k.stripePrefix(), set.names())
 }
+
+// coarseKeys returns the keys of the distinct coarse stripes of the ids,
+// sorted by coarse stripe.
+func (k keys) coarseKeys(ids ...[]string) []string {
+	var coarse [coarseCount]bool
+	n := 0
+	for _, group := range ids {
+		for _, id := range group {
+			if c := stripeOf(id) % coarseCount; !coarse[c] {
+				coarse[c] = true
+				if n++; n == coarseCount {
+					return k.coarseSetKeys(&coarse)
+				}
+			}
+		}
+	}
+	return k.coarseSetKeys(&coarse)
+}
+
+// coarseSetKeys returns the keys of the coarse stripes in coarse, sorted.
+func (k keys) coarseSetKeys(coarse *[coarseCount]bool) []string {
+	var names []string
+	for c, in := range coarse {
+		if in {
+			names = append(names, stripeNames[c])
+		}
+	}
+	return joinKeys(k.coarsePrefix(), names)
+}
+
+// coarse is the key of coarse stripe n.
+func (k keys) coarse(n uint32) string { return k.coarsePrefix() + stripeNames[n] }
+
+// coarsePrefix is what every coarse stripe key starts with, followed by
+// its number.
+func (k keys) coarsePrefix() string { return k.base + "gc:" }
 
 // stripe is the key of stripe n.
 func (k keys) stripe(n uint32) string { return k.stripePrefix() + stripeNames[n] }
@@ -108,7 +187,8 @@ var stripeNames = func() (names [stripeCount]string) {
 }()
 
 // stripeKeys returns the keys of the distinct stripes of the ids, sorted
-// by stripe.
+// by stripe, then those of their coarse stripes (see stripeSetKeys): what
+// a write of the ids bumps.
 func (k keys) stripeKeys(ids ...[]string) []string {
 	var set stripeSet
 	for _, group := range ids {
@@ -125,23 +205,35 @@ type stripeSet [stripeCount]bool
 // add adds the stripe of an entity or edge id.
 func (s *stripeSet) add(id string) { s[stripeOf(id)] = true }
 
-// stripeSetKeys returns the keys of the stripes of set, sorted by stripe.
-// They are substrings of one string (see joinKeys): a large apply names
-// most of the stripes, twice.
-func (k keys) stripeSetKeys(set *stripeSet) []string {
+// names returns the names of the stripes in s, sorted.
+func (s *stripeSet) names() []string {
 	n := 0
-	for _, in := range set {
+	for _, in := range s {
 		if in {
 			n++
 		}
 	}
 	names := make([]string, 0, n)
-	for s, in := range set {
+	for st, in := range s {
 		if in {
-			names = append(names, stripeNames[s])
+			names = append(names, stripeNames[st])
 		}
 	}
-	return joinKeys(k.stripePrefix(), names)
+	return names
+}
+
+// stripeSetKeys returns the keys of the stripes of set, sorted by stripe,
+// then those of their coarse stripes, sorted: what a write of the ids of
+// set bumps. The stripes' keys are substrings of one string (see
+// joinKeys): a large apply names most of the stripes, twice.
+func (k keys) stripeSetKeys(set *stripeSet) []string {
+	var coarse [coarseCount]bool
+	for st, in := range set {
+		if in {
+			coarse[st%coarseCount] = true
+		}
+	}
+	return append(joinKeys(k.stripePrefix(), set.names()), k.coarseSetKeys(&coarse)...)
 }
 
 // bumpStripes queues, on p (a transaction's pipeline), the write of every

@@ -18,11 +18,18 @@ import (
 )
 
 // TestConformanceStripes runs the suite with every apply watching
-// stripes, however few heads it reads (by default only large ones do).
+// stripes, however few heads it reads (by default only large ones do),
+// then coarse stripes (by default only the largest do).
 func TestConformanceStripes(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Stores {
 		s, _, _ := freshStore(t, redis.WithStripesAlways())
 		return s
+	})
+	t.Run("coarse", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) store.Stores {
+			s, _, _ := freshStore(t, redis.WithStripesAlways(), redis.WithCoarseStripesAlways())
+			return s
+		})
 	})
 }
 
@@ -40,7 +47,7 @@ func graphKeys(t *testing.T, c *goredis.Client, prefix, tenant string) (graph, s
 			continue
 		}
 		switch {
-		case strings.HasPrefix(rest, "gv:"):
+		case strings.HasPrefix(rest, "gv:"), strings.HasPrefix(rest, "gc:"):
 			v, err := c.Get(ctx, key).Result()
 			require.NoError(t, err)
 			stripes[key] = v
@@ -55,8 +62,8 @@ func graphKeys(t *testing.T, c *goredis.Client, prefix, tenant string) (graph, s
 
 // TestWritesBumpStripes: every write of an entity's hash or an edge's head
 // or supports (applies, edits, a spill, deletions, the layout conversion)
-// changes the stripe of that entity or edge, which is what an apply
-// watching stripes relies on. A writer that forgot to bump would leave a
+// changes the stripe and the coarse stripe of that entity or edge, which
+// is what an apply watching them relies on. A writer that forgot to bump would leave a
 // changed key with an unchanged stripe here.
 func TestWritesBumpStripes(t *testing.T) {
 	ctx := t.Context()
@@ -80,12 +87,16 @@ func TestWritesBumpStripes(t *testing.T) {
 			changed++
 			sk := redis.StripeKey(prefix, tenant, idOf(key))
 			require.NotEqual(t, stripes[sk], st[sk], "%s: %s changed, its stripe %s did not", name, key, sk)
+			ck := redis.CoarseKey(prefix, tenant, idOf(key))
+			require.NotEqual(t, stripes[ck], st[ck], "%s: %s changed, its coarse stripe %s did not", name, key, ck)
 		}
 		for key := range maps.Keys(graph) {
 			if _, ok := g[key]; !ok {
 				changed++
 				sk := redis.StripeKey(prefix, tenant, idOf(key))
 				require.NotEqual(t, stripes[sk], st[sk], "%s: %s was deleted, its stripe %s did not change", name, key, sk)
+				ck := redis.CoarseKey(prefix, tenant, idOf(key))
+				require.NotEqual(t, stripes[ck], st[ck], "%s: %s was deleted, its coarse stripe %s did not change", name, key, ck)
 			}
 		}
 		require.NotZero(t, changed, "%s wrote no entity or edge key", name)
@@ -141,6 +152,7 @@ func TestConcurrentHubStripes(t *testing.T) {
 		pad  int
 	}{
 		{"stripes always", []redis.Option{redis.WithStripesAlways()}, 0},
+		{"coarse stripes always", []redis.Option{redis.WithStripesAlways(), redis.WithCoarseStripesAlways()}, 0},
 		{"large documents", nil, 600},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
