@@ -420,6 +420,13 @@ type graphSet struct {
 	// names is then from patched for them (Service.nameIndexOf).
 	from    *nameIndex
 	pending []string
+	// prev, until names is made, is the set g succeeds when a request was
+	// making its name index then, and recent the entities changed since
+	// (sorted): names is then prev's patched for them. making is set
+	// while a request makes names.
+	prev   *graphSet
+	recent []string
+	making bool
 	// namesMu is held while names is built (Service.nameIndexOf).
 	namesMu sync.Mutex
 	// ents are entities read by id (found false: absent), edges the
@@ -1089,12 +1096,14 @@ func (s *Service) graphSet(ctx context.Context, tenant string) (*graphSet, error
 // succeed returns the graph reads that follow g after a change of the
 // entities ids (sorted): the name index g has (or the one g was to
 // patch) to be patched for ids, by the first request that needs it
-// (Service.nameIndexOf). Everything else starts over, as when the set is
-// dropped: it depends on the whole graph (relations, aggregates,
-// traversals, plans, counts, readable documents) or on entities that
-// may have changed (admissions; the entities and edges read by id, which
-// a copy per event would cost more than their reads). False when g has
-// no name index to follow, or when so many changes are pending that a
+// (Service.nameIndexOf), and, when a request is making g's index, g
+// itself: that request's index then only needs the patch for ids.
+// Everything else starts over, as when the set is dropped: it depends on
+// the whole graph (relations, aggregates, traversals, plans, counts,
+// readable documents) or on entities that may have changed (admissions;
+// the entities and edges read by id, which a copy per event would cost
+// more than their reads). False when g has no name index to follow; the
+// index to patch is left out when so many changes are pending that a
 // build costs less than the patch.
 func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 	g.mu.Lock()
@@ -1106,13 +1115,14 @@ func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 	case g.from != nil:
 		next.from = g.from
 		next.pending = slices.Compact(slices.Sorted(slices.Values(slices.Concat(g.pending, ids))))
-	default:
-		return nil, false
 	}
-	if len(next.pending) > max(minPatchBound, len(next.from.base.byID)/4) {
-		return nil, false
+	if next.from != nil && len(next.pending) > max(minPatchBound, len(next.from.base.byID)/4) {
+		next.from, next.pending = nil, nil
 	}
-	return next, true
+	if g.names == nil && g.making {
+		next.prev, next.recent = g, ids
+	}
+	return next, next.from != nil || next.prev != nil
 }
 
 // minPatchBound is the least number of changed entities a name index is
@@ -1125,5 +1135,5 @@ const minPatchBound = 512
 func (g *graphSet) nameIndexBuilt() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.names != nil || g.from != nil
+	return g.names != nil || g.from != nil || g.prev != nil
 }

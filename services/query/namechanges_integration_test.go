@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,4 +169,66 @@ func TestNameIndexFollowsGraphChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, entityIDs(same(ledgerQ)), "service:ledgerreplica")
 	require.NotZero(t, cs.reset()["EntitiesByType()"], "built again")
+}
+
+// TestNameIndexUnderConcurrentChanges: local questions asked while
+// documents are applied and announced (sets succeeding one another while
+// requests patch their indexes, some waiting for the one under way) end
+// with the live service answering as a service without caches does.
+func TestNameIndexUnderConcurrentChanges(t *testing.T) {
+	f, cs, bus := newCachingFixture(t)
+	a, err := newAuth()
+	require.NoError(t, err)
+	coldSvc, err := query.New(query.Config{}, &failingStores{Stores: cs.Stores}, a, nil, nil)
+	require.NoError(t, err)
+	coldSrv := httptest.NewServer(coldSvc.Handler())
+	t.Cleanup(coldSrv.Close)
+	cold := &fixture{t: t, st: &failingStores{Stores: cs.Stores}, srv: coldSrv}
+	questions := []string{"What happened to cert-manager?", "What happened to the zookeeper quorum?", "What happened to the ledger replica?"}
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		cs.reset()
+		localAnswer(t, f, questions[0])
+		localAnswer(t, f, questions[0])
+		if n := cs.reset()["EntitiesByType()"]; n > 1 {
+			return fmt.Errorf("%d listings of every entity for two questions", n)
+		}
+		return nil
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			for i := c; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				localAnswer(t, f, questions[i%len(questions)])
+			}
+		})
+	}
+	for i := range 20 {
+		doc := fmt.Sprintf("INC-%d", 170+i%5)
+		name := []string{"zookeeper quorum", "ledger replica", "cert-manager"}[i%3]
+		id := "component:" + strings.ReplaceAll(strings.ReplaceAll(name, " ", ""), "-", "")
+		c := store.Contributions{Title: doc, DocType: "postmortem",
+			TextUnits: []events.TextUnit{{ID: "u0", Text: doc + ": " + name + " failed.", End: 30}},
+			Entities: []store.EntityContribution{
+				{ID: "incident:" + strings.ToLower(strings.ReplaceAll(doc, "-", "")), Type: "incident", Name: doc, NameRank: 2, TextUnits: []string{"u0"}},
+				{ID: id, Type: "component", Name: name, NameRank: 2, TextUnits: []string{"u0"}},
+			}}
+		applyAnnounced(t, f.st, bus, doc, int64(1+i/5), &c)
+	}
+	close(stop)
+	wg.Wait()
+	for _, q := range questions {
+		streamtest.Eventually(t, 10*time.Second, func() error {
+			want, got := localAnswer(t, cold, q), localAnswer(t, f, q)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("live answer\n%+v\ncold answer\n%+v", got, want)
+			}
+			return nil
+		})
+	}
 }

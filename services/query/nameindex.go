@@ -30,12 +30,13 @@ type nameIndex struct {
 	base *nameMaps
 	// over is nil on a built or folded index.
 	over *nameOverlay
-	// seq counts the patches of the index's lineage (since its full
-	// build); folds are what the lineage's folds are done and running.
+	// seq is the number of the last patch the index has (its lineage,
+	// one full build and what was patched from it, numbers its patches);
+	// folds are the lineage's folds.
 	seq   uint64
 	folds *nameFolds
-	// merged keeps the lookups of the keys over touches, by nameKey,
-	// computed once per index.
+	// merged keeps the lists of the keys over changed, by nameKey, each
+	// merged once per index.
 	merged sync.Map
 }
 
@@ -521,10 +522,13 @@ func (v *view) nameIndex() (*nameIndex, error) {
 }
 
 // nameIndexOf returns the name index g keeps for tenant, made when g has
-// none: the index g succeeds patched for the entities changed since
-// (patchNames), else built from every entity. One at a time per set:
-// requests arriving while another (or the warm-up, warm.go) makes it wait
-// for that index instead of each reading the entities again.
+// none: patched from the index of the set g succeeds when a request was
+// making that one as g took its place (waiting for it, then patching it
+// for the entities changed since), else from the index g was to patch
+// for every entity changed since it was made (patchNames), else built
+// from every entity. One at a time per set: requests arriving while
+// another (or the warm-up, warm.go) makes it wait for that index instead
+// of each reading the entities again.
 func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (*nameIndex, error) {
 	g.mu.Lock()
 	ix := g.names
@@ -535,17 +539,37 @@ func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (
 	g.namesMu.Lock()
 	defer g.namesMu.Unlock()
 	g.mu.Lock()
-	ix, from, pending := g.names, g.from, g.pending
+	ix, from, pending, prev, recent := g.names, g.from, g.pending, g.prev, g.recent
+	if ix == nil {
+		g.making = true
+	}
 	g.mu.Unlock()
 	if ix != nil {
 		return ix, nil
 	}
-	if from != nil {
-		var err error
-		if ix, err = s.patchNames(ctx, tenant, g, from, pending); err != nil {
+	defer func() {
+		g.mu.Lock()
+		g.making = false
+		g.mu.Unlock()
+	}()
+	var err error
+	if prev != nil {
+		// Its index has every change but the recent ones: one read of
+		// those, rather than another of every change since from.
+		var pix *nameIndex
+		if pix, err = s.nameIndexOf(ctx, tenant, prev); err == nil {
+			ix, err = s.patchNames(ctx, tenant, pix, recent)
+		}
+	}
+	switch {
+	case ix != nil:
+	case from != nil:
+		if ix, err = s.patchNames(ctx, tenant, from, pending); err != nil {
 			return nil, err
 		}
-	} else {
+	case err != nil:
+		return nil, err
+	default:
 		es, err := s.st.EntitiesByType(ctx, tenant, "")
 		if err != nil {
 			return nil, fmt.Errorf("listing entities: %w", err)
@@ -554,23 +578,24 @@ func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (
 		ix = newNameIndex(es, s.names.words)
 	}
 	g.mu.Lock()
-	g.names, g.from, g.pending = ix, nil, nil
+	g.names, g.from, g.pending, g.prev, g.recent = ix, nil, nil, nil, nil
 	g.mu.Unlock()
 	return ix, nil
 }
 
 // patchNames returns from patched for the entities ids (sorted), read
-// again in one read. When the patches' overlay has grown past its bound
-// (foldBound), a fold of it starts in the background: a later patch
-// starts from it (rebased).
-func (s *Service) patchNames(ctx context.Context, tenant string, g *graphSet, from *nameIndex, ids []string) (*nameIndex, error) {
+// again in one read. Their strings are not interned: the set's interner
+// holds none of the strings the index shares, and interning a hub
+// entity's fragments at every change costs more than it saves. When the
+// patches' overlay has grown past its bound (foldBound), a fold of it
+// starts in the background: a later patch starts from it (rebased).
+func (s *Service) patchNames(ctx context.Context, tenant string, from *nameIndex, ids []string) (*nameIndex, error) {
 	// Numbered before the read: a later number is a later read.
 	seq := from.folds.next.Add(1)
 	read, err := s.st.Entities(ctx, tenant, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading changed entities: %w", err)
 	}
-	g.internEntityMap(s.cache.graph.isLive(), read)
 	changes := make([]nameChange, len(ids))
 	for i, id := range ids {
 		e, ok := read[id]

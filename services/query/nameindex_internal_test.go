@@ -259,6 +259,18 @@ func TestGraphSetSucceeds(t *testing.T) {
 	require.Equal(t, []string{"component:a", "component:b"}, again.pending)
 	_, ok = (&graphSet{}).succeed([]string{"component:a"})
 	require.False(t, ok, "no name index: dropped")
+	// While a request makes the index of the set, the next set waits for
+	// it and patches it for its own change only.
+	making := &graphSet{from: ix, pending: []string{"component:b"}, making: true}
+	next, ok = making.succeed([]string{"component:c"})
+	require.True(t, ok)
+	require.Same(t, making, next.prev)
+	require.Equal(t, []string{"component:c"}, next.recent)
+	require.Equal(t, []string{"component:b", "component:c"}, next.pending)
+	next, ok = (&graphSet{making: true}).succeed([]string{"component:c"})
+	require.True(t, ok, "a build under way is followed too")
+	require.Nil(t, next.from)
+	require.True(t, next.nameIndexBuilt())
 	many := make([]string, minPatchBound+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("component:e%04d", i)
