@@ -46,7 +46,24 @@ type tenantCache[T any] struct {
 	// reloaded so.
 	refresh    func(func(context.Context))
 	refreshing map[string]bool
+	// succeed, when set, makes the value that follows v after a change
+	// naming ids (change), false when v has none to follow it: then the
+	// change drops v. changes logs, per tenant, the generations changes
+	// made and their ids (invalidate clears it), so a reload that a
+	// change overtook can be followed up rather than thrown away.
+	succeed func(v T, ids []string) (T, bool)
+	changes map[string][]loggedChange
 }
+
+type loggedChange struct {
+	gen uint64
+	ids []string
+}
+
+// maxLoggedIDs bounds the ids a tenant's change log holds: past it the
+// oldest changes are forgotten, and a reload older than what is left is
+// thrown away as before there was a log.
+const maxLoggedIDs = 100_000
 
 type cached[T any] struct {
 	v    T
@@ -120,7 +137,20 @@ func (c *tenantCache[T]) reload(ctx context.Context, tenant string, old cached[T
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.refreshing, tenant)
-	if !c.live || c.gen[tenant] != old.gen || c.vals == nil {
+	if !c.live || c.vals == nil {
+		return
+	}
+	if gen := c.gen[tenant]; gen != old.gen {
+		// Changes came meanwhile: the value reloaded is followed up for
+		// them when only changes came (no invalidation) and the log still
+		// has them all, else thrown away.
+		ids, ok := c.since(tenant, old.gen)
+		if err != nil || !ok || c.succeed == nil {
+			return
+		}
+		if v, ok = c.succeed(v, ids); ok {
+			c.vals[tenant] = cached[T]{v: v, gen: gen, when: time.Now()}
+		}
 		return
 	}
 	if err != nil {
@@ -130,6 +160,75 @@ func (c *tenantCache[T]) reload(ctx context.Context, tenant string, old cached[T
 		return
 	}
 	c.vals[tenant] = cached[T]{v: v, gen: old.gen, when: time.Now()}
+}
+
+// since returns the ids the changes after generation gen named, false
+// when an invalidation came after gen or the log no longer holds them
+// all; the caller holds c.mu.
+func (c *tenantCache[T]) since(tenant string, gen uint64) ([]string, bool) {
+	log := c.changes[tenant]
+	i := slices.IndexFunc(log, func(l loggedChange) bool { return l.gen == gen+1 })
+	if i < 0 || log[len(log)-1].gen != c.gen[tenant] {
+		return nil, false
+	}
+	var ids []string
+	for _, l := range log[i:] {
+		ids = append(ids, l.ids...)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), true
+}
+
+// change records a change of tenant naming ids: the tenant's value is
+// replaced by what succeed makes of it (keeping its age: the reload past
+// it still loads the value whole), or dropped as invalidate drops it
+// when there is nothing to follow it. Either way the generation moves
+// on, so a value read meanwhile is not kept as it was read.
+func (c *tenantCache[T]) change(tenant string, ids []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen == nil {
+		c.gen = map[string]uint64{}
+	}
+	prev := c.gen[tenant]
+	c.gen[tenant]++
+	if c.changes == nil {
+		c.changes = map[string][]loggedChange{}
+	}
+	log := append(c.changes[tenant], loggedChange{gen: c.gen[tenant], ids: ids})
+	n := 0
+	for _, l := range log {
+		n += len(l.ids)
+	}
+	for len(log) > 1 && n > maxLoggedIDs {
+		n -= len(log[0].ids)
+		log = log[1:]
+	}
+	c.changes[tenant] = log
+	e, ok := c.vals[tenant]
+	if !ok || e.gen != prev || c.succeed == nil {
+		delete(c.vals, tenant)
+		return
+	}
+	v, ok := c.succeed(e.v, ids)
+	if !ok {
+		delete(c.vals, tenant)
+		return
+	}
+	c.vals[tenant] = cached[T]{v: v, gen: c.gen[tenant], when: e.when}
+}
+
+// inBackground runs f as reloads run (setRefresh) and reports whether it
+// could: false when nothing runs in the background (the consumer does
+// not run).
+func (c *tenantCache[T]) inBackground(f func(context.Context)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refresh == nil {
+		return false
+	}
+	c.refresh(f)
+	return true
 }
 
 // setRefresh sets (nil: clears) how reloads run in the background; once
@@ -159,10 +258,12 @@ func (c *tenantCache[T]) invalidate(tenant string) {
 			c.gen[t]++
 		}
 		c.vals = nil
+		c.changes = nil
 		return
 	}
 	c.gen[tenant]++
 	delete(c.vals, tenant)
+	delete(c.changes, tenant)
 }
 
 // setLive turns caching on or off; turning it off drops every value.
@@ -182,7 +283,9 @@ type caches struct {
 	// kg.communities.changed and kg.reports.changed drop it.
 	derived tenantCache[*derivedSet]
 	// graph holds graph reads (the relation reads of aggregates, the name
-	// index of local search); kg.graph.changed drops it.
+	// index of local search); kg.graph.changed replaces it with its
+	// successor (graphSet.succeed) or, when the event does not say which
+	// entities changed, drops it.
 	graph tenantCache[*graphSet]
 }
 
@@ -203,6 +306,42 @@ func (c *caches) invalidate(kind events.Kind, tenant string) {
 	case events.KindGraphChanged:
 		c.graph.invalidate(tenant)
 	}
+}
+
+// graphChanged follows a kg.graph.changed event of tenant (its payload
+// data): the tenant's graph reads are succeeded by reads that keep the
+// name index patched for the entities the event names, and what does not
+// depend on them. An event that cannot be decoded, or names no entity
+// (the resolver names every entity whose record, fragments or edges the
+// document changed: Touched and Contributed), drops them whole; the
+// error says why.
+func (c *caches) graphChanged(tenant string, data []byte) error {
+	ids, err := changedEntities(tenant, data)
+	if err != nil {
+		c.graph.invalidate(tenant)
+		return err
+	}
+	if len(ids) == 0 {
+		c.graph.invalidate(tenant)
+		return nil
+	}
+	c.graph.change(tenant, ids)
+	return nil
+}
+
+// changedEntities decodes a kg.graph.changed event of tenant and returns
+// the entities it names, sorted.
+func changedEntities(tenant string, data []byte) ([]string, error) {
+	var ev events.GraphChanged
+	if err := events.Decode(data, &ev); err != nil {
+		return nil, err
+	}
+	if ev.Tenant != tenant {
+		return nil, fmt.Errorf("%w: event of tenant %q on a subject of tenant %q", events.ErrInvalidEvent, ev.Tenant, tenant)
+	}
+	ids := slices.Concat(ev.Touched, ev.Contributed)
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // derivedSet is a tenant's communities and reports as stored.
@@ -276,6 +415,18 @@ type graphSet struct {
 	mu        sync.Mutex
 	relations map[relKey][]store.Edge
 	names     *nameIndex
+	// from, until names is made, is the name index of the set this one
+	// succeeds (succeed), and pending the entities changed since, sorted:
+	// names is then from patched for them (Service.nameIndexOf).
+	from    *nameIndex
+	pending []string
+	// prev, until names is made, is the set g succeeds when a request was
+	// making its name index then, and recent the entities changed since
+	// (sorted): names is then prev's patched for them. making is set
+	// while a request makes names.
+	prev   *graphSet
+	recent []string
+	making bool
 	// namesMu is held while names is built (Service.nameIndexOf).
 	namesMu sync.Mutex
 	// ents are entities read by id (found false: absent), edges the
@@ -659,7 +810,7 @@ func (g *graphSet) cachedEntities(ids []string) (map[string]storedEntity, []stri
 	var missing []string
 	for _, id := range ids {
 		if g.names != nil {
-			e, ok := g.names.byID[id]
+			e, ok := g.names.entity(id)
 			got[id] = storedEntity{e, ok}
 			continue
 		}
@@ -714,6 +865,12 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 			if err != nil {
 				s.cache.setLive(false)
 				s.cache.setLive(true)
+				return
+			}
+			if kind == events.KindGraphChanged {
+				if err := s.cache.graphChanged(tenant, m.Data()); err != nil {
+					s.log.Warn("graph change not followed: the tenant's graph reads are dropped", "tenant", tenant, "error", err)
+				}
 				return
 			}
 			s.cache.invalidate(kind, tenant)
@@ -920,8 +1077,10 @@ func (v *view) graphSet() (*graphSet, error) {
 
 // graphSet returns tenant's graph reads (a new empty set when the cache is
 // not live or was dropped). The set that replaces one past its age (in
-// the background, see tenantCache) gets its name index built first when
-// the old one had one: the requests meanwhile use the old one.
+// the background, see tenantCache) gets its name index built first, from
+// every entity, when the old one had one (or was to patch one): the
+// requests meanwhile use the old one, and a rebuild repairs whatever a
+// patch could have missed.
 func (s *Service) graphSet(ctx context.Context, tenant string) (*graphSet, error) {
 	return s.cache.graph.get(ctx, tenant, func(ctx context.Context, prev *graphSet, aged bool) (*graphSet, error) {
 		g := &graphSet{}
@@ -934,9 +1093,47 @@ func (s *Service) graphSet(ctx context.Context, tenant string) (*graphSet, error
 	})
 }
 
-// nameIndexBuilt reports whether g holds its name index.
+// succeed returns the graph reads that follow g after a change of the
+// entities ids (sorted): the name index g has (or the one g was to
+// patch) to be patched for ids, by the first request that needs it
+// (Service.nameIndexOf), and, when a request is making g's index, g
+// itself: that request's index then only needs the patch for ids.
+// Everything else starts over, as when the set is dropped: it depends on
+// the whole graph (relations, aggregates, traversals, plans, counts,
+// readable documents) or on entities that may have changed (admissions;
+// the entities and edges read by id, which a copy per event would cost
+// more than their reads). False when g has no name index to follow; the
+// index to patch is left out when so many changes are pending that a
+// build costs less than the patch.
+func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	next := &graphSet{}
+	switch {
+	case g.names != nil:
+		next.from, next.pending = g.names, ids
+	case g.from != nil:
+		next.from = g.from
+		next.pending = slices.Compact(slices.Sorted(slices.Values(slices.Concat(g.pending, ids))))
+	}
+	if next.from != nil && len(next.pending) > max(minPatchBound, len(next.from.base.byID)/4) {
+		next.from, next.pending = nil, nil
+	}
+	if g.names == nil && g.making {
+		next.prev, next.recent = g, ids
+	}
+	return next, next.from != nil || next.prev != nil
+}
+
+// minPatchBound is the least number of changed entities a name index is
+// patched for (below, a build is never cheaper), and of its overlay
+// before a fold.
+const minPatchBound = 512
+
+// nameIndexBuilt reports whether g holds its name index, or one to
+// patch into it.
 func (g *graphSet) nameIndexBuilt() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.names != nil
+	return g.names != nil || g.from != nil || g.prev != nil
 }

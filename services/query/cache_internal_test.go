@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -112,4 +113,84 @@ func TestFailedReloadIsNotServedOn(t *testing.T) {
 	reloads.Wait()
 	_, err = c.get(ctx, "acme", load)
 	require.ErrorIs(t, err, down, "the request after a failed reload loads, and fails, itself")
+}
+
+// TestChangesSucceedValues: a change replaces the tenant's value by its
+// successor (keeping its age), or drops it when there is none; a value
+// read while a change came is not kept as read; a background reload a
+// change overtook is followed up for the changes since it began, and
+// thrown away when an invalidation came too.
+func TestChangesSucceedValues(t *testing.T) {
+	ctx := t.Context()
+	var c tenantCache[[]string]
+	c.setLive(true)
+	var followed [][]string
+	c.succeed = func(v []string, ids []string) ([]string, bool) {
+		followed = append(followed, ids)
+		if len(ids) == 1 && ids[0] == "none" {
+			return nil, false
+		}
+		return slices.Concat(v, ids), true
+	}
+	load := func(context.Context, []string, bool) ([]string, error) { return []string{"loaded"}, nil }
+	got, err := c.get(ctx, "acme", load)
+	require.NoError(t, err)
+	require.Equal(t, []string{"loaded"}, got)
+	c.change("acme", []string{"a", "b"})
+	got, err = c.get(ctx, "acme", func(context.Context, []string, bool) ([]string, error) {
+		t.Fatal("a successor is served, not loaded")
+		return nil, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"loaded", "a", "b"}, got)
+	c.change("acme", []string{"none"})
+	got, err = c.get(ctx, "acme", func(context.Context, []string, bool) ([]string, error) { return []string{"again"}, nil })
+	require.NoError(t, err)
+	require.Equal(t, []string{"again"}, got, "no successor: dropped and loaded")
+
+	// A value read while a change came is not kept.
+	got, err = c.get(ctx, "globex", func(context.Context, []string, bool) ([]string, error) {
+		c.change("globex", []string{"x"})
+		return []string{"read"}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"read"}, got)
+	got, err = c.get(ctx, "globex", func(context.Context, []string, bool) ([]string, error) { return []string{"reread"}, nil })
+	require.NoError(t, err)
+	require.Equal(t, []string{"reread"}, got)
+
+	// A reload overtaken by changes is followed up for them.
+	c.maxAge = time.Nanosecond
+	var reloads sync.WaitGroup
+	c.setRefresh(func(reload func(context.Context)) { reloads.Go(func() { reload(ctx) }) })
+	release := make(chan struct{})
+	reloadWith := func(context.Context, []string, bool) ([]string, error) {
+		<-release
+		return []string{"reloaded"}, nil
+	}
+	_, err = c.get(ctx, "acme", reloadWith) // past its age: reloaded in the background
+	require.NoError(t, err)
+	c.change("acme", []string{"c"})
+	c.change("acme", []string{"b", "d"})
+	close(release)
+	reloads.Wait()
+	c.maxAge = time.Hour
+	got, err = c.get(ctx, "acme", load)
+	require.NoError(t, err)
+	require.Equal(t, []string{"reloaded", "b", "c", "d"}, got)
+
+	// An invalidation too: the reload is thrown away.
+	c.maxAge = time.Nanosecond
+	release = make(chan struct{})
+	_, err = c.get(ctx, "acme", reloadWith)
+	require.NoError(t, err)
+	c.change("acme", []string{"e"})
+	c.invalidate("acme")
+	c.change("acme", []string{"f"})
+	close(release)
+	reloads.Wait()
+	c.maxAge = time.Hour
+	got, err = c.get(ctx, "acme", load)
+	require.NoError(t, err)
+	require.Equal(t, []string{"loaded"}, got)
 }

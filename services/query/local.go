@@ -290,7 +290,7 @@ func (s *Service) matchEntities(v *view, question string) ([]visibleEntity, erro
 	// named returns the visible entities whose id key or display name
 	// has key, sorted by id: the index gives candidates, admission decides.
 	named := func(key string) ([]visibleEntity, error) {
-		cands, err := v.admitIDs(ix, ix.keys[key])
+		cands, err := v.admitIDs(ix, ix.list(kindKey, key))
 		if err != nil {
 			return nil, err
 		}
@@ -312,7 +312,7 @@ func (s *Service) matchEntities(v *view, question string) ([]visibleEntity, erro
 				continue
 			}
 			key := resolve.Key(strings.Join(words[i:i+n], " "))
-			if len([]rune(key)) < 2 || len(ix.keys[key]) == 0 {
+			if len([]rune(key)) < 2 || len(ix.list(kindKey, key)) == 0 {
 				continue
 			}
 			hits, err := named(key)

@@ -198,7 +198,7 @@ func (s *Service) mapQuestion(v *view, question string, top []rankedUnit) ([]vis
 			if _, done := byUnit[k]; done {
 				continue
 			}
-			es, err := v.admitIDs(ix, ix.units[k])
+			es, err := v.admitIDs(ix, ix.list(kindUnit, k))
 			if err != nil {
 				return nil, nil, err
 			}

@@ -3,7 +3,11 @@ package query
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
@@ -15,70 +19,455 @@ import (
 // spelling, not only the readable ones): lookups return candidates, which
 // the request admits and checks exactly as a scan of every visible entity
 // would.
+//
+// A graph change does not build it again: the index of the next graph
+// set is this one patched for the entities the change named (patched),
+// an overlay of their records over the same immutable base, whose lookups
+// answer exactly what an index built from every entity would. The
+// overlay is folded into a new base (fold) once it grows past a bound, in
+// the background.
 type nameIndex struct {
-	byID map[string]store.Entity
-	// byType: entity type -> ids, sorted.
-	byType map[string][]string
+	base *nameMaps
+	// over is nil on a built or folded index.
+	over *nameOverlay
+	// seq is the number of the last patch the index has (its lineage,
+	// one full build and what was patched from it, numbers its patches);
+	// folds are the lineage's folds.
+	seq   uint64
+	folds *nameFolds
+	// merged keeps the lists of the keys over changed, by nameKey, each
+	// merged once per index.
+	merged sync.Map
+}
+
+// Kinds of key a name index maps to entity ids.
+const (
+	// byType: entity type -> ids.
+	kindType = iota
 	// keys: resolve.Key of the id's key, the display name and every
-	// fragment's name -> entity ids, sorted.
-	keys map[string][]string
-	// words: each name word (nameWords of any spelling) -> ids; dels: each
-	// one-letter deletion of a name word of five letters or more -> ids
-	// (close spellings, one edit apart, share a word or a deletion).
-	words, dels map[string][]string
+	// fragment's name -> ids.
+	kindKey
+	// words: each name word (nameWords of any spelling) -> ids.
+	kindWord
+	// dels: each one-letter deletion of a name word of five letters or
+	// more -> ids (close spellings, one edit apart, share a word or a
+	// deletion).
+	kindDel
 	// units: "doc#unit" -> the id of every entity with a fragment citing
 	// it, once per citation.
-	units map[string][]string
+	kindUnit
+	nKinds
+)
+
+// nameMaps are the maps of a name index: every entity by id, and per
+// kind, key -> ids sorted (with repeats for units). Immutable once made.
+type nameMaps struct {
+	byID  map[string]store.Entity
+	lists [nKinds]map[string][]string
+}
+
+// nameOverlay is what patches changed over a base: the current record of
+// every changed id (found false: removed) and, per kind, the keys whose
+// list a change altered -> how many times each changed id now stands in
+// it. A key absent from lists is the base's as it is. Immutable once
+// made: a patch copies it (the maps; an override it changes is made
+// anew).
+type nameOverlay struct {
+	ents  map[string]overlayEntity
+	lists [nKinds]map[string]keyOverride
+}
+
+type overlayEntity struct {
+	e     store.Entity
+	found bool
+	// seq is the patch that read it.
+	seq uint64
+}
+
+// keyOverride is what patches changed of one key's list: each of ids
+// (sorted) stands counts[i] times in it (0: not at all) in place of what
+// the base lists of it.
+type keyOverride struct {
+	ids    []string
+	counts []int
+}
+
+// count returns how many times o says id stands in the list, false when
+// o says nothing of id.
+func (o keyOverride) count(id string) (int, bool) {
+	i, ok := slices.BinarySearch(o.ids, id)
+	if !ok {
+		return 0, false
+	}
+	return o.counts[i], true
+}
+
+// set returns o with id standing n times, in new slices.
+func (o keyOverride) set(id string, n int) keyOverride {
+	i, found := slices.BinarySearch(o.ids, id)
+	j := i
+	if found {
+		j++
+	}
+	ids := slices.Concat(o.ids[:i], []string{id}, o.ids[j:])
+	counts := slices.Concat(o.counts[:i], []int{n}, o.counts[j:])
+	return keyOverride{ids: ids, counts: counts}
+}
+
+// merge returns base (sorted) with o applied, in id order; nil when
+// empty.
+func (o keyOverride) merge(base []string) []string {
+	out := make([]string, 0, len(base)+len(o.ids))
+	emit := func(i int) {
+		for range o.counts[i] {
+			out = append(out, o.ids[i])
+		}
+	}
+	i := 0
+	for _, id := range base {
+		for i < len(o.ids) && o.ids[i] < id {
+			emit(i)
+			i++
+		}
+		if i < len(o.ids) && o.ids[i] == id {
+			continue // o says how many times it stands, emitted past it
+		}
+		out = append(out, id)
+	}
+	for ; i < len(o.ids); i++ {
+		emit(i)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// baseCount is how many times id stands in l (sorted).
+func baseCount(l []string, id string) int {
+	i, _ := slices.BinarySearch(l, id)
+	n := 0
+	for i+n < len(l) && l[i+n] == id {
+		n++
+	}
+	return n
+}
+
+type nameKey struct {
+	kind int
+	key  string
+}
+
+// spellings are e's display name and fragment names, each once.
+func spellings(e store.Entity) []string {
+	names := []string{e.Name}
+	for _, f := range e.Sources {
+		if f.Name != "" && f.Name != e.Name {
+			names = append(names, f.Name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// entityKeys are the keys e has in each kind, as newNameIndex indexes
+// them: sorted and distinct but for units (one per citation).
+func entityKeys(e store.Entity, words func(string) []string) *[nKinds][]string {
+	var out [nKinds][]string
+	out[kindType] = []string{e.Type}
+	nameKeys(&out, e, words)
+	for _, f := range e.Sources {
+		for _, tu := range f.TextUnits {
+			out[kindUnit] = append(out[kindUnit], f.DocID+"#"+tu)
+		}
+	}
+	return &out
+}
+
+// nameKeys sets the kinds of out that e's spellings make (keys, words,
+// deletions).
+func nameKeys(out *[nKinds][]string, e store.Entity, words func(string) []string) {
+	names := spellings(e)
+	_, k, _ := cutID(e.ID)
+	keys := []string{k}
+	for _, n := range names {
+		keys = append(keys, resolve.Key(n))
+	}
+	slices.Sort(keys)
+	out[kindKey] = slices.Compact(keys)
+	var ws []string
+	for _, n := range names {
+		ws = append(ws, words(n)...)
+	}
+	slices.Sort(ws)
+	ws = slices.Compact(ws)
+	out[kindWord] = ws
+	var ds []string
+	for _, w := range ws {
+		ds = append(ds, deletions(w)...)
+	}
+	slices.Sort(ds)
+	out[kindDel] = slices.Compact(ds)
+}
+
+// keyDelta is, per kind, by how much the times an entity stands in each
+// key's list change from its record old (had false: absent) to new
+// (has false: absent). Between two records it looks only at what
+// differs: the type, the spellings when they differ, and the text units
+// of the fragments that differ; a hub entity changed by one document
+// costs a walk over its fragments, not its every key.
+func keyDelta(old store.Entity, had bool, new store.Entity, has bool, words func(string) []string) [nKinds]map[string]int {
+	var d [nKinds]map[string]int
+	for kind := range d {
+		d[kind] = map[string]int{}
+	}
+	add := func(keys *[nKinds][]string, sign int, kinds ...int) {
+		for _, kind := range kinds {
+			for _, k := range keys[kind] {
+				d[kind][k] += sign
+			}
+		}
+	}
+	all := []int{kindType, kindKey, kindWord, kindDel, kindUnit}
+	switch {
+	case !had && !has:
+	case !had:
+		add(entityKeys(new, words), 1, all...)
+	case !has:
+		add(entityKeys(old, words), -1, all...)
+	default:
+		if old.Type != new.Type {
+			d[kindType][old.Type]--
+			d[kindType][new.Type]++
+		}
+		if !slices.Equal(spellings(old), spellings(new)) {
+			var ko, kn [nKinds][]string
+			nameKeys(&ko, old, words)
+			nameKeys(&kn, new, words)
+			add(&ko, -1, kindKey, kindWord, kindDel)
+			add(&kn, 1, kindKey, kindWord, kindDel)
+		}
+		units := func(f store.Fragment, sign int) {
+			for _, tu := range f.TextUnits {
+				d[kindUnit][f.DocID+"#"+tu] += sign
+			}
+		}
+		// Fragments are sorted by document; whatever the order, a pair
+		// taken out and put back nets to the difference.
+		a, b := old.Sources, new.Sources
+		for i, j := 0, 0; i < len(a) || j < len(b); {
+			switch {
+			case j == len(b) || i < len(a) && a[i].DocID < b[j].DocID:
+				units(a[i], -1)
+				i++
+			case i == len(a) || b[j].DocID < a[i].DocID:
+				units(b[j], 1)
+				j++
+			default:
+				if !slices.Equal(a[i].TextUnits, b[j].TextUnits) {
+					units(a[i], -1)
+					units(b[j], 1)
+				}
+				i++
+				j++
+			}
+		}
+	}
+	return d
 }
 
 func newNameIndex(es []store.Entity, words func(string) []string) *nameIndex {
-	ix := &nameIndex{byID: make(map[string]store.Entity, len(es)), byType: map[string][]string{}, keys: map[string][]string{},
-		words: map[string][]string{}, dels: map[string][]string{}, units: map[string][]string{}}
-	addTo := func(m map[string][]string, k, id string) {
-		if l := m[k]; len(l) == 0 || l[len(l)-1] != id {
-			m[k] = append(l, id)
-		}
+	b := &nameMaps{byID: make(map[string]store.Entity, len(es))}
+	for i := range b.lists {
+		b.lists[i] = map[string][]string{}
 	}
 	for _, e := range es { // sorted by id, so every list is too
-		ix.byID[e.ID] = e
-		ix.byType[e.Type] = append(ix.byType[e.Type], e.ID)
-		_, k, _ := cutID(e.ID)
-		names := []string{e.Name}
-		for _, f := range e.Sources {
-			if f.Name != "" {
-				names = append(names, f.Name)
-			}
-		}
-		keys := []string{k}
-		for _, n := range names {
-			keys = append(keys, resolve.Key(n))
-		}
-		slices.Sort(keys)
-		for _, k := range slices.Compact(keys) {
-			addTo(ix.keys, k, e.ID)
-		}
-		var ws []string
-		for _, n := range names {
-			ws = append(ws, words(n)...)
-		}
-		slices.Sort(ws)
-		var ds []string
-		for _, w := range slices.Compact(ws) {
-			addTo(ix.words, w, e.ID)
-			ds = append(ds, deletions(w)...)
-		}
-		slices.Sort(ds)
-		for _, d := range slices.Compact(ds) {
-			addTo(ix.dels, d, e.ID)
-		}
-		for _, f := range e.Sources {
-			for _, tu := range f.TextUnits {
-				k := f.DocID + "#" + tu
-				ix.units[k] = append(ix.units[k], e.ID)
+		b.byID[e.ID] = e
+		for kind, keys := range entityKeys(e, words) {
+			m := b.lists[kind]
+			for _, k := range keys {
+				m[k] = append(m[k], e.ID)
 			}
 		}
 	}
-	return ix
+	return &nameIndex{base: b, folds: &nameFolds{}}
+}
+
+// entity returns the entity with id.
+func (ix *nameIndex) entity(id string) (store.Entity, bool) {
+	if ix.over != nil {
+		if oe, ok := ix.over.ents[id]; ok {
+			return oe.e, oe.found
+		}
+	}
+	e, ok := ix.base.byID[id]
+	return e, ok
+}
+
+// list returns the ids of kind with key, sorted (callers must not modify
+// it): the base's unless a patch changed it, then the base's with the
+// overlay's override applied (made once per index).
+func (ix *nameIndex) list(kind int, key string) []string {
+	b := ix.base.lists[kind][key]
+	if ix.over == nil {
+		return b
+	}
+	o, changed := ix.over.lists[kind][key]
+	if !changed {
+		return b
+	}
+	nk := nameKey{kind, key}
+	if l, ok := ix.merged.Load(nk); ok {
+		return l.([]string)
+	}
+	l := o.merge(b)
+	ix.merged.Store(nk, l)
+	return l
+}
+
+// nameChange is one entity's record as a patch read it.
+type nameChange struct {
+	id    string
+	e     store.Entity
+	found bool
+	seq   uint64
+}
+
+// patched returns ix with changes (distinct ids) applied: their
+// entities' records replaced, added or, not found, removed; the index
+// is at seq. ix is not modified. The cost is the overlay's size and what
+// changed in the changed entities' keys, not the index's size.
+func (ix *nameIndex) patched(changes []nameChange, seq uint64, words func(string) []string) *nameIndex {
+	o := &nameOverlay{ents: map[string]overlayEntity{}}
+	for kind := range o.lists {
+		o.lists[kind] = map[string]keyOverride{}
+	}
+	if ix.over != nil {
+		maps.Copy(o.ents, ix.over.ents)
+		for kind := range o.lists {
+			maps.Copy(o.lists[kind], ix.over.lists[kind])
+		}
+	}
+	for _, ch := range changes {
+		prev, had := ix.entity(ch.id)
+		for kind, delta := range keyDelta(prev, had, ch.e, ch.found, words) {
+			for k, n := range delta {
+				if n == 0 {
+					continue
+				}
+				ov := o.lists[kind][k]
+				cur, ok := ov.count(ch.id)
+				if !ok {
+					cur = baseCount(ix.base.lists[kind][k], ch.id)
+				}
+				o.lists[kind][k] = ov.set(ch.id, cur+n)
+			}
+		}
+		o.ents[ch.id] = overlayEntity{e: ch.e, found: ch.found, seq: ch.seq}
+	}
+	return &nameIndex{base: ix.base, over: o, seq: seq, folds: ix.folds}
+}
+
+// overlaySize is how many entities patches changed over the base.
+func (ix *nameIndex) overlaySize() int {
+	if ix.over == nil {
+		return 0
+	}
+	return len(ix.over.ents)
+}
+
+// fold returns ix as a new base without overlay: the base's maps copied
+// with what the overlay changed (the cost is the index's size, which is
+// why it runs in the background).
+func (ix *nameIndex) fold() *nameIndex {
+	if ix.over == nil {
+		return ix
+	}
+	b := &nameMaps{byID: maps.Clone(ix.base.byID)}
+	for id, oe := range ix.over.ents {
+		if oe.found {
+			b.byID[id] = oe.e
+		} else {
+			delete(b.byID, id)
+		}
+	}
+	for kind := range b.lists {
+		m := maps.Clone(ix.base.lists[kind])
+		if m == nil {
+			m = map[string][]string{}
+		}
+		for k, o := range ix.over.lists[kind] {
+			if l := o.merge(ix.base.lists[kind][k]); l != nil {
+				m[k] = l
+			} else {
+				delete(m, k)
+			}
+		}
+		b.lists[kind] = m
+	}
+	return &nameIndex{base: b, seq: ix.seq, folds: ix.folds}
+}
+
+// nameFolds are the folds of one lineage of name indexes (one full build
+// and its patches): at most one runs at a time; done is the last one
+// made, of src. next numbers the lineage's patches.
+type nameFolds struct {
+	next    atomic.Uint64
+	mu      sync.Mutex
+	running bool
+	done    *nameIndex
+	src     *nameIndex
+}
+
+// start reports whether a fold may start (none runs); the caller then
+// calls finish.
+func (f *nameFolds) start() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		return false
+	}
+	f.running = true
+	return true
+}
+
+// finish records folded, the fold of src (nil: none was made).
+func (f *nameFolds) finish(folded, src *nameIndex) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.running = false
+	if folded != nil {
+		f.done, f.src = folded, src
+	}
+}
+
+// rebased returns ix on the lineage's last fold when that fold is of an
+// index over ix's base: the fold patched with the records ix read after
+// the fold's source did (a record of a later patch is read later, so it
+// is at least as new; one the source has and ix not is newer than ix's
+// base). Else ix.
+func (ix *nameIndex) rebased(words func(string) []string) *nameIndex {
+	if ix.over == nil {
+		return ix
+	}
+	ix.folds.mu.Lock()
+	done, src := ix.folds.done, ix.folds.src
+	ix.folds.mu.Unlock()
+	if done == nil || src.base != ix.base {
+		return ix
+	}
+	var since []nameChange
+	for id, oe := range ix.over.ents {
+		if se, ok := src.over.ents[id]; ok && se.seq >= oe.seq {
+			continue
+		}
+		since = append(since, nameChange{id: id, e: oe.e, found: oe.found, seq: oe.seq})
+	}
+	if len(since) == 0 {
+		return &nameIndex{base: done.base, over: done.over, seq: ix.seq, folds: ix.folds}
+	}
+	slices.SortFunc(since, func(a, b nameChange) int { return strings.Compare(a.id, b.id) })
+	return done.patched(since, ix.seq, words)
 }
 
 // deletions are the one-rune deletions of w when w is long enough for a
@@ -100,14 +489,14 @@ func deletions(w string) []string {
 func (ix *nameIndex) closeCandidates(q []string) []string {
 	var out []string
 	for _, w := range q {
-		out = append(out, ix.words[w]...)
+		out = append(out, ix.list(kindWord, w)...)
 		if len([]rune(w)) < 5 {
 			continue
 		}
-		out = append(out, ix.dels[w]...) // a name word with one letter more
+		out = append(out, ix.list(kindDel, w)...) // a name word with one letter more
 		for _, d := range deletions(w) {
-			out = append(out, ix.words[d]...) // one letter less
-			out = append(out, ix.dels[d]...)  // one letter changed
+			out = append(out, ix.list(kindWord, d)...) // one letter less
+			out = append(out, ix.list(kindDel, d)...)  // one letter changed
 		}
 	}
 	slices.Sort(out)
@@ -132,10 +521,14 @@ func (v *view) nameIndex() (*nameIndex, error) {
 	return ix, nil
 }
 
-// nameIndexOf returns the name index g keeps for tenant, built when g has
-// none. One build at a time per set: requests arriving while another (or
-// the warm-up, warm.go) builds it wait for that index instead of each
-// reading every entity of the tenant again.
+// nameIndexOf returns the name index g keeps for tenant, made when g has
+// none: patched from the index of the set g succeeds when a request was
+// making that one as g took its place (waiting for it, then patching it
+// for the entities changed since), else from the index g was to patch
+// for every entity changed since it was made (patchNames), else built
+// from every entity. One at a time per set: requests arriving while
+// another (or the warm-up, warm.go) makes it wait for that index instead
+// of each reading the entities again.
 func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (*nameIndex, error) {
 	g.mu.Lock()
 	ix := g.names
@@ -146,21 +539,81 @@ func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (
 	g.namesMu.Lock()
 	defer g.namesMu.Unlock()
 	g.mu.Lock()
-	ix = g.names
+	ix, from, pending, prev, recent := g.names, g.from, g.pending, g.prev, g.recent
+	if ix == nil {
+		g.making = true
+	}
 	g.mu.Unlock()
 	if ix != nil {
 		return ix, nil
 	}
-	es, err := s.st.EntitiesByType(ctx, tenant, "")
-	if err != nil {
-		return nil, fmt.Errorf("listing entities: %w", err)
+	defer func() {
+		g.mu.Lock()
+		g.making = false
+		g.mu.Unlock()
+	}()
+	var err error
+	if prev != nil {
+		// Its index has every change but the recent ones: one read of
+		// those, rather than another of every change since from.
+		var pix *nameIndex
+		if pix, err = s.nameIndexOf(ctx, tenant, prev); err == nil {
+			ix, err = s.patchNames(ctx, tenant, pix, recent)
+		}
 	}
-	g.internEntities(s.cache.graph.isLive(), es)
-	ix = newNameIndex(es, s.names.words)
+	switch {
+	case ix != nil:
+	case from != nil:
+		if ix, err = s.patchNames(ctx, tenant, from, pending); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	default:
+		es, err := s.st.EntitiesByType(ctx, tenant, "")
+		if err != nil {
+			return nil, fmt.Errorf("listing entities: %w", err)
+		}
+		g.internEntities(s.cache.graph.isLive(), es)
+		ix = newNameIndex(es, s.names.words)
+	}
 	g.mu.Lock()
-	g.names = ix
+	g.names, g.from, g.pending, g.prev, g.recent = ix, nil, nil, nil, nil
 	g.mu.Unlock()
 	return ix, nil
+}
+
+// patchNames returns from patched for the entities ids (sorted), read
+// again in one read. Their strings are not interned: the set's interner
+// holds none of the strings the index shares, and interning a hub
+// entity's fragments at every change costs more than it saves. When the
+// patches' overlay has grown past its bound (foldBound), a fold of it
+// starts in the background: a later patch starts from it (rebased).
+func (s *Service) patchNames(ctx context.Context, tenant string, from *nameIndex, ids []string) (*nameIndex, error) {
+	// Numbered before the read: a later number is a later read.
+	seq := from.folds.next.Add(1)
+	read, err := s.st.Entities(ctx, tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading changed entities: %w", err)
+	}
+	changes := make([]nameChange, len(ids))
+	for i, id := range ids {
+		e, ok := read[id]
+		changes[i] = nameChange{id: id, e: e, found: ok, seq: seq}
+	}
+	ix := from.rebased(s.names.words).patched(changes, seq, s.names.words)
+	if ix.overlaySize() > foldBound(ix) && ix.folds.start() {
+		if !s.cache.graph.inBackground(func(context.Context) { ix.folds.finish(ix.fold(), ix) }) {
+			ix.folds.finish(nil, nil)
+		}
+	}
+	return ix, nil
+}
+
+// foldBound is the overlay size past which an index's patches are folded
+// into a new base: a patch copies the overlay, a fold the whole index.
+func foldBound(ix *nameIndex) int {
+	return max(minPatchBound, len(ix.base.byID)/16)
 }
 
 // admitIDs admits the entities of ix with ids, in order, and keeps the
@@ -168,7 +621,7 @@ func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (
 func (v *view) admitIDs(ix *nameIndex, ids []string) ([]visibleEntity, error) {
 	es := make([]store.Entity, 0, len(ids))
 	for _, id := range ids {
-		if e, ok := ix.byID[id]; ok {
+		if e, ok := ix.entity(id); ok {
 			es = append(es, e)
 		}
 	}
@@ -208,7 +661,7 @@ func (v *view) loadEntities(ids []string) error {
 		if _, hit := v.lookup(id); hit {
 			continue
 		}
-		if e, ok := ix.byID[id]; ok {
+		if e, ok := ix.entity(id); ok {
 			es = append(es, e)
 		} else {
 			v.entityCache[id] = noEntity
@@ -233,5 +686,5 @@ func (v *view) entitiesOfType(typ string) ([]visibleEntity, error) {
 		}
 		return v.admitAll(es)
 	}
-	return v.admitIDs(ix, ix.byType[typ])
+	return v.admitIDs(ix, ix.list(kindType, typ))
 }

@@ -147,7 +147,7 @@ func (v *view) byKey(key string) ([]entityJSON, error) {
 	if err != nil {
 		return nil, err
 	}
-	cands, err := v.admitIDs(ix, ix.keys[key])
+	cands, err := v.admitIDs(ix, ix.list(kindKey, key))
 	if err != nil {
 		return nil, err
 	}

@@ -96,6 +96,7 @@ func New(cfg Config, st Stores, a *auth.Authenticator, log *slog.Logger, reg pro
 			Help: "Vector search hits the source registry refused on re-admission (the index lagging a revocation, deletion or edit).",
 		}),
 	}
+	s.cache.graph.succeed = (*graphSet).succeed
 	for _, id := range cfg.ExcludedPathEntities {
 		s.excluded[id] = true
 	}
