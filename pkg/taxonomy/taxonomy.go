@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"unicode"
@@ -164,11 +165,52 @@ func compile(what, expr string) (*regexp.Regexp, error) {
 	if expr == "" {
 		return nil, nil
 	}
-	re, err := regexp.Compile("(?i)" + expr)
+	src := "(?i)" + expr
+	if anchoredAlternation(src) {
+		// Written once outside the alternation, ^ lets the matcher try
+		// the start of the text only, instead of failing at every byte.
+		src = "(?i)^(?:" + expr + ")"
+	}
+	re, err := regexp.Compile(src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, what, err)
 	}
 	return re, nil
+}
+
+// anchoredAlternation reports whether expr is an alternation each of
+// whose branches starts at the beginning of the text ("^a|^b"): it
+// matches where "^(?:a|b)" does, which Go's regexp tries at the start
+// only (it tries the former at every byte, each attempt failing at ^).
+func anchoredAlternation(expr string) bool {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return false
+	}
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	return re.Op == syntax.OpAlternate && beginsText(re)
+}
+
+// beginsText reports whether every match of re starts with \A.
+func beginsText(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpBeginText:
+		return true
+	case syntax.OpCapture:
+		return beginsText(re.Sub[0])
+	case syntax.OpConcat:
+		return len(re.Sub) > 0 && beginsText(re.Sub[0])
+	case syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			if !beginsText(sub) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Parse parses a taxonomy document (the format of taxonomy.yaml).
