@@ -546,14 +546,77 @@ func family(m Mode) string {
 // few enough that a negation earlier in a long clause does not reach.
 const prefixWords = 5
 
-// clauseBreak ends a clause for negation scope.
-var clauseBreak = regexp.MustCompile(`(?i)[,;:()]|\s(but|however|although|though|whereas|while|and then)\s`)
+// A clause break ends a clause for negation scope: one of ,;:() or one of
+// clauseWords between two white-space bytes, matched as the expression
+// `(?i)[,;:()]|\s(but|however|although|though|whereas|while|and then)\s`
+// matches it (nextClauseBreak; TestClauseBreaksAsTheExpression), every
+// hit of every cue looking for the last one before it.
+
+// clauseWords are the words that break a clause, in the expression's
+// order.
+var clauseWords = [...]string{"but", "however", "although", "though", "whereas", "while", "and then"}
+
+// nextClauseBreak returns the first clause break [i, j) of s at or after
+// from, and i < 0 when there is none.
+func nextClauseBreak(s string, from int) (i, j int) {
+	for i = from; i < len(s); i++ {
+		switch s[i] {
+		case ',', ';', ':', '(', ')':
+			return i, i + 1
+		case ' ', '\t', '\n', '\f', '\r':
+			if n := clauseWord(s[i+1:]); n > 0 && i+1+n < len(s) && asciiSpace(s[i+1+n]) {
+				return i, i + 2 + n
+			}
+		}
+	}
+	return -1, -1
+}
+
+// clauseWord returns the length of the clause word s starts with
+// (compared as (?i) compares: ASCII letters either case, and "ſ" is an s),
+// or 0.
+func clauseWord(s string) int {
+	for _, w := range clauseWords {
+		j := 0 // in s
+		k := 0 // in w
+		for k < len(w) && j < len(s) {
+			c := s[j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c == w[k] {
+				j, k = j+1, k+1
+				continue
+			}
+			if w[k] == 's' && strings.HasPrefix(s[j:], "\u017f") {
+				j, k = j+len("\u017f"), k+1
+				continue
+			}
+			break
+		}
+		if k == len(w) {
+			return j
+		}
+	}
+	return 0
+}
+
+// asciiSpace reports whether c is in \s: [\t\n\f\r ].
+func asciiSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
 
 // clauseBefore is the part of sent before start in the clause of start.
 func clauseBefore(sent string, start int) string {
 	clause := sent[:start]
-	if locs := clauseBreak.FindAllStringIndex(clause, -1); len(locs) > 0 {
-		clause = clause[locs[len(locs)-1][1]:]
+	last := -1
+	for from := 0; ; {
+		i, j := nextClauseBreak(clause, from)
+		if i < 0 {
+			break
+		}
+		last, from = j, j
+	}
+	if last >= 0 {
+		clause = clause[last:]
 	}
 	return clause
 }
@@ -622,8 +685,8 @@ var leadingLabel = regexp.MustCompile(`^\W*[A-Z][\w ]{0,30}:\s*`)
 // clauseAfter is the part of sent after end in the clause of end.
 func clauseAfter(sent string, end int) string {
 	rest := sent[end:]
-	if loc := clauseBreak.FindStringIndex(rest); loc != nil {
-		rest = rest[:loc[0]]
+	if i, _ := nextClauseBreak(rest, 0); i >= 0 {
+		rest = rest[:i]
 	}
 	return rest
 }
