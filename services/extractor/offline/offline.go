@@ -2,6 +2,8 @@ package offline
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -57,19 +59,63 @@ type matcher struct {
 	exclude  string
 	// prefixes holds every prefix of every key of byKey: a run of words
 	// whose leading words' keys are no key's prefix is not looked up.
-	prefixes map[string]struct{}
+	prefixes *keyTrie
 }
 
-// mayPrefix reports whether p begins a key of m or of its fallback.
-func (m *matcher) mayPrefix(p string) bool {
-	if _, ok := m.prefixes[p]; ok {
-		return true
+// keyTrie is the trie of a set of keys: its nodes are their prefixes,
+// walked a word at a time without hashing the run so far, node 0 the
+// empty prefix. Node n's children are labels[first[n]:first[n+1]], in
+// byte order, at child[first[n]:first[n+1]].
+type keyTrie struct {
+	first  []int32
+	labels []byte
+	child  []int32
+}
+
+func newKeyTrie(keys []string) *keyTrie {
+	kids := []map[byte]int32{{}} // node -> label -> node, while building
+	for _, k := range keys {
+		n := int32(0)
+		for i := 0; i < len(k); i++ {
+			c, ok := kids[n][k[i]]
+			if !ok {
+				c = int32(len(kids))
+				kids = append(kids, map[byte]int32{})
+				kids[n][k[i]] = c
+			}
+			n = c
+		}
 	}
-	if m.fallback != nil {
-		_, ok := m.fallback.prefixes[p]
-		return ok
+	t := &keyTrie{first: make([]int32, len(kids)+1)}
+	for n, ks := range kids {
+		t.first[n] = int32(len(t.labels))
+		for _, b := range slices.Sorted(maps.Keys(ks)) {
+			t.labels = append(t.labels, b)
+			t.child = append(t.child, ks[b])
+		}
 	}
-	return false
+	t.first[len(kids)] = int32(len(t.labels))
+	return t
+}
+
+// walkLower returns the node reached from node n by the ASCII lower case
+// of w, or -1 when no key begins so (n < 0: none does already).
+func (t *keyTrie) walkLower(n int32, w string) int32 {
+	for i := 0; i < len(w) && n >= 0; i++ {
+		c := w[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		next := int32(-1)
+		for e := t.first[n]; e < t.first[n+1]; e++ {
+			if t.labels[e] == c {
+				next = t.child[e]
+				break
+			}
+		}
+		n = next
+	}
+	return n
 }
 
 // lookup returns the entries of key k.
@@ -126,14 +172,7 @@ func newMatcher(entries []Entry, exclude string, minKey, maxWords int) *matcher 
 		ids[k][e.ID] = true
 		m.byKey[k] = append(m.byKey[k], e)
 	}
-	defer func() {
-		m.prefixes = map[string]struct{}{}
-		for k := range m.byKey {
-			for i := 1; i <= len(k); i++ {
-				m.prefixes[k[:i]] = struct{}{}
-			}
-		}
-	}()
+	defer func() { m.prefixes = newKeyTrie(slices.Sorted(maps.Keys(m.byKey))) }()
 	for _, e := range entries {
 		if e.ID == exclude || e.ID == "" {
 			continue
@@ -297,7 +336,6 @@ func (m *matcher) find(text string) []hit {
 	ws := words(text)
 	nonASCII := nonASCIIBefore(text, ws)
 	var hits []hit
-	var p []byte // the lower case of the words of a run, reused
 	for i := 0; i < len(ws); {
 		// The longest run of words from i joined into one name.
 		n := 1
@@ -314,11 +352,20 @@ func (m *matcher) find(text string) []hit {
 		// of several may fold to its singular, so it is not checked).
 		limit := n
 		if nonASCII[i+n] == nonASCII[i] { // the words are ASCII
-			p = p[:0]
+			// The words' lower case is walked down the tries of m and of
+			// its fallback: a prefix of a key of either may go on.
+			own, fb := int32(0), int32(-1)
+			if m.fallback != nil {
+				fb = 0
+			}
 			j := 0
 			for j < n {
-				p = appendLower(p, text[ws[i+j].start:ws[i+j].end])
-				if !m.mayPrefix(string(p)) {
+				w := text[ws[i+j].start:ws[i+j].end]
+				own = m.prefixes.walkLower(own, w)
+				if fb >= 0 {
+					fb = m.fallback.prefixes.walkLower(fb, w)
+				}
+				if own < 0 && fb < 0 {
 					break
 				}
 				j++
