@@ -62,6 +62,9 @@ type sentence struct {
 	// !located they are not known and every expression runs.
 	occ     []occurrence
 	located bool
+	// ascii is set when text is ASCII, where word lists match as their
+	// expressions (WordList).
+	ascii bool
 
 	ruleKnown, rule     bool
 	assertKnown, assert bool
@@ -88,7 +91,7 @@ func (t *Taxonomy) scanSentence(sc *sentence, sent string, found []bool) (exact 
 	*sc = sentence{text: sent, occ: sc.occ[:0]}
 	if asciiOnly(sent) {
 		sc.occ = t.auto.scan(sent, found, t.setMask, sc.occ)
-		sc.located = true
+		sc.located, sc.ascii = true, true
 		return false
 	}
 	t.auto.scan(strings.ToLower(sent), found, nil, nil)

@@ -99,6 +99,9 @@ type Cue struct {
 	Explicit bool
 
 	re, req, exc *regexp.Regexp
+	// reWords, reqWords and excWords are re, req and exc as word lists,
+	// for ASCII sentences (nil: not one).
+	reWords, reqWords, excWords *WordList
 }
 
 type fileCue struct {
@@ -303,6 +306,15 @@ func Parse(data []byte) (*Taxonomy, error) {
 			if c.exc, err = compile(where+" excludes", fc.Excludes); err != nil {
 				return nil, err
 			}
+			if l := ParseWordList(fc.Pattern); l != nil && l.Finds() {
+				c.reWords = l
+			}
+			if fc.Requires != "" {
+				c.reqWords = ParseWordList(fc.Requires)
+			}
+			if fc.Excludes != "" {
+				c.excWords = ParseWordList(fc.Excludes)
+			}
 			m.Cues = append(m.Cues, c)
 		}
 		t.Modes = append(t.Modes, m)
@@ -500,14 +512,19 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 				if sets := t.literalIx[mi][ci]; sets != nil && !exact && !allFound(found, sets) {
 					continue
 				}
-				locs := c.re.FindAllStringIndex(sent, -1)
+				var locs [][]int
+				if c.reWords != nil && sc.ascii {
+					locs = c.reWords.FindAllASCII(sent)
+				} else {
+					locs = c.re.FindAllStringIndex(sent, -1)
+				}
 				if len(locs) == 0 {
 					continue
 				}
-				if c.req != nil && !c.req.MatchString(sent) {
+				if c.req != nil && !matches(c.req, c.reqWords, &sc) {
 					continue
 				}
-				if c.exc != nil && c.exc.MatchString(sent) {
+				if c.exc != nil && matches(c.exc, c.excWords, &sc) {
 					continue
 				}
 				asserted := t.asserted(&sc)
@@ -519,6 +536,15 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 	}
 	slices.SortStableFunc(hits, func(a, b Hit) int { return a.Start - b.Start })
 	return hits
+}
+
+// matches reports whether re, or its word list words (nil: none), matches
+// the sentence.
+func matches(re *regexp.Regexp, words *WordList, sc *sentence) bool {
+	if words != nil && sc.ascii {
+		return words.MatchASCII(sc.text)
+	}
+	return re.MatchString(sc.text)
 }
 
 // hit is the hit of cue c of mode m at loc of sentence s (sc its text).

@@ -41,7 +41,10 @@ type pattern struct {
 	// cueLits are, per cue, the sets of literals (lower case) every match
 	// of the cue holds one of each of (taxonomy.LiteralSets), nil when the
 	// cue needs none it can tell.
-	cueLits  [][][]string
+	cueLits [][][]string
+	// cueWords are, per cue, the cue as a word list (nil: not one), which
+	// an ASCII sentence is matched against instead of the cue's regexp.
+	cueWords []*taxonomy.WordList
 	between  *regexp.Regexp
 	fallback bool
 }
@@ -120,6 +123,7 @@ func ParsePatterns(data []byte) (*Patterns, error) {
 			}
 			pt.cues = append(pt.cues, re)
 			pt.cueLits = append(pt.cueLits, taxonomy.LiteralSets(c))
+			pt.cueWords = append(pt.cueWords, taxonomy.ParseWordList(c))
 		}
 		switch fp.From {
 		case "document":
@@ -182,6 +186,12 @@ func (pt *pattern) cued(sentence string) bool {
 	}
 	for i, re := range pt.cues {
 		if ascii && !holdsEach(lower, pt.cueLits[i]) {
+			continue
+		}
+		if ascii && pt.cueWords[i] != nil {
+			if pt.cueWords[i].MatchASCII(sentence) {
+				return true
+			}
 			continue
 		}
 		if re.MatchString(sentence) {
