@@ -62,9 +62,9 @@ type sentence struct {
 	// !located they are not known and every expression runs.
 	occ     []occurrence
 	located bool
-	// ascii is set when text is ASCII, where word lists match as their
-	// expressions (WordList).
-	ascii bool
+	// plain is set when text holds no rune folding to an ASCII letter,
+	// where word lists match as their expressions (WordListApplies).
+	plain bool
 
 	ruleKnown, rule     bool
 	assertKnown, assert bool
@@ -91,11 +91,12 @@ func (t *Taxonomy) scanSentence(sc *sentence, sent string, found []bool) (exact 
 	*sc = sentence{text: sent, occ: sc.occ[:0]}
 	if asciiOnly(sent) {
 		sc.occ = t.auto.scan(sent, found, t.setMask, sc.occ)
-		sc.located, sc.ascii = true, true
+		sc.located, sc.plain = true, true
 		return false
 	}
 	t.auto.scan(strings.ToLower(sent), found, nil, nil)
 	into, lowerMisses := asciiFolds(sent)
+	sc.plain = !into
 	if !into {
 		sc.occ = t.auto.scan(sent, nil, t.setMask, sc.occ)
 		sc.located = true

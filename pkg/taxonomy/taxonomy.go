@@ -513,8 +513,8 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 					continue
 				}
 				var locs [][]int
-				if c.reWords != nil && sc.ascii {
-					locs = c.reWords.FindAllASCII(sent)
+				if c.reWords != nil && sc.plain {
+					locs = c.reWords.FindAll(sent)
 				} else {
 					locs = c.re.FindAllStringIndex(sent, -1)
 				}
@@ -541,8 +541,8 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 // matches reports whether re, or its word list words (nil: none), matches
 // the sentence.
 func matches(re *regexp.Regexp, words *WordList, sc *sentence) bool {
-	if words != nil && sc.ascii {
-		return words.MatchASCII(sc.text)
+	if words != nil && sc.plain {
+		return words.Match(sc.text)
 	}
 	return re.MatchString(sc.text)
 }

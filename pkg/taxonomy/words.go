@@ -12,15 +12,19 @@ import (
 // or, for a word ending in \w* or \w+, starts with it: such a match holds
 // word bytes only and starts and ends at a word boundary, which inside a
 // run of word bytes there is none of. Looking the runs up finds what the
-// regular expression finds without trying it at every byte.
+// regular expression finds without trying it at every byte. So it does
+// in a text outside ASCII that holds no rune that case folding takes to
+// an ASCII letter (the Kelvin sign, the long s; WordListApplies): there
+// every other rune is, as to \b, no word byte, and no letter of the list
+// matches it.
 //
 // A list may hold phrases too ("ran out", "could not", "timed\s+out"):
 // words joined by spaces, apostrophes or \s+. A phrase starts at the
 // start of a run of word bytes and, after its last word, ends where the
 // run does; whether a text holds one is told by trying the phrases at
-// each run's start (MatchASCII). Where a match ends may then depend on
+// each run's start (Match). Where a match ends may then depend on
 // the order of the alternatives, so only a list of words finds matches
-// (FindAllASCII).
+// (FindAll).
 
 // WordList is an expression that matches whole words only, as a list of
 // them (see ParseWordList).
@@ -167,8 +171,12 @@ func regexpWords(re *syntax.Regexp) ([]wordItem, bool) {
 		}
 		return []wordItem{{s: b.String()}}, true
 	case syntax.OpCharClass:
-		// In ASCII text the class is its ASCII members, which must be
-		// word bytes; the letters must come in both cases.
+		// The class is its ASCII members, which must be word bytes, the
+		// letters in both cases: beyond ASCII it may hold only the runes
+		// folding to ASCII letters, which a text it is used on lacks.
+		if !foldsBeyondASCII(re.Rune) {
+			return nil, false
+		}
 		var out []wordItem
 		seen := map[byte]bool{}
 		for c := 0; c < 128; c++ {
@@ -233,10 +241,25 @@ func inClass(ranges []rune, r rune) bool {
 	return false
 }
 
-// wordClass reports whether re is \w as ASCII text sees it: a class whose
-// ASCII members are the word bytes.
+// foldsBeyondASCII reports whether the members of a class outside ASCII
+// are runes that case folding takes to ASCII letters (the Kelvin sign,
+// the long s), if any.
+func foldsBeyondASCII(ranges []rune) bool {
+	for i := 0; i+1 < len(ranges); i += 2 {
+		for r := max(ranges[i], utf8.RuneSelf); r <= ranges[i+1]; r++ {
+			if r != '\u017f' && r != '\u212a' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// wordClass reports whether re is \w as a text WordListApplies to sees
+// it: a class whose ASCII members are the word bytes, and no others but
+// those folding to them.
 func wordClass(re *syntax.Regexp) bool {
-	if re.Op != syntax.OpCharClass {
+	if re.Op != syntax.OpCharClass || !foldsBeyondASCII(re.Rune) {
 		return false
 	}
 	for c := rune(0); c < 128; c++ {
@@ -353,8 +376,16 @@ func lowerPrefix(w, p string) bool {
 	return true
 }
 
-// MatchASCII is the expression's MatchString on an ASCII text.
-func (l *WordList) MatchASCII(s string) bool {
+// WordListApplies reports whether a WordList matches s as its expression
+// does: s holds no rune that case folding takes to an ASCII letter.
+func WordListApplies(s string) bool {
+	into, _ := asciiFolds(s)
+	return !into
+}
+
+// Match is the expression's MatchString on a text for which
+// WordListApplies holds.
+func (l *WordList) Match(s string) bool {
 	for i := 0; i < len(s); {
 		if !isWordByte(s[i]) {
 			i++
@@ -372,13 +403,12 @@ func (l *WordList) MatchASCII(s string) bool {
 	return false
 }
 
-// Finds reports whether FindAllASCII can be used: the list holds no
-// phrase.
+// Finds reports whether FindAll can be used: the list holds no phrase.
 func (l *WordList) Finds() bool { return !l.phrases }
 
-// FindAllASCII is the expression's FindAllStringIndex(s, -1) on an ASCII
-// text, for a list without phrases (Finds).
-func (l *WordList) FindAllASCII(s string) [][]int {
+// FindAll is the expression's FindAllStringIndex(s, -1) on a text for
+// which WordListApplies holds, for a list without phrases (Finds).
+func (l *WordList) FindAll(s string) [][]int {
 	var out [][]int
 	for i := 0; i < len(s); {
 		if !isWordByte(s[i]) {

@@ -16,7 +16,8 @@ import (
 // \s+ before a byte it could take is matched by its regular expression.
 func TestParseWordListRefusesWhatIsNoList(t *testing.T) {
 	for _, expr := range []string{`\btim(ed|ing)\s*out\b`, `\bmis-?configur\w*\b`, `\ba\s+ b\b`, `\ba\s+\s+b\b`,
-		`\b\s+a\b`, `\ba \b`, `\b a\b`, `\bfoo\x{01}bar\b`, `\ba\sb\b`, `\ba\s+(b)?\b`, `\bfor\s+\d+\b`, `\b\w+\b`, `\bfoo\w*bar\b`,
+		`\b\s+a\b`, `\ba \b`, `\b a\b`, `\bfoo\x{01}bar\b`, `\ba\sb\b`, `\ba\s+(b)?\b`, `\bfor\s+\d+\b`, `\b[a\x{e9}]\b`,
+		`\bfoo[\w\x{e9}]*\b`, `\bfoo[^\x00-\x7f]\b`, `\b\w+\b`, `\bfoo\w*bar\b`,
 		`(?-i)\bfoo\b`, `\b(?-i:Foo)\b`, `\bfoo\B`, `foo`, `\bfoo`, `foo\b`, `\b(a|)\b`, `\b(a|b)?\b`, `\bcaf\x{e9}\b`,
 		`\b[a.]\b`, `\bx{2,}\b`, `\b(?-i:[a-z])\b`, `\bfoo\w*\w*\b`, `\bfoo\b|\bbar`, `\b\d+\b`, `^\bfoo\b`} {
 		require.Nil(t, ParseWordList(expr), expr)
@@ -27,11 +28,13 @@ func TestParseWordListRefusesWhatIsNoList(t *testing.T) {
 	}
 }
 
-// TestWordListsMatchAsTheExpressions: on ASCII texts, a word list finds
-// what its expression finds, for the default taxonomy's cues and
-// conditions that are word lists and for lists of several shapes; the
-// texts are the lists' words and their prefixes and extensions, in either
-// case, joined by word and non-word bytes.
+// TestWordListsMatchAsTheExpressions: on texts WordListApplies to, a
+// word list finds what its expression finds, for the default taxonomy's
+// cues and conditions that are word lists and for lists of several
+// shapes; the texts are the lists' words and their prefixes and
+// extensions, in either case, joined by word and non-word bytes, runes
+// outside ASCII and invalid UTF-8. WordListApplies holds but where the
+// text has a rune folding to an ASCII letter.
 func TestWordListsMatchAsTheExpressions(t *testing.T) {
 	exprs := []string{`\b(fail(ed|ing|ures?)?|errors?|erroring)\b`, `\b(unavailable|unreachable|down|disrupt\w*|impacted)\b`,
 		`\bthrottl\w+\b`, `\b[45]\d\d\b`, `\bfoo\b|\bbar\w*\b`, `\b(a_b|x9)\w+\b|\bq\b`, `\bcr[ae]sh\w*\b`, `\b(?:foo|bar)s?\b`,
@@ -51,7 +54,7 @@ func TestWordListsMatchAsTheExpressions(t *testing.T) {
 	}
 	require.Greater(t, len(exprs), 30)
 	rng := rand.New(rand.NewPCG(11, 12))
-	seps := []string{" ", "  ", ".", ",", "-", "_", "'", "\t", "(", "/", ""}
+	seps := []string{" ", "  ", ".", ",", "-", "_", "'", "\t", "(", "/", "", "\u00e9", "\u2014", "\u2019", "\xff", "\u00fc", " \u00a0"}
 	for _, expr := range exprs {
 		l := ParseWordList(expr)
 		require.NotNil(t, l, expr)
@@ -64,7 +67,10 @@ func TestWordListsMatchAsTheExpressions(t *testing.T) {
 				tokens = append(tokens, w[:i], w[i+1:])
 			}
 		}
-		tokens = append(tokens, "the", "x", "X", "9", "_", "K", "S")
+		tokens = append(tokens, "the", "x", "X", "9", "_", "K", "S", "\u00e9t\u00e9")
+		if rng.IntN(4) == 0 {
+			tokens = append(tokens, "\u017f", "\u212a", "erro\u017f", "\u212aey")
+		}
 		for range 3000 {
 			var b strings.Builder
 			for range rng.IntN(6) {
@@ -72,10 +78,14 @@ func TestWordListsMatchAsTheExpressions(t *testing.T) {
 				b.WriteString(seps[rng.IntN(len(seps))])
 			}
 			text := b.String()
-			if l.Finds() {
-				require.Equal(t, re.FindAllStringIndex(text, -1), l.FindAllASCII(text), "%s on %q", expr, text)
+			if !WordListApplies(text) {
+				require.True(t, strings.ContainsAny(text, "\u017f\u212a"), text)
+				continue
 			}
-			require.Equal(t, re.MatchString(text), l.MatchASCII(text), "%s on %q", expr, text)
+			if l.Finds() {
+				require.Equal(t, re.FindAllStringIndex(text, -1), l.FindAll(text), "%s on %q", expr, text)
+			}
+			require.Equal(t, re.MatchString(text), l.Match(text), "%s on %q", expr, text)
 		}
 	}
 }

@@ -176,20 +176,21 @@ func (pt *pattern) cued(sentence string) bool {
 	if len(pt.cues) == 0 {
 		return true
 	}
-	// An ASCII sentence lacking every literal of one of a cue's literal
-	// sets cannot match it: that cue's regexp is skipped. Outside ASCII, case folding may make
-	// a literal of other runes ("ſ" folds to "s"), so every cue runs.
+	// A sentence lacking every literal of one of a cue's literal sets
+	// cannot match it: that cue's regexp is skipped; a cue that is a word
+	// list is matched as one. Both hold unless case folding may make a
+	// literal of other runes ("ſ" folds to "s"): then every cue runs.
 	var lower string
-	ascii := isASCII(sentence)
-	if ascii {
+	plain := isASCII(sentence) || taxonomy.WordListApplies(sentence)
+	if plain {
 		lower = strings.ToLower(sentence)
 	}
 	for i, re := range pt.cues {
-		if ascii && !holdsEach(lower, pt.cueLits[i]) {
+		if plain && !holdsEach(lower, pt.cueLits[i]) {
 			continue
 		}
-		if ascii && pt.cueWords[i] != nil {
-			if pt.cueWords[i].MatchASCII(sentence) {
+		if plain && pt.cueWords[i] != nil {
+			if pt.cueWords[i].Match(sentence) {
 				return true
 			}
 			continue
