@@ -9,9 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// naiveScan is automaton.scan by strings.Index over the text with ASCII
-// capitals lowered: every occurrence of every pattern, sorted.
-func naiveScan(patterns []string, text string, mask []uint32) ([]bool, []occurrence) {
+// naiveScan is automaton.scan by comparing each pattern at each offset of
+// the text with ASCII capitals lowered: whether and where each pattern
+// first occurs, every occurrence sorted.
+func naiveScan(patterns []string, text string, mask []uint32) ([]bool, []int32, []occurrence) {
 	lower := []byte(text)
 	for i, c := range lower {
 		if 'A' <= c && c <= 'Z' {
@@ -19,10 +20,14 @@ func naiveScan(patterns []string, text string, mask []uint32) ([]bool, []occurre
 		}
 	}
 	found := make([]bool, len(patterns))
+	first := make([]int32, len(patterns))
 	var occ []occurrence
 	for id, p := range patterns {
 		for i := 0; i+len(p) <= len(lower); i++ {
 			if string(lower[i:i+len(p)]) == p {
+				if !found[id] {
+					first[id] = int32(i)
+				}
 				found[id] = true
 				if mask[id] != 0 {
 					occ = append(occ, occurrence{start: int32(i), end: int32(i + len(p)), mask: mask[id]})
@@ -30,7 +35,7 @@ func naiveScan(patterns []string, text string, mask []uint32) ([]bool, []occurre
 			}
 		}
 	}
-	return found, sortOcc(occ)
+	return found, first, sortOcc(occ)
 }
 
 func sortOcc(occ []occurrence) []occurrence {
@@ -74,10 +79,15 @@ func TestAutomatonFindsEveryOccurrence(t *testing.T) {
 				b.WriteString(alphabet[rng.IntN(len(alphabet))])
 			}
 			text := b.String()
-			found := make([]bool, len(patterns))
-			occ := a.scan(text, found, mask, nil)
-			wantFound, wantOcc := naiveScan(patterns, text, mask)
+			found, first := make([]bool, len(patterns)), make([]int32, len(patterns))
+			occ := a.scan(text, found, first, mask, nil)
+			wantFound, wantFirst, wantOcc := naiveScan(patterns, text, mask)
 			require.Equal(t, wantFound, found, "%q", text)
+			for id := range found {
+				if found[id] {
+					require.Equal(t, wantFirst[id], first[id], "%q in %q", patterns[id], text)
+				}
+			}
 			require.Equal(t, wantOcc, sortOcc(occ), "%q", text)
 		}
 	}

@@ -227,6 +227,50 @@ func requiredLiteralSets(re *syntax.Regexp) [][]string {
 	return out
 }
 
+// prefixLiterals returns lower-case ASCII strings one of which every
+// match of expr (read as a cue is, "(?i)"+expr) starts with, nil when
+// there are none such: its first part after any \b matches one of a few
+// strings exactly (exactStrings). No match starts before the first of
+// them in a text, so the search can start there. An expression with ^ or
+// \A is left out: it is searched from the start of the text.
+func prefixLiterals(expr string) []string {
+	re, err := syntax.Parse("(?i)"+expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	re = re.Simplify()
+	if anchorsBegin(re) {
+		return nil
+	}
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	first := re
+	if re.Op == syntax.OpConcat {
+		i := 0
+		for i < len(re.Sub) && re.Sub[i].Op == syntax.OpWordBoundary {
+			i++
+		}
+		if i == len(re.Sub) {
+			return nil
+		}
+		first = re.Sub[i]
+	}
+	ex := exactStrings(first)
+	if slices.Contains(ex, "") {
+		return nil
+	}
+	return ex
+}
+
+// anchorsBegin reports whether re holds ^ or \A.
+func anchorsBegin(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpBeginLine || re.Op == syntax.OpBeginText {
+		return true
+	}
+	return slices.ContainsFunc(re.Sub, anchorsBegin)
+}
+
 // asciiFolds reports whether s holds a non-ASCII rune that
 // case-insensitive matching folds to an ASCII one (into: the Kelvin sign,
 // the long s), and whether it holds one of those that strings.ToLower does
@@ -383,9 +427,10 @@ func (a *automaton) compact(next [][256]int32, out [][]int32) {
 	a.start = num[0] * a.nc
 }
 
-// scan marks in found (when not nil) every pattern occurring in text and
+// scan marks in found (when not nil) every pattern occurring in text,
+// with in first (when not nil) where its first occurrence starts, and
 // appends to occ where each pattern with a non-zero mask occurs.
-func (a *automaton) scan(text string, found []bool, mask []uint32, occ []occurrence) []occurrence {
+func (a *automaton) scan(text string, found []bool, first []int32, mask []uint32, occ []occurrence) []occurrence {
 	s := a.start
 	delta, class := a.delta, &a.class
 	for i := 0; i < len(text); i++ {
@@ -394,8 +439,11 @@ func (a *automaton) scan(text string, found []bool, mask []uint32, occ []occurre
 			continue
 		}
 		for _, id := range a.out[(s-a.outAt)/a.nc] {
-			if found != nil {
+			if found != nil && !found[id] {
 				found[id] = true
+				if first != nil {
+					first[id] = int32(i+1) - a.plen[id]
+				}
 			}
 			if mask != nil && mask[id] != 0 {
 				occ = append(occ, occurrence{start: int32(i+1) - a.plen[id], end: int32(i + 1), mask: mask[id]})

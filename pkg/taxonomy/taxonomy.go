@@ -60,6 +60,7 @@ type Taxonomy struct {
 	nPatterns int
 	keywordIx [][]int32     // mode -> keyword pattern ids (nil: none)
 	literalIx [][][][]int32 // mode -> cue -> sets of literal pattern ids, one of each set required (nil: always run)
+	prefixIx  [][][]int32   // mode -> cue -> ids of the literals every match starts with one of (nil: none known)
 	// The sentence expressions' literals (sentence.go): per pattern the
 	// literal sets it belongs to (bit i: set i), per expression its sets.
 	setMask []uint32
@@ -358,12 +359,17 @@ func (t *Taxonomy) buildPrefilter(exprs [nExprs]string) {
 	}
 	t.keywordIx = make([][]int32, len(t.Modes))
 	t.literalIx = make([][][][]int32, len(t.Modes))
+	t.prefixIx = make([][][]int32, len(t.Modes))
 	for mi, m := range t.Modes {
 		for _, k := range m.Keywords {
 			t.keywordIx[mi] = append(t.keywordIx[mi], id(k))
 		}
 		t.literalIx[mi] = make([][][]int32, len(m.Cues))
+		t.prefixIx[mi] = make([][]int32, len(m.Cues))
 		for ci, c := range m.Cues {
+			for _, l := range prefixLiterals(c.Pattern) {
+				t.prefixIx[mi][ci] = append(t.prefixIx[mi][ci], id(l))
+			}
 			for _, set := range LiteralSets(c.Pattern) {
 				ids := make([]int32, len(set))
 				for i, l := range set {
@@ -496,6 +502,7 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 	}
 	var hits []Hit
 	found := make([]bool, t.nPatterns)
+	first := make([]int32, t.nPatterns)
 	var sc sentence
 	for _, s := range sentences {
 		if s.Start < 0 || s.End > len(text) || s.Start >= s.End {
@@ -503,7 +510,7 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 		}
 		sent := text[s.Start:s.End]
 		clear(found)
-		exact := t.scanSentence(&sc, sent, found) // exact: literals cannot decide, run every cue
+		exact := t.scanSentence(&sc, sent, found, first) // exact: literals cannot decide, run every cue
 		for mi, m := range t.Modes {
 			if len(m.Keywords) > 0 && !anyFound(found, t.keywordIx[mi]) {
 				continue
@@ -515,8 +522,12 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 				var locs [][]int
 				if c.reWords != nil && sc.plain {
 					locs = c.reWords.FindAll(sent)
-				} else {
-					locs = c.re.FindAllStringIndex(sent, -1)
+				} else if from, ok := t.searchFrom(&sc, mi, ci, found, first); ok {
+					locs = c.re.FindAllStringIndex(sent[from:], -1)
+					for _, loc := range locs {
+						loc[0] += from
+						loc[1] += from
+					}
 				}
 				if len(locs) == 0 {
 					continue
@@ -536,6 +547,25 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 	}
 	slices.SortStableFunc(hits, func(a, b Hit) int { return a.Start - b.Start })
 	return hits
+}
+
+// searchFrom returns where the search for cue ci of mode mi in the
+// sentence sc may start, false when it cannot match: in an ASCII
+// sentence, a byte before the first of the literals its matches start
+// with (found and first, from the scan), so that the word boundary there
+// is still told by the byte before it; elsewhere, the start.
+func (t *Taxonomy) searchFrom(sc *sentence, mi, ci int, found []bool, first []int32) (int, bool) {
+	ids := t.prefixIx[mi][ci]
+	if ids == nil || !sc.ascii {
+		return 0, true
+	}
+	p := int32(-1)
+	for _, id := range ids {
+		if found[id] && (p < 0 || first[id] < p) {
+			p = first[id]
+		}
+	}
+	return max(int(p)-1, 0), p >= 0
 }
 
 // matches reports whether re, or its word list words (nil: none), matches
