@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/kgstream/kgstream/pkg/resolve"
 )
 
 // TestKeyTrieWalksThePrefixesOfItsKeys: walking words down the trie a
@@ -38,5 +40,50 @@ func TestKeyTrieWalksThePrefixesOfItsKeys(t *testing.T) {
 	}
 	if n := newKeyTrie(nil).walkLower(0, "a"); n >= 0 {
 		t.Fatalf("a trie without keys walks %q to %d", "a", n)
+	}
+}
+
+// TestEndsKeyNeverMissesAKey: endsKey holds wherever the key of a run of
+// ASCII words (resolve.Key: lower case, the last of several words made
+// singular unless the run has a digit) is one of the trie's keys, and
+// exactly where the lower case of the words, with the last word whole,
+// less one or two bytes, or less three and then "y", is one.
+func TestEndsKeyNeverMissesAKey(t *testing.T) {
+	keys := []string{"policy", "pubsubqueue", "pubsubqueu", "cert", "certmanager", "class", "redis",
+		"box", "boxe", "status", "node", "nodes", "s3bucket", "s3buckets", "db", "dbs", "watch", "a", "ab"}
+	set := map[string]bool{}
+	for _, k := range keys {
+		set[k] = true
+	}
+	tr := newKeyTrie(keys)
+	words := []string{"Policies", "policies", "policy", "polic", "Pub", "sub", "Queues", "queue", "Cert", "manager", "Managers",
+		"classes", "class", "Redis", "boxes", "status", "Nodes", "node", "s3", "Buckets", "db", "DBs", "watches",
+		"Watch", "a", "ab", "abs", "x", "IES", "ies"}
+	joins := []string{" ", "-", "_", ".", "/"}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for range 30000 {
+		n := 1 + rng.IntN(3)
+		ws := make([]string, n)
+		var span strings.Builder
+		for i := range ws {
+			ws[i] = words[rng.IntN(len(words))]
+			if i > 0 {
+				span.WriteString(joins[rng.IntN(len(joins))])
+			}
+			span.WriteString(ws[i])
+		}
+		prefix := strings.ToLower(strings.Join(ws[:n-1], ""))
+		node := tr.walk(0, prefix)
+		last := ws[n-1]
+		got := tr.endsKey(node, last)
+		if set[resolve.Key(span.String())] && !got {
+			t.Fatalf("%q keys to %q, a key, but endsKey is false", span.String(), resolve.Key(span.String()))
+		}
+		r := prefix + strings.ToLower(last)
+		want := set[r] || len(last) >= 1 && set[r[:len(r)-1]] || len(last) >= 2 && set[r[:len(r)-2]] ||
+			len(last) >= 3 && set[r[:len(r)-3]+"y"]
+		if got != want {
+			t.Fatalf("endsKey after %q of %q = %v, want %v", prefix, last, got, want)
+		}
 	}
 }
