@@ -27,6 +27,7 @@ import (
 	"regexp/syntax"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/kgstream/kgstream/pkg/errkind"
@@ -65,6 +66,19 @@ type Taxonomy struct {
 	// literal sets it belongs to (bit i: set i), per expression its sets.
 	setMask []uint32
 	exprSet [nExprs][]uint32
+
+	// scratch holds Find's buffers (*findScratch) between calls: Find runs
+	// once a sentence, and allocating them each time was most of what the
+	// offline extractor allocated.
+	scratch sync.Pool
+}
+
+// findScratch is what Find works in: which patterns the scan found and
+// where each first starts, and the literals it placed.
+type findScratch struct {
+	found []bool
+	first []int32
+	occ   []occurrence
 }
 
 // Mode is one failure mode.
@@ -501,9 +515,14 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 		sentences = []Span{{0, len(text)}}
 	}
 	var hits []Hit
-	found := make([]bool, t.nPatterns)
-	first := make([]int32, t.nPatterns)
-	var sc sentence
+	fs, _ := t.scratch.Get().(*findScratch)
+	if fs == nil {
+		fs = &findScratch{found: make([]bool, t.nPatterns), first: make([]int32, t.nPatterns)}
+	}
+	defer t.scratch.Put(fs)
+	found, first := fs.found, fs.first
+	sc := sentence{occ: fs.occ[:0]}
+	defer func() { fs.occ = sc.occ[:0] }()
 	for _, s := range sentences {
 		if s.Start < 0 || s.End > len(text) || s.Start >= s.End {
 			continue
