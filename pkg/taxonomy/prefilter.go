@@ -1,6 +1,7 @@
 package taxonomy
 
 import (
+	"encoding/binary"
 	"regexp/syntax"
 	"slices"
 	"strings"
@@ -226,6 +227,50 @@ func requiredLiteralSets(re *syntax.Regexp) [][]string {
 	return out
 }
 
+// prefixLiterals returns lower-case ASCII strings one of which every
+// match of expr (read as a cue is, "(?i)"+expr) starts with, nil when
+// there are none such: its first part after any \b matches one of a few
+// strings exactly (exactStrings). No match starts before the first of
+// them in a text, so the search can start there. An expression with ^ or
+// \A is left out: it is searched from the start of the text.
+func prefixLiterals(expr string) []string {
+	re, err := syntax.Parse("(?i)"+expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	re = re.Simplify()
+	if anchorsBegin(re) {
+		return nil
+	}
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	first := re
+	if re.Op == syntax.OpConcat {
+		i := 0
+		for i < len(re.Sub) && re.Sub[i].Op == syntax.OpWordBoundary {
+			i++
+		}
+		if i == len(re.Sub) {
+			return nil
+		}
+		first = re.Sub[i]
+	}
+	ex := exactStrings(first)
+	if slices.Contains(ex, "") {
+		return nil
+	}
+	return ex
+}
+
+// anchorsBegin reports whether re holds ^ or \A.
+func anchorsBegin(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpBeginLine || re.Op == syntax.OpBeginText {
+		return true
+	}
+	return slices.ContainsFunc(re.Sub, anchorsBegin)
+}
+
 // asciiFolds reports whether s holds a non-ASCII rune that
 // case-insensitive matching folds to an ASCII one (into: the Kelvin sign,
 // the long s), and whether it holds one of those that strings.ToLower does
@@ -257,78 +302,148 @@ func asciiFolds(s string) (into, lowerMisses bool) {
 // upper-case ASCII letter, and it reads one as the lower-case letter: a
 // text and its lower-case form give the same result when the text is
 // ASCII.
+//
+// Its transition table is laid out for the scan, which is most of Find's
+// own time: bytes that move every state alike share a class (the letters
+// with their capitals, every byte no pattern holds), so a state's row is
+// a few dozen entries instead of 256; entries are row offsets; the states
+// where a pattern ends are numbered last, so that one comparison tells a
+// state without any.
 type automaton struct {
-	next [][256]int32 // state x byte -> state (complete transition table)
-	out  [][]int32    // state -> patterns ending there (with suffixes)
-	plen []int32      // pattern -> length
+	class [256]uint8
+	nc    int32     // classes
+	delta []int32   // state*nc + class -> next state*nc
+	outAt int32     // states from outAt/nc on have outputs
+	start int32     // the initial state*nc
+	out   [][]int32 // (state - outAt/nc) -> patterns ending there (with suffixes)
+	plen  []int32   // pattern -> length
 }
 
 func newAutomaton(patterns []string) *automaton {
-	a := &automaton{next: make([][256]int32, 1), out: make([][]int32, 1)}
+	next := make([][256]int32, 1)
+	out := make([][]int32, 1)
+	a := &automaton{}
 	for _, p := range patterns {
 		a.plen = append(a.plen, int32(len(p)))
 	}
-	for i := range a.next[0] {
-		a.next[0][i] = -1
+	for i := range next[0] {
+		next[0][i] = -1
 	}
 	for id, p := range patterns {
 		s := int32(0)
 		for i := 0; i < len(p); i++ {
 			c := p[i]
-			if a.next[s][c] < 0 {
-				a.next = append(a.next, [256]int32{})
-				a.out = append(a.out, nil)
-				n := int32(len(a.next) - 1)
-				for j := range a.next[n] {
-					a.next[n][j] = -1
+			if next[s][c] < 0 {
+				next = append(next, [256]int32{})
+				out = append(out, nil)
+				n := int32(len(next) - 1)
+				for j := range next[n] {
+					next[n][j] = -1
 				}
-				a.next[s][c] = n
+				next[s][c] = n
 			}
-			s = a.next[s][c]
+			s = next[s][c]
 		}
-		a.out[s] = append(a.out[s], int32(id))
+		out[s] = append(out[s], int32(id))
 	}
 	// Breadth first: failure links, outputs of suffixes, full transitions.
-	fail := make([]int32, len(a.next))
+	fail := make([]int32, len(next))
 	var queue []int32
 	for c := 0; c < 256; c++ {
-		if n := a.next[0][c]; n >= 0 {
+		if n := next[0][c]; n >= 0 {
 			fail[n] = 0
 			queue = append(queue, n)
 		} else {
-			a.next[0][c] = 0
+			next[0][c] = 0
 		}
 	}
 	for len(queue) > 0 {
 		s := queue[0]
 		queue = queue[1:]
-		a.out[s] = append(a.out[s], a.out[fail[s]]...)
+		out[s] = append(out[s], out[fail[s]]...)
 		for c := 0; c < 256; c++ {
-			if n := a.next[s][c]; n >= 0 {
-				fail[n] = a.next[fail[s]][c]
+			if n := next[s][c]; n >= 0 {
+				fail[n] = next[fail[s]][c]
 				queue = append(queue, n)
 			} else {
-				a.next[s][c] = a.next[fail[s]][c]
+				next[s][c] = next[fail[s]][c]
 			}
 		}
 	}
-	for s := range a.next {
+	for s := range next {
 		for c := 'A'; c <= 'Z'; c++ {
-			a.next[s][c] = a.next[s][c+'a'-'A']
+			next[s][c] = next[s][c+'a'-'A']
 		}
 	}
+	a.compact(next, out)
 	return a
 }
 
-// scan marks in found (when not nil) every pattern occurring in text and
+// compact lays out the complete transition table next and the outputs
+// out for the scan: bytes whose columns of next are equal share a class,
+// and the states with outputs are renumbered after those without.
+func (a *automaton) compact(next [][256]int32, out [][]int32) {
+	classes := map[string]uint8{}
+	col := make([]byte, 4*len(next))
+	for c := 0; c < 256; c++ {
+		for s := range next {
+			binary.LittleEndian.PutUint32(col[4*s:], uint32(next[s][c]))
+		}
+		k, ok := classes[string(col)]
+		if !ok {
+			k = uint8(len(classes))
+			classes[string(col)] = k
+		}
+		a.class[c] = k
+	}
+	a.nc = int32(len(classes))
+	rep := make([]int, a.nc) // a byte of each class
+	for c := 255; c >= 0; c-- {
+		rep[a.class[c]] = c
+	}
+	num := make([]int32, len(next)) // old state -> new
+	n := int32(0)
+	for s := range next {
+		if len(out[s]) == 0 {
+			num[s] = n
+			n++
+		}
+	}
+	a.outAt = n * a.nc
+	for s := range next {
+		if len(out[s]) > 0 {
+			num[s] = n
+			a.out = append(a.out, out[s])
+			n++
+		}
+	}
+	a.delta = make([]int32, len(next)*int(a.nc))
+	for s := range next {
+		row := a.delta[num[s]*a.nc:]
+		for k, c := range rep {
+			row[k] = num[next[s][c]] * a.nc
+		}
+	}
+	a.start = num[0] * a.nc
+}
+
+// scan marks in found (when not nil) every pattern occurring in text,
+// with in first (when not nil) where its first occurrence starts, and
 // appends to occ where each pattern with a non-zero mask occurs.
-func (a *automaton) scan(text string, found []bool, mask []uint32, occ []occurrence) []occurrence {
-	s := int32(0)
+func (a *automaton) scan(text string, found []bool, first []int32, mask []uint32, occ []occurrence) []occurrence {
+	s := a.start
+	delta, class := a.delta, &a.class
 	for i := 0; i < len(text); i++ {
-		s = a.next[s][text[i]]
-		for _, id := range a.out[s] {
-			if found != nil {
+		s = delta[s+int32(class[text[i]])]
+		if s < a.outAt {
+			continue
+		}
+		for _, id := range a.out[(s-a.outAt)/a.nc] {
+			if found != nil && !found[id] {
 				found[id] = true
+				if first != nil {
+					first[id] = int32(i+1) - a.plen[id]
+				}
 			}
 			if mask != nil && mask[id] != 0 {
 				occ = append(occ, occurrence{start: int32(i+1) - a.plen[id], end: int32(i + 1), mask: mask[id]})

@@ -95,9 +95,9 @@ func TestPrefilterFindsWhatEveryCueFinds(t *testing.T) {
 	require.Equal(t, [][]string{{"time out"}, {"db"}}, LiteralSets(`time out\s*(\w+\s+)*db`))
 	a := newAutomaton([]string{"he", "she", "his", "hers"})
 	found := make([]bool, 4)
-	a.scan("uSHers", found, nil, nil)
+	a.scan("uSHers", found, nil, nil, nil)
 	require.Equal(t, []bool{true, true, false, true}, found)
-	occ := a.scan("USHERS", make([]bool, 4), []uint32{1, 2, 0, 4}, nil)
+	occ := a.scan("USHERS", make([]bool, 4), nil, []uint32{1, 2, 0, 4}, nil)
 	require.Equal(t, []occurrence{{1, 4, 2}, {2, 4, 1}, {2, 6, 4}}, occ)
 }
 

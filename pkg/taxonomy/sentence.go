@@ -62,6 +62,11 @@ type sentence struct {
 	// !located they are not known and every expression runs.
 	occ     []occurrence
 	located bool
+	// plain is set when text holds no rune folding to an ASCII letter,
+	// where word lists match as their expressions (WordListApplies);
+	// ascii when it is ASCII, where the patterns' first occurrences are
+	// known.
+	plain, ascii bool
 
 	ruleKnown, rule     bool
 	assertKnown, assert bool
@@ -84,17 +89,18 @@ type occurrence struct {
 // ASCII letter case-insensitively (the Kelvin sign, the long s): an
 // expression's match could hold that rune where the literal has the
 // letter, and then every expression runs.
-func (t *Taxonomy) scanSentence(sc *sentence, sent string, found []bool) (exact bool) {
+func (t *Taxonomy) scanSentence(sc *sentence, sent string, found []bool, first []int32) (exact bool) {
 	*sc = sentence{text: sent, occ: sc.occ[:0]}
 	if asciiOnly(sent) {
-		sc.occ = t.auto.scan(sent, found, t.setMask, sc.occ)
-		sc.located = true
+		sc.occ = t.auto.scan(sent, found, first, t.setMask, sc.occ)
+		sc.located, sc.plain, sc.ascii = true, true, true
 		return false
 	}
-	t.auto.scan(strings.ToLower(sent), found, nil, nil)
+	t.auto.scan(strings.ToLower(sent), found, nil, nil, nil)
 	into, lowerMisses := asciiFolds(sent)
+	sc.plain = !into
 	if !into {
-		sc.occ = t.auto.scan(sent, nil, t.setMask, sc.occ)
+		sc.occ = t.auto.scan(sent, nil, nil, t.setMask, sc.occ)
 		sc.located = true
 	}
 	return lowerMisses

@@ -65,7 +65,7 @@ func TestSentencePrefilterAgreesWithTheExpressions(t *testing.T) {
 	var sc sentence
 	for _, sent := range sents {
 		clear(found)
-		tx.scanSentence(&sc, sent, found)
+		tx.scanSentence(&sc, sent, found, make([]int32, tx.nPatterns))
 		edges := []int{0, len(sent)}
 		for i, r := range sent {
 			if !unicode.IsLetter(r) {

@@ -24,8 +24,10 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/kgstream/kgstream/pkg/errkind"
@@ -59,10 +61,24 @@ type Taxonomy struct {
 	nPatterns int
 	keywordIx [][]int32     // mode -> keyword pattern ids (nil: none)
 	literalIx [][][][]int32 // mode -> cue -> sets of literal pattern ids, one of each set required (nil: always run)
+	prefixIx  [][][]int32   // mode -> cue -> ids of the literals every match starts with one of (nil: none known)
 	// The sentence expressions' literals (sentence.go): per pattern the
 	// literal sets it belongs to (bit i: set i), per expression its sets.
 	setMask []uint32
 	exprSet [nExprs][]uint32
+
+	// scratch holds Find's buffers (*findScratch) between calls: Find runs
+	// once a sentence, and allocating them each time was most of what the
+	// offline extractor allocated.
+	scratch sync.Pool
+}
+
+// findScratch is what Find works in: which patterns the scan found and
+// where each first starts, and the literals it placed.
+type findScratch struct {
+	found []bool
+	first []int32
+	occ   []occurrence
 }
 
 // Mode is one failure mode.
@@ -98,6 +114,9 @@ type Cue struct {
 	Explicit bool
 
 	re, req, exc *regexp.Regexp
+	// reWords, reqWords and excWords are re, req and exc as word lists,
+	// for ASCII sentences (nil: not one).
+	reWords, reqWords, excWords *WordList
 }
 
 type fileCue struct {
@@ -164,11 +183,52 @@ func compile(what, expr string) (*regexp.Regexp, error) {
 	if expr == "" {
 		return nil, nil
 	}
-	re, err := regexp.Compile("(?i)" + expr)
+	src := "(?i)" + expr
+	if anchoredAlternation(src) {
+		// Written once outside the alternation, ^ lets the matcher try
+		// the start of the text only, instead of failing at every byte.
+		src = "(?i)^(?:" + expr + ")"
+	}
+	re, err := regexp.Compile(src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, what, err)
 	}
 	return re, nil
+}
+
+// anchoredAlternation reports whether expr is an alternation each of
+// whose branches starts at the beginning of the text ("^a|^b"): it
+// matches where "^(?:a|b)" does, which Go's regexp tries at the start
+// only (it tries the former at every byte, each attempt failing at ^).
+func anchoredAlternation(expr string) bool {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return false
+	}
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	return re.Op == syntax.OpAlternate && beginsText(re)
+}
+
+// beginsText reports whether every match of re starts with \A.
+func beginsText(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpBeginText:
+		return true
+	case syntax.OpCapture:
+		return beginsText(re.Sub[0])
+	case syntax.OpConcat:
+		return len(re.Sub) > 0 && beginsText(re.Sub[0])
+	case syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			if !beginsText(sub) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Parse parses a taxonomy document (the format of taxonomy.yaml).
@@ -261,6 +321,15 @@ func Parse(data []byte) (*Taxonomy, error) {
 			if c.exc, err = compile(where+" excludes", fc.Excludes); err != nil {
 				return nil, err
 			}
+			if l := ParseWordList(fc.Pattern); l != nil && l.Finds() {
+				c.reWords = l
+			}
+			if fc.Requires != "" {
+				c.reqWords = ParseWordList(fc.Requires)
+			}
+			if fc.Excludes != "" {
+				c.excWords = ParseWordList(fc.Excludes)
+			}
 			m.Cues = append(m.Cues, c)
 		}
 		t.Modes = append(t.Modes, m)
@@ -304,12 +373,17 @@ func (t *Taxonomy) buildPrefilter(exprs [nExprs]string) {
 	}
 	t.keywordIx = make([][]int32, len(t.Modes))
 	t.literalIx = make([][][][]int32, len(t.Modes))
+	t.prefixIx = make([][][]int32, len(t.Modes))
 	for mi, m := range t.Modes {
 		for _, k := range m.Keywords {
 			t.keywordIx[mi] = append(t.keywordIx[mi], id(k))
 		}
 		t.literalIx[mi] = make([][][]int32, len(m.Cues))
+		t.prefixIx[mi] = make([][]int32, len(m.Cues))
 		for ci, c := range m.Cues {
+			for _, l := range prefixLiterals(c.Pattern) {
+				t.prefixIx[mi][ci] = append(t.prefixIx[mi][ci], id(l))
+			}
 			for _, set := range LiteralSets(c.Pattern) {
 				ids := make([]int32, len(set))
 				for i, l := range set {
@@ -441,15 +515,21 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 		sentences = []Span{{0, len(text)}}
 	}
 	var hits []Hit
-	found := make([]bool, t.nPatterns)
-	var sc sentence
+	fs, _ := t.scratch.Get().(*findScratch)
+	if fs == nil {
+		fs = &findScratch{found: make([]bool, t.nPatterns), first: make([]int32, t.nPatterns)}
+	}
+	defer t.scratch.Put(fs)
+	found, first := fs.found, fs.first
+	sc := sentence{occ: fs.occ[:0]}
+	defer func() { fs.occ = sc.occ[:0] }()
 	for _, s := range sentences {
 		if s.Start < 0 || s.End > len(text) || s.Start >= s.End {
 			continue
 		}
 		sent := text[s.Start:s.End]
 		clear(found)
-		exact := t.scanSentence(&sc, sent, found) // exact: literals cannot decide, run every cue
+		exact := t.scanSentence(&sc, sent, found, first) // exact: literals cannot decide, run every cue
 		for mi, m := range t.Modes {
 			if len(m.Keywords) > 0 && !anyFound(found, t.keywordIx[mi]) {
 				continue
@@ -458,14 +538,23 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 				if sets := t.literalIx[mi][ci]; sets != nil && !exact && !allFound(found, sets) {
 					continue
 				}
-				locs := c.re.FindAllStringIndex(sent, -1)
+				var locs [][]int
+				if c.reWords != nil && sc.plain {
+					locs = c.reWords.FindAll(sent)
+				} else if from, ok := t.searchFrom(&sc, mi, ci, found, first); ok {
+					locs = c.re.FindAllStringIndex(sent[from:], -1)
+					for _, loc := range locs {
+						loc[0] += from
+						loc[1] += from
+					}
+				}
 				if len(locs) == 0 {
 					continue
 				}
-				if c.req != nil && !c.req.MatchString(sent) {
+				if c.req != nil && !matches(c.req, c.reqWords, &sc) {
 					continue
 				}
-				if c.exc != nil && c.exc.MatchString(sent) {
+				if c.exc != nil && matches(c.exc, c.excWords, &sc) {
 					continue
 				}
 				asserted := t.asserted(&sc)
@@ -477,6 +566,34 @@ func (t *Taxonomy) Find(text string, sentences []Span) []Hit {
 	}
 	slices.SortStableFunc(hits, func(a, b Hit) int { return a.Start - b.Start })
 	return hits
+}
+
+// searchFrom returns where the search for cue ci of mode mi in the
+// sentence sc may start, false when it cannot match: in an ASCII
+// sentence, a byte before the first of the literals its matches start
+// with (found and first, from the scan), so that the word boundary there
+// is still told by the byte before it; elsewhere, the start.
+func (t *Taxonomy) searchFrom(sc *sentence, mi, ci int, found []bool, first []int32) (int, bool) {
+	ids := t.prefixIx[mi][ci]
+	if ids == nil || !sc.ascii {
+		return 0, true
+	}
+	p := int32(-1)
+	for _, id := range ids {
+		if found[id] && (p < 0 || first[id] < p) {
+			p = first[id]
+		}
+	}
+	return max(int(p)-1, 0), p >= 0
+}
+
+// matches reports whether re, or its word list words (nil: none), matches
+// the sentence.
+func matches(re *regexp.Regexp, words *WordList, sc *sentence) bool {
+	if words != nil && sc.plain {
+		return words.Match(sc.text)
+	}
+	return re.MatchString(sc.text)
 }
 
 // hit is the hit of cue c of mode m at loc of sentence s (sc its text).
@@ -504,14 +621,77 @@ func family(m Mode) string {
 // few enough that a negation earlier in a long clause does not reach.
 const prefixWords = 5
 
-// clauseBreak ends a clause for negation scope.
-var clauseBreak = regexp.MustCompile(`(?i)[,;:()]|\s(but|however|although|though|whereas|while|and then)\s`)
+// A clause break ends a clause for negation scope: one of ,;:() or one of
+// clauseWords between two white-space bytes, matched as the expression
+// `(?i)[,;:()]|\s(but|however|although|though|whereas|while|and then)\s`
+// matches it (nextClauseBreak; TestClauseBreaksAsTheExpression), every
+// hit of every cue looking for the last one before it.
+
+// clauseWords are the words that break a clause, in the expression's
+// order.
+var clauseWords = [...]string{"but", "however", "although", "though", "whereas", "while", "and then"}
+
+// nextClauseBreak returns the first clause break [i, j) of s at or after
+// from, and i < 0 when there is none.
+func nextClauseBreak(s string, from int) (i, j int) {
+	for i = from; i < len(s); i++ {
+		switch s[i] {
+		case ',', ';', ':', '(', ')':
+			return i, i + 1
+		case ' ', '\t', '\n', '\f', '\r':
+			if n := clauseWord(s[i+1:]); n > 0 && i+1+n < len(s) && asciiSpace(s[i+1+n]) {
+				return i, i + 2 + n
+			}
+		}
+	}
+	return -1, -1
+}
+
+// clauseWord returns the length of the clause word s starts with
+// (compared as (?i) compares: ASCII letters either case, and "ſ" is an s),
+// or 0.
+func clauseWord(s string) int {
+	for _, w := range clauseWords {
+		j := 0 // in s
+		k := 0 // in w
+		for k < len(w) && j < len(s) {
+			c := s[j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c == w[k] {
+				j, k = j+1, k+1
+				continue
+			}
+			if w[k] == 's' && strings.HasPrefix(s[j:], "\u017f") {
+				j, k = j+len("\u017f"), k+1
+				continue
+			}
+			break
+		}
+		if k == len(w) {
+			return j
+		}
+	}
+	return 0
+}
+
+// asciiSpace reports whether c is in \s: [\t\n\f\r ].
+func asciiSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
 
 // clauseBefore is the part of sent before start in the clause of start.
 func clauseBefore(sent string, start int) string {
 	clause := sent[:start]
-	if locs := clauseBreak.FindAllStringIndex(clause, -1); len(locs) > 0 {
-		clause = clause[locs[len(locs)-1][1]:]
+	last := -1
+	for from := 0; ; {
+		i, j := nextClauseBreak(clause, from)
+		if i < 0 {
+			break
+		}
+		last, from = j, j
+	}
+	if last >= 0 {
+		clause = clause[last:]
 	}
 	return clause
 }
@@ -580,8 +760,8 @@ var leadingLabel = regexp.MustCompile(`^\W*[A-Z][\w ]{0,30}:\s*`)
 // clauseAfter is the part of sent after end in the clause of end.
 func clauseAfter(sent string, end int) string {
 	rest := sent[end:]
-	if loc := clauseBreak.FindStringIndex(rest); loc != nil {
-		rest = rest[:loc[0]]
+	if i, _ := nextClauseBreak(rest, 0); i >= 0 {
+		rest = rest[:i]
 	}
 	return rest
 }

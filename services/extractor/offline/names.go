@@ -274,7 +274,7 @@ func (f *componentFinder) find(text string) []span {
 	}
 	// An identifier has a hyphen or an underscore: runs without one are
 	// not searched.
-	for _, loc := range findInRunsIf(f.ident, text, func(run string) bool { return strings.ContainsAny(run, "-_") }) {
+	for _, loc := range findInRunsIf(f.ident, text, hasDashOrUnderscore) {
 		s, e := loc[0], loc[1]
 		// Not part of a longer dotted or slashed name (a URL, a path).
 		if (s > 0 && strings.ContainsRune("./-_", rune(text[s-1]))) || (e < len(text) && strings.ContainsRune("/-_", rune(text[e]))) {
@@ -400,9 +400,32 @@ func asciiLetters(w string) bool {
 // a digit and a lower-case letter: a match cannot cross a run's end, and
 // at a run's end a word boundary falls as at the end of a text.
 func findInRuns(re *regexp.Regexp, text string) [][]int {
-	return findInRunsIf(re, text, func(run string) bool {
-		return strings.ContainsAny(run, "0123456789") && strings.IndexFunc(run, func(r rune) bool { return r >= 'a' && r <= 'z' }) >= 0
-	})
+	return findInRunsIf(re, text, hasDigitAndLower)
+}
+
+// hasDashOrUnderscore reports whether run holds '-' or '_'.
+func hasDashOrUnderscore(run string) bool {
+	for i := 0; i < len(run); i++ {
+		if c := run[i]; c == '-' || c == '_' {
+			return true
+		}
+	}
+	return false
+}
+
+// hasDigitAndLower reports whether run holds an ASCII digit and an ASCII
+// lower-case letter.
+func hasDigitAndLower(run string) bool {
+	digit, lower := false, false
+	for i := 0; i < len(run); i++ {
+		c := run[i]
+		digit = digit || '0' <= c && c <= '9'
+		lower = lower || 'a' <= c && c <= 'z'
+		if digit && lower {
+			return true
+		}
+	}
+	return false
 }
 
 // findInRunsIf is re.FindAllStringIndex(text, -1) for an expression whose

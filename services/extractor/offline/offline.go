@@ -2,6 +2,8 @@ package offline
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -57,19 +59,124 @@ type matcher struct {
 	exclude  string
 	// prefixes holds every prefix of every key of byKey: a run of words
 	// whose leading words' keys are no key's prefix is not looked up.
-	prefixes map[string]struct{}
+	prefixes *keyTrie
 }
 
-// mayPrefix reports whether p begins a key of m or of its fallback.
-func (m *matcher) mayPrefix(p string) bool {
-	if _, ok := m.prefixes[p]; ok {
-		return true
+// keyTrie is the trie of a set of keys: its nodes are their prefixes,
+// walked a word at a time without hashing the run so far, node 0 the
+// empty prefix. Node n's children are labels[first[n]:first[n+1]], in
+// byte order, at child[first[n]:first[n+1]]; the root's are also in a
+// table by byte (-1: none), every walk starting there. term marks the
+// nodes that are whole keys.
+type keyTrie struct {
+	first  []int32
+	labels []byte
+	child  []int32
+	root   [256]int32
+	term   []bool
+}
+
+func newKeyTrie(keys []string) *keyTrie {
+	kids := []map[byte]int32{{}} // node -> label -> node, while building
+	for _, k := range keys {
+		n := int32(0)
+		for i := 0; i < len(k); i++ {
+			c, ok := kids[n][k[i]]
+			if !ok {
+				c = int32(len(kids))
+				kids = append(kids, map[byte]int32{})
+				kids[n][k[i]] = c
+			}
+			n = c
+		}
 	}
-	if m.fallback != nil {
-		_, ok := m.fallback.prefixes[p]
-		return ok
+	t := &keyTrie{first: make([]int32, len(kids)+1), term: make([]bool, len(kids))}
+	for n, ks := range kids {
+		t.first[n] = int32(len(t.labels))
+		for _, b := range slices.Sorted(maps.Keys(ks)) {
+			t.labels = append(t.labels, b)
+			t.child = append(t.child, ks[b])
+		}
+	}
+	t.first[len(kids)] = int32(len(t.labels))
+	for b := range t.root {
+		t.root[b] = -1
+	}
+	for b, c := range kids[0] {
+		t.root[b] = c
+	}
+	for _, k := range keys {
+		t.term[t.walk(0, k)] = true
+	}
+	return t
+}
+
+// step returns the child of node n (>= 0) labelled c, or -1.
+func (t *keyTrie) step(n int32, c byte) int32 {
+	if n == 0 {
+		return t.root[c]
+	}
+	for e := t.first[n]; e < t.first[n+1]; e++ {
+		if t.labels[e] == c {
+			return t.child[e]
+		}
+	}
+	return -1
+}
+
+// walk returns the node reached from node n by s, or -1.
+func (t *keyTrie) walk(n int32, s string) int32 {
+	for i := 0; i < len(s) && n >= 0; i++ {
+		n = t.step(n, s[i])
+	}
+	return n
+}
+
+// endsKey reports whether, from node n (n < 0: none), the ASCII lower
+// case of the word w can end a key as resolve.Key folds a name's last
+// word: whole, or less its last one or two bytes, or its last three
+// bytes made "y" (singular's forms). It may report a form that singular
+// would not make, never miss one that it does.
+func (t *keyTrie) endsKey(n int32, w string) bool {
+	// at[d] is the node after all of w but its last 3-d bytes (-1: none).
+	at := [4]int32{-1, -1, -1, -1}
+	for i := 0; i <= len(w) && n >= 0; i++ {
+		if d := i - (len(w) - 3); d >= 0 {
+			at[d] = n
+		}
+		if i == len(w) {
+			break
+		}
+		c := w[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		n = t.step(n, c)
+	}
+	for _, x := range at[1:] {
+		if x >= 0 && t.term[x] {
+			return true
+		}
+	}
+	if at[0] >= 0 {
+		if y := t.step(at[0], 'y'); y >= 0 && t.term[y] {
+			return true
+		}
 	}
 	return false
+}
+
+// walkLower returns the node reached from node n by the ASCII lower case
+// of w, or -1 when no key begins so (n < 0: none does already).
+func (t *keyTrie) walkLower(n int32, w string) int32 {
+	for i := 0; i < len(w) && n >= 0; i++ {
+		c := w[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		n = t.step(n, c)
+	}
+	return n
 }
 
 // lookup returns the entries of key k.
@@ -126,14 +233,7 @@ func newMatcher(entries []Entry, exclude string, minKey, maxWords int) *matcher 
 		ids[k][e.ID] = true
 		m.byKey[k] = append(m.byKey[k], e)
 	}
-	defer func() {
-		m.prefixes = map[string]struct{}{}
-		for k := range m.byKey {
-			for i := 1; i <= len(k); i++ {
-				m.prefixes[k[:i]] = struct{}{}
-			}
-		}
-	}()
+	defer func() { m.prefixes = newKeyTrie(slices.Sorted(maps.Keys(m.byKey))) }()
 	for _, e := range entries {
 		if e.ID == exclude || e.ID == "" {
 			continue
@@ -297,7 +397,8 @@ func (m *matcher) find(text string) []hit {
 	ws := words(text)
 	nonASCII := nonASCIIBefore(text, ws)
 	var hits []hit
-	var p []byte // the lower case of the words of a run, reused
+	// The tries' nodes after each count of a run's leading words.
+	owns, fbs := make([]int32, m.maxWords+1), make([]int32, m.maxWords+1)
 	for i := 0; i < len(ws); {
 		// The longest run of words from i joined into one name.
 		n := 1
@@ -313,15 +414,27 @@ func (m *matcher) find(text string) []hit {
 		// name an entry (ASCII words key to their lower case; the last word
 		// of several may fold to its singular, so it is not checked).
 		limit := n
-		if nonASCII[i+n] == nonASCII[i] { // the words are ASCII
-			p = p[:0]
+		ascii := nonASCII[i+n] == nonASCII[i]
+		if ascii {
+			// The words' lower case is walked down the tries of m and of
+			// its fallback: a prefix of a key of either may go on.
+			own, fb := int32(0), int32(-1)
+			if m.fallback != nil {
+				fb = 0
+			}
+			owns[0], fbs[0] = own, fb
 			j := 0
 			for j < n {
-				p = appendLower(p, text[ws[i+j].start:ws[i+j].end])
-				if !m.mayPrefix(string(p)) {
+				w := text[ws[i+j].start:ws[i+j].end]
+				own = m.prefixes.walkLower(own, w)
+				if fb >= 0 {
+					fb = m.fallback.prefixes.walkLower(fb, w)
+				}
+				if own < 0 && fb < 0 {
 					break
 				}
 				j++
+				owns[j], fbs[j] = own, fb
 			}
 			if j == 0 {
 				i++
@@ -334,6 +447,12 @@ func (m *matcher) find(text string) []hit {
 			last := i + k - 1
 			if last+1 < len(ws) && glued(text[ws[last].end:ws[last+1].start]) {
 				continue // would end inside an identifier
+			}
+			// The key of ASCII words is their lower case, the last word
+			// maybe made singular: a key of neither trie is no entry's.
+			if lw := text[ws[last].start:ws[last].end]; ascii && !m.prefixes.endsKey(owns[k-1], lw) &&
+				(m.fallback == nil || !m.fallback.prefixes.endsKey(fbs[k-1], lw)) {
+				continue
 			}
 			span := text[ws[i].start:ws[last].end]
 			if es := m.admit(m.lookup(resolve.Key(span)), text, ws[i].start, ws[last].end); len(es) > 0 {

@@ -41,7 +41,10 @@ type pattern struct {
 	// cueLits are, per cue, the sets of literals (lower case) every match
 	// of the cue holds one of each of (taxonomy.LiteralSets), nil when the
 	// cue needs none it can tell.
-	cueLits  [][][]string
+	cueLits [][][]string
+	// cueWords are, per cue, the cue as a word list (nil: not one), which
+	// an ASCII sentence is matched against instead of the cue's regexp.
+	cueWords []*taxonomy.WordList
 	between  *regexp.Regexp
 	fallback bool
 }
@@ -120,6 +123,7 @@ func ParsePatterns(data []byte) (*Patterns, error) {
 			}
 			pt.cues = append(pt.cues, re)
 			pt.cueLits = append(pt.cueLits, taxonomy.LiteralSets(c))
+			pt.cueWords = append(pt.cueWords, taxonomy.ParseWordList(c))
 		}
 		switch fp.From {
 		case "document":
@@ -172,16 +176,23 @@ func (pt *pattern) cued(sentence string) bool {
 	if len(pt.cues) == 0 {
 		return true
 	}
-	// An ASCII sentence lacking every literal of one of a cue's literal
-	// sets cannot match it: that cue's regexp is skipped. Outside ASCII, case folding may make
-	// a literal of other runes ("ſ" folds to "s"), so every cue runs.
+	// A sentence lacking every literal of one of a cue's literal sets
+	// cannot match it: that cue's regexp is skipped; a cue that is a word
+	// list is matched as one. Both hold unless case folding may make a
+	// literal of other runes ("ſ" folds to "s"): then every cue runs.
 	var lower string
-	ascii := isASCII(sentence)
-	if ascii {
+	plain := isASCII(sentence) || taxonomy.WordListApplies(sentence)
+	if plain {
 		lower = strings.ToLower(sentence)
 	}
 	for i, re := range pt.cues {
-		if ascii && !holdsEach(lower, pt.cueLits[i]) {
+		if plain && !holdsEach(lower, pt.cueLits[i]) {
+			continue
+		}
+		if plain && pt.cueWords[i] != nil {
+			if pt.cueWords[i].Match(sentence) {
+				return true
+			}
 			continue
 		}
 		if re.MatchString(sentence) {

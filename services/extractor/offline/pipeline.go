@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/kgstream/kgstream/pkg/doctype"
 	"github.com/kgstream/kgstream/pkg/events"
@@ -427,6 +428,9 @@ type Output struct {
 	rels    []events.RawRelationship
 	relSeen map[string]bool
 	pairs   map[[2]string]bool // entity ids a relationship other than mentions joins
+	// src is the last relationship source's type, name and id: a stage
+	// relates one source (the document) to many targets.
+	src [3]string
 }
 
 // NewOutput returns an empty output.
@@ -446,7 +450,10 @@ func (o *Output) Entity(e events.RawEntity) {
 
 // Relationship adds r unless it is there.
 func (o *Output) Relationship(r events.RawRelationship) {
-	a, rel, b := resolve.ID(r.SourceType, r.Source), resolve.Type(r.Relation), resolve.ID(r.TargetType, r.Target)
+	if o.src[0] != r.SourceType || o.src[1] != r.Source || o.src[2] == "" {
+		o.src = [3]string{r.SourceType, r.Source, resolve.ID(r.SourceType, r.Source)}
+	}
+	a, rel, b := o.src[2], resolve.Type(r.Relation), resolve.ID(r.TargetType, r.Target)
 	k := a + "|" + rel + "|" + b + "|" + r.TextUnit
 	if o.relSeen[k] {
 		return
@@ -480,7 +487,7 @@ func (MentionStage) Extract(_ context.Context, a *Analysis, out *Output) error {
 			out.Entity(m.Entity(u.ID))
 			out.Relationship(u.Cite(events.RawRelationship{
 				Source: de.Name, SourceType: de.Type, Relation: RelMentions, Target: m.Key, TargetType: m.Type,
-				Description: fmt.Sprintf("%s mentions %q", a.Doc.DocID, m.Text), Strength: 1,
+				Description: a.Doc.DocID + " mentions " + strconv.Quote(m.Text), Strength: 1, // as %s mentions %q
 			}, u.Sentence(m.Sentence)))
 		}
 	}
