@@ -48,8 +48,9 @@ type tenantCache[T any] struct {
 	refreshing map[string]bool
 	// succeed, when set, makes the value that follows v after a change
 	// naming ids (change), false when v has none to follow it: then the
-	// change drops v. changes logs, per tenant, the generations changes
-	// made and their ids (invalidate clears it), so a reload that a
+	// change drops v. changes logs, per tenant and while a background
+	// reload of it is under way, the generations changes made and their
+	// ids (invalidate and the reload's end clear it), so a reload that a
 	// change overtook can be followed up rather than thrown away.
 	succeed func(v T, ids []string) (T, bool)
 	changes map[string][]loggedChange
@@ -136,6 +137,8 @@ func (c *tenantCache[T]) reload(ctx context.Context, tenant string, old cached[T
 	v, err := load(ctx, old.v, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// The change log served this reload only (see change).
+	defer delete(c.changes, tenant)
 	delete(c.refreshing, tenant)
 	if !c.live || c.vals == nil {
 		return
@@ -145,7 +148,12 @@ func (c *tenantCache[T]) reload(ctx context.Context, tenant string, old cached[T
 		// them when only changes came (no invalidation) and the log still
 		// has them all, else thrown away.
 		ids, ok := c.since(tenant, old.gen)
-		if err != nil || !ok || c.succeed == nil {
+		if err != nil {
+			// As below: not served on past its age.
+			delete(c.vals, tenant)
+			return
+		}
+		if !ok || c.succeed == nil {
 			return
 		}
 		if v, ok = c.succeed(v, ids); ok {
@@ -192,19 +200,25 @@ func (c *tenantCache[T]) change(tenant string, ids []string) {
 	}
 	prev := c.gen[tenant]
 	c.gen[tenant]++
-	if c.changes == nil {
-		c.changes = map[string][]loggedChange{}
+	if c.refreshing[tenant] {
+		// Logged only while a reload is under way: it is what since
+		// follows the reloaded value up with.
+		if c.changes == nil {
+			c.changes = map[string][]loggedChange{}
+		}
+		log := append(c.changes[tenant], loggedChange{gen: c.gen[tenant], ids: ids})
+		n := 0
+		for _, l := range log {
+			n += len(l.ids)
+		}
+		for len(log) > 1 && n > maxLoggedIDs {
+			n -= len(log[0].ids)
+			log = log[1:]
+		}
+		c.changes[tenant] = log
+	} else {
+		delete(c.changes, tenant)
 	}
-	log := append(c.changes[tenant], loggedChange{gen: c.gen[tenant], ids: ids})
-	n := 0
-	for _, l := range log {
-		n += len(l.ids)
-	}
-	for len(log) > 1 && n > maxLoggedIDs {
-		n -= len(log[0].ids)
-		log = log[1:]
-	}
-	c.changes[tenant] = log
 	e, ok := c.vals[tenant]
 	if !ok || e.gen != prev || c.succeed == nil {
 		delete(c.vals, tenant)
@@ -338,6 +352,13 @@ func changedEntities(tenant string, data []byte) ([]string, error) {
 	}
 	if ev.Tenant != tenant {
 		return nil, fmt.Errorf("%w: event of tenant %q on a subject of tenant %q", events.ErrInvalidEvent, ev.Tenant, tenant)
+	}
+	if len(ev.Contributed) == 0 {
+		// Nothing to go by: a document that contributed nothing before
+		// or after names nothing to patch, and an older resolver's event
+		// names only the entities it touched, not those whose fragments
+		// it changed.
+		return nil, nil
 	}
 	ids := slices.Concat(ev.Touched, ev.Contributed)
 	slices.Sort(ids)
@@ -1119,7 +1140,14 @@ func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 	if next.from != nil && len(next.pending) > max(minPatchBound, len(next.from.base.byID)/4) {
 		next.from, next.pending = nil, nil
 	}
-	if g.names == nil && g.making {
+	// The index a request is making gets the patch for ids only while
+	// that costs less than a build (as for pending above; the size of a
+	// full build under way is not known: the bound is then minPatchBound).
+	recentMax := minPatchBound
+	if g.from != nil {
+		recentMax = max(minPatchBound, len(g.from.base.byID)/4)
+	}
+	if g.names == nil && g.making && len(ids) <= recentMax {
 		next.prev, next.recent = g, ids
 	}
 	return next, next.from != nil || next.prev != nil

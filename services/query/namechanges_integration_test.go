@@ -169,6 +169,18 @@ func TestNameIndexFollowsGraphChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, entityIDs(same(ledgerQ)), "service:ledgerreplica")
 	require.NotZero(t, cs.reset()["EntitiesByType()"], "built again")
+
+	// So does one naming only the entities it touched (an older
+	// resolver's, without Contributed): it says nothing of the entities
+	// whose fragments it changed.
+	v5 := v1
+	v5.Title = "INC-162"
+	announceApply(t, f.st, tenantAcme, "INC-162", 1, incidentACL(), v5)
+	_, err = bus.Publish(t.Context(), events.KindGraphChanged, tenantAcme, "graph-INC-162-1",
+		&events.GraphChanged{Header: events.Header{Tenant: tenantAcme}, DocID: "INC-162", Version: 1, Touched: []string{"incident:inc162"}})
+	require.NoError(t, err)
+	require.Contains(t, entityIDs(same(ledgerQ)), "service:ledgerreplica")
+	require.NotZero(t, cs.reset()["EntitiesByType()"], "built again without Contributed")
 }
 
 // TestNameIndexUnderConcurrentChanges: local questions asked while
@@ -208,21 +220,33 @@ func TestNameIndexUnderConcurrentChanges(t *testing.T) {
 			}
 		})
 	}
+	// Each change is a new document naming a component of its own besides
+	// a shared one, so a change the index lost is named by no later one:
+	// the last check asks about every component.
+	var unique []string
 	for i := range 20 {
-		doc := fmt.Sprintf("INC-%d", 170+i%5)
+		doc := fmt.Sprintf("INC-%d", 170+i)
 		name := []string{"zookeeper quorum", "ledger replica", "cert-manager"}[i%3]
 		id := "component:" + strings.ReplaceAll(strings.ReplaceAll(name, " ", ""), "-", "")
+		own := fmt.Sprintf("relay %c%c", 'a'+i/5, 'a'+i%5)
+		unique = append(unique, "What happened to the "+own+"?")
+		text := doc + ": " + name + " and the " + own + " failed."
 		c := store.Contributions{Title: doc, DocType: "postmortem",
-			TextUnits: []events.TextUnit{{ID: "u0", Text: doc + ": " + name + " failed.", End: 30}},
+			TextUnits: []events.TextUnit{{ID: "u0", Text: text, End: len(text)}},
 			Entities: []store.EntityContribution{
 				{ID: "incident:" + strings.ToLower(strings.ReplaceAll(doc, "-", "")), Type: "incident", Name: doc, NameRank: 2, TextUnits: []string{"u0"}},
 				{ID: id, Type: "component", Name: name, NameRank: 2, TextUnits: []string{"u0"}},
+				{ID: "component:" + strings.ReplaceAll(own, " ", ""), Type: "component", Name: own, NameRank: 2, TextUnits: []string{"u0"}},
 			}}
-		applyAnnounced(t, f.st, bus, doc, int64(1+i/5), &c)
+		applyAnnounced(t, f.st, bus, doc, 1, &c)
 	}
 	close(stop)
 	wg.Wait()
-	for _, q := range questions {
+	for i, q := range unique {
+		want := fmt.Sprintf("component:relay%c%c", 'a'+i/5, 'a'+i%5)
+		require.Contains(t, entityIDs(localAnswer(t, cold, q)), want, "the cold service maps %q", q)
+	}
+	for _, q := range append(questions, unique...) {
 		streamtest.Eventually(t, 10*time.Second, func() error {
 			want, got := localAnswer(t, cold, q), localAnswer(t, f, q)
 			if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -102,16 +102,32 @@ func (o keyOverride) count(id string) (int, bool) {
 	return o.counts[i], true
 }
 
-// set returns o with id standing n times, in new slices.
-func (o keyOverride) set(id string, n int) keyOverride {
-	i, found := slices.BinarySearch(o.ids, id)
-	j := i
-	if found {
-		j++
+// apply returns o, in new slices, with each id of d standing d[id] times
+// more than it does now: as o says, or else as base (the key's list in
+// the base, sorted) has it.
+func (o keyOverride) apply(d map[string]int, base []string) keyOverride {
+	ids := slices.Sorted(maps.Keys(d))
+	out := keyOverride{ids: make([]string, 0, len(o.ids)+len(ids)), counts: make([]int, 0, len(o.ids)+len(ids))}
+	add := func(id string, n int) {
+		out.ids = append(out.ids, id)
+		out.counts = append(out.counts, n)
 	}
-	ids := slices.Concat(o.ids[:i], []string{id}, o.ids[j:])
-	counts := slices.Concat(o.counts[:i], []int{n}, o.counts[j:])
-	return keyOverride{ids: ids, counts: counts}
+	i, j := 0, 0
+	for i < len(o.ids) || j < len(ids) {
+		switch {
+		case j == len(ids) || (i < len(o.ids) && o.ids[i] < ids[j]):
+			add(o.ids[i], o.counts[i])
+			i++
+		case i == len(o.ids) || ids[j] < o.ids[i]:
+			add(ids[j], baseCount(base, ids[j])+d[ids[j]])
+			j++
+		default:
+			add(ids[j], o.counts[i]+d[ids[j]])
+			i++
+			j++
+		}
+	}
+	return out
 }
 
 // merge returns base (sorted) with o applied, in id order; nil when
@@ -348,6 +364,11 @@ func (ix *nameIndex) patched(changes []nameChange, seq uint64, words func(string
 			maps.Copy(o.lists[kind], ix.over.lists[kind])
 		}
 	}
+	// The deltas of every change are gathered per key first, then each
+	// key's override is made once: a key many changed entities share (a
+	// type, a common word, a document's unit) costs one merge, not one
+	// copy of its override per entity.
+	var deltas [nKinds]map[string]map[string]int
 	for _, ch := range changes {
 		prev, had := ix.entity(ch.id)
 		for kind, delta := range keyDelta(prev, had, ch.e, ch.found, words) {
@@ -355,15 +376,23 @@ func (ix *nameIndex) patched(changes []nameChange, seq uint64, words func(string
 				if n == 0 {
 					continue
 				}
-				ov := o.lists[kind][k]
-				cur, ok := ov.count(ch.id)
-				if !ok {
-					cur = baseCount(ix.base.lists[kind][k], ch.id)
+				if deltas[kind] == nil {
+					deltas[kind] = map[string]map[string]int{}
 				}
-				o.lists[kind][k] = ov.set(ch.id, cur+n)
+				d := deltas[kind][k]
+				if d == nil {
+					d = map[string]int{}
+					deltas[kind][k] = d
+				}
+				d[ch.id] += n
 			}
 		}
 		o.ents[ch.id] = overlayEntity{e: ch.e, found: ch.found, seq: ch.seq}
+	}
+	for kind, keys := range deltas {
+		for k, d := range keys {
+			o.lists[kind][k] = o.lists[kind][k].apply(d, ix.base.lists[kind][k])
+		}
 	}
 	return &nameIndex{base: ix.base, over: o, seq: seq, folds: ix.folds}
 }
