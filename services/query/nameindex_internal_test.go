@@ -278,3 +278,30 @@ func TestGraphSetSucceeds(t *testing.T) {
 	_, ok = g.succeed(many)
 	require.False(t, ok, "more changes than a build costs: dropped")
 }
+
+// BenchmarkPatchSharedKeys patches a name index of 100,000 entities with
+// new entities that all share a type, a name word and a text unit (one
+// document naming many components): the cost of the keys they share.
+func BenchmarkPatchSharedKeys(b *testing.B) {
+	const base = 100_000
+	es := make([]store.Entity, base)
+	for i := range es {
+		id := fmt.Sprintf("service:svc%06d", i)
+		es[i] = store.Entity{ID: id, Type: "service", Name: fmt.Sprintf("svc%06d", i),
+			Sources: []store.Fragment{{DocID: fmt.Sprintf("doc-%d", i/10), Name: fmt.Sprintf("svc%06d", i), TextUnits: []string{"u0"}}}}
+	}
+	ix := newNameIndex(es, nameWords)
+	for _, n := range []int{2_000, 8_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			changes := make([]nameChange, n)
+			for i := range changes {
+				id := fmt.Sprintf("component:relay%06d", i)
+				changes[i] = nameChange{id: id, found: true, seq: 1, e: store.Entity{ID: id, Type: "component", Name: fmt.Sprintf("relay %06d", i),
+					Sources: []store.Fragment{{DocID: "big-doc", Name: fmt.Sprintf("relay %06d", i), TextUnits: []string{"u0"}}}}}
+			}
+			for b.Loop() {
+				ix.patched(changes, 1, nameWords)
+			}
+		})
+	}
+}
