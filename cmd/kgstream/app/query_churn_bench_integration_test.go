@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,33 +50,10 @@ import (
 // average: two runs on a shared machine compare only with those.
 // KG_QUERY_SCALE_PPROF names a directory for a CPU profile of each.
 func BenchmarkQueryChurn(b *testing.B) {
-	n := 10000
-	if v := os.Getenv("KG_QUERY_SCALE_DOCS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
-			b.Fatalf("KG_QUERY_SCALE_DOCS=%q: want a positive integer", v)
-		}
-	}
-	rate := 40
-	if v := os.Getenv("KG_QUERY_CHURN_RATE"); v != "" {
-		var err error
-		if rate, err = strconv.Atoi(v); err != nil || rate <= 0 {
-			b.Fatalf("KG_QUERY_CHURN_RATE=%q: want a positive integer", v)
-		}
-	}
-	budget := 20 * time.Second
-	if v := os.Getenv("KG_QUERY_SCALE_BUDGET"); v != "" {
-		var err error
-		if budget, err = time.ParseDuration(v); err != nil {
-			b.Fatalf("KG_QUERY_SCALE_BUDGET=%q: %v", v, err)
-		}
-	}
-	dir := os.Getenv("KG_QUERY_SCALE_DATA")
-	if dir == "" {
-		dir = b.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		b.Fatal(err)
-	}
+	n := envInt(b, "KG_QUERY_SCALE_DOCS", 10000)
+	rate := envInt(b, "KG_QUERY_CHURN_RATE", 40)
+	budget := envDuration(b, "KG_QUERY_SCALE_BUDGET", 20*time.Second)
+	dir := queryScaleDir(b)
 	// Built (or found) and closed, then copied: the run changes its copy.
 	d := buildScaleData(b, dir, n)
 	if err := d.st.Close(); err != nil {

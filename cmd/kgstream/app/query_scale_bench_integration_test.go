@@ -380,26 +380,9 @@ const (
 // lists the modes to measure (comma-separated; default all);
 // KG_QUERY_SCALE_RESPONSES names a directory for each mode's last response.
 func BenchmarkQueryScale(b *testing.B) {
-	n := 10000
-	if v := os.Getenv("KG_QUERY_SCALE_DOCS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
-			b.Fatalf("KG_QUERY_SCALE_DOCS=%q: want a positive integer", v)
-		}
-	}
-	budget := 20 * time.Second
-	if v := os.Getenv("KG_QUERY_SCALE_BUDGET"); v != "" {
-		var err error
-		if budget, err = time.ParseDuration(v); err != nil {
-			b.Fatalf("KG_QUERY_SCALE_BUDGET=%q: %v", v, err)
-		}
-	}
-	dir := os.Getenv("KG_QUERY_SCALE_DATA")
-	if dir == "" {
-		dir = b.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		b.Fatal(err)
-	}
+	n := envInt(b, "KG_QUERY_SCALE_DOCS", 10000)
+	budget := envDuration(b, "KG_QUERY_SCALE_BUDGET", 20*time.Second)
+	dir := queryScaleDir(b)
 	profDir := os.Getenv("KG_QUERY_SCALE_PPROF")
 	profile := func(name string) func() {
 		if profDir == "" {
@@ -550,13 +533,7 @@ func BenchmarkQueryScale(b *testing.B) {
 		{"global", func(int) error { return ask("global", "What are the recurring root causes of our incidents?") }},
 		{"drift", func(int) error { return ask("drift", question) }},
 	}
-	minN := 20
-	if v := os.Getenv("KG_QUERY_SCALE_MIN"); v != "" {
-		var err error
-		if minN, err = strconv.Atoi(v); err != nil || minN <= 0 {
-			b.Fatalf("KG_QUERY_SCALE_MIN=%q: want a positive integer", v)
-		}
-	}
+	minN := envInt(b, "KG_QUERY_SCALE_MIN", 20)
 	if v := os.Getenv("KG_QUERY_SCALE_MODES"); v != "" {
 		want := strings.Split(v, ",")
 		modes = slices.DeleteFunc(modes, func(m struct {

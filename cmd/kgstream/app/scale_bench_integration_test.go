@@ -84,6 +84,32 @@ func envInt(b *testing.B, name string, def int) int {
 	return n
 }
 
+// envDuration reads a duration from the environment, or def.
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+// queryScaleDir is where the query benchmarks keep their data set:
+// KG_QUERY_SCALE_DATA (made if absent), else a temporary directory.
+func queryScaleDir(b *testing.B) string {
+	dir := os.Getenv("KG_QUERY_SCALE_DATA")
+	if dir == "" {
+		return b.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
 // metricSum is the sum over every label set of a counter, or of a
 // histogram's sample sum (sum) or count (!sum).
 func metricSum(b testing.TB, a *app.App, name string, sum bool) float64 {
