@@ -92,16 +92,6 @@ type keyOverride struct {
 	counts []int
 }
 
-// count returns how many times o says id stands in the list, false when
-// o says nothing of id.
-func (o keyOverride) count(id string) (int, bool) {
-	i, ok := slices.BinarySearch(o.ids, id)
-	if !ok {
-		return 0, false
-	}
-	return o.counts[i], true
-}
-
 // apply returns o, in new slices, with each id of d standing d[id] times
 // more than it does now: as o says, or else as base (the key's list in
 // the base, sorted) has it.

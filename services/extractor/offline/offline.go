@@ -275,18 +275,6 @@ func nonASCIIBefore(text string, ws []word) []int {
 	return out
 }
 
-// appendLower appends the ASCII lower case of s to b.
-func appendLower(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b = append(b, c)
-	}
-	return b
-}
-
 type hit struct {
 	start, end int // byte offsets of text in the searched string
 	text       string
