@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -29,8 +28,6 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
-	"github.com/kgstream/kgstream/services/extractor/chunk"
-	"github.com/kgstream/kgstream/services/extractor/offline"
 	"github.com/kgstream/kgstream/services/query"
 	"github.com/kgstream/kgstream/services/resolver"
 )
@@ -99,7 +96,7 @@ func BenchmarkQueryChurn(b *testing.B) {
 		edit.Version, edit.Title, edit.Text = 2, other.Title, other.Text
 		churn = append(churn, edit, all[n+k])
 	}
-	extracted := extractChurnDocs(b, st, churn)
+	extracted := extractScaleDocs(b, st, churn)
 
 	a, err := auth.New([]auth.Token{{Token: "t-alice", Tenant: scaleTenant, Principal: "alice", Groups: []string{"oncall"}}}, nil)
 	if err != nil {
@@ -227,51 +224,6 @@ func BenchmarkQueryChurn(b *testing.B) {
 		}
 	}
 	b.ReportMetric(0, "ns/op")
-}
-
-// extractChurnDocs extracts docs as applyScaleDocs does (the offline
-// extractor on the extractor worker's chunks), in parallel.
-func extractChurnDocs(b *testing.B, st store.GraphStore, docs []events.DocChanged) []events.Extracted {
-	b.Helper()
-	ctx := context.Background()
-	tok, err := chunk.NewTokenizer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	chunker, err := chunk.New(tok, chunk.DefaultTokens, min(chunk.DefaultOverlap, chunk.DefaultTokens/12))
-	if err != nil {
-		b.Fatal(err)
-	}
-	x, err := offline.New(offline.Config{Gazetteer: offline.NewCatalogGazetteer(st, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	out := make([]events.Extracted, len(docs))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for i := range next {
-				doc := &docs[i]
-				units := chunker.Chunk(doc.DocID, doc.Version, doc.Text)
-				ents, rels, err := x.Extract(ctx, doc, units)
-				if err != nil {
-					b.Error(err)
-				}
-				out[i] = events.Extracted{Header: doc.Header, DocID: doc.DocID, Version: doc.Version, Title: doc.Title,
-					DocType: doc.DocType, TextUnits: units, Entities: ents, Relationships: rels, Extractor: x.Name(), ReceivedAt: doc.ReceivedAt}
-			}
-		})
-	}
-	for i := range docs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if b.Failed() {
-		b.FailNow()
-	}
-	return out
 }
 
 // cpuProfile starts a CPU profile in KG_QUERY_SCALE_PPROF/name.pprof when

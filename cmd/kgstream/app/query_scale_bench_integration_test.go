@@ -228,53 +228,13 @@ func buildScaleData(b *testing.B, dir string, n int) *scaleData {
 	return d
 }
 
-// applyScaleDocs extracts docs with the offline extractor (chunked as
-// the extractor worker chunks), resolves them with the resolver's Resolve
+// applyScaleDocs extracts docs (extractScaleDocs), resolves them with the resolver's Resolve
 // and applies them after their registry announcement, 64 a transaction.
 func applyScaleDocs(b *testing.B, st *embedded.Store, bus *stream.Bus, docs []events.DocChanged) {
 	b.Helper()
 	ctx := context.Background()
 	n := len(docs)
-	tok, err := chunk.NewTokenizer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	chunker, err := chunk.New(tok, chunk.DefaultTokens, min(chunk.DefaultOverlap, chunk.DefaultTokens/12))
-	if err != nil {
-		b.Fatal(err)
-	}
-	x, err := offline.New(offline.Config{Gazetteer: offline.NewCatalogGazetteer(st, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	// Extraction is a pure function of the document: in parallel.
-	extracted := make([]events.Extracted, n)
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				doc := &docs[i]
-				units := chunker.Chunk(doc.DocID, doc.Version, doc.Text)
-				ents, rels, err := x.Extract(ctx, doc, units)
-				if err != nil {
-					b.Error(err)
-				}
-				extracted[i] = events.Extracted{Header: doc.Header, DocID: doc.DocID, Version: doc.Version, Title: doc.Title,
-					DocType: doc.DocType, TextUnits: units, Entities: ents, Relationships: rels, Extractor: x.Name(), ReceivedAt: doc.ReceivedAt}
-			}
-		}()
-	}
-	for i := range docs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if b.Failed() {
-		b.FailNow()
-	}
+	extracted := extractScaleDocs(b, st, docs)
 	rw, err := resolver.New(resolver.Config{}, bus, st, nil, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -610,4 +570,50 @@ func openBenchStores(b *testing.B, dir string) (*embedded.Store, *vecembedded.In
 	}
 	b.Cleanup(func() { vix.Close() })
 	return st, vix
+}
+
+// extractScaleDocs extracts docs with the offline extractor, chunked as
+// the extractor worker chunks, in parallel (extraction is a pure function
+// of the document).
+func extractScaleDocs(b *testing.B, st store.GraphStore, docs []events.DocChanged) []events.Extracted {
+	b.Helper()
+	ctx := context.Background()
+	tok, err := chunk.NewTokenizer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunker, err := chunk.New(tok, chunk.DefaultTokens, min(chunk.DefaultOverlap, chunk.DefaultTokens/12))
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, err := offline.New(offline.Config{Gazetteer: offline.NewCatalogGazetteer(st, 0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make([]events.Extracted, len(docs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range next {
+				doc := &docs[i]
+				units := chunker.Chunk(doc.DocID, doc.Version, doc.Text)
+				ents, rels, err := x.Extract(ctx, doc, units)
+				if err != nil {
+					b.Error(err)
+				}
+				out[i] = events.Extracted{Header: doc.Header, DocID: doc.DocID, Version: doc.Version, Title: doc.Title,
+					DocType: doc.DocType, TextUnits: units, Entities: ents, Relationships: rels, Extractor: x.Name(), ReceivedAt: doc.ReceivedAt}
+			}
+		})
+	}
+	for i := range docs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	return out
 }
