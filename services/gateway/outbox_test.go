@@ -51,16 +51,8 @@ func TestOutboxRepublishesWhatThePublishLost(t *testing.T) {
 
 	// The stream stops taking document events: every publish fails after
 	// the registry moved.
-	js := bus.JetStream()
-	stm, err := js.Stream(ctx, bus.StreamName())
-	require.NoError(t, err)
-	info, err := stm.Info(ctx)
-	require.NoError(t, err)
-	cfg := info.Config
-	subjects := cfg.Subjects
-	cfg.Subjects = []string{"outage.nothing"}
-	_, err = js.UpdateStream(ctx, cfg)
-	require.NoError(t, err)
+	setSubjects, subjects := streamSubjects(t, bus)
+	setSubjects([]string{"outage.nothing"})
 
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/v1/documents", `{"id":"lost/b","text":"written in the outage"}`},
@@ -87,9 +79,7 @@ func TestOutboxRepublishesWhatThePublishLost(t *testing.T) {
 
 	// The stream recovers and the caller never retries. Another gateway
 	// process (a restart) republishes everything at start.
-	cfg.Subjects = subjects
-	_, err = js.UpdateStream(ctx, cfg)
-	require.NoError(t, err)
+	setSubjects(subjects)
 	g2, reg2, f2 := newGateway()
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -169,16 +159,8 @@ func TestOutboxKeepsLargeEventsByReference(t *testing.T) {
 	t.Cleanup(srv.Close)
 	f := &fixture{srv: srv, reg: st, bus: bus}
 
-	js := bus.JetStream()
-	stm, err := js.Stream(ctx, bus.StreamName())
-	require.NoError(t, err)
-	info, err := stm.Info(ctx)
-	require.NoError(t, err)
-	cfg := info.Config
-	subjects := cfg.Subjects
-	cfg.Subjects = []string{"outage.nothing"}
-	_, err = js.UpdateStream(ctx, cfg)
-	require.NoError(t, err)
+	setSubjects, subjects := streamSubjects(t, bus)
+	setSubjects([]string{"outage.nothing"})
 
 	text := strings.Repeat("The cache node was replaced and the service fell back to the database. ", 30000) // ~2 MB
 	require.Greater(t, len(text), bus.InlineMax())
@@ -190,13 +172,14 @@ func TestOutboxKeepsLargeEventsByReference(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the large event is pending")
 
-	cfg.Subjects = subjects
-	_, err = js.UpdateStream(ctx, cfg)
-	require.NoError(t, err)
+	setSubjects(subjects)
 	left, err := g.Republish(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 0, left)
 	require.True(t, hasMsgID(t, f, "acme/big/doc/1/changed"))
+	js := bus.JetStream()
+	stm, err := js.Stream(ctx, bus.StreamName())
+	require.NoError(t, err)
 	msg, err := stm.GetMsg(ctx, f.streamCount(t))
 	require.NoError(t, err)
 	sub, err := js.OrderedConsumer(ctx, bus.StreamName(), jetstream.OrderedConsumerConfig{OptStartSeq: msg.Sequence})
@@ -355,19 +338,7 @@ func TestRepublishSettlesEachEventOnItsOwn(t *testing.T) {
 			srv := httptest.NewServer(g.Handler())
 			t.Cleanup(srv.Close)
 			f := &fixture{srv: srv, bus: bus}
-			js := bus.JetStream()
-			stm, err := js.Stream(ctx, bus.StreamName())
-			require.NoError(t, err)
-			info, err := stm.Info(ctx)
-			require.NoError(t, err)
-			cfg := info.Config
-			subjects := cfg.Subjects
-			setSubjects := func(s []string) {
-				t.Helper()
-				cfg.Subjects = s
-				_, err := js.UpdateStream(ctx, cfg)
-				require.NoError(t, err)
-			}
+			setSubjects, subjects := streamSubjects(t, bus)
 			setSubjects([]string{"outage.nothing"})
 			// Each refused publish takes the client's retries: the writes
 			// are sent together.
@@ -437,4 +408,24 @@ func refused(url, method, path, body string) error {
 		return fmt.Errorf("%s %s answered %d, want 503", method, path, resp.StatusCode)
 	}
 	return nil
+}
+
+// streamSubjects returns a function that sets the subjects the bus's
+// stream takes (an outage of what it no longer takes: publishes fail)
+// and the subjects it takes now, to set back.
+func streamSubjects(tb testing.TB, bus *stream.Bus) (set func([]string), subjects []string) {
+	tb.Helper()
+	ctx := tb.Context()
+	js := bus.JetStream()
+	stm, err := js.Stream(ctx, bus.StreamName())
+	require.NoError(tb, err)
+	info, err := stm.Info(ctx)
+	require.NoError(tb, err)
+	cfg := info.Config
+	return func(s []string) {
+		tb.Helper()
+		cfg.Subjects = s
+		_, err := js.UpdateStream(ctx, cfg)
+		require.NoError(tb, err)
+	}, cfg.Subjects
 }

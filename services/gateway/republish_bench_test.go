@@ -41,21 +41,8 @@ func BenchmarkRepublish(b *testing.B) {
 				}
 				srv := httptest.NewServer(g.Handler())
 				ctx := b.Context()
-				js := bus.JetStream()
-				stm, err := js.Stream(ctx, bus.StreamName())
-				if err != nil {
-					b.Fatal(err)
-				}
-				info, err := stm.Info(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cfg := info.Config
-				subjects := cfg.Subjects
-				cfg.Subjects = []string{"outage.nothing"}
-				if _, err := js.UpdateStream(ctx, cfg); err != nil {
-					b.Fatal(err)
-				}
+				setSubjects, subjects := streamSubjects(b, bus)
+				setSubjects([]string{"outage.nothing"})
 				// Each refused publish takes the client's retries (about half a
 				// second): the writes go 50 at a time.
 				var wg errgroup.Group
@@ -81,10 +68,7 @@ func BenchmarkRepublish(b *testing.B) {
 					b.Fatal(err)
 				}
 				srv.Close()
-				cfg.Subjects = subjects
-				if _, err := js.UpdateStream(ctx, cfg); err != nil {
-					b.Fatal(err)
-				}
+				setSubjects(subjects)
 				began := time.Now()
 				left, err := g.Republish(context.WithoutCancel(ctx))
 				took := time.Since(began)
