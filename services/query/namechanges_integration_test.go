@@ -74,6 +74,19 @@ func entityIDs(r query.QueryResponse) []string {
 	return out
 }
 
+// coldFixture serves st with a service that caches nothing (no events
+// followed): what a live service must answer as.
+func coldFixture(t *testing.T, st query.Stores) *fixture {
+	t.Helper()
+	a, err := newAuth()
+	require.NoError(t, err)
+	svc, err := query.New(query.Config{}, &failingStores{Stores: st}, a, nil, nil)
+	require.NoError(t, err)
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	return &fixture{t: t, st: &failingStores{Stores: st}, srv: srv}
+}
+
 // TestNameIndexFollowsGraphChanges: while the service follows the bus, a
 // graph change (a new document naming new entities, an edit renaming one
 // and dropping another, a deletion) patches the tenant's name index for
@@ -83,13 +96,7 @@ func entityIDs(r query.QueryResponse) []string {
 // one that cannot be decoded does.
 func TestNameIndexFollowsGraphChanges(t *testing.T) {
 	f, cs, bus := newCachingFixture(t)
-	a, err := newAuth()
-	require.NoError(t, err)
-	coldSvc, err := query.New(query.Config{}, &failingStores{Stores: cs.Stores}, a, nil, nil)
-	require.NoError(t, err)
-	coldSrv := httptest.NewServer(coldSvc.Handler())
-	t.Cleanup(coldSrv.Close)
-	cold := &fixture{t: t, st: &failingStores{Stores: cs.Stores}, srv: coldSrv}
+	cold := coldFixture(t, cs.Stores)
 
 	certQ := "What happened to cert-manager?"
 	streamtest.Eventually(t, 10*time.Second, func() error {
@@ -164,7 +171,7 @@ func TestNameIndexFollowsGraphChanges(t *testing.T) {
 	v4 := v1
 	v4.Title = "INC-161"
 	announceApply(t, f.st, tenantAcme, "INC-161", 1, incidentACL(), v4)
-	_, err = bus.Publish(t.Context(), events.KindGraphChanged, tenantAcme, "graph-INC-161-1",
+	_, err := bus.Publish(t.Context(), events.KindGraphChanged, tenantAcme, "graph-INC-161-1",
 		&events.GraphChanged{Header: events.Header{Tenant: tenantAcme}, DocID: "INC-161", Version: 1})
 	require.NoError(t, err)
 	require.Contains(t, entityIDs(same(ledgerQ)), "service:ledgerreplica")
@@ -189,13 +196,7 @@ func TestNameIndexFollowsGraphChanges(t *testing.T) {
 // with the live service answering as a service without caches does.
 func TestNameIndexUnderConcurrentChanges(t *testing.T) {
 	f, cs, bus := newCachingFixture(t)
-	a, err := newAuth()
-	require.NoError(t, err)
-	coldSvc, err := query.New(query.Config{}, &failingStores{Stores: cs.Stores}, a, nil, nil)
-	require.NoError(t, err)
-	coldSrv := httptest.NewServer(coldSvc.Handler())
-	t.Cleanup(coldSrv.Close)
-	cold := &fixture{t: t, st: &failingStores{Stores: cs.Stores}, srv: coldSrv}
+	cold := coldFixture(t, cs.Stores)
 	questions := []string{"What happened to cert-manager?", "What happened to the zookeeper quorum?", "What happened to the ledger replica?"}
 	streamtest.Eventually(t, 10*time.Second, func() error {
 		cs.reset()
