@@ -1,0 +1,90 @@
+package query
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
+)
+
+// slowListing holds a listing of every entity, once it has read them,
+// until release is closed.
+type slowListing struct {
+	Stores
+	lists    atomic.Int32
+	read     chan struct{}
+	release  chan struct{}
+	readOnce sync.Once
+}
+
+func (s *slowListing) EntitiesByType(ctx context.Context, tenant, typ string) ([]store.Entity, error) {
+	es, err := s.Stores.EntitiesByType(ctx, tenant, typ)
+	if typ == "" {
+		s.lists.Add(1)
+		s.readOnce.Do(func() { close(s.read) })
+		<-s.release
+	}
+	return es, err
+}
+
+// TestIndexMadeDuringAChangeIsPatched: a change arriving while a request
+// builds the tenant's first name index (from every entity) is not lost
+// and costs no second listing: the set that follows waits for that index
+// and patches it for the entities the change named.
+func TestIndexMadeDuringAChangeIsPatched(t *testing.T) {
+	ctx := t.Context()
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	apply := func(doc, id, name string) {
+		t.Helper()
+		_, err := db.Announce(ctx, "acme", store.Announcement{DocID: doc, ACL: provenance.PublicACL()})
+		require.NoError(t, err)
+		res, err := db.Apply(ctx, "acme", doc, 1, store.Contributions{Title: doc, DocType: "postmortem",
+			TextUnits: []events.TextUnit{{ID: "u0", Text: name + " failed.", End: len(name) + 8}},
+			Entities:  []store.EntityContribution{{ID: id, Type: "component", Name: name, NameRank: 2, TextUnits: []string{"u0"}}}})
+		require.NoError(t, err)
+		require.Equal(t, store.Applied, res.Outcome)
+	}
+	apply("INC-1", "component:alpha", "alpha")
+	st := &slowListing{Stores: db, read: make(chan struct{}), release: make(chan struct{})}
+	a, err := auth.New(nil, nil)
+	require.NoError(t, err)
+	s, err := New(Config{}, st, a, nil, nil)
+	require.NoError(t, err)
+	s.cache.setLive(true)
+
+	g, err := s.graphSet(ctx, "acme")
+	require.NoError(t, err)
+	built := make(chan error, 1)
+	go func() {
+		_, err := s.nameIndexOf(ctx, "acme", g)
+		built <- err
+	}()
+	<-st.read // the listing has read alpha only
+	apply("INC-2", "component:beta", "beta")
+	s.cache.graph.change("acme", []string{"component:beta"})
+	close(st.release)
+	require.NoError(t, <-built)
+
+	next, err := s.graphSet(ctx, "acme")
+	require.NoError(t, err)
+	require.NotSame(t, g, next, "the change put a successor in place")
+	ix, err := s.nameIndexOf(ctx, "acme", next)
+	require.NoError(t, err)
+	_, ok := ix.entity("component:beta")
+	require.True(t, ok, "the entity the change named is in the index")
+	require.True(t, slices.Contains(ix.list(kindKey, "beta"), "component:beta"))
+	require.True(t, slices.Contains(ix.list(kindKey, "alpha"), "component:alpha"))
+	require.EqualValues(t, 1, st.lists.Load(), "one listing of every entity")
+}
