@@ -382,8 +382,16 @@ type derivedSet struct {
 
 	mu sync.Mutex
 	// admitted is, per caller and registry generation (aggKey's caller and
-	// gen), which communities' reports byCommunity holds are admitted.
-	admitted map[aggKey]map[string]bool
+	// gen), which communities' reports byCommunity holds are admitted;
+	// admittedReps, likewise, the admitted reports by community
+	// (view.admittedReports), read-only once kept.
+	admitted     map[aggKey]map[string]bool
+	admittedReps map[aggKey]map[string]store.Report
+
+	// words indexes the words of every report (reportWords), made by the
+	// first request that needs it (wordsOnce).
+	wordsOnce sync.Once
+	words     *reportWords
 }
 
 // tokens is r's token estimate (computed once for the reports of the set).

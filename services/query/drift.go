@@ -79,11 +79,15 @@ func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, e
 	resp.Drift = tree
 	ai := &driftLLM{s: s, v: v, tree: tree, on: s.cfg.LLM != nil}
 
-	reports, err := v.admittedReports()
+	d, err := v.derived()
 	if err != nil {
 		return QueryResponse{}, err
 	}
-	primer := primerReports(req.Question, reports, req.Level)
+	reports, err := v.admittedReportsIn(d)
+	if err != nil {
+		return QueryResponse{}, err
+	}
+	primer := primerReports(req.Question, reports, req.Level, d.reportWords())
 	tree.Primer = primerOf(primer)
 	resp.Timings["primer_ms"] = ms(time.Since(began))
 
@@ -144,8 +148,13 @@ func (s *Service) drift(v *view, req QueryRequest, budget int) (QueryResponse, e
 	if err != nil {
 		return QueryResponse{}, err
 	}
+	// Each unit's share once, not at every comparison.
+	shares := make(map[string]float64, len(units))
+	for _, it := range units {
+		shares[it.ID] = unitShare(rank, it)
+	}
 	slices.SortStableFunc(units, func(a, b ContextItem) int {
-		return cmp.Compare(unitShare(rank, b), unitShare(rank, a))
+		return cmp.Compare(shares[b.ID], shares[a.ID])
 	})
 	left := budget
 	for _, it := range units {
@@ -281,24 +290,31 @@ func dedupeDocs(cs []citation) map[string]bool {
 
 // primerReports are the admitted reports closest to the question by the
 // IDF-weighted share of its words in their title, summary and findings,
-// ties by rating.
-func primerReports(question string, reports map[string]store.Report, level *int) []store.Report {
-	words := contentWords(question)
-	df := map[string]int{}
-	texts := map[string]map[string]bool{}
-	for id, r := range reports {
-		has := map[string]bool{}
-		text := r.Title + " " + r.Summary
-		for _, f := range r.Findings {
-			text += " " + f.Summary
+// ties by rating. reports are the admitted reports by community; words
+// indexes every report of the set they were taken from, so a question
+// reads the reports holding its words, not the text of every report.
+func primerReports(question string, reports map[string]store.Report, level *int, words *reportWords) []store.Report {
+	qw := contentWords(question)
+	// admitted reports whether the report at i is its community's admitted
+	// one: the one the scores and document frequencies count.
+	admitted := func(i int32) bool {
+		r := &words.reports[i]
+		w, ok := reports[r.Community]
+		return ok && w.ID == r.ID
+	}
+	scores := map[int32]float64{}
+	for _, w := range qw {
+		df := 0
+		for _, i := range words.postings[w] {
+			if admitted(i) {
+				df++
+			}
 		}
-		for _, w := range wordsOf(text) {
-			has[w] = true
-		}
-		texts[id] = has
-		for _, w := range words {
-			if has[w] {
-				df[w]++
+		// In the question's word order, as a scan of each report adds
+		// them, so the sums are the same floats.
+		for _, i := range words.postings[w] {
+			if admitted(i) && (level == nil || words.reports[i].Level == *level) {
+				scores[i] += 1 / float64(df)
 			}
 		}
 	}
@@ -306,20 +322,9 @@ func primerReports(question string, reports map[string]store.Report, level *int)
 		r     store.Report
 		score float64
 	}
-	var rs []scored
-	for id, r := range reports {
-		if level != nil && r.Level != *level {
-			continue
-		}
-		sc := 0.0
-		for _, w := range words {
-			if texts[id][w] {
-				sc += 1 / float64(df[w])
-			}
-		}
-		if sc > 0 {
-			rs = append(rs, scored{r, sc})
-		}
+	rs := make([]scored, 0, len(scores))
+	for i, sc := range scores {
+		rs = append(rs, scored{words.reports[i], sc})
 	}
 	slices.SortFunc(rs, func(a, b scored) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(b.r.Rating, a.r.Rating), cmp.Compare(a.r.ID, b.r.ID))
@@ -332,6 +337,46 @@ func primerReports(question string, reports map[string]store.Report, level *int)
 		out = append(out, r.r)
 	}
 	return out
+}
+
+// reportWords indexes the words of reports' title, summary and finding
+// summaries (wordsOf): postings are, per word, the indexes into reports
+// of those holding it, ascending, each once. A report id found twice is
+// indexed once.
+type reportWords struct {
+	reports  []store.Report
+	postings map[string][]int32
+}
+
+func newReportWords(rs []store.Report) *reportWords {
+	x := &reportWords{postings: map[string][]int32{}}
+	seenID := make(map[string]bool, len(rs))
+	var ws []string
+	for _, r := range rs {
+		if seenID[r.ID] {
+			continue
+		}
+		seenID[r.ID] = true
+		i := int32(len(x.reports))
+		x.reports = append(x.reports, r)
+		ws = appendWords(ws[:0], r.Title)
+		ws = appendWords(ws, r.Summary)
+		for _, f := range r.Findings {
+			ws = appendWords(ws, f.Summary)
+		}
+		for _, w := range ws {
+			if p := x.postings[w]; len(p) == 0 || p[len(p)-1] != i {
+				x.postings[w] = append(p, i)
+			}
+		}
+	}
+	return x
+}
+
+// reportWords returns the word index of d's reports, made on first use.
+func (d *derivedSet) reportWords() *reportWords {
+	d.wordsOnce.Do(func() { d.words = newReportWords(d.reports) })
+	return d.words
 }
 
 // primerOf summarises the primer reports: title and summary of each, the

@@ -672,12 +672,40 @@ func (v *view) admittedReportsOf(cs []store.Community) (map[string]store.Report,
 
 // admittedReports returns the admitted reports by community id. When a
 // community has several, the most recently updated admitted one wins.
+// The result is kept with the tenant's reports per caller and registry
+// generation, as admittedByCommunity is: callers must not modify it.
 func (v *view) admittedReports() (map[string]store.Report, error) {
 	d, err := v.derived()
 	if err != nil {
 		return nil, err
 	}
-	return v.admitReports(d.reports)
+	return v.admittedReportsIn(d)
+}
+
+// admittedReportsIn is admittedReports of the reports of d.
+func (v *view) admittedReportsIn(d *derivedSet) (map[string]store.Report, error) {
+	key, keep, err := v.aggregateKey("", Hop{})
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		d.mu.Lock()
+		m, ok := d.admittedReps[key]
+		d.mu.Unlock()
+		if ok {
+			return m, nil
+		}
+	}
+	m, err := v.admitReports(d.reports)
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		d.mu.Lock()
+		d.admittedReps = keepKeyed(d.admittedReps, key, m)
+		d.mu.Unlock()
+	}
+	return m, nil
 }
 
 // admitReports keeps the admitted reports of rs by community id (one
