@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"strings"
 
+	fastjson "github.com/segmentio/encoding/json"
+
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/errkind"
 )
@@ -34,7 +36,12 @@ func Errorf(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// WriteJSON writes v with status.
+// WriteJSON writes v with status. It encodes with
+// github.com/segmentio/encoding/json, which writes what encoding/json
+// writes (TestWriteJSONWritesWhatEncodingJSONWrites) at a fraction of its
+// CPU: an answer citing tens of thousands of documents is megabytes of
+// JSON. One difference: a json.RawMessage is written as it is, not
+// compacted (none of the responses holds one with white space).
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	if raw, ok := v.(Encoded); ok {
 		w.Header().Set("Content-Type", "application/json")
@@ -44,7 +51,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	enc := fastjson.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 }
@@ -56,7 +63,7 @@ type Encoded []byte
 // EncodeJSON encodes v exactly as WriteJSON writes it.
 func EncodeJSON(v any) (Encoded, error) {
 	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
+	enc := fastjson.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return nil, err
