@@ -36,8 +36,9 @@ const (
 	// every apply reads and writes: entities and edges.
 	FastCompression
 	// SmallCompression is zstd at its default level, for large values
-	// written once and read seldom: source records with their text,
-	// reports, communities, citation lists.
+	// written once and read seldom: reports, communities, citation lists,
+	// source records with their text (which the embedded store writes with
+	// S2 on the apply path and compaction rewrites with zstd).
 	SmallCompression
 )
 

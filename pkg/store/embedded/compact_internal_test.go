@@ -162,3 +162,61 @@ func TestOpenUpgradesLayoutOne(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestSourceRecordCodecs: an apply writes a document's record with S2,
+// a record an older build wrote with zstd reads the same, and Compact
+// rewrites S2 records with zstd, leaving what Source returns as it was.
+func TestSourceRecordCodecs(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "kgstream.db")
+	s, err := Open(path, Options{NoSync: true})
+	require.NoError(t, err)
+	for i := range 2 {
+		c := storetest.HubDoc(i, 1)
+		c.TextUnits = []events.TextUnit{{ID: "u", Text: strings.Repeat(fmt.Sprintf("The broker of doc %d restarted. ", i), 20)}}
+		c.Raw = []byte(`{"doc_id":"doc-` + fmt.Sprint(i) + `","text":"` + strings.Repeat("the broker restarted ", 20) + `"}`)
+		_, err := s.Apply(ctx, "acme", fmt.Sprintf("doc-%d", i), 1, c)
+		require.NoError(t, err)
+	}
+	stored := func(doc string) []byte {
+		var v []byte
+		require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+			g, err := openGraph(tx, "acme", false)
+			require.NoError(t, err)
+			v = bytes.Clone(g.sources.Get([]byte(doc)))
+			return nil
+		}))
+		return v
+	}
+	want := map[string]store.SourceRecord{}
+	for _, doc := range []string{"doc-0", "doc-1"} {
+		require.Equal(t, store.FastCompression, store.CompressionOf(stored(doc)), doc)
+		want[doc], err = s.Source(ctx, "acme", doc)
+		require.NoError(t, err)
+	}
+	// doc-1 as an older build wrote it: zstd.
+	plain, err := store.DecompressValue(stored("doc-1"))
+	require.NoError(t, err)
+	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
+		g, err := openGraph(tx, "acme", false)
+		require.NoError(t, err)
+		return g.sources.Put([]byte("doc-1"), store.CompressValue(plain, store.SmallCompression))
+	}))
+	require.Equal(t, store.SmallCompression, store.CompressionOf(stored("doc-1")))
+	got, err := s.Source(ctx, "acme", "doc-1")
+	require.NoError(t, err)
+	require.Equal(t, want["doc-1"], got)
+	require.NoError(t, s.Close())
+
+	_, err = Compact(ctx, path)
+	require.NoError(t, err)
+	s, err = Open(path, Options{NoSync: true})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, doc := range []string{"doc-0", "doc-1"} {
+		require.Equal(t, store.SmallCompression, store.CompressionOf(stored(doc)), doc)
+		got, err := s.Source(ctx, "acme", doc)
+		require.NoError(t, err)
+		require.Equal(t, want[doc], got, doc)
+	}
+}
