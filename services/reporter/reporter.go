@@ -632,6 +632,9 @@ type index struct {
 	ents  map[string]store.Entity
 	adj   map[string][]store.Edge
 	edges map[string]store.Edge
+	// fields are the entities' input hash fields made so far (see
+	// entityFields).
+	fields map[entityFieldsKey][]byte
 }
 
 func newIndex(g store.Graph) *index {
