@@ -92,6 +92,11 @@ func (w *Worker) writerName() string {
 // names their far ends get from each document. Versions and text units are
 // left out: an edit that changes neither statement nor name keeps the hash.
 func (w *Worker) inputHash(ix *index, c store.Community) string {
+	return w.inputHashOf(ix, c, ix.context(c))
+}
+
+// inputHashOf is inputHash of c, whose context in ix is x.
+func (w *Worker) inputHashOf(ix *index, c store.Community, x *Context) string {
 	h := sha256.New()
 	// Each field is appended to one buffer and written at once: the same
 	// bytes as writing its parts one by one, without a conversion (and
@@ -114,7 +119,6 @@ func (w *Worker) inputHash(ix *index, c store.Community) string {
 		in[m] = true
 		entity("m", m)
 	}
-	x := ix.context(c)
 	var far []string
 	for _, e := range x.Edges {
 		field(h, "e", e.ID)
@@ -174,9 +178,9 @@ type entityFieldsKey struct{ tag, id string }
 // restamp moves an unchanged report to the current versions: its sources
 // are the context's, each finding's citations are recomputed from the
 // supports of the edges it cites.
-func (ix *index) restamp(old store.Report, c store.Community) store.Report {
+func (ix *index) restamp(old store.Report, x *Context) store.Report {
 	r := old
-	r.Sources = ix.context(c).Sources()
+	r.Sources = x.Sources()
 	r.Findings = make([]store.Finding, len(old.Findings))
 	for i, f := range old.Findings {
 		var cites []provenance.SourceRef
