@@ -1342,12 +1342,8 @@ func (b buckets) putItem(t *tenantIndex, it vector.Item) error {
 
 // putSource writes one source row of the item k.
 func (b buckets) putSource(k key, s vector.Source, ord uint64) error {
-	js, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("encoding source %q of %q: %w", s.DocID, k.id, err)
-	}
-	row := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(js)), ord)
-	return b.sources.Put(sourceKey(k, s.DocID), append(row, js...))
+	row := binary.AppendUvarint(make([]byte, 0, 128), ord)
+	return b.sources.Put(sourceKey(k, s.DocID), appendSourceJSON(row, s))
 }
 
 // deleteSources deletes the source rows of the item k as the index holds
@@ -1379,10 +1375,7 @@ func (b buckets) deleteSources(t *tenantIndex, k key, keep []vector.Source) erro
 // encode is an item's record, without its sources (they are rows).
 func encode(it vector.Item) ([]byte, error) {
 	it.Sources = nil
-	meta, err := json.Marshal(it)
-	if err != nil {
-		return nil, err
-	}
+	meta := appendItemJSON(nil, it)
 	buf := make([]byte, 0, binary.MaxVarintLen64+len(meta)+4*len(it.Vector))
 	buf = binary.AppendUvarint(buf, uint64(len(meta)))
 	buf = append(buf, meta...)
