@@ -151,3 +151,69 @@ func reconcileTenantB(b *testing.B, n int) (*reporter.Worker, *embedded.Store, [
 	}
 	return w, st, cs
 }
+
+// BenchmarkRegenerateHub is BenchmarkRegenerate where every document also
+// mentions one hub (component:kafka, 2000 fragments, in no community of
+// the event): the far end of 20 edges of each of the 100 communities,
+// named and hashed with each report. "write" deletes the reports before
+// each event (not timed), so each is written again; "current" handles the
+// event with the reports in place, each checked and none stored.
+func BenchmarkRegenerateHub(b *testing.B) {
+	w, st, _, _ := setupB(b)
+	const comms, per = 100, 20
+	var changed []events.CommunityChange
+	var cs []store.Community
+	var rids []string
+	for k := range comms {
+		var ms []string
+		for i := range per {
+			doc := fmt.Sprintf("d%d-%d", k, i)
+			inc, fm := "incident:"+doc, fmt.Sprintf("failure_mode:fm%d", k)
+			_, err := st.Apply(b.Context(), "acme", doc, 1, store.Contributions{
+				TextUnits: []events.TextUnit{{ID: doc + "-u", Text: "t"}},
+				Entities: []store.EntityContribution{
+					{ID: inc, Type: "incident", Name: doc, NameRank: 2, TextUnits: []string{doc + "-u"}},
+					{ID: fm, Type: "failure_mode", Name: fm[len("failure_mode:"):], NameRank: 2, TextUnits: []string{doc + "-u"}},
+					{ID: "component:kafka", Type: "component", Name: "Kafka", NameRank: 1, Description: "The event bus " + doc + " uses.", TextUnits: []string{doc + "-u"}},
+				},
+				Edges: []store.EdgeContribution{
+					{Source: inc, Relation: "failure", Target: fm, Weight: 1, TextUnits: []string{doc + "-u"}},
+					{Source: inc, Relation: "mentions", Target: "component:kafka", Weight: 1, Description: "stalled on the bus", TextUnits: []string{doc + "-u"}},
+				},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ms = append(ms, inc)
+		}
+		ms = append(ms, fmt.Sprintf("failure_mode:fm%d", k))
+		id := fmt.Sprintf("c0-%03d", k)
+		cs = append(cs, store.Community{ID: id, Members: ms, MemberHash: id})
+		changed = append(changed, events.CommunityChange{ID: id, MemberHash: id})
+		rids = append(rids, reporter.ReportID(id))
+	}
+	cs = append(cs, store.Community{ID: "c0-hub", Members: []string{"component:kafka"}, MemberHash: "c0-hub"})
+	if err := st.ReplaceCommunities(b.Context(), "acme", 1, cs); err != nil {
+		b.Fatal(err)
+	}
+	data, err := events.Encode(&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1, Changed: changed})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"write", "current"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				if mode == "write" {
+					b.StopTimer()
+					if err := st.DeleteReports(b.Context(), "acme", rids); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				if err := w.Handle(b.Context(), messageData(data)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

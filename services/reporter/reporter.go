@@ -473,17 +473,20 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job, ol
 	}
 	for _, j := range jobs {
 		start := time.Now()
-		hash := w.inputHash(ix, j.c)
+		// The context is read by the hash, the restamp and the LLM writer:
+		// made once.
+		x := ix.context(j.c)
+		hash := w.inputHashOf(ix, j.c, x)
 		var r store.Report
 		old, had := olds[ReportID(j.c.ID)]
 		restamp := had && old.MemberHash == j.c.MemberHash && old.InputHash == hash
 		if restamp {
-			r = ix.restamp(old, j.c)
+			r = ix.restamp(old, x)
 			if slices.Equal(r.Sources, old.Sources) && sameCitations(r.Findings, old.Findings) {
 				continue // nothing moved
 			}
 		} else {
-			r = w.write(ctx, j.c, ix)
+			r = w.write(ctx, j.c, ix, x)
 			r.InputHash = hash
 		}
 		if len(chunk) == 0 {
@@ -590,9 +593,9 @@ func (w *Worker) staleCommunities(ctx context.Context, tenant string, named map[
 
 // write uses the LLM writer when configured, the extractive one otherwise
 // or when the LLM's report is rejected.
-func (w *Worker) write(ctx context.Context, c store.Community, ix *index) store.Report {
+func (w *Worker) write(ctx context.Context, c store.Community, ix *index, x *Context) store.Report {
 	if w.cfg.LLM != nil {
-		r, err := w.cfg.LLM.Write(ctx, c, ix.context(c))
+		r, err := w.cfg.LLM.Write(ctx, c, x)
 		if err == nil {
 			return r
 		}
@@ -632,6 +635,11 @@ type index struct {
 	ents  map[string]store.Entity
 	adj   map[string][]store.Edge
 	edges map[string]store.Edge
+	// fields are the entities' input hash fields made so far (see
+	// entityFields); namers, by entity, the position of the first
+	// fragment naming it of each document (see nameFrom).
+	fields map[entityFieldsKey][]byte
+	namers map[string]map[string]int
 }
 
 func newIndex(g store.Graph) *index {
@@ -702,16 +710,8 @@ func (w *Worker) Extractive(c store.Community, ix *index) store.Report {
 		if in[e.Target] {
 			return name(e.Target)
 		}
-		docs := map[string]bool{}
-		for _, s := range e.Supports {
-			docs[s.DocID] = true
-		}
-		if t, ok := ix.ents[e.Target]; ok {
-			for _, f := range t.Sources {
-				if docs[f.DocID] && f.Name != "" {
-					return f.Name
-				}
-			}
+		if name, ok := ix.nameFrom(e.Target, e.Supports); ok {
+			return name
 		}
 		_, key, _ := strings.Cut(e.Target, ":")
 		return key
@@ -796,6 +796,57 @@ func (w *Worker) Extractive(c store.Community, ix *index) store.Report {
 		UpdatedAt:         time.Now().UTC(),
 	}
 }
+
+// nameFrom returns the name of the first fragment of the entity id (in
+// its fragments' order) that names it and comes from a document of
+// supports. A hub is the far end of many edges: the first fragment naming
+// it of each of its documents is indexed once, so each edge looks up its
+// supports' documents instead of scanning every fragment.
+func (ix *index) nameFrom(id string, supports []store.Fragment) (string, bool) {
+	t, ok := ix.ents[id]
+	if !ok {
+		return "", false
+	}
+	if len(t.Sources) <= namerScan {
+		docs := make(map[string]bool, len(supports))
+		for _, s := range supports {
+			docs[s.DocID] = true
+		}
+		for _, f := range t.Sources {
+			if docs[f.DocID] && f.Name != "" {
+				return f.Name, true
+			}
+		}
+		return "", false
+	}
+	at, ok := ix.namers[id]
+	if !ok {
+		at = make(map[string]int, len(t.Sources))
+		for i, f := range t.Sources {
+			if _, seen := at[f.DocID]; !seen && f.Name != "" {
+				at[f.DocID] = i
+			}
+		}
+		if ix.namers == nil {
+			ix.namers = map[string]map[string]int{}
+		}
+		ix.namers[id] = at
+	}
+	first := -1
+	for _, s := range supports {
+		if i, ok := at[s.DocID]; ok && (first < 0 || i < first) {
+			first = i
+		}
+	}
+	if first < 0 {
+		return "", false
+	}
+	return t.Sources[first].Name, true
+}
+
+// namerScan is the number of fragments up to which nameFrom scans them
+// rather than index them.
+const namerScan = 32
 
 func citations(fs []store.Fragment) []provenance.SourceRef {
 	var out []provenance.SourceRef

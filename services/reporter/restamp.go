@@ -92,31 +92,26 @@ func (w *Worker) writerName() string {
 // names their far ends get from each document. Versions and text units are
 // left out: an edit that changes neither statement nor name keeps the hash.
 func (w *Worker) inputHash(ix *index, c store.Community) string {
+	return w.inputHashOf(ix, c, ix.context(c))
+}
+
+// inputHashOf is inputHash of c, whose context in ix is x.
+func (w *Worker) inputHashOf(ix *index, c store.Community, x *Context) string {
 	h := sha256.New()
 	// Each field is appended to one buffer and written at once: the same
 	// bytes as writing its parts one by one, without a conversion (and
 	// an allocation) per part.
 	var buf []byte
 	field := func(h hash.Hash, parts ...string) {
-		buf = buf[:0]
-		for _, p := range parts {
-			buf = strconv.AppendInt(buf, int64(len(p)), 10)
-			buf = append(buf, ':')
-			buf = append(buf, p...)
-		}
-		buf = append(buf, '\n')
+		buf = appendField(buf[:0], parts...)
 		h.Write(buf)
 	}
+	// An entity's fields are the same bytes in every community naming it
+	// with that tag (a hub is the far end of most communities' edges, and
+	// its fields are a fragment per document): they are made once per
+	// index, then written at once.
 	entity := func(tag, id string) {
-		e, ok := ix.ents[id]
-		if !ok {
-			field(h, tag, id, "absent")
-			return
-		}
-		field(h, tag, e.ID, e.Name, e.Type)
-		for _, f := range e.Sources {
-			field(h, "f", f.DocID, f.Name, strconv.Itoa(f.NameRank), f.Description)
-		}
+		h.Write(ix.entityFields(tag, id))
 	}
 	field(h, "writer", w.writerName())
 	in := make(map[string]bool, len(c.Members))
@@ -124,7 +119,6 @@ func (w *Worker) inputHash(ix *index, c store.Community) string {
 		in[m] = true
 		entity("m", m)
 	}
-	x := ix.context(c)
 	var far []string
 	for _, e := range x.Edges {
 		field(h, "e", e.ID)
@@ -142,12 +136,51 @@ func (w *Worker) inputHash(ix *index, c store.Community) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// appendField appends one field of an input hash: each part as its
+// length, a colon and the part, then a newline.
+func appendField(buf []byte, parts ...string) []byte {
+	for _, p := range parts {
+		buf = strconv.AppendInt(buf, int64(len(p)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, p...)
+	}
+	return append(buf, '\n')
+}
+
+// entityFields returns the fields an input hash holds of the entity id
+// under tag: its id, name and type, then each fragment's document, name,
+// name rank and description; or the id marked absent. They are made once
+// per index and tag (see inputHash).
+func (ix *index) entityFields(tag, id string) []byte {
+	k := entityFieldsKey{tag, id}
+	if b, ok := ix.fields[k]; ok {
+		return b
+	}
+	var b []byte
+	if e, ok := ix.ents[id]; !ok {
+		b = appendField(b, tag, id, "absent")
+	} else {
+		b = appendField(b, tag, e.ID, e.Name, e.Type)
+		for _, f := range e.Sources {
+			b = appendField(b, "f", f.DocID, f.Name, strconv.Itoa(f.NameRank), f.Description)
+		}
+	}
+	if ix.fields == nil {
+		ix.fields = map[entityFieldsKey][]byte{}
+	}
+	ix.fields[k] = b
+	return b
+}
+
+// entityFieldsKey names an entity's fields in index.fields.
+type entityFieldsKey struct{ tag, id string }
+
 // restamp moves an unchanged report to the current versions: its sources
 // are the context's, each finding's citations are recomputed from the
 // supports of the edges it cites.
-func (ix *index) restamp(old store.Report, c store.Community) store.Report {
+func (ix *index) restamp(old store.Report, x *Context) store.Report {
 	r := old
-	r.Sources = ix.context(c).Sources()
+	r.Sources = x.Sources()
 	r.Findings = make([]store.Finding, len(old.Findings))
 	for i, f := range old.Findings {
 		var cites []provenance.SourceRef

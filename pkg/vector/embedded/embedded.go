@@ -356,7 +356,7 @@ func (ix *Index) upsert(ctx context.Context, tenant string, items []vector.Item)
 			if err := b.deleteSources(t, key{it.Kind, it.ID}, it.Sources); err != nil {
 				return err
 			}
-			if err := b.putItem(it); err != nil {
+			if err := b.putItem(t, it); err != nil {
 				return fmt.Errorf("writing item %q: %w", it.ID, err)
 			}
 		}
@@ -444,7 +444,7 @@ func (ix *Index) replaceDocItems(ctx context.Context, tenant string, docs []vect
 			if err := b.deleteSources(t, key{it.Kind, it.ID}, it.Sources); err != nil {
 				return err
 			}
-			if err := b.putItem(it); err != nil {
+			if err := b.putItem(t, it); err != nil {
 				return fmt.Errorf("writing item %q: %w", it.ID, err)
 			}
 			written = append(written, it)
@@ -1074,6 +1074,47 @@ func (t *tenantIndex) holds(it vector.Item) bool {
 	return true
 }
 
+// entry returns the item k as the tenant holds it, or nil (t may be nil).
+func (t *tenantIndex) entry(k key) *entry {
+	if t == nil {
+		return nil
+	}
+	ki := t.kinds[k.kind]
+	if ki == nil {
+		return nil
+	}
+	i, ok := ki.pos[k.id]
+	if !ok {
+		return nil
+	}
+	return ki.entries[i]
+}
+
+// sameRecord reports whether the record of it (canonical, its vector unit
+// length) is the one of the item k the tenant holds: same text, metadata
+// and vector bit for bit.
+func (t *tenantIndex) sameRecord(k key, it vector.Item) bool {
+	ki := t.kinds[k.kind]
+	if ki == nil || len(it.Vector) != ki.dims {
+		return false
+	}
+	i, ok := ki.pos[k.id]
+	if !ok {
+		return false
+	}
+	e := ki.entries[i]
+	if e.item.Text != it.Text || !maps.Equal(e.item.Metadata, it.Metadata) {
+		return false
+	}
+	for j, x := range it.Vector {
+		blk, at := ki.at(i, j)
+		if math.Float32bits(blk[at]) != math.Float32bits(x) {
+			return false
+		}
+	}
+	return true
+}
+
 // remove drops an item if present, moving the last entry into its place.
 func (t *tenantIndex) remove(k key) {
 	ki := t.kinds[k.kind]
@@ -1263,17 +1304,35 @@ type buckets struct {
 	items, sources *bolt.Bucket
 }
 
-// putItem writes an item's record and its source rows, numbered in order.
-func (b buckets) putItem(it vector.Item) error {
-	rec, err := encode(it)
-	if err != nil {
-		return err
-	}
-	if err := b.items.Put(dbKey(it.Kind, it.ID), rec); err != nil {
-		return err
-	}
+// putItem writes an item's record and its source rows, numbered in order,
+// but those the file holds already as they would be written: of the item
+// as t holds it (t may be nil), the record when text, metadata and vector
+// are the same, and each row whose document, ordinal, version, text unit
+// and ACL are. A hub's item changed by one source rewrites one row, not a
+// row per document.
+func (b buckets) putItem(t *tenantIndex, it vector.Item) error {
 	k := key{it.Kind, it.ID}
+	old := t.entry(k)
+	if old == nil || !t.sameRecord(k, it) {
+		rec, err := encode(it)
+		if err != nil {
+			return err
+		}
+		if err := b.items.Put(dbKey(it.Kind, it.ID), rec); err != nil {
+			return err
+		}
+	}
+	var had map[string]source
+	if old != nil {
+		had = make(map[string]source, len(old.srcs))
+		for _, s := range old.srcs {
+			had[s.doc.id] = s
+		}
+	}
 	for i, s := range it.Sources {
+		if o, ok := had[s.DocID]; ok && o.ord == uint64(i) && o.version == s.Version && o.unit == s.TextUnit && o.acl.key == aclKey(s.ACL) {
+			continue
+		}
 		if err := b.putSource(k, s, uint64(i)); err != nil {
 			return err
 		}
@@ -1283,12 +1342,8 @@ func (b buckets) putItem(it vector.Item) error {
 
 // putSource writes one source row of the item k.
 func (b buckets) putSource(k key, s vector.Source, ord uint64) error {
-	js, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("encoding source %q of %q: %w", s.DocID, k.id, err)
-	}
-	row := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(js)), ord)
-	return b.sources.Put(sourceKey(k, s.DocID), append(row, js...))
+	row := binary.AppendUvarint(make([]byte, 0, 128), ord)
+	return b.sources.Put(sourceKey(k, s.DocID), appendSourceJSON(row, s))
 }
 
 // deleteSources deletes the source rows of the item k as the index holds
@@ -1320,10 +1375,7 @@ func (b buckets) deleteSources(t *tenantIndex, k key, keep []vector.Source) erro
 // encode is an item's record, without its sources (they are rows).
 func encode(it vector.Item) ([]byte, error) {
 	it.Sources = nil
-	meta, err := json.Marshal(it)
-	if err != nil {
-		return nil, err
-	}
+	meta := appendItemJSON(nil, it)
 	buf := make([]byte, 0, binary.MaxVarintLen64+len(meta)+4*len(it.Vector))
 	buf = binary.AppendUvarint(buf, uint64(len(meta)))
 	buf = append(buf, meta...)
@@ -1417,7 +1469,7 @@ func splitSources(items, sources *bolt.Bucket) error {
 			return err
 		}
 		for _, it := range recs {
-			if err := b.putItem(it); err != nil {
+			if err := b.putItem(nil, it); err != nil {
 				return fmt.Errorf("converting item %q of tenant %q: %w", it.ID, tn, err)
 			}
 		}
