@@ -1,6 +1,7 @@
 package taxonomy
 
 import (
+	"regexp"
 	"regexp/syntax"
 	"strings"
 	"unicode/utf8"
@@ -23,8 +24,9 @@ import (
 // start of a run of word bytes and, after its last word, ends where the
 // run does; whether a text holds one is told by trying the phrases at
 // each run's start (Match). Where a match ends may then depend on
-// the order of the alternatives, so only a list of words finds matches
-// (FindAll).
+// the order of the alternatives ("\b(a|a b)\b" matches "a" of "a b"):
+// FindAll finds where matches start so, and has the expression, anchored
+// there, tell where each ends.
 
 // WordList is an expression that matches whole words only, as a list of
 // them (see ParseWordList).
@@ -33,6 +35,9 @@ type WordList struct {
 	from  [257]uint16
 	// phrases is set when an item holds a byte that is no word byte.
 	phrases bool
+	// anchored is the expression anchored at the start of the text, for
+	// a list with phrases.
+	anchored *regexp.Regexp
 }
 
 // wordItem is a lower-case word or phrase (spaceRun standing for \s+);
@@ -111,6 +116,11 @@ func ParseWordList(expr string) *WordList {
 		}
 	}
 	w.from[256] = uint16(len(w.items))
+	if w.phrases {
+		if w.anchored, err = regexp.Compile("(?i)^(?:" + expr + ")"); err != nil {
+			return nil
+		}
+	}
 	return w
 }
 
@@ -403,12 +413,15 @@ func (l *WordList) Match(s string) bool {
 	return false
 }
 
-// Finds reports whether FindAll can be used: the list holds no phrase.
-func (l *WordList) Finds() bool { return !l.phrases }
+// Finds reports whether FindAll can be used: it can for every list.
+func (l *WordList) Finds() bool { return true }
 
 // FindAll is the expression's FindAllStringIndex(s, -1) on a text for
-// which WordListApplies holds, for a list without phrases (Finds).
+// which WordListApplies holds.
 func (l *WordList) FindAll(s string) [][]int {
+	if l.phrases {
+		return l.findPhrases(s)
+	}
 	var out [][]int
 	for i := 0; i < len(s); {
 		if !isWordByte(s[i]) {
@@ -423,6 +436,33 @@ func (l *WordList) FindAll(s string) [][]int {
 			out = append(out, []int{i, j})
 		}
 		i = j
+	}
+	return out
+}
+
+// findPhrases is FindAll for a list with phrases. A match starts at the
+// start of a run of word bytes where a word or phrase of the list starts
+// (matchAt), the first such at or after the end of the previous match,
+// and ends where the expression matching from there ends: at the end of a
+// run, as the list's items end with a word byte before the expression's
+// final \b. The byte before a run's start is no word byte (or there is
+// none), so \b holds there in s[i:] as in s.
+func (l *WordList) findPhrases(s string) [][]int {
+	var out [][]int
+	for i := 0; i < len(s); {
+		if !isWordByte(s[i]) {
+			i++
+			continue
+		}
+		if l.matchAt(s, i) {
+			if m := l.anchored.FindStringIndex(s[i:]); m != nil && m[1] > 0 {
+				out = append(out, []int{i, i + m[1]})
+				i += m[1]
+				continue
+			}
+		}
+		for i++; i < len(s) && isWordByte(s[i]); i++ {
+		}
 	}
 	return out
 }

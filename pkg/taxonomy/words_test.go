@@ -40,7 +40,11 @@ func TestWordListsMatchAsTheExpressions(t *testing.T) {
 		`\bthrottl\w+\b`, `\b[45]\d\d\b`, `\bfoo\b|\bbar\w*\b`, `\b(a_b|x9)\w+\b|\bq\b`, `\bcr[ae]sh\w*\b`, `\b(?:foo|bar)s?\b`,
 		`\b_9\b`, `\bk\w*\b`, `\bs\b`, `\btim(ed|ing)\s+out\b|\btimeouts?\b`, `\b(unable|could not|couldn't|cannot|can't)\s+to?\b`,
 		`\b(expir\w*|ran out|run out|saturat\w*)\b`, `\b(because|due to|root cause|root)\b`, `\b[45]\d\d\s+errors?\b`,
-		`\ba \s+b\w+\b`, `\bturned off\b|\bwent dark\b|\bempty\b`}
+		`\ba \s+b\w+\b`, `\bturned off\b|\bwent dark\b|\bempty\b`,
+		// Phrases whose matches at one start end where the order of the
+		// alternatives says.
+		`\b(a|a b)\b`, `\b(a b|a)\b`, `\b(x\s+)?y\b|\bx\b`, `\bfoo(\s+bar)?\b`, `\bfoo(\s+bar)??\b`, `\b(a|a\s+b\w*)\b`,
+		`\b(a\s+b\w*|a)\b`, `\b(ran|run)\s+(out|out of)\b`, `\bk\s+(s|s\s+k)\b`}
 	tx, err := Default()
 	require.NoError(t, err)
 	for _, m := range tx.Modes {
@@ -82,9 +86,8 @@ func TestWordListsMatchAsTheExpressions(t *testing.T) {
 				require.True(t, strings.ContainsAny(text, "\u017f\u212a"), text)
 				continue
 			}
-			if l.Finds() {
-				require.Equal(t, re.FindAllStringIndex(text, -1), l.FindAll(text), "%s on %q", expr, text)
-			}
+			require.True(t, l.Finds(), expr)
+			require.Equal(t, re.FindAllStringIndex(text, -1), l.FindAll(text), "%s on %q", expr, text)
 			require.Equal(t, re.MatchString(text), l.Match(text), "%s on %q", expr, text)
 		}
 	}
