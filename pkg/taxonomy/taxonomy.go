@@ -388,10 +388,20 @@ func (t *Taxonomy) buildPrefilter(exprs [nExprs]string) {
 		t.literalIx[mi] = make([][][]int32, len(m.Cues))
 		t.prefixIx[mi] = make([][]int32, len(m.Cues))
 		for ci, c := range m.Cues {
-			for _, l := range prefixLiterals(c.Pattern) {
-				t.prefixIx[mi][ci] = append(t.prefixIx[mi][ci], id(l))
+			// A set holding a single byte ("a" of "(recent|a|the)\s+change")
+			// is found in almost every sentence and tells nearly nothing,
+			// while the automaton stops at every such byte: it is left out
+			// (a cue without sets runs on every sentence its keywords are
+			// in, one without prefixes is searched from the start).
+			if l := prefixLiterals(c.Pattern); !hasShort(l) {
+				for _, l := range l {
+					t.prefixIx[mi][ci] = append(t.prefixIx[mi][ci], id(l))
+				}
 			}
 			for _, set := range LiteralSets(c.Pattern) {
+				if hasShort(set) {
+					continue
+				}
 				ids := make([]int32, len(set))
 				for i, l := range set {
 					ids[i] = id(l)
