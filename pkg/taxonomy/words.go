@@ -54,6 +54,12 @@ const maxWordItems = 1024
 // spaceRun stands for \s+ in a phrase.
 const spaceRun = 0x01
 
+// gapWord stands for \w+\s+ in a phrase, a word of a gap between two of
+// its words ("surge of (\w+\s+){0,3}traffic"). In a text a list applies
+// to it is a whole run of word bytes and the white space after it: \w+
+// must stop at white space, \s+ before a word byte.
+const gapWord = 0x02
+
 // ParseWordList returns the word list expr is, read as a case-insensitive
 // expression ("(?i)"+expr, as cues are compiled), or nil when it is not
 // one: a list of branches, each \b, words of ASCII letters, digits and
@@ -101,7 +107,7 @@ func ParseWordList(expr string) *WordList {
 		for i := 0; i < len(it.s); i++ {
 			if c := it.s[i]; !isWordByte(c) {
 				w.phrases = true
-				if c == spaceRun && (it.s[i+1] == ' ' || it.s[i+1] == spaceRun) {
+				if (c == spaceRun || c == gapWord) && (it.s[i+1] == ' ' || it.s[i+1] == spaceRun) {
 					return nil
 				}
 			}
@@ -127,7 +133,19 @@ func ParseWordList(expr string) *WordList {
 // concatWords is the language of the concatenation of subs as words.
 func concatWords(subs []*syntax.Regexp) ([]wordItem, bool) {
 	cur := []wordItem{{}}
-	for _, sub := range subs {
+	for i := 0; i < len(subs); i++ {
+		sub := subs[i]
+		if i+1 < len(subs) && isGapWord(sub, subs[i+1]) {
+			// \w+\s+ inside the concatenation: one gap word.
+			for k := range cur {
+				if cur[k].tail != 0 {
+					return nil, false
+				}
+				cur[k].s += string(rune(gapWord))
+			}
+			i++
+			continue
+		}
 		if (sub.Op == syntax.OpStar || sub.Op == syntax.OpPlus) && wordClass(sub.Sub[0]) {
 			for i := range cur {
 				if cur[i].tail != 0 {
@@ -225,6 +243,11 @@ func regexpWords(re *syntax.Regexp) ([]wordItem, bool) {
 		return concatWords(re.Sub)
 	}
 	return nil, false
+}
+
+// isGapWord reports whether a followed by b is \w+\s+.
+func isGapWord(a, b *syntax.Regexp) bool {
+	return a.Op == syntax.OpPlus && wordClass(a.Sub[0]) && b.Op == syntax.OpPlus && spaceClass(b.Sub[0])
 }
 
 // wordRune returns the byte r is in lower case when r is an ASCII word
@@ -343,6 +366,18 @@ func (l *WordList) matchAt(s string, i int) bool {
 					n++
 				}
 				ok, j = n > j, n
+				continue
+			}
+			if it.s[k] == gapWord {
+				n := j
+				for n < len(s) && isWordByte(s[n]) {
+					n++
+				}
+				m := n
+				for m < len(s) && asciiSpace(s[m]) {
+					m++
+				}
+				ok, j = n > j && m > n, m
 				continue
 			}
 			if j >= len(s) {
