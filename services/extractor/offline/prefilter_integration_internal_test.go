@@ -46,6 +46,7 @@ var prefilterCases = []string{
 	"Root cause: x: Cause: y. Cause: z\n: Cause:\n  • Impact :: Timeline: a. Summary:\n• Cause : y\nThe end. Next Steps:\tz\nFollow-ups: a\nfollow ups : b\nROOT CAUSES AND MITIGATION: c\nCAUſE: d",
 	"Traceback (most recent call last)\nat com.foo.Bar.baz(Bar.java:12)\nFoo::bar() called from x\nin /srv/a.php on line 97\n0xdeadbeef01",
 	"Exception in thread \"main\" x\nsrc/main.go:42 panicked",
+	"It failed at x.y(z) twice. It stopped at that time. Then at Foo$1.<init>(Foo) and at a.b.c.d(e). Seen at 10.30 (UTC).",
 }
 
 // TestCuedEqualsEveryCueRegexp: on every sentence of the corpus files, a
