@@ -46,6 +46,10 @@ type WordList struct {
 type wordItem struct {
 	s    string
 	tail uint8
+	// head is how many word bytes s starts with, and skip how many of the
+	// items after it (of its first byte) start with those bytes too: a
+	// text where the head is not fails them all (matchAt).
+	head, skip uint16
 }
 
 // maxWordItems bounds the words of a WordList.
@@ -122,6 +126,16 @@ func ParseWordList(expr string) *WordList {
 		}
 	}
 	w.from[256] = uint16(len(w.items))
+	for x := range w.items {
+		it := &w.items[x]
+		for int(it.head) < len(it.s) && isWordByte(it.s[it.head]) {
+			it.head++
+		}
+		head := it.s[:it.head]
+		for y := x + 1; y < len(w.items) && w.items[y].s[0] == it.s[0] && strings.HasPrefix(w.items[y].s, head); y++ {
+			it.skip++
+		}
+	}
 	if w.phrases {
 		if w.anchored, err = regexp.Compile("(?i)^(?:" + expr + ")"); err != nil {
 			return nil
@@ -357,7 +371,13 @@ func (l *WordList) matchAt(s string, i int) bool {
 	if 'A' <= c && c <= 'Z' {
 		c += 'a' - 'A'
 	}
-	for _, it := range l.items[l.from[c]:l.from[int(c)+1]] {
+	items := l.items[l.from[c]:l.from[int(c)+1]]
+	for x := 0; x < len(items); x++ {
+		it := &items[x]
+		if !lowerAt(s, i, it.s[:it.head]) {
+			x += int(it.skip)
+			continue
+		}
 		j, ok := i, true
 		for k := 0; k < len(it.s) && ok; k++ {
 			if it.s[k] == spaceRun {
@@ -404,6 +424,15 @@ func (l *WordList) matchAt(s string, i int) bool {
 		}
 	}
 	return false
+}
+
+// lowerAt reports whether the ASCII lower case of s holds p (lower
+// case) at i.
+func lowerAt(s string, i int, p string) bool {
+	if len(s)-i < len(p) {
+		return false
+	}
+	return lowerPrefix(s[i:], p)
 }
 
 // lowerPrefix reports whether the ASCII lower case of w starts with p
