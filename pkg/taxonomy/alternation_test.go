@@ -98,9 +98,11 @@ func TestAlternativesMatchAsTheExpression(t *testing.T) {
 	for i, text := range texts {
 		// Parts between random byte offsets (not only rune starts): the
 		// expressions run on parts of sentences.
-		n := 1
-		if i < 3300 {
-			n = 4
+		// The corpus sentences (after the random ones) are matched by
+		// the taxonomy's expressions only.
+		n, corpus := 3, i >= 3300
+		if corpus {
+			n = 1
 		}
 		for range n {
 			a, b := rng.IntN(len(text)+1), rng.IntN(len(text)+1)
@@ -113,6 +115,9 @@ func TestAlternativesMatchAsTheExpression(t *testing.T) {
 			}
 			parts++
 			for name, e := range exprs {
+				if corpus && !strings.Contains(name, ".") && name != "undetermined" {
+					continue
+				}
 				want := e.re.MatchString(part)
 				require.Equal(t, want, e.alt.MatchString(part), "%s on %q", name, part)
 				if want {
