@@ -53,6 +53,10 @@ type Taxonomy struct {
 	effectBefore, effectAfter, effectReason, effectExposed *regexp.Regexp
 	remedy, remedyKeeps                                    *regexp.Regexp
 	undetermined                                           *regexp.Regexp
+	// The expressions run on the parts of a sentence around each cue
+	// found (and undetermined, on the text around each "cause"), of which
+	// only whether they match is asked, as alternatives (alternation.go).
+	negAfterAlts, effectBeforeAlts, effectAfterAlts, remedyAlts, undeterminedAlts *alternatives
 
 	// The prefilter (prefilter.go): one automaton over every mode's
 	// keywords and every cue's required literals, and per mode and cue
@@ -280,6 +284,9 @@ func Parse(data []byte) (*Taxonomy, error) {
 	if t.remedyKeeps, err = compile("effect.remedy_keeps", f.Effect.RemedyKeeps); err != nil {
 		return nil, err
 	}
+	t.negAfterAlts, t.effectBeforeAlts = splitAlternation(t.negAfter), splitAlternation(t.effectBefore)
+	t.effectAfterAlts, t.remedyAlts = splitAlternation(t.effectAfter), splitAlternation(t.remedy)
+	t.undeterminedAlts = splitAlternation(t.undetermined)
 	names := map[string]bool{}
 	for i, fm := range f.Modes {
 		name := strings.Join(strings.Fields(fm.Name), " ")
@@ -381,10 +388,20 @@ func (t *Taxonomy) buildPrefilter(exprs [nExprs]string) {
 		t.literalIx[mi] = make([][][]int32, len(m.Cues))
 		t.prefixIx[mi] = make([][]int32, len(m.Cues))
 		for ci, c := range m.Cues {
-			for _, l := range prefixLiterals(c.Pattern) {
-				t.prefixIx[mi][ci] = append(t.prefixIx[mi][ci], id(l))
+			// A set holding a single byte ("a" of "(recent|a|the)\s+change")
+			// is found in almost every sentence and tells nearly nothing,
+			// while the automaton stops at every such byte: it is left out
+			// (a cue without sets runs on every sentence its keywords are
+			// in, one without prefixes is searched from the start).
+			if l := prefixLiterals(c.Pattern); !hasShort(l) {
+				for _, l := range l {
+					t.prefixIx[mi][ci] = append(t.prefixIx[mi][ci], id(l))
+				}
 			}
 			for _, set := range LiteralSets(c.Pattern) {
+				if hasShort(set) {
+					continue
+				}
 				ids := make([]int32, len(set))
 				for i, l := range set {
 					ids[i] = id(l)
@@ -447,7 +464,7 @@ func anyFound(found []bool, ids []int32) bool {
 // names no cause, whatever symptoms it describes; every pattern of it
 // holds the word "cause", so a caller need only look near that word.
 func (t *Taxonomy) Undetermined(text string) bool {
-	return t.undetermined != nil && t.undetermined.MatchString(text)
+	return t.undetermined != nil && t.undeterminedAlts.MatchString(text)
 }
 
 // Generic returns the generic mode a mode belongs to: its parent, or the
@@ -709,10 +726,10 @@ func (t *Taxonomy) effect(sc *sentence, cs, start, end int) bool {
 	// a bug which caused ...") is the cause the sentence names, not an
 	// effect: effect.exposed matches the clause up to the cue's end.
 	exposed := t.effectExposed != nil && t.may(sc, exprExposed, cs, end) && t.effectExposed.MatchString(sent[cs:end])
-	if !exposed && t.effectBefore != nil && t.may(sc, exprEffectBefore, cs, start) && t.effectBefore.MatchString(sent[cs:start]) {
+	if !exposed && t.effectBefore != nil && t.may(sc, exprEffectBefore, cs, start) && t.effectBeforeAlts.MatchString(sent[cs:start]) {
 		return true
 	}
-	if t.effectAfter != nil && t.may(sc, exprEffectAfter, end, len(sent)) && t.effectAfter.MatchString(sent[end:]) {
+	if t.effectAfter != nil && t.may(sc, exprEffectAfter, end, len(sent)) && t.effectAfterAlts.MatchString(sent[end:]) {
 		return true
 	}
 	// "Because the store lacked the data, the balancers were
@@ -726,7 +743,7 @@ func (t *Taxonomy) effect(sc *sentence, cs, start, end int) bool {
 	// The cue's clause: from the clause's start to the cue's end, then on
 	// to the clause's end.
 	if t.may(sc, exprRemedy, cs, len(sent)) {
-		if ae := end + len(clauseAfter(sent, end)); t.may(sc, exprRemedy, cs, ae) && t.remedy.MatchString(sent[cs:ae]) {
+		if ae := end + len(clauseAfter(sent, end)); t.may(sc, exprRemedy, cs, ae) && t.remedyAlts.MatchString(sent[cs:ae]) {
 			return true
 		}
 	}
@@ -790,7 +807,7 @@ func (t *Taxonomy) negated(sc *sentence, cs, start, end int, inside bool) bool {
 			return true
 		}
 	}
-	if t.negAfter != nil && t.may(sc, exprNegAfter, end, len(sent)) && t.negAfter.MatchString(sent[end:]) {
+	if t.negAfter != nil && t.may(sc, exprNegAfter, end, len(sent)) && t.negAfterAlts.MatchString(sent[end:]) {
 		return true
 	}
 	return false

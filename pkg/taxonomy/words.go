@@ -1,6 +1,7 @@
 package taxonomy
 
 import (
+	"regexp"
 	"regexp/syntax"
 	"strings"
 	"unicode/utf8"
@@ -23,8 +24,9 @@ import (
 // start of a run of word bytes and, after its last word, ends where the
 // run does; whether a text holds one is told by trying the phrases at
 // each run's start (Match). Where a match ends may then depend on
-// the order of the alternatives, so only a list of words finds matches
-// (FindAll).
+// the order of the alternatives ("\b(a|a b)\b" matches "a" of "a b"):
+// FindAll finds where matches start so, and has the expression, anchored
+// there, tell where each ends.
 
 // WordList is an expression that matches whole words only, as a list of
 // them (see ParseWordList).
@@ -33,6 +35,9 @@ type WordList struct {
 	from  [257]uint16
 	// phrases is set when an item holds a byte that is no word byte.
 	phrases bool
+	// anchored is the expression anchored at the start of the text, for
+	// a list with phrases.
+	anchored *regexp.Regexp
 }
 
 // wordItem is a lower-case word or phrase (spaceRun standing for \s+);
@@ -41,6 +46,10 @@ type WordList struct {
 type wordItem struct {
 	s    string
 	tail uint8
+	// head is how many word bytes s starts with, and skip how many of the
+	// items after it (of its first byte) start with those bytes too: a
+	// text where the head is not fails them all (matchAt).
+	head, skip uint16
 }
 
 // maxWordItems bounds the words of a WordList.
@@ -48,6 +57,12 @@ const maxWordItems = 1024
 
 // spaceRun stands for \s+ in a phrase.
 const spaceRun = 0x01
+
+// gapWord stands for \w+\s+ in a phrase, a word of a gap between two of
+// its words ("surge of (\w+\s+){0,3}traffic"). In a text a list applies
+// to it is a whole run of word bytes and the white space after it: \w+
+// must stop at white space, \s+ before a word byte.
+const gapWord = 0x02
 
 // ParseWordList returns the word list expr is, read as a case-insensitive
 // expression ("(?i)"+expr, as cues are compiled), or nil when it is not
@@ -96,7 +111,7 @@ func ParseWordList(expr string) *WordList {
 		for i := 0; i < len(it.s); i++ {
 			if c := it.s[i]; !isWordByte(c) {
 				w.phrases = true
-				if c == spaceRun && (it.s[i+1] == ' ' || it.s[i+1] == spaceRun) {
+				if (c == spaceRun || c == gapWord) && (it.s[i+1] == ' ' || it.s[i+1] == spaceRun) {
 					return nil
 				}
 			}
@@ -111,13 +126,40 @@ func ParseWordList(expr string) *WordList {
 		}
 	}
 	w.from[256] = uint16(len(w.items))
+	for x := range w.items {
+		it := &w.items[x]
+		for int(it.head) < len(it.s) && isWordByte(it.s[it.head]) {
+			it.head++
+		}
+		head := it.s[:it.head]
+		for y := x + 1; y < len(w.items) && w.items[y].s[0] == it.s[0] && strings.HasPrefix(w.items[y].s, head); y++ {
+			it.skip++
+		}
+	}
+	if w.phrases {
+		if w.anchored, err = regexp.Compile("(?i)^(?:" + expr + ")"); err != nil {
+			return nil
+		}
+	}
 	return w
 }
 
 // concatWords is the language of the concatenation of subs as words.
 func concatWords(subs []*syntax.Regexp) ([]wordItem, bool) {
 	cur := []wordItem{{}}
-	for _, sub := range subs {
+	for i := 0; i < len(subs); i++ {
+		sub := subs[i]
+		if i+1 < len(subs) && isGapWord(sub, subs[i+1]) {
+			// \w+\s+ inside the concatenation: one gap word.
+			for k := range cur {
+				if cur[k].tail != 0 {
+					return nil, false
+				}
+				cur[k].s += string(rune(gapWord))
+			}
+			i++
+			continue
+		}
 		if (sub.Op == syntax.OpStar || sub.Op == syntax.OpPlus) && wordClass(sub.Sub[0]) {
 			for i := range cur {
 				if cur[i].tail != 0 {
@@ -215,6 +257,11 @@ func regexpWords(re *syntax.Regexp) ([]wordItem, bool) {
 		return concatWords(re.Sub)
 	}
 	return nil, false
+}
+
+// isGapWord reports whether a followed by b is \w+\s+.
+func isGapWord(a, b *syntax.Regexp) bool {
+	return a.Op == syntax.OpPlus && wordClass(a.Sub[0]) && b.Op == syntax.OpPlus && spaceClass(b.Sub[0])
 }
 
 // wordRune returns the byte r is in lower case when r is an ASCII word
@@ -324,7 +371,13 @@ func (l *WordList) matchAt(s string, i int) bool {
 	if 'A' <= c && c <= 'Z' {
 		c += 'a' - 'A'
 	}
-	for _, it := range l.items[l.from[c]:l.from[int(c)+1]] {
+	items := l.items[l.from[c]:l.from[int(c)+1]]
+	for x := 0; x < len(items); x++ {
+		it := &items[x]
+		if !lowerAt(s, i, it.s[:it.head]) {
+			x += int(it.skip)
+			continue
+		}
 		j, ok := i, true
 		for k := 0; k < len(it.s) && ok; k++ {
 			if it.s[k] == spaceRun {
@@ -333,6 +386,18 @@ func (l *WordList) matchAt(s string, i int) bool {
 					n++
 				}
 				ok, j = n > j, n
+				continue
+			}
+			if it.s[k] == gapWord {
+				n := j
+				for n < len(s) && isWordByte(s[n]) {
+					n++
+				}
+				m := n
+				for m < len(s) && asciiSpace(s[m]) {
+					m++
+				}
+				ok, j = n > j && m > n, m
 				continue
 			}
 			if j >= len(s) {
@@ -359,6 +424,15 @@ func (l *WordList) matchAt(s string, i int) bool {
 		}
 	}
 	return false
+}
+
+// lowerAt reports whether the ASCII lower case of s holds p (lower
+// case) at i.
+func lowerAt(s string, i int, p string) bool {
+	if len(s)-i < len(p) {
+		return false
+	}
+	return lowerPrefix(s[i:], p)
 }
 
 // lowerPrefix reports whether the ASCII lower case of w starts with p
@@ -403,12 +477,15 @@ func (l *WordList) Match(s string) bool {
 	return false
 }
 
-// Finds reports whether FindAll can be used: the list holds no phrase.
-func (l *WordList) Finds() bool { return !l.phrases }
+// Finds reports whether FindAll can be used: it can for every list.
+func (l *WordList) Finds() bool { return true }
 
 // FindAll is the expression's FindAllStringIndex(s, -1) on a text for
-// which WordListApplies holds, for a list without phrases (Finds).
+// which WordListApplies holds.
 func (l *WordList) FindAll(s string) [][]int {
+	if l.phrases {
+		return l.findPhrases(s)
+	}
 	var out [][]int
 	for i := 0; i < len(s); {
 		if !isWordByte(s[i]) {
@@ -423,6 +500,33 @@ func (l *WordList) FindAll(s string) [][]int {
 			out = append(out, []int{i, j})
 		}
 		i = j
+	}
+	return out
+}
+
+// findPhrases is FindAll for a list with phrases. A match starts at the
+// start of a run of word bytes where a word or phrase of the list starts
+// (matchAt), the first such at or after the end of the previous match,
+// and ends where the expression matching from there ends: at the end of a
+// run, as the list's items end with a word byte before the expression's
+// final \b. The byte before a run's start is no word byte (or there is
+// none), so \b holds there in s[i:] as in s.
+func (l *WordList) findPhrases(s string) [][]int {
+	var out [][]int
+	for i := 0; i < len(s); {
+		if !isWordByte(s[i]) {
+			i++
+			continue
+		}
+		if l.matchAt(s, i) {
+			if m := l.anchored.FindStringIndex(s[i:]); m != nil && m[1] > 0 {
+				out = append(out, []int{i, i + m[1]})
+				i += m[1]
+				continue
+			}
+		}
+		for i++; i < len(s) && isWordByte(s[i]); i++ {
+		}
 	}
 	return out
 }

@@ -406,7 +406,7 @@ func labelMatches(line string) [][]int {
 	from := 0
 	for i := strings.IndexByte(line, ':'); i >= 0; {
 		if labelBefore(line[:i]) {
-			if m := sectionLabel().FindStringSubmatchIndex(line[from : i+1]); m != nil {
+			if m := labelMatch(line, from, i); m != nil {
 				for k := range m {
 					if m[k] >= 0 {
 						m[k] += from
@@ -423,6 +423,51 @@ func labelMatches(line string) [][]int {
 		i += 1 + n
 	}
 	return out
+}
+
+// maxLabel bounds the bytes of a label sectionLabel's groups match: at
+// most maxLabelChars characters (TestLabelEndsAreTheLabelsLastWords), each
+// of at most 3 bytes (the Kelvin sign matches k).
+const (
+	maxLabelChars = 40
+	maxLabel      = 3 * maxLabelChars
+)
+
+// labelMatch is sectionLabel().FindStringSubmatchIndex(line[from:i+1]),
+// line[i] a colon and line[from] the colon before it (or from 0), with
+// offsets into line[from:]. A match ends at the colon: the label before
+// it, white space between, and before the label white space and a bullet
+// or a full stop (or the line's start). So no match starts before the
+// window of the segment's last maxLabel bytes before the white space
+// ending it, widened by white space, a bullet and white space; the
+// segment, often a long line, is matched in that window only. There its
+// first byte reads as the line's start: a match found starting there is
+// looked for again in the whole segment.
+func labelMatch(line string, from, i int) []int {
+	spaceBefore := func(p int) int {
+		for p > from && (line[p-1] == ' ' || line[p-1] == '\t') {
+			p--
+		}
+		return p
+	}
+	w := spaceBefore(spaceBefore(i) - maxLabel)
+	w = spaceBefore(w - len("•"))
+	if w <= from {
+		return sectionLabel().FindStringSubmatchIndex(line[from : i+1])
+	}
+	m := sectionLabel().FindStringSubmatchIndex(line[w : i+1])
+	if m == nil {
+		return nil
+	}
+	if m[0] == 0 {
+		return sectionLabel().FindStringSubmatchIndex(line[from : i+1])
+	}
+	for k := range m {
+		if m[k] >= 0 {
+			m[k] += w - from
+		}
+	}
+	return m
 }
 
 // labelBefore reports whether s, spaces and tabs trimmed from its end,

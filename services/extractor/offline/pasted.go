@@ -90,8 +90,8 @@ func machineSentence(s string) bool { return mayBeMachine(s) && machineOutput().
 // mayBeMachine is a cheap test that machineOutput may match s: each of its
 // alternatives needs one of these: "0x", "::", " on line ", "Exception in
 // thread", "Traceback (", a source file's extension before a colon and a
-// digit (".go:12"), "at " before a word and a dot ("at com.foo"). Most
-// sentences hold none and skip the regexp.
+// digit (".go:12"), "at " before a word, dotted names and a parenthesis
+// ("at com.foo.Bar.baz("). Most sentences hold none and skip the regexp.
 func mayBeMachine(s string) bool {
 	if strings.Contains(s, "0x") || strings.Contains(s, "::") || strings.Contains(s, " on line ") ||
 		strings.Contains(s, "Exception in thread") || strings.Contains(s, "Traceback (") {
@@ -112,8 +112,20 @@ func mayBeMachine(s string) bool {
 		for j < len(s) && (isWordByte(s[j]) && s[j] != '-' || s[j] == '$') {
 			j++
 		}
-		if j > i+len("at ") && j < len(s) && s[j] == '.' {
-			return true
+		// The frame's dotted name goes on to its argument list: "at
+		// com.foo.Bar.baz(", not "at that time." (most do).
+		k := j
+		for j > i+len("at ") && k < len(s) && s[k] == '.' {
+			m := k + 1
+			for m < len(s) && frameNameByte(s[m]) {
+				m++
+			}
+			if m == k+1 {
+				break
+			}
+			if k = m; k < len(s) && s[k] == '(' {
+				return true
+			}
 		}
 		n := strings.Index(s[i+1:], "at ")
 		if n < 0 {
@@ -122,6 +134,12 @@ func mayBeMachine(s string) bool {
 		i += 1 + n
 	}
 	return false
+}
+
+// frameNameByte reports whether c is in [\w$<>], what a dotted name of
+// machineOutput's stack frame holds after a dot.
+func frameNameByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '$' || c == '<' || c == '>'
 }
 
 // sourceExt reports whether s ends with a dot and a source file's

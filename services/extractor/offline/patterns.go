@@ -176,24 +176,28 @@ func (pt *pattern) cued(sentence string) bool {
 	if len(pt.cues) == 0 {
 		return true
 	}
-	// A sentence lacking every literal of one of a cue's literal sets
-	// cannot match it: that cue's regexp is skipped; a cue that is a word
-	// list is matched as one. Both hold unless case folding may make a
-	// literal of other runes ("ſ" folds to "s"): then every cue runs.
+	// A cue that is a word list is matched as one, in one pass over the
+	// sentence's words (looking for its literals first would cost about as
+	// much). A sentence lacking every literal of one of another cue's
+	// literal sets cannot match it: that cue's regexp is skipped. Both
+	// hold unless case folding may make a literal of other runes ("ſ"
+	// folds to "s"): then every cue runs.
 	var lower string
 	plain := isASCII(sentence) || taxonomy.WordListApplies(sentence)
-	if plain {
-		lower = strings.ToLower(sentence)
-	}
 	for i, re := range pt.cues {
-		if plain && !holdsEach(lower, pt.cueLits[i]) {
-			continue
-		}
 		if plain && pt.cueWords[i] != nil {
 			if pt.cueWords[i].Match(sentence) {
 				return true
 			}
 			continue
+		}
+		if plain && pt.cueLits[i] != nil {
+			if lower == "" {
+				lower = strings.ToLower(sentence)
+			}
+			if !holdsEach(lower, pt.cueLits[i]) {
+				continue
+			}
 		}
 		if re.MatchString(sentence) {
 			return true

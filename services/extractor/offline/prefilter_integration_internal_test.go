@@ -46,6 +46,16 @@ var prefilterCases = []string{
 	"Root cause: x: Cause: y. Cause: z\n: Cause:\n  • Impact :: Timeline: a. Summary:\n• Cause : y\nThe end. Next Steps:\tz\nFollow-ups: a\nfollow ups : b\nROOT CAUSES AND MITIGATION: c\nCAUſE: d",
 	"Traceback (most recent call last)\nat com.foo.Bar.baz(Bar.java:12)\nFoo::bar() called from x\nin /srv/a.php on line 97\n0xdeadbeef01",
 	"Exception in thread \"main\" x\nsrc/main.go:42 panicked",
+	strings.Repeat("A long line of text without any label at all, ", 6) + "and then. Root cause: x; " + strings.Repeat("more, ", 30) +
+		"•  \t Preliminary root causes and mitigation: y " + strings.Repeat("z", 130) + " Cause: " + strings.Repeat(" ", 150) + "Cause:" +
+		strings.Repeat("\t", 130) + "• Impact  :  " + strings.Repeat("w ", 70) + "! \t PRELIMINARY ROOT CAUſEſ AND MITIGATION \t:",
+	strings.Repeat(" ", 200) + "Cause: a" + strings.Repeat("b", 118) + "Cause: " + strings.Repeat("x", 121) + "\u2022Cause:" +
+		strings.Repeat("é", 70) + "? ROOT CAUSE: " + strings.Repeat("\u212a", 50) + ". Detailed description of impact:",
+	"\u2022" + strings.Repeat(" ", 130) + "Summary: x",
+	// A window starting at the white space before the bullet: the line's
+	// start is elsewhere.
+	"abc     \u2022" + strings.Repeat(" ", 130) + "cause: x\nabc     -" + strings.Repeat("\t", 130) + "impact:",
+	"It failed at x.y(z) twice. It stopped at that time. Then at Foo$1.<init>(Foo) and at a.b.c.d(e). Seen at 10.30 (UTC).",
 }
 
 // TestCuedEqualsEveryCueRegexp: on every sentence of the corpus files, a

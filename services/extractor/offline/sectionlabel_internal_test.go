@@ -23,6 +23,7 @@ func TestLabelEndsAreTheLabelsLastWords(t *testing.T) {
 			for _, s := range spellings(t, re.Sub[0]) {
 				require.True(t, isASCII(s), s)
 				ends[lastWord(s)] = true
+				require.LessOrEqual(t, len(s), maxLabelChars, s)
 			}
 			return
 		}
