@@ -76,7 +76,7 @@ func TestWriteJSONWritesWhatEncodingJSONWrites(t *testing.T) {
 			Bytes: []byte("hi"), ByInt: map[int]string{10: "a", 9: "b", -1: "c"}, ByText: map[textKey]int{{"b"}: 1, {"a"}: 2},
 			Any: []any{1, "x", nil, 2.5, map[string]any{"z": 1, "a": []int{}}}, At: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC),
 			Timings: map[string]float64{"retrieval_ms": 0.123, "map_ms": 1e-7, "b": 123456789.5}},
-		map[string]int{"b": 1, "a": 2, "é": 3, "A": 4}, []any{nil, true, false, math.MaxFloat64, math.SmallestNonzeroFloat64, -0.0},
+		map[string]int{"b": 1, "a": 2, "é": 3, "A": 4}, []any{nil, true, false, math.MaxFloat64, math.SmallestNonzeroFloat64, math.Copysign(0, -1)},
 		(*response)(nil), struct{}{}, []int(nil), json.Number("12"), uint64(math.MaxUint64), int64(math.MinInt64),
 		"bad\xffutf8\xc3", httpapi.Errorf(400, "bad_request", "no <such> & thing"),
 	}
