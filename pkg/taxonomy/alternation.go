@@ -34,7 +34,7 @@ func (a *alternatives) MatchString(s string) bool {
 		return a.any(s, nil)
 	}
 	var buf [128]bool
-	found := buf[:0]
+	var found []bool
 	if a.n <= len(buf) {
 		found = buf[:a.n]
 	} else {
