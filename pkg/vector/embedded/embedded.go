@@ -1044,30 +1044,20 @@ func (t *tenantIndex) put(it vector.Item, ords []uint64) error {
 }
 
 // holds reports whether the tenant holds it (canonical, its vector unit
-// length) as it is: text, metadata, vector bit for bit, and sources in
-// order with their versions, text units and ACLs.
+// length) as it is: its record (sameRecord), and sources in order with
+// their versions, text units and ACLs.
 func (t *tenantIndex) holds(it vector.Item) bool {
-	ki := t.kinds[it.Kind]
-	if ki == nil || len(it.Vector) != ki.dims {
+	k := key{kind: it.Kind, id: it.ID}
+	if !t.sameRecord(k, it) {
 		return false
 	}
-	i, ok := ki.pos[it.ID]
-	if !ok {
-		return false
-	}
-	e := ki.entries[i]
-	if e.item.Text != it.Text || !maps.Equal(e.item.Metadata, it.Metadata) || len(e.srcs) != len(it.Sources) {
+	e := t.entry(k)
+	if len(e.srcs) != len(it.Sources) {
 		return false
 	}
 	for j, s := range it.Sources {
 		o := e.srcs[j]
 		if o.doc.id != s.DocID || o.version != s.Version || o.unit != s.TextUnit || o.acl.key != aclKey(s.ACL) {
-			return false
-		}
-	}
-	for j, x := range it.Vector {
-		blk, at := ki.at(i, j)
-		if math.Float32bits(blk[at]) != math.Float32bits(x) {
 			return false
 		}
 	}
