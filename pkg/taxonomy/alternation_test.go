@@ -2,8 +2,6 @@ package taxonomy
 
 import (
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -85,15 +83,7 @@ func TestAlternativesMatchAsTheExpression(t *testing.T) {
 	}
 	texts = append(texts, "", " ", "the cause is unknown", "the cau\u017fe is un\u212anown", "The CAUSE was not yet known.",
 		"was not", " were never", "it is ſtill a good idea", "\xffthe cause is unknown", "no idea what cau\u017fed it")
-	for _, dir := range []string{"dfds-postmortems", "cloud-incidents", "wikitech-incidents"} {
-		md, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.md"))
-		txt, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.txt"))
-		for _, f := range append(md, txt...) {
-			data, err := os.ReadFile(f)
-			require.NoError(t, err)
-			texts = append(texts, strings.SplitAfter(string(data), ". ")...)
-		}
-	}
+	texts = append(texts, corpusParts(t)...)
 	matched, parts := map[string]int{}, 0
 	for i, text := range texts {
 		// Parts between random byte offsets (not only rune starts): the
