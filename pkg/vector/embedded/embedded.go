@@ -1339,19 +1339,15 @@ func (b buckets) putSource(k key, s vector.Source, ord uint64) error {
 // deleteSources deletes the source rows of the item k as the index holds
 // it (none if it holds no such item), but for the documents of keep.
 func (b buckets) deleteSources(t *tenantIndex, k key, keep []vector.Source) error {
-	ki := t.kinds[k.kind]
-	if ki == nil {
-		return nil
-	}
-	i, ok := ki.pos[k.id]
-	if !ok {
+	e := t.entry(k)
+	if e == nil {
 		return nil
 	}
 	kept := make(map[string]bool, len(keep))
 	for _, s := range keep {
 		kept[s.DocID] = true
 	}
-	for _, s := range ki.entries[i].srcs {
+	for _, s := range e.srcs {
 		if kept[s.doc.id] {
 			continue
 		}
