@@ -329,40 +329,45 @@ func (c *caches) invalidate(kind events.Kind, tenant string) {
 // (the resolver names every entity whose record, fragments or edges the
 // document changed: Touched and Contributed), drops them whole; the
 // error says why.
-func (c *caches) graphChanged(tenant string, data []byte) error {
-	ids, err := changedEntities(tenant, data)
+// It returns the event's document when the event says it was applied
+// (not deleted), "" otherwise.
+func (c *caches) graphChanged(tenant string, data []byte) (string, error) {
+	ev, ids, err := changedEntities(tenant, data)
 	if err != nil {
 		c.graph.invalidate(tenant)
-		return err
+		return "", err
 	}
 	if len(ids) == 0 {
 		c.graph.invalidate(tenant)
-		return nil
+	} else {
+		c.graph.change(tenant, ids)
 	}
-	c.graph.change(tenant, ids)
-	return nil
+	if ev.Deleted {
+		return "", nil
+	}
+	return ev.DocID, nil
 }
 
 // changedEntities decodes a kg.graph.changed event of tenant and returns
-// the entities it names, sorted.
-func changedEntities(tenant string, data []byte) ([]string, error) {
+// it and the entities it names, sorted.
+func changedEntities(tenant string, data []byte) (*events.GraphChanged, []string, error) {
 	var ev events.GraphChanged
 	if err := events.Decode(data, &ev); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ev.Tenant != tenant {
-		return nil, fmt.Errorf("%w: event of tenant %q on a subject of tenant %q", events.ErrInvalidEvent, ev.Tenant, tenant)
+		return nil, nil, fmt.Errorf("%w: event of tenant %q on a subject of tenant %q", events.ErrInvalidEvent, ev.Tenant, tenant)
 	}
 	if len(ev.Contributed) == 0 {
 		// Nothing to go by: a document that contributed nothing before
 		// or after names nothing to patch, and an older resolver's event
 		// names only the entities it touched, not those whose fragments
 		// it changed.
-		return nil, nil
+		return &ev, nil, nil
 	}
 	ids := slices.Concat(ev.Touched, ev.Contributed)
 	slices.Sort(ids)
-	return slices.Compact(ids), nil
+	return &ev, slices.Compact(ids), nil
 }
 
 // derivedSet is a tenant's communities and reports as stored.
@@ -876,6 +881,12 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 	// One ordered consumer per kind: servers before NATS 2.10 refuse a
 	// consumer with several filter subjects.
 	var ccs []jetstream.ConsumeContext
+	// With the warm-up, the documents applied from now on are read in
+	// the background too (keepUnitsWarm).
+	var feed *unitFeed
+	if s.cfg.WarmOnStart {
+		feed = newUnitFeed()
+	}
 	defer func() {
 		for _, cc := range ccs {
 			cc.Stop()
@@ -897,8 +908,12 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 				return
 			}
 			if kind == events.KindGraphChanged {
-				if err := s.cache.graphChanged(tenant, m.Data()); err != nil {
+				doc, err := s.cache.graphChanged(tenant, m.Data())
+				if err != nil {
 					s.log.Warn("graph change not followed: the tenant's graph reads are dropped", "tenant", tenant, "error", err)
+				}
+				if doc != "" && feed != nil {
+					feed.add(tenant, doc)
 				}
 				return
 			}
@@ -924,6 +939,7 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 		// Once the caches are live: what is warmed is kept, and dropped
 		// by the events that follow as any cached read is.
 		background.Go(func() { s.warm(ctx) })
+		background.Go(func() { s.keepUnitsWarm(ctx, feed) })
 	}
 	<-ctx.Done()
 	s.cache.setRefresh(nil)

@@ -5,6 +5,7 @@ package query_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
@@ -174,4 +176,73 @@ func TestWarmedWithoutWarmUp(t *testing.T) {
 		t.Fatal("Warmed is closed before Run warmed")
 	default:
 	}
+}
+
+// TestAppliedDocumentsAreReadInTheBackground: with the warm-up, a document
+// applied after it (its kg.graph.changed followed) is read into the unit
+// cache in the background, so the first question about it reads no
+// source; what is read is content only: the document's deletion counts at
+// the next question.
+func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	base := openStore(t)
+	cs := &countingStores{Stores: base, calls: map[string]int{}}
+	st := &failingStores{Stores: cs}
+	loadSeed(t, st, tenantAcme)
+	a, err := newAuth()
+	require.NoError(t, err)
+	svc, err := query.New(query.Config{Events: bus, WarmOnStart: true}, st, a, nil, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	select {
+	case <-svc.Warmed():
+	case <-time.After(30 * time.Second):
+		t.Fatal("not warmed within 30s")
+	}
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	f := &fixture{t: t, st: st, srv: srv}
+
+	const doc = "INC-170"
+	units := []events.TextUnit{{ID: "u0", Text: "INC-170: the quasar gateway dropped every websocket after the kestrel rollout.", End: 80}}
+	c := store.Contributions{Title: doc, DocType: "postmortem", TextUnits: units,
+		Entities: []store.EntityContribution{
+			{ID: "incident:inc170", Type: "incident", Name: doc, NameRank: 2, TextUnits: []string{"u0"}},
+			{ID: "service:quasargateway", Type: "service", Name: "quasar gateway", NameRank: 2, TextUnits: []string{"u0"}},
+		},
+		Edges: []store.EdgeContribution{
+			{Source: "incident:inc170", Relation: "affected", Target: "service:quasargateway", Weight: 1, TextUnits: []string{"u0"}},
+		}}
+	cs.reset()
+	// Applied through the store itself: only the service's reads count.
+	applyAnnounced(t, base, bus, doc, 1, &c)
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		cs.mu.Lock()
+		n := cs.calls["Source"]
+		cs.mu.Unlock()
+		if n == 0 {
+			return errors.New("the applied document is not read yet")
+		}
+		return nil
+	})
+	q := map[string]any{"mode": "local", "question": "What happened to the quasar gateway?"}
+	cites := func() bool {
+		t.Helper()
+		var raw json.RawMessage
+		require.Equal(t, http.StatusOK, f.do(http.MethodPost, "/v1/query", tokAlice, q, &raw), "%s", raw)
+		return strings.Contains(string(raw), `"doc_id":"`+doc+`"`)
+	}
+	cs.reset()
+	require.True(t, cites(), "the first question about the applied document cites it")
+	require.Zero(t, cs.reset()["Source"], "the first question read the applied document itself")
+
+	_, err = base.MarkDeleted(t.Context(), tenantAcme, doc)
+	require.NoError(t, err)
+	require.False(t, cites(), "the deletion counts at once")
 }
