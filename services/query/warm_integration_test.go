@@ -19,22 +19,15 @@ import (
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/query"
 )
 
-// TestWarmOnStartServesTheFirstLocalQuestion: with Config.WarmOnStart, the
-// service reads and indexes every tenant's documents, entity names,
-// communities and reports as it starts, so the first local question after
-// a start reads none of them; what was warmed holds content only, so a
-// revocation and a deletion recorded by the registry alone still count at
-// the very next question.
-func TestWarmOnStartServesTheFirstLocalQuestion(t *testing.T) {
-	bus := streamtest.NewBus(t, streamtest.Options{})
-	cs := &countingStores{Stores: openStore(t), calls: map[string]int{}}
-	st := &failingStores{Stores: cs}
-	loadSeed(t, st, tenantAcme)
-	loadGlobex(t, st)
+// warmedFixture serves a query service over st, following bus, with
+// Config.WarmOnStart, once its warm-up is over.
+func warmedFixture(t *testing.T, bus *stream.Bus, st *failingStores) *fixture {
+	t.Helper()
 	a, err := newAuth()
 	require.NoError(t, err)
 	svc, err := query.New(query.Config{Events: bus, WarmOnStart: true}, st, a, nil, nil)
@@ -54,6 +47,22 @@ func TestWarmOnStartServesTheFirstLocalQuestion(t *testing.T) {
 	srv := httptest.NewServer(svc.Handler())
 	t.Cleanup(srv.Close)
 	f := &fixture{t: t, st: st, srv: srv}
+	return f
+}
+
+// TestWarmOnStartServesTheFirstLocalQuestion: with Config.WarmOnStart, the
+// service reads and indexes every tenant's documents, entity names,
+// communities and reports as it starts, so the first local question after
+// a start reads none of them; what was warmed holds content only, so a
+// revocation and a deletion recorded by the registry alone still count at
+// the very next question.
+func TestWarmOnStartServesTheFirstLocalQuestion(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	cs := &countingStores{Stores: openStore(t), calls: map[string]int{}}
+	st := &failingStores{Stores: cs}
+	loadSeed(t, st, tenantAcme)
+	loadGlobex(t, st)
+	f := warmedFixture(t, bus, st)
 
 	const doc = "INC-101"
 	q := map[string]any{"mode": "local", "question": "What happened to cert-manager?"}
@@ -73,7 +82,7 @@ func TestWarmOnStartServesTheFirstLocalQuestion(t *testing.T) {
 
 	// A revocation for alice (oncall), registry only: her next question
 	// leaves the document out; bob (sre) keeps it until its deletion.
-	_, err = st.SetACL(t.Context(), tenantAcme, doc, provenance.ACL{Groups: []string{"sre"}})
+	_, err := st.SetACL(t.Context(), tenantAcme, doc, provenance.ACL{Groups: []string{"sre"}})
 	require.NoError(t, err)
 	require.False(t, cites(tokAlice), "the revocation counts at once")
 	require.True(t, cites(tokBob), "a caller still admitted keeps the document")
@@ -189,25 +198,7 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 	cs := &countingStores{Stores: base, calls: map[string]int{}}
 	st := &failingStores{Stores: cs}
 	loadSeed(t, st, tenantAcme)
-	a, err := newAuth()
-	require.NoError(t, err)
-	svc, err := query.New(query.Config{Events: bus, WarmOnStart: true}, st, a, nil, nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	select {
-	case <-svc.Warmed():
-	case <-time.After(30 * time.Second):
-		t.Fatal("not warmed within 30s")
-	}
-	srv := httptest.NewServer(svc.Handler())
-	t.Cleanup(srv.Close)
-	f := &fixture{t: t, st: st, srv: srv}
+	f := warmedFixture(t, bus, st)
 
 	const doc = "INC-170"
 	units := []events.TextUnit{{ID: "u0", Text: "INC-170: the quasar gateway dropped every websocket after the kestrel rollout.", End: 80}}
@@ -242,7 +233,7 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 	require.True(t, cites(), "the first question about the applied document cites it")
 	require.Zero(t, cs.reset()["Source"], "the first question read the applied document itself")
 
-	_, err = base.MarkDeleted(t.Context(), tenantAcme, doc)
+	_, err := base.MarkDeleted(t.Context(), tenantAcme, doc)
 	require.NoError(t, err)
 	require.False(t, cites(), "the deletion counts at once")
 }
