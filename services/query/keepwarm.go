@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -47,13 +48,7 @@ func (f *unitFeed) take() map[string][]string {
 	defer f.mu.Unlock()
 	out := make(map[string][]string, len(f.docs))
 	for t, ds := range f.docs {
-		out[t] = slices.Sorted(func(yield func(string) bool) {
-			for d := range ds {
-				if !yield(d) {
-					return
-				}
-			}
-		})
+		out[t] = slices.Sorted(maps.Keys(ds))
 	}
 	clear(f.docs)
 	return out
