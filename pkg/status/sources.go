@@ -152,11 +152,13 @@ func (r *Recorder) Record(ctx context.Context) error {
 			return fmt.Errorf("encoding %s: %w", rec.Figure, err)
 		}
 		k := r.key(rec.Figure)
+		// Noted before the put: a put whose context ends while it waits
+		// for the server's reply may still be stored, and remove must
+		// delete it then (deleting a key never written is harmless).
+		r.written[k] = true
 		if err := r.bus.PutStat(ctx, k, body); err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		r.written[k] = true
 	}
 	return errors.Join(errs...)
 }
