@@ -67,6 +67,20 @@ func startBench(b *testing.B, cfg app.Config) *app.App {
 	cfg.DataDir = b.TempDir()
 	cfg.HTTPAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Quiet, cfg.MaxDelay = time.Second, 10*time.Second
+	// KG_BENCH_QUIET and KG_BENCH_MAX_DELAY set the re-clustering's
+	// debounce (1s and 10s unless set).
+	for _, o := range []struct {
+		env string
+		to  *time.Duration
+	}{{"KG_BENCH_QUIET", &cfg.Quiet}, {"KG_BENCH_MAX_DELAY", &cfg.MaxDelay}} {
+		if v := os.Getenv(o.env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				b.Fatalf("%s: %v", o.env, err)
+			}
+			*o.to = d
+		}
+	}
 	// KG_BENCH_GIVE_WAY sets the background stages' longest wait (the
 	// app's default when unset; 0 turns it off, to compare).
 	if v := os.Getenv("KG_BENCH_GIVE_WAY"); v != "" {

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -36,7 +37,14 @@ func natsURL() string {
 
 // quietLog logs warnings and errors only.
 func quietLog() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	// KG_TEST_LOG=info (or debug) shows more, to follow a benchmark's stages.
+	if v := os.Getenv("KG_TEST_LOG"); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			panic(fmt.Sprintf("KG_TEST_LOG=%q: %v", v, err))
+		}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // cleanRedis deletes every key under prefix.
