@@ -5,11 +5,14 @@
 package clusterer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +43,7 @@ type Row struct {
 
 // Partitioner clusters an undirected weighted graph hierarchically. The
 // clusterer passes one edge per entity pair, oriented and sorted by entity
-// title (see graphRAGOrder). Cluster ids are unique across levels.
+// title (see weighted). Cluster ids are unique across levels.
 type Partitioner func(ctx context.Context, edges []WeightedEdge) ([]Row, error)
 
 // Components is a Partitioner that puts each connected component in one
@@ -727,80 +730,216 @@ func (w *weigher) weight() float64 {
 	return t
 }
 
-// graphRAGOrder orients and sorts edges the way Microsoft GraphRAG feeds
-// them to hierarchical Leiden: each pair as (min, max) and the list sorted,
-// both by entity title (our display name), ties between same-named entities
-// broken by id. Leiden's node numbering follows the edge order, so this is
-// what makes our communities GraphRAG's on the same graph.
-func graphRAGOrder(edges []WeightedEdge, ents map[string]store.Entity) {
-	type key struct{ name, id string }
-	k := func(id string) key {
-		if e, ok := ents[id]; ok && e.Name != "" {
-			return key{e.Name, id}
+// titleRanks returns each of ids' rank in GraphRAG's node order: by title
+// (name(id), or the id when it has none), ties broken by id. ids are
+// distinct, so the ranks are too.
+func titleRanks(ids []string, name func(string) string) map[string]int {
+	type key struct{ title, id string }
+	keys := make([]key, len(ids))
+	for i, id := range ids {
+		t := name(id)
+		if t == "" {
+			t = id
 		}
-		return key{id, id}
+		keys[i] = key{t, id}
 	}
-	less := func(a, b key) bool { return a.name < b.name || (a.name == b.name && a.id < b.id) }
-	for i, e := range edges {
-		if less(k(e.Target), k(e.Source)) {
-			edges[i].Source, edges[i].Target = e.Target, e.Source
-		}
+	slices.SortFunc(keys, func(a, b key) int { return cmp.Or(strings.Compare(a.title, b.title), strings.Compare(a.id, b.id)) })
+	out := make(map[string]int, len(keys))
+	for i, k := range keys {
+		out[k.id] = i
 	}
-	sort.Slice(edges, func(i, j int) bool {
-		si, sj := k(edges[i].Source), k(edges[j].Source)
-		if si != sj {
-			return less(si, sj)
-		}
-		return less(k(edges[i].Target), k(edges[j].Target))
-	})
+	return out
 }
 
 // weightedGraph is a tenant graph as the partitioner sees it: one
 // undirected weighted edge per entity pair, in GraphRAG's order, plus what
-// community sources are computed from.
+// community sources are computed from, by node number.
 type weightedGraph struct {
 	edges []WeightedEdge
-	ents  map[string]store.Entity
-	adj   map[string][]store.Edge
+	// node numbers every entity and every edge end.
+	node map[string]int32
+	// refs are the distinct (document, version) pairs supporting an entity
+	// or an edge, sorted (compareRefs): a ref's number is its place here.
+	refs []provenance.SourceRef
+	// entRefs are the refs of each node's fragments, edgeRefs those of
+	// each stored edge's supports, ends each stored edge's two nodes, and
+	// incident each node's stored edges (a self loop once).
+	entRefs, edgeRefs [][]int32
+	ends              [][2]int32
+	incident          [][]int32
 }
 
-// weighted turns a snapshot into its weighted pair graph.
+// weighted turns a snapshot into its weighted pair graph. The pairs are
+// oriented and sorted the way Microsoft GraphRAG feeds them to
+// hierarchical Leiden: each pair as (min, max) and the list sorted, both
+// by entity title (our display name), ties between same-named entities
+// broken by id. Leiden's node numbering follows the edge order, so this is
+// what makes our communities GraphRAG's on the same graph. The nodes are
+// ranked by that key once, and the pairs sorted by rank.
 func (w *Worker) weighted(g store.Graph) weightedGraph {
-	ents := make(map[string]store.Entity, len(g.Entities))
-	for _, e := range g.Entities {
-		ents[e.ID] = e
+	wg := weightedGraph{node: make(map[string]int32, len(g.Entities))}
+	nodeOf := func(id string) int32 {
+		n, ok := wg.node[id]
+		if !ok {
+			n = int32(len(wg.node))
+			wg.node[id] = n
+		}
+		return n
 	}
-	// Undirected weights: one edge per unordered pair.
-	type pair struct{ a, b string }
+	// Refs numbered as met, renumbered in sorted order below.
+	refNum := map[provenance.SourceRef]int32{}
+	refOf := func(doc string, version int64) int32 {
+		r := provenance.SourceRef{DocID: doc, Version: version}
+		n, ok := refNum[r]
+		if !ok {
+			n = int32(len(refNum))
+			refNum[r] = n
+		}
+		return n
+	}
+	names := make(map[string]string, len(g.Entities))
+	for _, e := range g.Entities {
+		n := nodeOf(e.ID)
+		names[e.ID] = e.Name
+		rs := make([]int32, len(e.Sources))
+		for i, f := range e.Sources {
+			rs[i] = refOf(f.DocID, f.Version)
+		}
+		for int(n) >= len(wg.entRefs) {
+			wg.entRefs = append(wg.entRefs, nil)
+		}
+		wg.entRefs[n] = rs
+	}
+	// Undirected weights: one edge per unordered pair of nodes.
+	type pair struct{ a, b int32 }
 	pairs := map[pair]*weigher{}
-	adj := map[string][]store.Edge{}
-	for _, e := range g.Edges {
-		a, b := e.Source, e.Target
+	var order []pair // first-seen order, for a deterministic edge list
+	wg.edgeRefs = make([][]int32, len(g.Edges))
+	wg.ends = make([][2]int32, len(g.Edges))
+	for i, e := range g.Edges {
+		a, b := nodeOf(e.Source), nodeOf(e.Target)
+		wg.ends[i] = [2]int32{a, b}
+		rs := make([]int32, len(e.Supports))
+		for j, s := range e.Supports {
+			rs[j] = refOf(s.DocID, s.Version)
+		}
+		wg.edgeRefs[i] = rs
 		if b < a {
 			a, b = b, a
 		}
 		p := pair{a, b}
-		if pairs[p] == nil {
-			pairs[p] = &weigher{byStrength: w.cfg.WeightBy == "strength"}
+		wt := pairs[p]
+		if wt == nil {
+			wt = &weigher{byStrength: w.cfg.WeightBy == "strength"}
+			pairs[p] = wt
+			order = append(order, p)
 		}
-		pairs[p].add(e)
-		adj[e.Source] = append(adj[e.Source], e)
-		if e.Target != e.Source {
-			adj[e.Target] = append(adj[e.Target], e)
+		wt.add(e)
+	}
+	wg.entRefs = append(wg.entRefs, make([][]int32, len(wg.node)-len(wg.entRefs))...)
+	wg.incident = make([][]int32, len(wg.node))
+	for i, ab := range wg.ends {
+		wg.incident[ab[0]] = append(wg.incident[ab[0]], int32(i))
+		if ab[1] != ab[0] {
+			wg.incident[ab[1]] = append(wg.incident[ab[1]], int32(i))
 		}
 	}
-	edges := make([]WeightedEdge, 0, len(pairs))
-	for p, wt := range pairs {
-		edges = append(edges, WeightedEdge{Source: p.a, Target: p.b, Weight: wt.weight()})
+	// Sorted refs, and each number moved to its ref's place among them.
+	wg.refs = make([]provenance.SourceRef, len(refNum))
+	for r, n := range refNum {
+		wg.refs[n] = r
 	}
-	graphRAGOrder(edges, ents)
-	return weightedGraph{edges: edges, ents: ents, adj: adj}
+	sorted := make([]int32, len(wg.refs))
+	for i := range sorted {
+		sorted[i] = int32(i)
+	}
+	slices.SortFunc(sorted, func(x, y int32) int { return compareRefs(wg.refs[x], wg.refs[y]) })
+	place := make([]int32, len(sorted))
+	refs := make([]provenance.SourceRef, len(sorted))
+	for i, n := range sorted {
+		place[n] = int32(i)
+		refs[i] = wg.refs[n]
+	}
+	wg.refs = refs
+	for _, lists := range [][][]int32{wg.entRefs, wg.edgeRefs} {
+		for _, rs := range lists {
+			for i, n := range rs {
+				rs[i] = place[n]
+			}
+		}
+	}
+	// The pair graph in GraphRAG's order: nodes ranked by title once.
+	ids := make([]string, len(wg.node))
+	for id, n := range wg.node {
+		ids[n] = id
+	}
+	rank := titleRanks(ids, func(id string) string { return names[id] })
+	type ranked struct {
+		a, b int
+		e    WeightedEdge
+	}
+	rs := make([]ranked, len(order))
+	for i, p := range order {
+		a, b := rank[ids[p.a]], rank[ids[p.b]]
+		src, dst := ids[p.a], ids[p.b]
+		if b < a {
+			a, b, src, dst = b, a, dst, src
+		}
+		rs[i] = ranked{a, b, WeightedEdge{Source: src, Target: dst, Weight: pairs[p].weight()}}
+	}
+	slices.SortFunc(rs, func(x, y ranked) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b)) })
+	wg.edges = make([]WeightedEdge, len(rs))
+	for i := range rs {
+		wg.edges[i] = rs[i].e
+	}
+	return wg
+}
+
+// sourcesOf is every (doc, version) that supports a member or an edge
+// between two members: what a report on this community would be built
+// from, sorted. seen and in are scratch marks, one per ref and per node,
+// that sourcesOf leaves as it found them.
+func (wg *weightedGraph) sourcesOf(members []string, seen, in []bool) []provenance.SourceRef {
+	nodes := make([]int32, 0, len(members))
+	for _, m := range members {
+		if n, ok := wg.node[m]; ok {
+			nodes = append(nodes, n)
+			in[n] = true
+		}
+	}
+	var got []int32
+	mark := func(rs []int32) {
+		for _, r := range rs {
+			if !seen[r] {
+				seen[r] = true
+				got = append(got, r)
+			}
+		}
+	}
+	for _, n := range nodes {
+		mark(wg.entRefs[n])
+		for _, e := range wg.incident[n] {
+			if ab := wg.ends[e]; in[ab[0]] && in[ab[1]] {
+				mark(wg.edgeRefs[e])
+			}
+		}
+	}
+	for _, n := range nodes {
+		in[n] = false
+	}
+	slices.Sort(got)
+	out := make([]provenance.SourceRef, len(got))
+	for i, r := range got {
+		out[i] = wg.refs[r]
+		seen[r] = false
+	}
+	return out
 }
 
 // fromRows turns a partition into communities: ids from member sets,
 // parents and children from the rows, sources from the graph.
 func (w *Worker) fromRows(ctx context.Context, g store.Graph, wg weightedGraph, rows []Row) ([]store.Community, error) {
-	ents, adj := wg.ents, wg.adj
+	seen, in := make([]bool, len(wg.refs)), make([]bool, len(wg.node))
 	// Entities without an edge still belong somewhere: each is its own
 	// level-0 community, so every document stays covered.
 	clustered := map[string]bool{}
@@ -842,7 +981,7 @@ func (w *Worker) fromRows(ctx context.Context, g store.Graph, wg weightedGraph, 
 		h := MemberHash(ms)
 		ids[k] = CommunityID(k.level, h)
 		out = append(out, store.Community{ID: ids[k], Level: k.level, Members: ms, MemberHash: h,
-			Sources: sourcesOf(ms, ents, adj)})
+			Sources: wg.sourcesOf(ms, seen, in)})
 	}
 	byID := map[string]int{}
 	for i, c := range out {
@@ -867,34 +1006,6 @@ func (w *Worker) fromRows(ctx context.Context, g store.Graph, wg weightedGraph, 
 		return nil, err
 	}
 	return out, nil
-}
-
-// sourcesOf is every (doc, version) that supports a member or an edge
-// between two members: what a report on this community would be built from.
-func sourcesOf(members []string, ents map[string]store.Entity, adj map[string][]store.Edge) []provenance.SourceRef {
-	in := make(map[string]bool, len(members))
-	for _, m := range members {
-		in[m] = true
-	}
-	set := map[provenance.SourceRef]bool{}
-	for _, m := range members {
-		for _, f := range ents[m].Sources {
-			set[provenance.SourceRef{DocID: f.DocID, Version: f.Version}] = true
-		}
-		for _, e := range adj[m] {
-			if in[e.Source] && in[e.Target] {
-				for _, s := range e.Supports {
-					set[provenance.SourceRef{DocID: s.DocID, Version: s.Version}] = true
-				}
-			}
-		}
-	}
-	out := make([]provenance.SourceRef, 0, len(set))
-	for r := range set {
-		out = append(out, r)
-	}
-	sortRefs(out)
-	return out
 }
 
 func coverage(g store.Graph, comms []store.Community) float64 {
