@@ -2,7 +2,9 @@ package reporter_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,4 +78,74 @@ func TestLLMWriterChecksFindings(t *testing.T) {
 		}
 	}
 	require.True(t, found)
+}
+
+// TestLLMReportsAreWrittenConcurrently: with an LLM writer the reports of
+// one event are written ReportConcurrency at a time (the LLM's calls
+// overlap, never more than that), and what is stored is what one report
+// at a time stores.
+func TestLLMReportsAreWrittenConcurrently(t *testing.T) {
+	var (
+		mu             sync.Mutex
+		inFlight, most int
+		communities    []store.Community
+		changes        []events.CommunityChange
+	)
+	answer, err := json.Marshal(map[string]any{
+		"title": "An incident", "summary": "One incident and its failure.", "rating": 5, "rating_explanation": "one",
+		"findings": []map[string]any{{"summary": "it failed", "explanation": "see the incident", "entities": []string{"E1"}, "relationships": []string{"R1"}}},
+	})
+	require.NoError(t, err)
+	srv := llmtest.New(func(llmtest.Request) (string, bool) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		time.Sleep(150 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return string(answer), true
+	})
+	t.Cleanup(srv.Close)
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", APIKey: "k", Timeout: 5 * time.Second, MaxRetries: 1})
+	require.NoError(t, err)
+
+	stored := map[int][]store.Report{}
+	for _, n := range []int{1, 4} {
+		_, st, bus, _ := setup(t)
+		communities, changes = nil, nil
+		for i := range 12 {
+			doc := fmt.Sprintf("d%02d", i)
+			apply(t, st, doc, 1, "f"+doc)
+			id := "c0-" + doc
+			communities = append(communities, store.Community{ID: id, Level: 0,
+				Members: []string{"failure_mode:f" + doc, "incident:" + doc}, MemberHash: doc})
+			changes = append(changes, events.CommunityChange{ID: id, MemberHash: doc})
+		}
+		require.NoError(t, st.ReplaceCommunities(t.Context(), "acme", 1, communities))
+		w, err := reporter.New(reporter.Config{LLM: reporter.NewLLMWriter(client), ReportConcurrency: n}, bus, st, nil, prometheus.NewRegistry())
+		require.NoError(t, err)
+		mu.Lock()
+		most = 0
+		mu.Unlock()
+		require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 1, Changed: changes})))
+		mu.Lock()
+		if n == 1 {
+			require.Equal(t, 1, most, "LLM calls in flight at most, one report at a time")
+		} else {
+			require.GreaterOrEqual(t, most, 2, "LLM calls in flight at most, with ReportConcurrency %d", n)
+			require.LessOrEqual(t, most, n, "LLM calls in flight at most, with ReportConcurrency %d", n)
+		}
+		mu.Unlock()
+		reps, err := st.Reports(t.Context(), "acme")
+		require.NoError(t, err)
+		require.Len(t, reps, len(communities))
+		for i := range reps {
+			require.Equal(t, "llm:m", reps[i].Writer, reps[i].ID)
+			reps[i].UpdatedAt = time.Time{}
+		}
+		stored[n] = reps
+	}
+	require.Equal(t, stored[1], stored[4])
 }

@@ -484,23 +484,26 @@ func TestReportsAreStoredInChunks(t *testing.T) {
 }
 
 // slowWriter is a report writer taking a while per report (as an LLM
-// does); it fails, so the extractive writer writes the report. Before each
-// report it records how many reports the store holds.
+// does); it fails, so the extractive writer writes the report. As each
+// report is finished it records how many reports the store holds.
 type slowWriter struct {
 	st     *embedded.Store
 	took   time.Duration
+	mu     sync.Mutex
 	stored []int
 }
 
 func (s *slowWriter) Name() string { return "slow" }
 
 func (s *slowWriter) Write(ctx context.Context, c store.Community, _ *reporter.Context) (store.Report, error) {
+	time.Sleep(s.took)
 	rs, err := s.st.Reports(ctx, "acme")
 	if err != nil {
 		return store.Report{}, err
 	}
+	s.mu.Lock()
 	s.stored = append(s.stored, len(rs))
-	time.Sleep(s.took)
+	s.mu.Unlock()
 	return store.Report{}, fmt.Errorf("no report for %s", c.ID)
 }
 
@@ -510,12 +513,13 @@ func (s *slowWriter) Write(ctx context.Context, c store.Community, _ *reporter.C
 func TestSlowReportsAreStoredAsTheyFinish(t *testing.T) {
 	e := newReconcileEnv(t, 3)
 	sw := &slowWriter{st: e.st, took: 600 * time.Millisecond}
-	w, err := reporter.New(reporter.Config{LLM: sw}, e.bus, e.st, nil, prometheus.NewRegistry())
+	// One report at a time, so that when each starts is known.
+	w, err := reporter.New(reporter.Config{LLM: sw, ReportConcurrency: 1}, e.bus, e.st, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
 	r, err := w.Reconcile(t.Context(), "acme")
 	require.NoError(t, err)
 	require.Equal(t, 3, r.Written)
-	// The first two took 1.2s: stored before the third is written.
+	// The first two took 1.2s: stored before the third is finished.
 	require.Equal(t, []int{0, 0, 2}, sw.stored)
 }
 

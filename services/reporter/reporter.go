@@ -87,6 +87,13 @@ type Config struct {
 	// events named (see reconcile.go); the events asking within the gap
 	// share one pass at its end.
 	ReconcileGap time.Duration
+	// ReportConcurrency is how many reports are written at once (default
+	// 8 with an LLM writer, whose calls then overlap, within the LLM
+	// client's own MaxConcurrency; 1 without: extractive reports are CPU
+	// work, sharing the cores with the stages that make documents
+	// readable). Reports are stored in the order of the communities
+	// whatever order they finish in.
+	ReportConcurrency int
 	// GiveWay, when set, makes both consumers (reports and vectors) wait
 	// before each batch, within its bound, while the stages it names (the
 	// extractor and the resolver) have a backlog: in one process sharing
@@ -122,6 +129,12 @@ func (c *Config) setDefaults() {
 	if c.ReconcileGap == 0 {
 		c.ReconcileGap = 2 * time.Second
 	}
+	if c.ReportConcurrency == 0 {
+		c.ReportConcurrency = 1
+		if c.LLM != nil {
+			c.ReportConcurrency = 8
+		}
+	}
 }
 
 // Validate checks the configuration.
@@ -132,8 +145,8 @@ func (c Config) Validate() error {
 	if (c.Vectors == nil) != (c.Embedder == nil) {
 		return errors.New("reporter: Vectors and Embedder must be set together")
 	}
-	if c.EmbedBatch < 1 || c.MaxEntityText < 1 || c.ReconcileBatch < 1 || c.VectorBatch < 1 {
-		return errors.New("reporter: EmbedBatch, MaxEntityText, ReconcileBatch and VectorBatch must be >= 1")
+	if c.EmbedBatch < 1 || c.MaxEntityText < 1 || c.ReconcileBatch < 1 || c.VectorBatch < 1 || c.ReportConcurrency < 1 {
+		return errors.New("reporter: EmbedBatch, MaxEntityText, ReconcileBatch, VectorBatch and ReportConcurrency must be >= 1")
 	}
 	if c.VectorBatchWait < 0 {
 		return errors.New("reporter: VectorBatchWait must be >= 0")
@@ -471,28 +484,53 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job, ol
 		chunk = chunk[:0]
 		return nil
 	}
-	for _, j := range jobs {
-		start := time.Now()
-		// The context is read by the hash, the restamp and the LLM writer:
-		// made once.
-		x := ix.context(j.c)
-		hash := w.inputHashOf(ix, j.c, x)
-		var r store.Report
-		old, had := olds[ReportID(j.c.ID)]
-		restamp := had && old.MemberHash == j.c.MemberHash && old.InputHash == hash
-		if restamp {
-			r = ix.restamp(old, x)
-			if slices.Equal(r.Sources, old.Sources) && sameCitations(r.Findings, old.Findings) {
-				continue // nothing moved
+	// Reports are written ReportConcurrency at a time and taken in the
+	// order of jobs as they finish.
+	type outcome struct {
+		d    done
+		keep bool
+	}
+	results := make([]chan outcome, len(jobs))
+	for i := range results {
+		results[i] = make(chan outcome, 1)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var writers sync.WaitGroup
+	defer func() {
+		// On an early return (a failed store), the writers still running
+		// are cancelled and waited for.
+		stop()
+		writers.Wait()
+	}()
+	writers.Go(func() {
+		sem := make(chan struct{}, w.cfg.ReportConcurrency)
+		for i, j := range jobs {
+			select {
+			case sem <- struct{}{}:
+			case <-wctx.Done():
+				return
 			}
-		} else {
-			r = w.write(ctx, j.c, ix, x)
-			r.InputHash = hash
+			writers.Go(func() {
+				defer func() { <-sem }()
+				r, restamp, keep, took := w.writeJob(wctx, ix, j, olds)
+				results[i] <- outcome{done{r: r, restamp: restamp, reason: j.reason, took: took}, keep}
+			})
+		}
+	})
+	for i := range jobs {
+		var o outcome
+		select {
+		case o = <-results[i]:
+		case <-ctx.Done():
+			return reps, ctx.Err()
+		}
+		if !o.keep {
+			continue // nothing moved
 		}
 		if len(chunk) == 0 {
-			started = start
+			started = time.Now().Add(-o.d.took)
 		}
-		chunk = append(chunk, done{r: r, restamp: restamp, reason: j.reason, took: time.Since(start)})
+		chunk = append(chunk, o.d)
 		if len(chunk) >= storeChunk || time.Since(started) >= storeWait {
 			if err := flush(); err != nil {
 				return reps, err
@@ -591,6 +629,30 @@ func (w *Worker) staleCommunities(ctx context.Context, tenant string, named map[
 	return out, nil
 }
 
+// writeJob writes the report of one job: restamped when its community's
+// report has the same member hash and input hash as now (keep is false
+// when nothing moved: no report to store), written anew otherwise. took
+// is how long it took.
+func (w *Worker) writeJob(ctx context.Context, ix *index, j job, olds map[string]store.Report) (r store.Report, restamp, keep bool, took time.Duration) {
+	start := time.Now()
+	// The context is read by the hash, the restamp and the LLM writer:
+	// made once.
+	x := ix.context(j.c)
+	hash := w.inputHashOf(ix, j.c, x)
+	old, had := olds[ReportID(j.c.ID)]
+	restamp = had && old.MemberHash == j.c.MemberHash && old.InputHash == hash
+	if restamp {
+		r = ix.restamp(old, x)
+		if slices.Equal(r.Sources, old.Sources) && sameCitations(r.Findings, old.Findings) {
+			return r, true, false, time.Since(start)
+		}
+	} else {
+		r = w.write(ctx, j.c, ix, x)
+		r.InputHash = hash
+	}
+	return r, restamp, true, time.Since(start)
+}
+
 // write uses the LLM writer when configured, the extractive one otherwise
 // or when the LLM's report is rejected.
 func (w *Worker) write(ctx context.Context, c store.Community, ix *index, x *Context) store.Report {
@@ -598,6 +660,10 @@ func (w *Worker) write(ctx context.Context, c store.Community, ix *index, x *Con
 		r, err := w.cfg.LLM.Write(ctx, c, x)
 		if err == nil {
 			return r
+		}
+		if ctx.Err() != nil {
+			// Cancelled: the report is not stored, nothing was rejected.
+			return w.Extractive(c, ix)
 		}
 		w.fallback.Inc()
 		w.log.Warn("LLM report rejected, writing it extractively", "community", c.ID, "error", err)
@@ -638,6 +704,9 @@ type index struct {
 	// fields are the entities' input hash fields made so far (see
 	// entityFields); namers, by entity, the position of the first
 	// fragment naming it of each document (see nameFrom).
+	// Reports written at once share the index: mu guards fields and
+	// namers (what they hold once made is only read).
+	mu     sync.Mutex
 	fields map[entityFieldsKey][]byte
 	namers map[string]map[string]int
 }
@@ -819,7 +888,9 @@ func (ix *index) nameFrom(id string, supports []store.Fragment) (string, bool) {
 		}
 		return "", false
 	}
+	ix.mu.Lock()
 	at, ok := ix.namers[id]
+	ix.mu.Unlock()
 	if !ok {
 		at = make(map[string]int, len(t.Sources))
 		for i, f := range t.Sources {
@@ -827,10 +898,12 @@ func (ix *index) nameFrom(id string, supports []store.Fragment) (string, bool) {
 				at[f.DocID] = i
 			}
 		}
+		ix.mu.Lock()
 		if ix.namers == nil {
 			ix.namers = map[string]map[string]int{}
 		}
 		ix.namers[id] = at
+		ix.mu.Unlock()
 	}
 	first := -1
 	for _, s := range supports {

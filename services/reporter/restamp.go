@@ -153,10 +153,12 @@ func appendField(buf []byte, parts ...string) []byte {
 // per index and tag (see inputHash).
 func (ix *index) entityFields(tag, id string) []byte {
 	k := entityFieldsKey{tag, id}
-	if b, ok := ix.fields[k]; ok {
+	ix.mu.Lock()
+	b, ok := ix.fields[k]
+	ix.mu.Unlock()
+	if ok {
 		return b
 	}
-	var b []byte
 	if e, ok := ix.ents[id]; !ok {
 		b = appendField(b, tag, id, "absent")
 	} else {
@@ -165,10 +167,12 @@ func (ix *index) entityFields(tag, id string) []byte {
 			b = appendField(b, "f", f.DocID, f.Name, strconv.Itoa(f.NameRank), f.Description)
 		}
 	}
+	ix.mu.Lock()
 	if ix.fields == nil {
 		ix.fields = map[entityFieldsKey][]byte{}
 	}
 	ix.fields[k] = b
+	ix.mu.Unlock()
 	return b
 }
 

@@ -28,10 +28,14 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.VectorBatch, "vector-batch", 256, "the most graph and ACL changes the vector index is rewritten for together")
 	fs.DurationVar(&cfg.VectorBatchWait, "vector-batch-wait", 50*time.Millisecond, "how long the vector consumer waits for more changes once the first of a batch arrived")
 	fs.DurationVar(&cfg.ReconcileGap, "reconcile-gap", 2*time.Second, "the least time between a reconciliation pass and the narrow one (the communities the events named) a communities event asks for (negative: none)")
+	fs.IntVar(&cfg.ReportConcurrency, "report-concurrency", 0, "how many community reports are written at once (0: 8 with an LLM writer, whose calls then overlap within the LLM client's own bound on requests in flight, 1 without)")
 	if err := daemon.Parse(fs, args); err != nil {
 		return &daemon.UsageError{Err: err}
 	}
 	// Refused here, before connecting anywhere (0 would mean the default).
+	if cfg.ReportConcurrency < 0 {
+		return &daemon.UsageError{Err: fmt.Errorf("--report-concurrency %d: must not be negative", cfg.ReportConcurrency)}
+	}
 	if cfg.VectorBatch < 1 {
 		return &daemon.UsageError{Err: fmt.Errorf("--vector-batch %d: must be at least 1", cfg.VectorBatch)}
 	}

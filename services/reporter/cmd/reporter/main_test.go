@@ -40,7 +40,7 @@ func TestVectorBatchFlag(t *testing.T) {
 	}
 
 	// Refused before connecting (the NATS URL leads nowhere).
-	for _, bad := range [][]string{{"--vector-batch", "0"}, {"--vector-batch-wait", "-1s"}} {
+	for _, bad := range [][]string{{"--vector-batch", "0"}, {"--vector-batch-wait", "-1s"}, {"--report-concurrency", "-1"}} {
 		err = run(t.Context(), append([]string{"--nats", "nats://127.0.0.1:1"}, bad...))
 		var ue *daemon.UsageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), bad[0]) {
