@@ -52,6 +52,7 @@ bench:
 	KG_QUERY_SCALE_DOCS=$${KG_QUERY_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkQueryScale -benchtime 1x ./cmd/kgstream/app/
 	KG_QUERY_SCALE_DOCS=$${KG_QUERY_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkQueryChurn -benchtime 1x ./cmd/kgstream/app/
 	$(BENCH) -bench Regenerate -benchtime 3x ./services/reporter/
+	$(BENCH) -bench BenchmarkLLMReports -benchtime 3x ./services/reporter/
 	cd pkg && $(BENCH) -bench Search -benchtime 1000x ./vector/embedded/ ./vector/weaviate/
 	cd pkg && $(BENCH) -bench BenchmarkApply -benchtime 300x ./store/embedded/ ./store/redis/
 	cd pkg && $(BENCH) -bench BenchmarkReplaceCommunities -benchtime 10x ./store/embedded/

@@ -1,11 +1,16 @@
 package reporter_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/llm"
+	"github.com/kgstream/kgstream/pkg/llm/llmtest"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
@@ -214,6 +219,71 @@ func BenchmarkRegenerateHub(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkLLMReports measures one communities event rewriting 64
+// communities with an LLM writer against a local OpenAI-compatible server
+// answering each call after 100ms (an LLM's latency, not its work), one
+// report at a time and 8 at once: ms per community. The LLM client allows
+// its default 8 requests in flight.
+func BenchmarkLLMReports(b *testing.B) {
+	answer, err := json.Marshal(map[string]any{
+		"title": "An incident", "summary": "One incident and its failure.", "rating": 5, "rating_explanation": "one",
+		"findings": []map[string]any{{"summary": "it failed", "explanation": "see the incident", "entities": []string{"E1"}, "relationships": []string{"R1"}}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := llmtest.New(func(llmtest.Request) (string, bool) {
+		time.Sleep(100 * time.Millisecond)
+		return string(answer), true
+	})
+	b.Cleanup(srv.Close)
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", APIKey: "k", Timeout: 5 * time.Second, MaxRetries: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 8} {
+		b.Run(fmt.Sprintf("concurrency=%d", n), func(b *testing.B) {
+			_, st, bus, _ := setupB(b)
+			const comms = 64
+			var cs []store.Community
+			var changed []events.CommunityChange
+			for k := range comms {
+				doc := fmt.Sprintf("d%03d", k)
+				applyB(b, st, doc, "f"+doc)
+				id := "c0-" + doc
+				cs = append(cs, store.Community{ID: id, Members: []string{"failure_mode:f" + doc, "incident:" + doc}, MemberHash: id})
+				changed = append(changed, events.CommunityChange{ID: id, MemberHash: id})
+			}
+			if err := st.ReplaceCommunities(b.Context(), "acme", 1, cs); err != nil {
+				b.Fatal(err)
+			}
+			w, err := reporter.New(reporter.Config{LLM: reporter.NewLLMWriter(client), ReportConcurrency: n}, bus, st, nil, prometheus.NewRegistry())
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, err := events.Encode(&events.CommunitiesChanged{Header: events.Header{Tenant: "acme"}, Run: 1, Changed: changed})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				// Written anew each time, not restamped.
+				for _, c := range cs {
+					if err := st.DeleteReport(b.Context(), "acme", reporter.ReportID(c.ID)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if err := w.Handle(b.Context(), messageData(data)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*comms), "ms/community")
 		})
 	}
 }
