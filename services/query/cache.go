@@ -881,11 +881,11 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 	// One ordered consumer per kind: servers before NATS 2.10 refuse a
 	// consumer with several filter subjects.
 	var ccs []jetstream.ConsumeContext
-	// With the warm-up, the documents applied from now on are read in
-	// the background too (keepUnitsWarm).
-	var feed *unitFeed
+	// With the warm-up, what changes from now on is read again in the
+	// background too (keepWarm).
+	var feed *warmFeed
 	if s.cfg.WarmOnStart {
-		feed = newUnitFeed()
+		feed = newWarmFeed()
 	}
 	defer func() {
 		for _, cc := range ccs {
@@ -912,12 +912,15 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 				if err != nil {
 					s.log.Warn("graph change not followed: the tenant's graph reads are dropped", "tenant", tenant, "error", err)
 				}
-				if doc != "" && feed != nil {
+				if feed != nil {
 					feed.add(tenant, doc)
 				}
 				return
 			}
 			s.cache.invalidate(kind, tenant)
+			if feed != nil {
+				feed.add(tenant, "")
+			}
 		}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, context.Canceled) {
 				s.log.Warn("cache invalidation consumer", "error", err)
@@ -939,7 +942,7 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 		// Once the caches are live: what is warmed is kept, and dropped
 		// by the events that follow as any cached read is.
 		background.Go(func() { s.warm(ctx) })
-		background.Go(func() { s.keepUnitsWarm(ctx, feed) })
+		background.Go(func() { s.keepWarm(ctx, feed) })
 	}
 	<-ctx.Done()
 	s.cache.setRefresh(nil)

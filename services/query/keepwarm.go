@@ -10,31 +10,37 @@ import (
 	"github.com/kgstream/kgstream/pkg/provenance"
 )
 
-// keepWarmEvery is how long the documents applied are gathered before
-// keepUnitsWarm reads them: one read per document, however many versions
-// were applied meanwhile.
+// keepWarmEvery is how long changes are gathered before keepWarm follows
+// them: one read per document, however many versions were applied
+// meanwhile, and one reload of a tenant's reports however many runs
+// rewrote them.
 const keepWarmEvery = time.Second
 
-// unitFeed gathers, per tenant, the documents kg.graph.changed events say
-// were applied (not deleted), for keepUnitsWarm.
-type unitFeed struct {
+// warmFeed gathers, per tenant, what the events keepWarm follows say:
+// the documents kg.graph.changed says were applied (not deleted), and
+// that the tenant's graph, communities or reports changed at all.
+type warmFeed struct {
 	mu   sync.Mutex
 	docs map[string]map[string]bool
 	kick chan struct{}
 }
 
-func newUnitFeed() *unitFeed {
-	return &unitFeed{docs: map[string]map[string]bool{}, kick: make(chan struct{}, 1)}
+func newWarmFeed() *warmFeed {
+	return &warmFeed{docs: map[string]map[string]bool{}, kick: make(chan struct{}, 1)}
 }
 
-func (f *unitFeed) add(tenant, doc string) {
+// add records that doc was applied in tenant ("" : only that the tenant
+// changed).
+func (f *warmFeed) add(tenant, doc string) {
 	f.mu.Lock()
 	ds := f.docs[tenant]
 	if ds == nil {
 		ds = map[string]bool{}
 		f.docs[tenant] = ds
 	}
-	ds[doc] = true
+	if doc != "" {
+		ds[doc] = true
+	}
 	f.mu.Unlock()
 	select {
 	case f.kick <- struct{}{}:
@@ -42,8 +48,9 @@ func (f *unitFeed) add(tenant, doc string) {
 	}
 }
 
-// take returns and forgets the documents gathered, sorted per tenant.
-func (f *unitFeed) take() map[string][]string {
+// take returns and forgets what was gathered: every tenant that changed,
+// with the documents applied, sorted (maybe none).
+func (f *warmFeed) take() map[string][]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make(map[string][]string, len(f.docs))
@@ -54,15 +61,18 @@ func (f *unitFeed) take() map[string][]string {
 	return out
 }
 
-// keepUnitsWarm keeps what the start-up warm-up read warm while documents
-// are applied: the text units of the documents the feed gathers are read
-// and indexed in the background, at most once per keepWarmEvery, instead
-// of by the first question after them (after an import of 10,000
-// documents, seconds of reading while its caller waits). Like the warm-up
-// it reads content only: every request still admits what it takes. It
-// starts once the warm-up is over and runs until ctx is done; a failed
-// read is logged and left to the requests.
-func (s *Service) keepUnitsWarm(ctx context.Context, feed *unitFeed) {
+// keepWarm keeps what the start-up warm-up read warm while the tenant
+// changes, instead of leaving it to the first question after a change
+// (after an import of 10,000 documents, seconds of reading while its
+// caller waits; after every re-clustering, a reload of every community
+// and report): at most once per keepWarmEvery, for each tenant that
+// changed, the text units of the documents applied are read and indexed,
+// the name index takes the entities changed, and the communities and
+// reports are read again when an event dropped them. Like the warm-up it
+// reads content only: every request still admits what it takes. It starts
+// once the warm-up is over and runs until ctx is done; a failed read is
+// logged and left to the requests.
+func (s *Service) keepWarm(ctx context.Context, feed *warmFeed) {
 	select {
 	case <-ctx.Done():
 		return
@@ -80,11 +90,31 @@ func (s *Service) keepUnitsWarm(ctx context.Context, feed *unitFeed) {
 		case <-time.After(keepWarmEvery):
 		}
 		for tenant, ids := range feed.take() {
-			if err := s.loadApplied(ctx, tenant, ids); err != nil && ctx.Err() == nil {
-				s.log.Warn("keeping the text units of applied documents warm", "tenant", tenant, "documents", len(ids), "error", err)
+			if err := s.rewarm(ctx, tenant, ids); err != nil && ctx.Err() == nil {
+				s.log.Warn("keeping the query caches warm", "tenant", tenant, "documents", len(ids), "error", err)
 			}
 		}
 	}
+}
+
+// rewarm reads again what changes dropped from tenant's caches: the
+// documents ids applied, the name index, the communities and reports
+// (each a cached read, nothing when it is current).
+func (s *Service) rewarm(ctx context.Context, tenant string, ids []string) error {
+	if len(ids) > 0 {
+		if err := s.loadApplied(ctx, tenant, ids); err != nil {
+			return err
+		}
+	}
+	gs, err := s.graphSet(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	if _, err := s.nameIndexOf(ctx, tenant, gs); err != nil {
+		return err
+	}
+	_, err = s.derived(ctx, tenant)
+	return err
 }
 
 // loadApplied reads into the unit cache the documents ids of tenant at

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -215,10 +216,10 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 	applyAnnounced(t, base, bus, doc, 1, &c)
 	streamtest.Eventually(t, 10*time.Second, func() error {
 		cs.mu.Lock()
-		n := cs.calls["Source"]
+		n, names := cs.calls["Source"], cs.calls["Entities"]
 		cs.mu.Unlock()
-		if n == 0 {
-			return errors.New("the applied document is not read yet")
+		if n == 0 || names == 0 {
+			return errors.New("the applied document and its entities are not read yet")
 		}
 		return nil
 	})
@@ -231,9 +232,72 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 	}
 	cs.reset()
 	require.True(t, cites(), "the first question about the applied document cites it")
-	require.Zero(t, cs.reset()["Source"], "the first question read the applied document itself")
+	calls := cs.reset()
+	require.Zero(t, calls["Source"], "the first question read the applied document itself")
+	require.Zero(t, calls["Entities"], "the first question read the changed entities itself")
 
 	_, err := base.MarkDeleted(t.Context(), tenantAcme, doc)
 	require.NoError(t, err)
 	require.False(t, cites(), "the deletion counts at once")
+}
+
+// TestChangedReportsAreReadInTheBackground: after the warm-up, the event
+// of a report rewrite (or of a re-clustering) makes the service read the
+// tenant's communities and reports again in the background, so the next
+// global question reads neither and shows the rewritten report; the
+// reports read ahead hold content only, so a revocation recorded by the
+// registry alone (a new version no one may read) still counts at the next
+// question.
+func TestChangedReportsAreReadInTheBackground(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	base := openStore(t)
+	cs := &countingStores{Stores: base, calls: map[string]int{}}
+	st := &failingStores{Stores: cs}
+	loadSeed(t, st, tenantAcme)
+	f := warmedFixture(t, bus, st)
+	ctx := t.Context()
+	globalQ := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
+
+	for i, kind := range []events.Kind{events.KindReportsChanged, events.KindCommunitiesChanged} {
+		rep, err := base.Report(ctx, tenantAcme, "r-c-0-cert")
+		require.NoError(t, err)
+		rep.Title = fmt.Sprintf("Certificates that expire unnoticed (%d)", i)
+		require.NoError(t, base.PutReport(ctx, tenantAcme, rep))
+		cs.reset()
+		var ev events.Validator = &events.ReportsChanged{Header: events.Header{Tenant: tenantAcme}, Reports: []string{rep.ID}}
+		if kind == events.KindCommunitiesChanged {
+			ev = &events.CommunitiesChanged{Header: events.Header{Tenant: tenantAcme}, Run: int64(2 + i)}
+		}
+		_, err = bus.Publish(ctx, kind, tenantAcme, fmt.Sprintf("changed-%d", i), ev)
+		require.NoError(t, err)
+		streamtest.Eventually(t, 10*time.Second, func() error {
+			cs.mu.Lock()
+			n := cs.calls["Reports"]
+			cs.mu.Unlock()
+			if n == 0 {
+				return fmt.Errorf("the reports are not read again after %s yet", kind)
+			}
+			return nil
+		})
+		time.Sleep(100 * time.Millisecond) // the background read finishes
+		cs.reset()
+		titles := reportTitles(ask(t, f, tokAlice, globalQ))
+		require.True(t, slices.ContainsFunc(titles, func(s string) bool { return strings.HasPrefix(s, rep.Title) }), "%v", titles)
+		calls := cs.reset()
+		require.Zero(t, calls["Reports"], "after %s the question read the reports itself: %v", kind, calls)
+		require.Zero(t, calls["Communities"], "after %s the question read the communities itself: %v", kind, calls)
+	}
+
+	// Content only: a revocation without any event counts at once.
+	rep, err := base.Report(ctx, tenantAcme, "r-c-0-cert")
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Sources)
+	src, err := base.Source(ctx, tenantAcme, rep.Sources[0].DocID)
+	require.NoError(t, err)
+	_, err = base.Announce(ctx, tenantAcme, store.Announcement{DocID: src.DocID, Version: src.Version + 1,
+		ACL: provenance.ACL{Groups: []string{"nobody"}}})
+	require.NoError(t, err)
+	titles := reportTitles(ask(t, f, tokAlice, globalQ))
+	require.False(t, slices.ContainsFunc(titles, func(s string) bool { return strings.HasPrefix(s, rep.Title) }),
+		"the report citing the revoked %s is still read: %v", src.DocID, titles)
 }
