@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kgstream/kgstream/pkg/resolve"
 	"github.com/kgstream/kgstream/pkg/store"
@@ -528,6 +529,7 @@ func (v *view) nameIndex() (*nameIndex, error) {
 	if v.names != nil {
 		return v.names, nil
 	}
+	v.s.namesAsked.Store(v.tenant, time.Now())
 	g, err := v.graphSet()
 	if err != nil {
 		return nil, err

@@ -43,6 +43,7 @@ type Service struct {
 	regs       regViews        // per-tenant registry listings, checked by generation
 	warmed     chan struct{}   // closed when the start-up warm-up is over (warm.go)
 	warmedOnce sync.Once       // a second Run warms again but closes warmed once
+	namesAsked sync.Map        // tenant → when a request last used its name index (keepWarm)
 
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec

@@ -5,7 +5,6 @@ package query_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -211,19 +210,36 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 		Edges: []store.EdgeContribution{
 			{Source: "incident:inc170", Relation: "affected", Target: "service:quasargateway", Weight: 1, TextUnits: []string{"u0"}},
 		}}
-	cs.reset()
-	// Applied through the store itself: only the service's reads count.
-	applyAnnounced(t, base, bus, doc, 1, &c)
-	streamtest.Eventually(t, 10*time.Second, func() error {
-		cs.mu.Lock()
-		n, names := cs.calls["Source"], cs.calls["Entities"]
-		cs.mu.Unlock()
-		if n == 0 || names == 0 {
-			return errors.New("the applied document and its entities are not read yet")
+	read := func(what ...string) func() error {
+		return func() error {
+			cs.mu.Lock()
+			defer cs.mu.Unlock()
+			for _, w := range what {
+				if cs.calls[w] == 0 {
+					return fmt.Errorf("no %s read yet: %v", w, cs.calls)
+				}
+			}
+			return nil
 		}
-		return nil
-	})
+	}
+	// Applied through the store itself: only the service's reads count.
+	// No question used the name index yet: the document is read, its
+	// entities are left to the first question.
+	cs.reset()
+	quiet := c
+	quiet.Title = "INC-169"
+	applyAnnounced(t, base, bus, "INC-169", 1, &quiet)
+	streamtest.Eventually(t, 10*time.Second, read("Source"))
+	time.Sleep(1500 * time.Millisecond)
+	require.Zero(t, cs.reset()["Entities"], "entities read for a name index no request used")
+
 	q := map[string]any{"mode": "local", "question": "What happened to the quasar gateway?"}
+	var raw json.RawMessage
+	require.Equal(t, http.StatusOK, f.do(http.MethodPost, "/v1/query", tokAlice, q, &raw), "%s", raw)
+	// Now a question used it: the changed entities are read too.
+	cs.reset()
+	applyAnnounced(t, base, bus, doc, 1, &c)
+	streamtest.Eventually(t, 10*time.Second, read("Source", "Entities"))
 	cites := func() bool {
 		t.Helper()
 		var raw json.RawMessage
