@@ -211,29 +211,6 @@ func TestReportConsumerGivesWay(t *testing.T) {
 	requireYielded(t, yields)
 }
 
-// TestReportWritingGivesWayAsItGoes: with GiveWay set, one event's long
-// run of reports gives way as it goes, every giveWayEvery reports (32),
-// not only before the event: 70 reports with the front stage's backlog
-// standing wait twice, each for GiveWay's Max, and are all written.
-func TestReportWritingGivesWayAsItGoes(t *testing.T) {
-	e := newReconcileEnv(t, 70)
-	var yields *prometheus.Registry
-	e.bus, yields = meteredBus(t)
-	frontBacklog(t, e.bus)
-	for _, v := range []int64{2, 3} {
-		_, err := e.bus.Publish(t.Context(), events.KindGraphChanged, "acme", events.GraphID("acme", "pm-00", v, 0),
-			&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "pm-00", Version: v})
-		require.NoError(t, err)
-	}
-	w, _ := e.worker(t, reporter.Config{ReconcileEvery: -1,
-		GiveWay: &stream.GiveWay{Stages: []string{"front"}, Above: 1, Max: giveWayHeld, Poll: 10 * time.Millisecond}})
-	// Handled directly: the consumer's own wait before the event is not
-	// what is measured.
-	require.NoError(t, w.Handle(t.Context(), message(t, &events.CommunitiesChanged{Run: 1, Changed: changes(e.comms)})))
-	require.Len(t, e.reports(t), 70)
-	require.GreaterOrEqual(t, counter(t, yields, "kgstream_stage_yield_seconds_total", "reporter"), 2*giveWayHeld.Seconds())
-}
-
 func changes(cs []store.Community) []events.CommunityChange {
 	out := make([]events.CommunityChange, len(cs))
 	for i, c := range cs {

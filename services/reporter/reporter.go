@@ -423,11 +423,6 @@ const (
 	storeWait  = time.Second
 )
 
-// giveWayEvery is how many reports are started between two give-way
-// checks within one event (Config.GiveWay): about 50ms of extractive
-// reports.
-const giveWayEvery = 32
-
 // writeReports writes the reports of jobs and returns those it stored. A
 // community whose report has the same member hash and input hash as now
 // (see inputHash) keeps its report: only the citations move to the current
@@ -510,13 +505,6 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job, ol
 	writers.Go(func() {
 		sem := make(chan struct{}, w.cfg.ReportConcurrency)
 		for i, j := range jobs {
-			if i > 0 && i%giveWayEvery == 0 && w.cfg.GiveWay != nil {
-				// The consumer gave way before the event; a long run of
-				// reports (a re-clustering rewrote thousands) gives way
-				// as it goes too, or it takes a core from the documents
-				// arriving for seconds at a time.
-				w.bus.GiveWay(wctx, w.cfg.Stage, *w.cfg.GiveWay)
-			}
 			select {
 			case sem <- struct{}{}:
 			case <-wctx.Done():
