@@ -36,9 +36,10 @@ const (
 	// every apply reads and writes: entities and edges.
 	FastCompression
 	// SmallCompression is zstd at its default level, for large values
-	// written once and read seldom: reports, communities, citation lists,
-	// source records with their text (which the embedded store writes with
-	// S2 on the apply path and compaction rewrites with zstd).
+	// written once and read seldom: reports, citation lists, source
+	// records with their text and communities (which the stores write
+	// with S2 on the apply and clustering paths, the embedded store's
+	// compaction rewriting them with zstd).
 	SmallCompression
 )
 

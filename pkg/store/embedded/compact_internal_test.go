@@ -220,3 +220,65 @@ func TestSourceRecordCodecs(t *testing.T) {
 		require.Equal(t, want[doc], got, doc)
 	}
 }
+
+// TestCommunityCodecs: a re-clustering (ReplaceCommunities) and a
+// provisional placement (UpdateCommunities) write communities with S2, a
+// community an older build wrote with zstd reads the same, and Compact
+// rewrites them with zstd, leaving what Communities returns as it was.
+func TestCommunityCodecs(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "kgstream.db")
+	s, err := Open(path, Options{NoSync: true})
+	require.NoError(t, err)
+	community := func(id string, n int) store.Community {
+		c := store.Community{ID: "c0-" + id, MemberHash: id, Run: 1}
+		for i := range n {
+			c.Members = append(c.Members, fmt.Sprintf("incident:%s-%03d", id, i))
+			c.Sources = append(c.Sources, provenance.SourceRef{DocID: fmt.Sprintf("doc-%03d", i), Version: 1})
+		}
+		return c
+	}
+	require.NoError(t, s.ReplaceCommunities(ctx, "acme", 1, []store.Community{community("a", 50), community("b", 50)}))
+	require.NoError(t, s.UpdateCommunities(ctx, "acme", 1, []store.Community{community("b", 60)}))
+	stored := func(id string) []byte {
+		var v []byte
+		require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+			b, err := tenantBucket(tx, bucketCommunities, "acme", false)
+			require.NoError(t, err)
+			v = bytes.Clone(b.Bucket([]byte(subItems)).Get([]byte(id)))
+			return nil
+		}))
+		return v
+	}
+	for _, id := range []string{"c0-a", "c0-b"} {
+		require.Equal(t, store.FastCompression, store.CompressionOf(stored(id)), id)
+	}
+	want, err := s.Communities(ctx, "acme")
+	require.NoError(t, err)
+	require.Len(t, want[1].Members, 60)
+	// c0-a as an older build wrote it: zstd.
+	plain, err := store.DecompressValue(stored("c0-a"))
+	require.NoError(t, err)
+	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tenantBucket(tx, bucketCommunities, "acme", false)
+		require.NoError(t, err)
+		return b.Bucket([]byte(subItems)).Put([]byte("c0-a"), store.CompressValue(plain, store.SmallCompression))
+	}))
+	require.Equal(t, store.SmallCompression, store.CompressionOf(stored("c0-a")))
+	got, err := s.Communities(ctx, "acme")
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.NoError(t, s.Close())
+
+	_, err = Compact(ctx, path)
+	require.NoError(t, err)
+	s, err = Open(path, Options{NoSync: true})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, id := range []string{"c0-a", "c0-b"} {
+		require.Equal(t, store.SmallCompression, store.CompressionOf(stored(id)), id)
+	}
+	got, err = s.Communities(ctx, "acme")
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
