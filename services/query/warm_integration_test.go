@@ -187,18 +187,26 @@ func TestWarmedWithoutWarmUp(t *testing.T) {
 	}
 }
 
+// warmedSeed is warmedFixture over the seed corpus in a store whose reads
+// are counted: the fixture, the store itself (to write without counting),
+// the counts and the bus.
+func warmedSeed(t *testing.T) (*fixture, query.Stores, *countingStores, *stream.Bus) {
+	t.Helper()
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	base := openStore(t)
+	cs := &countingStores{Stores: base, calls: map[string]int{}}
+	st := &failingStores{Stores: cs}
+	loadSeed(t, st, tenantAcme)
+	return warmedFixture(t, bus, st), base, cs, bus
+}
+
 // TestAppliedDocumentsAreReadInTheBackground: with the warm-up, a document
 // applied after it (its kg.graph.changed followed) is read into the unit
 // cache in the background, so the first question about it reads no
 // source; what is read is content only: the document's deletion counts at
 // the next question.
 func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
-	bus := streamtest.NewBus(t, streamtest.Options{})
-	base := openStore(t)
-	cs := &countingStores{Stores: base, calls: map[string]int{}}
-	st := &failingStores{Stores: cs}
-	loadSeed(t, st, tenantAcme)
-	f := warmedFixture(t, bus, st)
+	f, base, cs, bus := warmedSeed(t)
 
 	const doc = "INC-170"
 	units := []events.TextUnit{{ID: "u0", Text: "INC-170: the quasar gateway dropped every websocket after the kestrel rollout.", End: 80}}
@@ -265,12 +273,7 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 // registry alone (a new version no one may read) still counts at the next
 // question.
 func TestChangedReportsAreReadInTheBackground(t *testing.T) {
-	bus := streamtest.NewBus(t, streamtest.Options{})
-	base := openStore(t)
-	cs := &countingStores{Stores: base, calls: map[string]int{}}
-	st := &failingStores{Stores: cs}
-	loadSeed(t, st, tenantAcme)
-	f := warmedFixture(t, bus, st)
+	f, base, cs, bus := warmedSeed(t)
 	ctx := t.Context()
 	globalQ := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
 

@@ -206,13 +206,7 @@ func TestSourceRecordCodecs(t *testing.T) {
 	got, err := s.Source(ctx, "acme", "doc-1")
 	require.NoError(t, err)
 	require.Equal(t, want["doc-1"], got)
-	require.NoError(t, s.Close())
-
-	_, err = Compact(ctx, path)
-	require.NoError(t, err)
-	s, err = Open(path, Options{NoSync: true})
-	require.NoError(t, err)
-	defer s.Close()
+	s = compactAndOpen(t, s, path)
 	for _, doc := range []string{"doc-0", "doc-1"} {
 		require.Equal(t, store.SmallCompression, store.CompressionOf(stored(doc)), doc)
 		got, err := s.Source(ctx, "acme", doc)
@@ -268,17 +262,24 @@ func TestCommunityCodecs(t *testing.T) {
 	got, err := s.Communities(ctx, "acme")
 	require.NoError(t, err)
 	require.Equal(t, want, got)
-	require.NoError(t, s.Close())
-
-	_, err = Compact(ctx, path)
-	require.NoError(t, err)
-	s, err = Open(path, Options{NoSync: true})
-	require.NoError(t, err)
-	defer s.Close()
+	s = compactAndOpen(t, s, path)
 	for _, id := range []string{"c0-a", "c0-b"} {
 		require.Equal(t, store.SmallCompression, store.CompressionOf(stored(id)), id)
 	}
 	got, err = s.Communities(ctx, "acme")
 	require.NoError(t, err)
 	require.Equal(t, want, got)
+}
+
+// compactAndOpen closes s, compacts its file at path and opens it again
+// (closed at the end of the test).
+func compactAndOpen(t *testing.T, s *Store, path string) *Store {
+	t.Helper()
+	require.NoError(t, s.Close())
+	_, err := Compact(t.Context(), path)
+	require.NoError(t, err)
+	s, err = Open(path, Options{NoSync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
 }
