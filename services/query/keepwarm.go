@@ -23,6 +23,12 @@ const keepWarmEvery = time.Second
 // asks about (at 300 documents/s, 4% of the process's CPU).
 const keepNamesWarmFor = time.Minute
 
+// namesQuietAfter is how long a tenant whose name index was left as it
+// was (no question lately) must go without changes before keepWarm
+// patches it once: the first question after an import does not patch it
+// for the whole import, and an import does not pay for a patch a second.
+const namesQuietAfter = 5 * time.Second
+
 // warmFeed gathers, per tenant, what the events keepWarm follows say:
 // the documents kg.graph.changed says were applied (not deleted), and
 // that the tenant's graph, communities or reports changed at all.
@@ -76,7 +82,8 @@ func (f *warmFeed) take() map[string][]string {
 // changed, the text units of the documents applied are read and indexed,
 // the communities and reports are read again when an event dropped them,
 // and, while requests use it (keepNamesWarmFor), the name index takes the
-// entities changed. Like the warm-up it
+// entities changed; when none do, it takes them once the tenant has been
+// quiet for namesQuietAfter. Like the warm-up it
 // reads content only: every request still admits what it takes. It starts
 // once the warm-up is over and runs until ctx is done; a failed read is
 // logged and left to the requests.
@@ -86,41 +93,70 @@ func (s *Service) keepWarm(ctx context.Context, feed *warmFeed) {
 		return
 	case <-s.warmed:
 	}
+	// The tenants whose name index was left as it was, by when they last
+	// changed: patched once they have been quiet for namesQuietAfter.
+	owed := map[string]time.Time{}
+	var quiet <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-feed.kick:
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(keepWarmEvery):
-		}
-		for tenant, ids := range feed.take() {
-			if err := s.rewarm(ctx, tenant, ids); err != nil && ctx.Err() == nil {
-				s.log.Warn("keeping the query caches warm", "tenant", tenant, "documents", len(ids), "error", err)
+		case <-quiet:
+			for tenant, at := range owed {
+				if time.Since(at) < namesQuietAfter {
+					continue
+				}
+				delete(owed, tenant)
+				if err := s.rewarmNames(ctx, tenant); err != nil && ctx.Err() == nil {
+					s.log.Warn("keeping the query caches warm", "tenant", tenant, "error", err)
+				}
 			}
+		case <-feed.kick:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(keepWarmEvery):
+			}
+			for tenant, ids := range feed.take() {
+				names, err := s.rewarm(ctx, tenant, ids)
+				if err != nil && ctx.Err() == nil {
+					s.log.Warn("keeping the query caches warm", "tenant", tenant, "documents", len(ids), "error", err)
+				}
+				if names {
+					delete(owed, tenant)
+				} else {
+					owed[tenant] = time.Now()
+				}
+			}
+		}
+		quiet = nil
+		if len(owed) > 0 {
+			quiet = time.After(namesQuietAfter)
 		}
 	}
 }
 
 // rewarm reads again what changes dropped from tenant's caches: the
 // documents ids applied, the communities and reports, and the name index
-// when a request used it lately (each a cached read, nothing when it is
-// current).
-func (s *Service) rewarm(ctx context.Context, tenant string, ids []string) error {
+// when a request used it lately (names; each a cached read, nothing when
+// it is current).
+func (s *Service) rewarm(ctx context.Context, tenant string, ids []string) (names bool, err error) {
 	if len(ids) > 0 {
 		if err := s.loadApplied(ctx, tenant, ids); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if _, err := s.derived(ctx, tenant); err != nil {
-		return err
+		return false, err
 	}
 	if at, ok := s.namesAsked.Load(tenant); !ok || time.Since(at.(time.Time)) > keepNamesWarmFor {
-		return nil
+		return false, nil
 	}
+	return true, s.rewarmNames(ctx, tenant)
+}
+
+// rewarmNames brings tenant's name index up to date.
+func (s *Service) rewarmNames(ctx context.Context, tenant string) error {
 	gs, err := s.graphSet(ctx, tenant)
 	if err != nil {
 		return err
