@@ -155,14 +155,18 @@ func (s *Service) rewarm(ctx context.Context, tenant string, ids []string) (name
 	return true, s.rewarmNames(ctx, tenant)
 }
 
-// rewarmNames brings tenant's name index up to date.
+// rewarmNames brings tenant's name index up to date, and records when
+// (recentNames).
 func (s *Service) rewarmNames(ctx context.Context, tenant string) error {
 	gs, err := s.graphSet(ctx, tenant)
 	if err != nil {
 		return err
 	}
-	_, err = s.nameIndexOf(ctx, tenant, gs)
-	return err
+	if _, err = s.nameIndexOf(ctx, tenant, gs); err != nil {
+		return err
+	}
+	s.namesKept.Store(tenant, time.Now())
+	return nil
 }
 
 // loadApplied reads into the unit cache the documents ids of tenant at

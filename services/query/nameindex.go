@@ -534,12 +534,43 @@ func (v *view) nameIndex() (*nameIndex, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ix := v.s.recentNames(v.tenant, g); ix != nil {
+		v.names = ix
+		return ix, nil
+	}
 	ix, err := v.s.nameIndexOf(v.ctx, v.tenant, g)
 	if err != nil {
 		return nil, err
 	}
 	v.names = ix
 	return ix, nil
+}
+
+// namesStaleFor bounds how old the last background patch of a tenant's
+// name index may be for requests to use the index it made (recentNames).
+const namesStaleFor = 3 * keepWarmEvery
+
+// recentNames returns the name index g was to be patched from, when
+// keepWarm patches this tenant's index in the background and did so less
+// than namesStaleFor ago; nil otherwise (the request patches it, as
+// nameIndexOf does). While documents are applied every set has changes
+// pending, and patching them on the request path re-read every changed
+// entity (a hub named by every document, whole) on every question; in
+// the background it is read once a second. The index lags the graph by
+// at most about namesStaleFor for the entities it finds; what it finds
+// is still admitted per request against the registry, so a revocation or
+// a deletion counts at once.
+func (s *Service) recentNames(tenant string, g *graphSet) *nameIndex {
+	at, ok := s.namesKept.Load(tenant)
+	if !ok || time.Since(at.(time.Time)) > namesStaleFor {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.names != nil {
+		return g.names
+	}
+	return g.from
 }
 
 // nameIndexOf returns the name index g keeps for tenant, made when g has

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -304,4 +305,24 @@ func BenchmarkPatchSharedKeys(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestRecentNamesServesTheLastBackgroundPatch: a request uses the index a
+// set was to be patched from only while the background patched the
+// tenant's index less than namesStaleFor ago; the set's own index when it
+// has one; nothing when there is neither (the request makes it).
+func TestRecentNamesServesTheLastBackgroundPatch(t *testing.T) {
+	s := &Service{}
+	from := &nameIndex{}
+	g := &graphSet{from: from, pending: []string{"service:a"}}
+	require.Nil(t, s.recentNames("acme", g), "no background patch yet")
+	s.namesKept.Store("acme", time.Now().Add(-2*namesStaleFor))
+	require.Nil(t, s.recentNames("acme", g), "the last background patch is too old")
+	s.namesKept.Store("acme", time.Now())
+	require.Same(t, from, s.recentNames("acme", g))
+	require.Nil(t, s.recentNames("globex", g), "another tenant's background patch")
+	own := &nameIndex{}
+	g.names = own
+	require.Same(t, own, s.recentNames("acme", g))
+	require.Nil(t, s.recentNames("acme", &graphSet{}), "neither: the request makes it")
 }

@@ -44,6 +44,7 @@ type Service struct {
 	warmed     chan struct{}   // closed when the start-up warm-up is over (warm.go)
 	warmedOnce sync.Once       // a second Run warms again but closes warmed once
 	namesAsked sync.Map        // tenant → when a request last used its name index (keepWarm)
+	namesKept  sync.Map        // tenant → when keepWarm last patched its name index (recentNames)
 
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec

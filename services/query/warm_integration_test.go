@@ -5,6 +5,7 @@ package query_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -268,6 +269,38 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 	_, err := base.MarkDeleted(t.Context(), tenantAcme, doc)
 	require.NoError(t, err)
 	require.False(t, cites(), "the deletion counts at once")
+
+	// While the background keeps the name index patched, questions use
+	// the index it made (recentNames): a new entity is found within a
+	// few seconds of its change, never later; a deletion still counts at
+	// once.
+	const next = "INC-171"
+	n := store.Contributions{Title: next, DocType: "postmortem",
+		TextUnits: []events.TextUnit{{ID: "u0", Text: "INC-171: the nebula cache evicted every session after the orion deploy.", End: 70}},
+		Entities: []store.EntityContribution{
+			{ID: "incident:inc171", Type: "incident", Name: next, NameRank: 2, TextUnits: []string{"u0"}},
+			{ID: "service:nebulacache", Type: "service", Name: "nebula cache", NameRank: 2, TextUnits: []string{"u0"}},
+		},
+		Edges: []store.EdgeContribution{
+			{Source: "incident:inc171", Relation: "affected", Target: "service:nebulacache", Weight: 1, TextUnits: []string{"u0"}},
+		}}
+	applyAnnounced(t, base, bus, next, 1, &n)
+	nq := map[string]any{"mode": "local", "question": "What happened to the nebula cache?"}
+	citesNext := func() bool {
+		t.Helper()
+		var raw json.RawMessage
+		require.Equal(t, http.StatusOK, f.do(http.MethodPost, "/v1/query", tokAlice, nq, &raw), "%s", raw)
+		return strings.Contains(string(raw), `"doc_id":"`+next+`"`)
+	}
+	streamtest.Eventually(t, 5*time.Second, func() error {
+		if !citesNext() {
+			return errors.New("the new entity is not found yet")
+		}
+		return nil
+	})
+	_, err = base.MarkDeleted(t.Context(), tenantAcme, next)
+	require.NoError(t, err)
+	require.False(t, citesNext(), "the deletion counts at once")
 }
 
 // TestChangedReportsAreReadInTheBackground: after the warm-up, the event
