@@ -1,8 +1,6 @@
 package taxonomy_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,23 +8,15 @@ import (
 )
 
 // corpusSentences returns the lines and ". "-separated sentences of the
-// postmortem corpora beside the checkout (none when they are not there).
+// postmortem corpora beside the checkout.
 func corpusSentences(tb testing.TB) []string {
 	tb.Helper()
 	var out []string
-	for _, dir := range []string{"dfds-postmortems", "cloud-incidents", "wikitech-incidents"} {
-		md, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.md"))
-		txt, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.txt"))
-		for _, f := range append(md, txt...) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			for _, line := range strings.Split(string(data), "\n") {
-				for _, s := range strings.SplitAfter(line, ". ") {
-					if strings.TrimSpace(s) != "" {
-						out = append(out, s)
-					}
+	for _, text := range taxonomy.CorpusTexts(tb) {
+		for _, line := range strings.Split(text, "\n") {
+			for _, s := range strings.SplitAfter(line, ". ") {
+				if strings.TrimSpace(s) != "" {
+					out = append(out, s)
 				}
 			}
 		}

@@ -214,19 +214,35 @@ func (t *Taxonomy) plainNegated(sent string, start, end int, inside bool) bool {
 	return false
 }
 
-// corpusParts returns the ". "-separated parts of every file of the
-// postmortem corpora beside the checkout (none when they are not there).
-func corpusParts(t *testing.T) []string {
-	t.Helper()
+// CorpusTexts returns the text of every file of the postmortem corpora
+// beside the checkout (../shared, as CI has it), failing when there is
+// none. Exported for the package's external tests.
+func CorpusTexts(tb testing.TB) []string {
+	tb.Helper()
 	var out []string
 	for _, dir := range []string{"dfds-postmortems", "cloud-incidents", "wikitech-incidents"} {
 		md, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.md"))
 		txt, _ := filepath.Glob(filepath.Join("../../../shared/corpora", dir, "*.txt"))
 		for _, f := range append(md, txt...) {
 			data, err := os.ReadFile(f)
-			require.NoError(t, err)
-			out = append(out, strings.SplitAfter(string(data), ". ")...)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			out = append(out, string(data))
 		}
+	}
+	if len(out) == 0 {
+		tb.Fatal("no corpus file under ../../../shared/corpora")
+	}
+	return out
+}
+
+// corpusParts returns the ". "-separated parts of every corpus file.
+func corpusParts(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, text := range CorpusTexts(t) {
+		out = append(out, strings.SplitAfter(text, ". ")...)
 	}
 	return out
 }

@@ -798,15 +798,14 @@ func (w *Worker) weighted(g store.Graph) weightedGraph {
 		return n
 	}
 	names := make(map[string]string, len(g.Entities))
+	// Entities are numbered first: each number is below len(g.Entities).
+	wg.entRefs = make([][]int32, len(g.Entities))
 	for _, e := range g.Entities {
 		n := nodeOf(e.ID)
 		names[e.ID] = e.Name
 		rs := make([]int32, len(e.Sources))
 		for i, f := range e.Sources {
 			rs[i] = refOf(f.DocID, f.Version)
-		}
-		for int(n) >= len(wg.entRefs) {
-			wg.entRefs = append(wg.entRefs, nil)
 		}
 		wg.entRefs[n] = rs
 	}
@@ -836,6 +835,7 @@ func (w *Worker) weighted(g store.Graph) weightedGraph {
 		}
 		wt.add(e)
 	}
+	// Edge ends that are no stored entity have no refs of their own.
 	wg.entRefs = append(wg.entRefs, make([][]int32, len(wg.node)-len(wg.entRefs))...)
 	wg.incident = make([][]int32, len(wg.node))
 	for i, ab := range wg.ends {

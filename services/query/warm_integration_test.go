@@ -254,12 +254,16 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 	cs.reset()
 	applyAnnounced(t, base, bus, doc, 1, &c)
 	streamtest.Eventually(t, 10*time.Second, read("Source", "Entities"))
-	cites := func() bool {
-		t.Helper()
-		var raw json.RawMessage
-		require.Equal(t, http.StatusOK, f.do(http.MethodPost, "/v1/query", tokAlice, q, &raw), "%s", raw)
-		return strings.Contains(string(raw), `"doc_id":"`+doc+`"`)
+	// citesFor asks question and reports whether the answer cites doc.
+	citesFor := func(question map[string]any, doc string) func() bool {
+		return func() bool {
+			t.Helper()
+			var raw json.RawMessage
+			require.Equal(t, http.StatusOK, f.do(http.MethodPost, "/v1/query", tokAlice, question, &raw), "%s", raw)
+			return strings.Contains(string(raw), `"doc_id":"`+doc+`"`)
+		}
 	}
+	cites := citesFor(q, doc)
 	cs.reset()
 	require.True(t, cites(), "the first question about the applied document cites it")
 	calls := cs.reset()
@@ -286,12 +290,7 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 		}}
 	applyAnnounced(t, base, bus, next, 1, &n)
 	nq := map[string]any{"mode": "local", "question": "What happened to the nebula cache?"}
-	citesNext := func() bool {
-		t.Helper()
-		var raw json.RawMessage
-		require.Equal(t, http.StatusOK, f.do(http.MethodPost, "/v1/query", tokAlice, nq, &raw), "%s", raw)
-		return strings.Contains(string(raw), `"doc_id":"`+next+`"`)
-	}
+	citesNext := citesFor(nq, next)
 	streamtest.Eventually(t, 5*time.Second, func() error {
 		if !citesNext() {
 			return errors.New("the new entity is not found yet")

@@ -1,7 +1,6 @@
 package reporter_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -229,16 +228,10 @@ func BenchmarkRegenerateHub(b *testing.B) {
 // report at a time and 8 at once: ms per community. The LLM client allows
 // its default 8 requests in flight.
 func BenchmarkLLMReports(b *testing.B) {
-	answer, err := json.Marshal(map[string]any{
-		"title": "An incident", "summary": "One incident and its failure.", "rating": 5, "rating_explanation": "one",
-		"findings": []map[string]any{{"summary": "it failed", "explanation": "see the incident", "entities": []string{"E1"}, "relationships": []string{"R1"}}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	answer := oneFindingReport(b)
 	srv := llmtest.New(func(llmtest.Request) (string, bool) {
 		time.Sleep(100 * time.Millisecond)
-		return string(answer), true
+		return answer, true
 	})
 	b.Cleanup(srv.Close)
 	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", APIKey: "k", Timeout: 5 * time.Second, MaxRetries: 1})
@@ -249,18 +242,7 @@ func BenchmarkLLMReports(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", n), func(b *testing.B) {
 			_, st, bus, _ := setupB(b)
 			const comms = 64
-			var cs []store.Community
-			var changed []events.CommunityChange
-			for k := range comms {
-				doc := fmt.Sprintf("d%03d", k)
-				applyB(b, st, doc, "f"+doc)
-				id := "c0-" + doc
-				cs = append(cs, store.Community{ID: id, Members: []string{"failure_mode:f" + doc, "incident:" + doc}, MemberHash: id})
-				changed = append(changed, events.CommunityChange{ID: id, MemberHash: id})
-			}
-			if err := st.ReplaceCommunities(b.Context(), "acme", 1, cs); err != nil {
-				b.Fatal(err)
-			}
+			cs, changed := incidentCommunities(b, st, comms)
 			w, err := reporter.New(reporter.Config{LLM: reporter.NewLLMWriter(client), ReportConcurrency: n}, bus, st, nil, prometheus.NewRegistry())
 			if err != nil {
 				b.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/llm/llmtest"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/services/reporter"
 )
 
@@ -88,14 +89,8 @@ func TestLLMReportsAreWrittenConcurrently(t *testing.T) {
 	var (
 		mu             sync.Mutex
 		inFlight, most int
-		communities    []store.Community
-		changes        []events.CommunityChange
 	)
-	answer, err := json.Marshal(map[string]any{
-		"title": "An incident", "summary": "One incident and its failure.", "rating": 5, "rating_explanation": "one",
-		"findings": []map[string]any{{"summary": "it failed", "explanation": "see the incident", "entities": []string{"E1"}, "relationships": []string{"R1"}}},
-	})
-	require.NoError(t, err)
+	answer := oneFindingReport(t)
 	srv := llmtest.New(func(llmtest.Request) (string, bool) {
 		mu.Lock()
 		inFlight++
@@ -105,7 +100,7 @@ func TestLLMReportsAreWrittenConcurrently(t *testing.T) {
 		mu.Lock()
 		inFlight--
 		mu.Unlock()
-		return string(answer), true
+		return answer, true
 	})
 	t.Cleanup(srv.Close)
 	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", APIKey: "k", Timeout: 5 * time.Second, MaxRetries: 1})
@@ -114,16 +109,7 @@ func TestLLMReportsAreWrittenConcurrently(t *testing.T) {
 	stored := map[int][]store.Report{}
 	for _, n := range []int{1, 4} {
 		_, st, bus, _ := setup(t)
-		communities, changes = nil, nil
-		for i := range 12 {
-			doc := fmt.Sprintf("d%02d", i)
-			apply(t, st, doc, 1, "f"+doc)
-			id := "c0-" + doc
-			communities = append(communities, store.Community{ID: id, Level: 0,
-				Members: []string{"failure_mode:f" + doc, "incident:" + doc}, MemberHash: doc})
-			changes = append(changes, events.CommunityChange{ID: id, MemberHash: doc})
-		}
-		require.NoError(t, st.ReplaceCommunities(t.Context(), "acme", 1, communities))
+		communities, changes := incidentCommunities(t, st, 12)
 		w, err := reporter.New(reporter.Config{LLM: reporter.NewLLMWriter(client), ReportConcurrency: n}, bus, st, nil, prometheus.NewRegistry())
 		require.NoError(t, err)
 		mu.Lock()
@@ -148,4 +134,38 @@ func TestLLMReportsAreWrittenConcurrently(t *testing.T) {
 		stored[n] = reps
 	}
 	require.Equal(t, stored[1], stored[4])
+}
+
+// oneFindingReport is an LLM's community report with one finding citing
+// the first entity and relationship of its context.
+func oneFindingReport(tb testing.TB) string {
+	tb.Helper()
+	b, err := json.Marshal(map[string]any{
+		"title": "An incident", "summary": "One incident and its failure.", "rating": 5, "rating_explanation": "one",
+		"findings": []map[string]any{{"summary": "it failed", "explanation": "see the incident", "entities": []string{"E1"}, "relationships": []string{"R1"}}},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// incidentCommunities applies n documents, each an incident and its own
+// failure mode, stores one community of the two per document (run 1) and
+// returns them with the changes announcing them.
+func incidentCommunities(tb testing.TB, st *embedded.Store, n int) ([]store.Community, []events.CommunityChange) {
+	tb.Helper()
+	var cs []store.Community
+	var changes []events.CommunityChange
+	for k := range n {
+		doc := fmt.Sprintf("d%03d", k)
+		applyB(tb, st, doc, "f"+doc)
+		id := "c0-" + doc
+		cs = append(cs, store.Community{ID: id, Members: []string{"failure_mode:f" + doc, "incident:" + doc}, MemberHash: id})
+		changes = append(changes, events.CommunityChange{ID: id, MemberHash: id})
+	}
+	if err := st.ReplaceCommunities(tb.Context(), "acme", 1, cs); err != nil {
+		tb.Fatal(err)
+	}
+	return cs, changes
 }

@@ -35,7 +35,7 @@ func setupB(t testing.TB) (*reporter.Worker, *embedded.Store, *stream.Bus, *prom
 	return w, st, bus, reg
 }
 
-func applyB(b *testing.B, st store.GraphStore, doc, failure string) {
+func applyB(b testing.TB, st store.GraphStore, doc, failure string) {
 	b.Helper()
 	inc, fm := "incident:"+doc, "failure_mode:"+failure
 	_, err := st.Apply(b.Context(), "acme", doc, 1, store.Contributions{
