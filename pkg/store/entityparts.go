@@ -54,3 +54,15 @@ func PartOf(e Entity, textBytes int, docs []string) EntityPart {
 	}
 	return p
 }
+
+// EntityHeads is implemented by graph stores that can list the entities
+// of a type by their heads alone: type, display name and the tally of
+// their fragments' spellings by name rank (EntityHead.Names), without
+// reading any fragment. A reader that needs only names (which spellings a
+// catalog gave an entity, say) then costs one value per entity, however
+// many documents name it. EntityHeadsByType returns the heads of the
+// entities of typ (not empty: ErrInvalid), sorted by id, read in one read
+// transaction.
+type EntityHeads interface {
+	EntityHeadsByType(ctx context.Context, tenant, typ string) ([]EntityHead, error)
+}

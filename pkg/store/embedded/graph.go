@@ -541,6 +541,38 @@ func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store
 	return out, nil
 }
 
+var _ store.EntityHeads = (*Store)(nil)
+
+// EntityHeadsByType returns the heads of the entities of typ, sorted by
+// id, through the type index: one head row per entity, no fragment read
+// (see store.EntityHeads).
+func (s *Store) EntityHeadsByType(ctx context.Context, tenant, typ string) ([]store.EntityHead, error) {
+	if typ == "" {
+		return nil, fmt.Errorf("listing entity heads in %q: %w: no type", tenant, store.ErrInvalid)
+	}
+	out := []store.EntityHead{}
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		c := g.entityRows.Cursor()
+		return scanPrefix(g.byType, typ, func(id string) error {
+			head := headKey(id)
+			k, v := c.Seek(head)
+			if !bytes.Equal(k, head) {
+				return fmt.Errorf("type index lists missing entity %q", id)
+			}
+			h, err := store.DecodeEntityHead(id, v)
+			if err != nil {
+				return fmt.Errorf("decoding the head of entity %q: %w", id, err)
+			}
+			out = append(out, h)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing entity heads of type %q in %q: %w", typ, tenant, err)
+	}
+	return out, nil // the type index's keys, <type|id>, are in id order
+}
+
 // Edges returns the edges leaving (Out) or entering (In) an entity, sorted
 // by id, from the adjacency index.
 func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Direction) ([]store.Edge, error) {

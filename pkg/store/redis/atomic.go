@@ -21,12 +21,12 @@ import (
 
 // readSetsScript: KEYS are sets of entity or edge ids or adjacency
 // hashes, ARGV[i] says which KEYS[i] is ("e" or "x": a set of entity or
-// edge ids; "o:<entity>" or "i:<entity>": the entity's out or in hash,
+// edge ids; "h": a set of entity ids, of which only the heads are read; "o:<entity>" or "i:<entity>": the entity's out or in hash,
 // whose fields name edges as adjacency.go says; "X": a set of entity ids,
 // standing for the edges of their out hashes) and ARGV[#KEYS+1] is the
 // graph keys' prefix. The reply holds, per key, the ids it lists and
 // then, per id, an entity's hash (HGETALL: fields and values in turn,
-// empty where absent) or an edge's head (false where absent) and supports
+// empty where absent), its head ("h": false where absent) or an edge's head (false where absent) and supports
 // hash.
 var readSetsScript = goredis.NewScript(`
 local prefix = ARGV[#KEYS + 1]
@@ -56,6 +56,8 @@ for i, set in ipairs(KEYS) do
   for j = 1, #ids do
     if kind == 'e' then
       vals[j] = redis.call('HGETALL', prefix .. 'e:' .. ids[j])
+    elseif kind == 'h' then
+      vals[j] = redis.call('HGET', prefix .. 'e:' .. ids[j], '')
     else
       vals[j] = {redis.call('GET', prefix .. 'x:' .. ids[j]), redis.call('HGETALL', prefix .. 'xs:' .. ids[j])}
     end

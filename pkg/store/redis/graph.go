@@ -761,6 +761,37 @@ func (s *Store) EntitiesByType(ctx context.Context, tenant, typ string) ([]store
 	return out, nil
 }
 
+var _ store.EntityHeads = (*Store)(nil)
+
+// EntityHeadsByType returns the heads of the entities of typ, sorted by
+// id, read with the type set in one atomic step: one hash field per
+// entity, no fragment (see store.EntityHeads).
+func (s *Store) EntityHeadsByType(ctx context.Context, tenant, typ string) ([]store.EntityHead, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("listing entity heads of type %q: %w", typ, err)
+	}
+	if typ == "" {
+		return nil, fmt.Errorf("listing entity heads in %q: %w: no type", tenant, store.ErrInvalid)
+	}
+	if err := s.ensureLayout(ctx); err != nil {
+		return nil, err
+	}
+	k := s.tenantKeys(tenant)
+	out, err := readSet(ctx, s.client, k, k.byType(typ), "h", func(id string, read any) (store.EntityHead, bool, error) {
+		head, ok := read.(string)
+		if !ok {
+			return store.EntityHead{}, false, nil
+		}
+		h, err := store.DecodeEntityHead(id, []byte(head))
+		return h, err == nil, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing entity heads of type %q in %q: %w", typ, tenant, err)
+	}
+	slices.SortFunc(out, func(a, b store.EntityHead) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
 // Edges returns the edges leaving (Out) or entering (In) an entity, sorted
 // by id, from the adjacency hashes.
 func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Direction) ([]store.Edge, error) {

@@ -67,6 +67,39 @@ func requireAccessPaths(t *testing.T, s store.Stores, tn string) {
 		}
 		require.Equal(t, want, entityIDs(got), "name %q", name)
 	}
+	requireHeads(t, s, tn, g, types)
+}
+
+// requireHeads checks EntityHeadsByType, which every adapter implements,
+// against the snapshot g: for each type, the heads of its entities in id
+// order, each with the entity's type and display name and the tally of
+// its fragments' spellings. An empty type is refused.
+func requireHeads(t *testing.T, s store.Stores, tn string, g store.Graph, types map[string]bool) {
+	t.Helper()
+	hs, ok := s.(store.EntityHeads)
+	require.True(t, ok, "%T does not implement store.EntityHeads", s)
+	for typ := range types {
+		got, err := hs.EntityHeadsByType(t.Context(), tn, typ)
+		if typ == "" {
+			require.ErrorIs(t, err, store.ErrInvalid)
+			continue
+		}
+		require.NoError(t, err)
+		want := []store.Entity{}
+		for _, e := range g.Entities {
+			if e.Type == typ {
+				want = append(want, e)
+			}
+		}
+		require.Len(t, got, len(want), "type %q", typ)
+		for i, h := range got {
+			e := want[i]
+			require.Equal(t, e.ID, h.ID, "type %q", typ)
+			require.Equal(t, e.Type, h.Type, "entity %q", e.ID)
+			require.Equal(t, e.Name, h.Name, "entity %q", e.ID)
+			require.Empty(t, store.CheckEntityHead(h, e.Sources))
+		}
+	}
 }
 
 // testAccessPaths: the relation, adjacency-count and name indexes follow

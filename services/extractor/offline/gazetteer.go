@@ -179,29 +179,9 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 	if ok && g.now().Before(c.until) {
 		return c.entries, nil
 	}
-	// Only the catalog's types are read, through the type index.
-	var ents []store.Entity
-	for _, t := range slices.Sorted(maps.Keys(g.types)) {
-		es, err := g.gs.EntitiesByType(ctx, tenant, t)
-		if err != nil {
-			return nil, fmt.Errorf("listing the %s entities of tenant %s: %w", t, tenant, err)
-		}
-		ents = append(ents, es...)
-	}
-	// In id order, as one listing of every type gives them.
-	slices.SortFunc(ents, func(a, b store.Entity) int { return strings.Compare(a.ID, b.ID) })
-	var out []Entry
-	for _, e := range ents {
-		_, key := resolve.SplitID(e.ID)
-		seen := map[string]bool{}
-		for _, f := range e.Sources {
-			name := strings.TrimSpace(f.Name)
-			if f.NameRank > catalogRank || name == "" || seen[name] {
-				continue
-			}
-			seen[name] = true
-			out = append(out, CatalogEntry(e.ID, e.Type, name, key))
-		}
+	out, err := g.read(ctx, tenant)
+	if err != nil {
+		return nil, err
 	}
 	// An empty list is what a tenant looks like just before its catalog
 	// import is applied: it is kept for emptyTTL only (not at all would
@@ -216,6 +196,67 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 		g.cache[tenant] = cached{entries: out, until: g.now().Add(ttl)}
 	}
 	g.mu.Unlock()
+	return out, nil
+}
+
+// read lists the catalog entries of a tenant's graph: for every entity
+// of a catalog type, in id order, each distinct spelling a catalog
+// fragment gave it. A store that lists entity heads (store.EntityHeads)
+// is asked for those alone: the spellings by rank are in the head's tally,
+// so no fragment is read and a service thousands of documents mention
+// costs one value. Another store's entities are read whole.
+func (g *CatalogGazetteer) read(ctx context.Context, tenant string) ([]Entry, error) {
+	types := slices.Sorted(maps.Keys(g.types))
+	var out []Entry
+	if hs, ok := g.gs.(store.EntityHeads); ok {
+		var heads []store.EntityHead
+		for _, t := range types {
+			h, err := hs.EntityHeadsByType(ctx, tenant, t)
+			if err != nil {
+				return nil, fmt.Errorf("listing the %s entities of tenant %s: %w", t, tenant, err)
+			}
+			heads = append(heads, h...)
+		}
+		slices.SortFunc(heads, func(a, b store.EntityHead) int { return strings.Compare(a.ID, b.ID) })
+		for _, h := range heads {
+			_, key := resolve.SplitID(h.ID)
+			var names []string
+			for _, v := range h.Names {
+				if name := strings.TrimSpace(v.Name); v.Rank <= catalogRank && name != "" {
+					names = append(names, name)
+				}
+			}
+			slices.Sort(names)
+			for _, name := range slices.Compact(names) {
+				out = append(out, CatalogEntry(h.ID, h.Type, name, key))
+			}
+		}
+		return out, nil
+	}
+	// Only the catalog's types are read, through the type index.
+	var ents []store.Entity
+	for _, t := range types {
+		es, err := g.gs.EntitiesByType(ctx, tenant, t)
+		if err != nil {
+			return nil, fmt.Errorf("listing the %s entities of tenant %s: %w", t, tenant, err)
+		}
+		ents = append(ents, es...)
+	}
+	// In id order, as one listing of every type gives them.
+	slices.SortFunc(ents, func(a, b store.Entity) int { return strings.Compare(a.ID, b.ID) })
+	for _, e := range ents {
+		_, key := resolve.SplitID(e.ID)
+		var names []string
+		for _, f := range e.Sources {
+			if name := strings.TrimSpace(f.Name); f.NameRank <= catalogRank && name != "" {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		for _, name := range slices.Compact(names) {
+			out = append(out, CatalogEntry(e.ID, e.Type, name, key))
+		}
+	}
 	return out, nil
 }
 
