@@ -179,6 +179,7 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 	if ok && g.now().Before(c.until) {
 		return c.entries, nil
 	}
+	start := g.now()
 	out, err := g.read(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -186,10 +187,13 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 	// An empty list is what a tenant looks like just before its catalog
 	// import is applied: it is kept for emptyTTL only (not at all would
 	// make every document of a tenant without a catalog read the whole
-	// graph: a backfill quadratic in its size).
+	// graph: a backfill quadratic in its size), or emptyKeep times as long
+	// as reading it took when that is longer, so that a large tenant
+	// without a catalog spends at most about 1/emptyKeep of a core
+	// looking for one.
 	ttl := g.ttl
 	if len(out) == 0 {
-		ttl = min(ttl, emptyTTL)
+		ttl = min(ttl, max(emptyTTL, emptyKeep*g.now().Sub(start)))
 	}
 	g.mu.Lock()
 	if g.gen[tenant] == gen {
@@ -260,8 +264,12 @@ func (g *CatalogGazetteer) read(ctx context.Context, tenant string) ([]Entry, er
 	return out, nil
 }
 
-// emptyTTL is how long a tenant's empty catalog list is kept.
-const emptyTTL = time.Second
+// emptyTTL is how long a tenant's empty catalog list is kept, at least;
+// emptyKeep times the time reading it took, when longer.
+const (
+	emptyTTL  = time.Second
+	emptyKeep = 20
+)
 
 // CatalogEntry is the gazetteer entry of a catalog entity's name: a name
 // that is also an ordinary word ("Issues", "Pages") matches only where

@@ -87,6 +87,7 @@ type graphStore struct {
 	store.GraphStore
 	entities []store.Entity
 	calls    map[string]int
+	onList   func() // called by every listing, when set
 }
 
 func (g *graphStore) EntitiesByType(_ context.Context, _, typ string) ([]store.Entity, error) {
@@ -97,6 +98,9 @@ func (g *graphStore) EntitiesByType(_ context.Context, _, typ string) ([]store.E
 		g.calls = map[string]int{}
 	}
 	g.calls[typ]++
+	if g.onList != nil {
+		g.onList()
+	}
 	var out []store.Entity
 	for _, e := range g.entities {
 		if e.Type == typ {
@@ -164,6 +168,24 @@ func TestCatalogGazetteerListsCatalogNamesOnly(t *testing.T) {
 	_, err = eg.Entries(t.Context(), "acme")
 	require.NoError(t, err)
 	require.Equal(t, 3, empty.scans(), "Invalidate drops it")
+
+	// A tenant so large that looking for its catalog takes a while: the
+	// empty list is kept 20 times as long as the look took (9 types, 10ms
+	// each: 1.8s).
+	slow := &graphStore{}
+	sg := offline.NewCatalogGazetteer(slow, time.Hour)
+	offline.SetNow(sg, func() time.Time { return clock })
+	slow.onList = func() { clock = clock.Add(10 * time.Millisecond) }
+	_, err = sg.Entries(t.Context(), "acme")
+	require.NoError(t, err)
+	clock = clock.Add(1700 * time.Millisecond)
+	_, err = sg.Entries(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 1, slow.scans(), "kept 1.8s, not 1s")
+	clock = clock.Add(101 * time.Millisecond)
+	_, err = sg.Entries(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 2, slow.scans(), "and no longer")
 
 	_, rels := offlineExtract(t, g, "The Payments team saw checkout-api fail; payments were lost.")
 	require.Equal(t, []string{"team:payments", "service:checkoutapi"}, mentioned(rels),
