@@ -140,3 +140,48 @@ func processCPU(tb testing.TB) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkExtractionCatalogSize reports offline extraction's CPU per
+// document of the DFDS corpus for a tenant whose service catalog holds 0,
+// 30 or 3,000 components (synthetic entries, named svc-<n>, that the
+// texts do not mention), one extractor for every document as the
+// extractor service runs it: what a large catalog costs each document.
+func BenchmarkExtractionCatalogSize(b *testing.B) {
+	tk, err := tokenizer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := chunk.New(tk, chunk.DefaultTokens, chunk.DefaultOverlap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	docs := loadCorpus(b, corpora[0])
+	units := make([][]events.TextUnit, len(docs))
+	for i, d := range docs {
+		units[i] = c.Chunk(d.id, 1, d.text)
+	}
+	for _, n := range []int{0, 30, 3000} {
+		var g offline.StaticGazetteer
+		for i := range n {
+			g = append(g, offline.CatalogEntry(fmt.Sprintf("component:svc%d", i), "component", fmt.Sprintf("svc-%d", i), fmt.Sprintf("svc%d", i)))
+		}
+		b.Run(fmt.Sprintf("catalog=%d", n), func(b *testing.B) {
+			x, err := offline.New(offline.Config{Gazetteer: g})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cpu0 := processCPU(b)
+			for b.Loop() {
+				for i, d := range docs {
+					doc := &events.DocChanged{Header: events.Header{Tenant: "bench"}, DocID: d.id, Version: 1,
+						DocType: "incident", Text: d.text}
+					if _, _, err := x.Extract(b.Context(), doc, units[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric((processCPU(b)-cpu0).Seconds()/float64(b.N*len(docs))*1e3, "cpu-ms/doc")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

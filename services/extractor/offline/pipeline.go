@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/kgstream/kgstream/pkg/doctype"
 	"github.com/kgstream/kgstream/pkg/events"
@@ -106,6 +107,58 @@ type Extractor struct {
 	taxonomy       *taxonomy.Taxonomy
 	stages         []Stage
 	components     *componentFinder
+
+	// catalogs keeps, per tenant, the matcher of the catalog entries the
+	// gazetteer gave last (see matcherFor).
+	mu       sync.Mutex
+	catalogs map[string]*catalogMatcher
+}
+
+// catalogMatcher is a matcher of a tenant's catalog entries (with the
+// bundled ones as its fallback) built for no document in particular.
+type catalogMatcher struct {
+	entries []Entry // what it was built from, told apart by identity
+	m       *matcher
+	ids     map[string]bool // the entries' ids
+}
+
+// matcherFor returns the matcher of a document whose own entity is
+// exclude, over the catalog entries the gazetteer gave (catalog) and the
+// bundled ones. The gazetteer gives the same slice while its cache holds
+// (CatalogGazetteer, StaticGazetteer), so the matcher of those entries is
+// built once and kept per tenant until the gazetteer gives another: a
+// tenant with thousands of catalog entities does not pay for their
+// matcher on every document. A document whose own entity is a catalog
+// entity gets a matcher built without it, as before.
+func (x *Extractor) matcherFor(tenant string, catalog []Entry, exclude string) *matcher {
+	x.mu.Lock()
+	c := x.catalogs[tenant]
+	x.mu.Unlock()
+	if c == nil || !sameEntries(c.entries, catalog) {
+		c = &catalogMatcher{entries: catalog, ids: make(map[string]bool, len(catalog)),
+			m: withFallback(catalog, x.bundledMatcher, "", x.cfg.MinKeyLen, x.cfg.MaxWords)}
+		for _, e := range catalog {
+			c.ids[e.ID] = true
+		}
+		x.mu.Lock()
+		if x.catalogs == nil {
+			x.catalogs = map[string]*catalogMatcher{}
+		}
+		x.catalogs[tenant] = c
+		x.mu.Unlock()
+	}
+	if c.ids[exclude] {
+		return withFallback(catalog, x.bundledMatcher, exclude, x.cfg.MinKeyLen, x.cfg.MaxWords)
+	}
+	m := *c.m // its maps and trie are only read
+	m.exclude = exclude
+	return &m
+}
+
+// sameEntries reports whether a and b are the same slice (not merely
+// equal ones).
+func sameEntries(a, b []Entry) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // New returns an offline extractor.
@@ -350,7 +403,7 @@ func (x *Extractor) Analyse(ctx context.Context, doc *events.DocChanged, units [
 	}
 	var m *matcher
 	if len(catalog) > 0 || x.bundledMatcher != nil {
-		m = withFallback(catalog, x.bundledMatcher, EntityID(de), x.cfg.MinKeyLen, x.cfg.MaxWords)
+		m = x.matcherFor(doc.Tenant, catalog, EntityID(de))
 	}
 	for _, u := range units {
 		au := Unit{TextUnit: u, Sentences: chunk.Sentences(u.Text)}
