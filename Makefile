@@ -47,6 +47,7 @@ bench:
 	KG_SCALE_STORE=redis KG_SCALE_DOCS=$${KG_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkScale -benchtime 1x ./cmd/kgstream/app/
 	$(BENCH) -bench . -benchtime 1x -benchmem ./pkg/leiden/
 	$(BENCH) -bench BenchmarkOfflineExtraction -benchtime 5x ./services/extractor/offline/
+	$(BENCH) -bench 'BenchmarkExtractionCatalogSize|BenchmarkCatalogGazetteerRefresh' -benchtime 5x ./services/extractor/offline/
 	$(BENCH) -bench 'Global|Basic' -benchtime 1x ./services/query/
 	$(BENCH) -bench BenchmarkLocalRanking -benchtime 20x -benchmem ./services/query/
 	KG_QUERY_SCALE_DOCS=$${KG_QUERY_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkQueryScale -benchtime 1x ./cmd/kgstream/app/
