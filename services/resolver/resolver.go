@@ -661,21 +661,49 @@ func (w *Worker) catalogFor(ctx context.Context, tenant string) (*catalogIndex, 
 		return ix, nil
 	}
 	ix = &catalogIndex{built: time.Now(), byTitle: map[string]string{}, types: map[string][]string{}}
+	// add indexes an entity and one of its spellings of name rank 0 (a
+	// catalog title; "" for none).
+	add := func(id, typ, title string) {
+		_, key := resolve.SplitID(id)
+		ix.types[key] = appendUnique(ix.types[key], typ)
+		if title == "" {
+			return
+		}
+		if tk := resolve.Key(title); tk != key {
+			ix.byTitle[typ+"\x00"+tk] = id
+			ix.types[tk] = appendUnique(ix.types[tk], typ)
+		}
+	}
+	heads, _ := w.graph.(store.EntityHeads)
 	for _, typ := range CatalogTypes {
+		// The titles are in the heads' spelling tallies: a store that
+		// lists heads reads no fragment (an entity thousands of documents
+		// mention costs one value); another store's entities are read
+		// whole.
+		if heads != nil {
+			hs, err := heads.EntityHeadsByType(ctx, tenant, typ)
+			if err != nil {
+				return nil, fmt.Errorf("reading %s entities: %w", typ, err)
+			}
+			for _, h := range hs {
+				add(h.ID, h.Type, "")
+				for _, v := range h.Names {
+					if v.Rank == 0 && v.Name != "" {
+						add(h.ID, h.Type, v.Name)
+					}
+				}
+			}
+			continue
+		}
 		ents, err := w.graph.EntitiesByType(ctx, tenant, typ)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s entities: %w", typ, err)
 		}
 		for _, e := range ents {
-			_, key := resolve.SplitID(e.ID)
-			ix.types[key] = appendUnique(ix.types[key], e.Type)
+			add(e.ID, e.Type, "")
 			for _, f := range e.Sources {
 				if f.NameRank == 0 && f.Name != "" {
-					tk := resolve.Key(f.Name)
-					if tk != key {
-						ix.byTitle[e.Type+"\x00"+tk] = e.ID
-						ix.types[tk] = appendUnique(ix.types[tk], e.Type)
-					}
+					add(e.ID, e.Type, f.Name)
 				}
 			}
 		}

@@ -245,3 +245,77 @@ func TestDegreeJumpDetected(t *testing.T) {
 	f.waitCount(t, "ok", 3)
 	require.EqualValues(t, 1, testutil.ToFloat64(f.w.DegreeJumps()))
 }
+
+// graphOnly is a graph store that lists entities whole only (no
+// store.EntityHeads), counting the listings.
+type graphOnly struct {
+	store.GraphStore
+	listings int
+}
+
+func (g *graphOnly) EntitiesByType(ctx context.Context, tenant, typ string) ([]store.Entity, error) {
+	g.listings++
+	return g.GraphStore.EntitiesByType(ctx, tenant, typ)
+}
+
+// TestCatalogIndexFromHeads: the catalog index (titles and the types a
+// name may have) read from the entity heads resolves mentions as the one
+// read from whole entities does, and reads no entity whole.
+func TestCatalogIndexFromHeads(t *testing.T) {
+	_, st := newResolver(t, "")
+	seedCatalog(t, st)
+	// A catalog name (rank 1) unlike the entity's key is no title.
+	_, err := st.Apply(t.Context(), "acme", "catalog-names", 1, store.Contributions{DocType: "catalog", Entities: []store.EntityContribution{
+		{ID: "service:ledgerapi", Type: "service", Name: "Money Ledger", NameRank: 1},
+	}})
+	require.NoError(t, err)
+	// Documents mention catalog entities by other spellings, and name
+	// things of catalog types the catalog does not define.
+	for i, name := range []string{"Product-Search", "payments", "ledger"} {
+		_, err := st.Apply(t.Context(), "acme", fmt.Sprintf("INC-%d", i), 1, store.Contributions{Entities: []store.EntityContribution{
+			{ID: "service:" + resolve.Key(name), Type: "service", Name: name, NameRank: 2},
+			{ID: "component:" + resolve.Key(name), Type: "component", Name: name, NameRank: 2},
+		}})
+		require.NoError(t, err)
+	}
+	ev := &events.Extracted{Header: events.Header{Tenant: "acme"}, DocID: "INC-9", Version: 1,
+		Relationships: []events.RawRelationship{
+			{Source: "INC-9", SourceType: "incident", Relation: "affected", Target: "product search", TargetType: "service"},
+			{Source: "INC-9", SourceType: "incident", Relation: "affected", Target: "Product Search", TargetType: ""},
+			{Source: "INC-9", SourceType: "incident", Relation: "affected", Target: "payments", TargetType: ""},
+			{Source: "INC-9", SourceType: "incident", Relation: "affected", Target: "ledger", TargetType: ""},
+			{Source: "INC-9", SourceType: "incident", Relation: "affected", Target: "mystery box", TargetType: ""},
+			{Source: "INC-9", SourceType: "incident", Relation: "affected", Target: "money ledger", TargetType: "service"},
+		}}
+	resolveWith := func(g store.GraphStore) store.Contributions {
+		w, err := resolver.New(resolver.Config{}, &stream.Bus{}, g, nil, prometheus.NewRegistry())
+		require.NoError(t, err)
+		c, err := w.Resolve(t.Context(), ev)
+		require.NoError(t, err)
+		return c
+	}
+	counted := &graphOnly{GraphStore: st}
+	whole := resolveWith(counted)
+	require.Equal(t, len(resolver.CatalogTypes), counted.listings)
+	heads := &countingHeads{Store: st}
+	fromHeads := resolveWith(heads)
+	require.Zero(t, heads.whole, "no entity read whole")
+	require.Equal(t, whole, fromHeads)
+	var ids []string
+	for _, e := range fromHeads.Edges {
+		ids = append(ids, e.ID())
+	}
+	require.Equal(t, []string{"incident:inc9|affected|service:moneyledger", "incident:inc9|affected|service:searchapi"}, ids,
+		"a title links, typed or not; a name two types have is refused; a catalog name is no title")
+}
+
+// countingHeads is the embedded store counting its whole listings.
+type countingHeads struct {
+	*embedded.Store
+	whole int
+}
+
+func (c *countingHeads) EntitiesByType(ctx context.Context, tenant, typ string) ([]store.Entity, error) {
+	c.whole++
+	return c.Store.EntitiesByType(ctx, tenant, typ)
+}
