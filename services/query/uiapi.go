@@ -3,6 +3,7 @@ package query
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"runtime/debug"
@@ -121,11 +122,19 @@ type sourceJSON struct {
 
 type sourcesResponse struct {
 	Sources []sourceJSON `json:"sources"`
+	// Total counts the readable documents matching q, of which Sources is
+	// the page at Offset, Limit long at most.
+	Total  int `json:"total"`
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
 }
 
-// sources lists the documents the caller may read, optionally those whose
-// id or title contains q (case-insensitive). Unreadable documents are left
-// out and not counted.
+// sources lists the documents the caller may read, in id order, a page at
+// a time (limit, offset), optionally those whose id or title contains q
+// (case-insensitive). Unreadable documents are left out and not counted.
+// It reads the tenant's registry listing the request's admission keeps
+// (one listing per registry generation, with each caller's readable set),
+// not the registry for every request.
 func (s *Service) sources(v *view, _ http.ResponseWriter, r *http.Request) (any, error) {
 	q, err := singleParam(r, "q")
 	if err != nil {
@@ -134,21 +143,32 @@ func (s *Service) sources(v *view, _ http.ResponseWriter, r *http.Request) (any,
 	if len(q) > maxRefLen {
 		return nil, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "q is longer than %d bytes", maxRefLen)
 	}
-	q = strings.ToLower(strings.TrimSpace(q))
-	all, err := s.st.ListSources(v.ctx, v.tenant)
+	limit, err := intParam(r, "limit", s.cfg.DefaultListLimit, s.cfg.MaxListLimit)
 	if err != nil {
-		return nil, fmt.Errorf("%w: listing sources: %w", errAdmissionUnavailable, err)
+		return nil, err
+	}
+	offset, err := intParam(r, "offset", 0, math.MaxInt32)
+	if err != nil {
+		return nil, err
+	}
+	q = strings.ToLower(strings.TrimSpace(q))
+	if err := v.listRegistry(); err != nil {
+		return nil, err
 	}
 	c := v.adm.Caller()
-	resp := sourcesResponse{Sources: []sourceJSON{}}
-	for _, st := range all {
-		if !provenance.Readable(c, st) {
+	readable, kept := v.reg.readableFor(v.callerKey(), c)
+	resp := sourcesResponse{Sources: []sourceJSON{}, Limit: limit, Offset: offset}
+	for _, st := range v.reg.states {
+		if kept && !readable(st.DocID) || !kept && !provenance.Readable(c, st) {
 			continue
 		}
 		if q != "" && !strings.Contains(strings.ToLower(st.DocID), q) && !strings.Contains(strings.ToLower(st.Title), q) {
 			continue
 		}
-		resp.Sources = append(resp.Sources, sourceJSON{ID: st.DocID, Title: st.Title, Version: st.Version, Source: st.Source, UpdatedAt: st.UpdatedAt})
+		if resp.Total >= offset && len(resp.Sources) < limit {
+			resp.Sources = append(resp.Sources, sourceJSON{ID: st.DocID, Title: st.Title, Version: st.Version, Source: st.Source, UpdatedAt: st.UpdatedAt})
+		}
+		resp.Total++
 	}
 	return resp, nil
 }

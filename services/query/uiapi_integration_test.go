@@ -3,8 +3,10 @@
 package query_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -78,6 +80,45 @@ func TestUIRoutesAdmit(t *testing.T) {
 	require.Equal(t, []string{doc}, list(tokBob, "quartz"), "q matches the title")
 	require.Empty(t, list(tokAlice, "quartz"), "nothing hidden is counted")
 	require.NotContains(t, list(tokCarol, ""), doc, "another tenant's documents are not listed")
+
+	// Pages: in id order, counted whole, only what the caller reads.
+	type page struct {
+		Sources               []uiSource
+		Total, Limit, Offset int
+	}
+	pageOf := func(token, params string) (ids []string, p page) {
+		f.get("/v1/sources?"+params, token, http.StatusOK, &p)
+		ids = []string{}
+		for _, s := range p.Sources {
+			ids = append(ids, s.ID)
+		}
+		return ids, p
+	}
+	all, whole := pageOf(tokAlice, "limit=1000")
+	require.Greater(t, len(all), 3, "the fixture's documents")
+	require.True(t, slices.IsSorted(all))
+	require.Equal(t, len(all), whole.Total)
+	ids, p := pageOf(tokAlice, "")
+	require.Equal(t, all[:min(50, len(all))], ids, "50 by default")
+	require.Equal(t, page{Sources: p.Sources, Total: len(all), Limit: 50}, p)
+	ids, p = pageOf(tokAlice, "limit=2&offset=1")
+	require.Equal(t, all[1:3], ids)
+	require.Equal(t, []int{len(all), 2, 1}, []int{p.Total, p.Limit, p.Offset})
+	ids, p = pageOf(tokAlice, fmt.Sprintf("offset=%d", len(all)))
+	require.Empty(t, ids)
+	require.Equal(t, len(all), p.Total, "a page past the end still counts")
+	ids, p = pageOf(tokAlice, "limit=0")
+	require.Empty(t, ids)
+	require.Equal(t, len(all), p.Total, "limit 0 counts only")
+	_, p = pageOf(tokBob, "limit=0")
+	require.Equal(t, len(list(tokBob, "")), p.Total)
+	_, bobSearch := pageOf(tokBob, "q=quartz&limit=0")
+	_, aliceSearch := pageOf(tokAlice, "q=quartz&limit=0")
+	require.Equal(t, []int{1, 0}, []int{bobSearch.Total, aliceSearch.Total}, "nothing hidden is counted")
+	for _, bad := range []string{"limit=1001", "limit=-1", "offset=x", "limit=1&limit=2"} {
+		code, ecode := f.errorCode(http.MethodGet, "/v1/sources?"+bad, tokAlice, nil)
+		require.Equal(t, []any{http.StatusBadRequest, "invalid_param"}, []any{code, ecode}, bad)
+	}
 
 	var s uiSource
 	f.get("/v1/source?id="+doc, tokBob, http.StatusOK, &s)

@@ -5,6 +5,9 @@ import { api, q, Source, SourceDetail } from "./api";
 import { add, clear, documentHref, entityHref, field, h, status } from "./dom";
 import type { Ctx } from "./main";
 
+// docPage is how many documents the list shows at a time.
+const docPage = 10;
+
 function docPath(id: string): string {
   return "/v1/documents/" + encodeURIComponent(id);
 }
@@ -15,12 +18,36 @@ export async function documentsPage(ctx: Ctx, id: string): Promise<void> {
   main.appendChild(h("h1", {}, id ? "Document" : "Documents"));
   const search = h("input", { type: "search", id: "doc-q", placeholder: "id or title", autocomplete: "off" });
   const results = h("div", { id: "doc-results", "aria-live": "polite" });
+  // The list shows a page of documents and a button for the next one: a
+  // tenant of 100,000 documents is counted, not sent whole.
   const list = async () => {
     clear(results);
-    const r = await api<{ sources: Source[] }>("GET", "/v1/sources" + q({ q: search.value.trim() }));
-    results.appendChild(h("p", { class: "muted", id: "doc-count" }, `${r.sources.length} document${r.sources.length === 1 ? "" : "s"}`));
-    results.appendChild(h("ul", { class: "list", id: "doc-list" }, r.sources.map((s) =>
-      h("li", {}, h("a", { href: documentHref(s.id) }, s.title || s.id), h("span", { class: "muted" }, ` ${s.id} · v${s.version}`)))));
+    const text = search.value.trim();
+    const page = (offset: number) =>
+      api<{ sources: Source[]; total: number }>("GET", "/v1/sources" + q({ q: text, limit: docPage, offset }));
+    const first = await page(0);
+    results.appendChild(h("p", { class: "muted", id: "doc-count" }, `${first.total} document${first.total === 1 ? "" : "s"}`));
+    const ul = h("ul", { class: "list", id: "doc-list" });
+    results.appendChild(ul);
+    const more = h("button", { type: "button", id: "doc-more" }, "Show more");
+    const show = (r: { sources: Source[]; total: number }) => {
+      for (const s of r.sources) {
+        ul.appendChild(h("li", {}, h("a", { href: documentHref(s.id) }, s.title || s.id), h("span", { class: "muted" }, ` ${s.id} · v${s.version}`)));
+      }
+      if (ul.children.length >= r.total || !r.sources.length) more.remove();
+      else if (!more.isConnected) results.appendChild(more);
+    };
+    more.addEventListener("click", async () => {
+      more.setAttribute("disabled", "");
+      try {
+        show(await page(ul.children.length));
+      } catch (err) {
+        results.appendChild(status(err instanceof Error ? err.message : String(err), "error"));
+      } finally {
+        more.removeAttribute("disabled");
+      }
+    });
+    show(first);
   };
   main.appendChild(h("form", { id: "doc-search", role: "search", onsubmit: (e: Event) => { e.preventDefault(); void list(); } },
     h("div", { class: "row" }, field("Find a document", search), h("button", { type: "submit" }, "Search"))));

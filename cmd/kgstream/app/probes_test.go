@@ -89,18 +89,28 @@ func (p prober) getJSON(token, path string, out any) {
 // (id, title, version, source, ACL) and the tenant-wide document count.
 func (p prober) registry() string {
 	p.t.Helper()
-	var list struct {
-		Sources []struct{ ID string } `json:"sources"`
+	var ids []string
+	for {
+		var list struct {
+			Sources []struct{ ID string } `json:"sources"`
+			Total   int                   `json:"total"`
+		}
+		p.getJSON("adm-token", fmt.Sprintf("/v1/sources?limit=1000&offset=%d", len(ids)), &list)
+		for _, s := range list.Sources {
+			ids = append(ids, s.ID)
+		}
+		if len(list.Sources) == 0 || len(ids) >= list.Total {
+			break
+		}
 	}
-	p.getJSON("adm-token", "/v1/sources", &list)
 	var b strings.Builder
-	for _, s := range list.Sources {
+	for _, id := range ids {
 		var d struct {
 			ID, Title, Source string
 			Version           int64
 			ACL               json.RawMessage `json:"acl"`
 		}
-		p.getJSON("adm-token", "/v1/source?id="+url.QueryEscape(s.ID), &d)
+		p.getJSON("adm-token", "/v1/source?id="+url.QueryEscape(id), &d)
 		fmt.Fprintf(&b, "%q v%d title=%q source=%q acl=%s\n", d.ID, d.Version, d.Title, d.Source, d.ACL)
 	}
 	var st struct {

@@ -689,6 +689,10 @@ func TestWebUI(t *testing.T) {
 		require.NoError(t, do(gctx, js(`location.hash = "#/documents"`), chromedp.WaitVisible(chromedp.ID(`doc-count`))))
 		count := text(t, gctx, `#doc-count`)
 		require.Equal(t, fmt.Sprintf("%d documents", 6+hubIncidents), count, "the guest's list counts only what it may read")
+		// A page of ten, then the rest on demand.
+		require.NoError(t, do(gctx, poll(`document.querySelectorAll("#doc-list li").length === 10 && !!document.getElementById("doc-more")`),
+			chromedp.Click(chromedp.ID(`doc-more`)),
+			poll(fmt.Sprintf(`document.querySelectorAll("#doc-list li").length === %d && !document.getElementById("doc-more")`, 6+hubIncidents))))
 	})
 
 	// --- The writer adds, edits and deletes a document; documents page screenshot.
