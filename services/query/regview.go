@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
@@ -22,6 +23,11 @@ type regView struct {
 	states []provenance.SourceState // sorted by doc id, deleted ones included
 	byID   map[string]int           // index into states
 
+	// lower holds each state's id and title in lower case, made the
+	// first time a request searches them (GET /v1/sources?q=).
+	lowerOnce sync.Once
+	lower     [][2]string
+
 	mu sync.Mutex
 	// readable holds, per caller key (view.callerKey), which states the
 	// caller reads (bit i for states[i]), computed once from the
@@ -33,34 +39,45 @@ type regView struct {
 // the callers after them are admitted one lookup at a time, as before.
 const maxReadableCallers = 256
 
-// readableFor returns Direct's answers for caller (whose key is key)
-// against this view: one bit per state, computed the first time the
-// caller asks at this generation. ok is false when the view keeps no more
-// callers.
-func (rv *regView) readableFor(key string, c provenance.Caller) (func(id string) bool, bool) {
+// readableBits returns which states caller (whose key is key) reads, one
+// bit per state, computed the first time the caller asks at this
+// generation; kept is false when the view keeps no more callers (the bits
+// were computed for this call alone).
+func (rv *regView) readableBits(key string, c provenance.Caller) (bits []uint64, kept bool) {
 	rv.mu.Lock()
 	bits, ok := rv.readable[key]
 	rv.mu.Unlock()
-	if !ok {
-		bits = make([]uint64, (len(rv.states)+63)/64)
-		for i, st := range rv.states {
-			if provenance.Readable(c, st) {
-				bits[i/64] |= 1 << (i % 64)
-			}
+	if ok {
+		return bits, true
+	}
+	bits = make([]uint64, (len(rv.states)+63)/64)
+	for i, st := range rv.states {
+		if provenance.Readable(c, st) {
+			bits[i/64] |= 1 << (i % 64)
 		}
-		rv.mu.Lock()
-		if kept, ok := rv.readable[key]; ok {
-			bits = kept
-		} else if len(rv.readable) < maxReadableCallers {
-			if rv.readable == nil {
-				rv.readable = map[string][]uint64{}
-			}
-			rv.readable[key] = bits
-		} else {
-			rv.mu.Unlock()
-			return nil, false
-		}
-		rv.mu.Unlock()
+	}
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if kept, ok := rv.readable[key]; ok {
+		return kept, true
+	}
+	if len(rv.readable) >= maxReadableCallers {
+		return bits, false
+	}
+	if rv.readable == nil {
+		rv.readable = map[string][]uint64{}
+	}
+	rv.readable[key] = bits
+	return bits, true
+}
+
+// readableFor returns Direct's answers for caller (whose key is key)
+// against this view (readableBits). ok is false when the view keeps no
+// more callers.
+func (rv *regView) readableFor(key string, c provenance.Caller) (func(id string) bool, bool) {
+	bits, kept := rv.readableBits(key, c)
+	if !kept {
+		return nil, false
 	}
 	return func(id string) bool {
 		i, ok := rv.byID[id]
@@ -137,6 +154,18 @@ func (v *view) useRegView(rv *regView) {
 		return
 	}
 	v.adm.UseSnapshot(rv.state)
+}
+
+// lowered returns the states' ids and titles in lower case, in the
+// states' order.
+func (rv *regView) lowered() [][2]string {
+	rv.lowerOnce.Do(func() {
+		rv.lower = make([][2]string, len(rv.states))
+		for i, st := range rv.states {
+			rv.lower[i] = [2]string{strings.ToLower(st.DocID), strings.ToLower(st.Title)}
+		}
+	})
+	return rv.lower
 }
 
 // state is the registry state of id in the view.

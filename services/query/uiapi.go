@@ -156,13 +156,17 @@ func (s *Service) sources(v *view, _ http.ResponseWriter, r *http.Request) (any,
 		return nil, err
 	}
 	c := v.adm.Caller()
-	readable, kept := v.reg.readableFor(v.callerKey(), c)
+	readable, _ := v.reg.readableBits(v.callerKey(), c)
+	var lower [][2]string
+	if q != "" {
+		lower = v.reg.lowered()
+	}
 	resp := sourcesResponse{Sources: []sourceJSON{}, Limit: limit, Offset: offset}
-	for _, st := range v.reg.states {
-		if kept && !readable(st.DocID) || !kept && !provenance.Readable(c, st) {
+	for i, st := range v.reg.states {
+		if q != "" && !strings.Contains(lower[i][0], q) && !strings.Contains(lower[i][1], q) {
 			continue
 		}
-		if q != "" && !strings.Contains(strings.ToLower(st.DocID), q) && !strings.Contains(strings.ToLower(st.Title), q) {
+		if readable[i/64]&(1<<(i%64)) == 0 {
 			continue
 		}
 		if resp.Total >= offset && len(resp.Sources) < limit {

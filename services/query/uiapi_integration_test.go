@@ -83,7 +83,7 @@ func TestUIRoutesAdmit(t *testing.T) {
 
 	// Pages: in id order, counted whole, only what the caller reads.
 	type page struct {
-		Sources               []uiSource
+		Sources              []uiSource
 		Total, Limit, Offset int
 	}
 	pageOf := func(token, params string) (ids []string, p page) {

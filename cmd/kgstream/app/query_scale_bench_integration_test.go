@@ -488,6 +488,10 @@ func BenchmarkQueryScale(b *testing.B) {
 		{"aggregate-largest-page", func(int) error {
 			return call(http.MethodGet, "/v1/aggregate?type="+url.QueryEscape(agg[0])+"&rel="+url.QueryEscape(agg[1])+pageOfGroups, nil)
 		}},
+		// The documents list of the web UI: its first page, and a search
+		// by a word of titles.
+		{"sources", func(int) error { return call(http.MethodGet, "/v1/sources", nil) }},
+		{"sources-search", func(int) error { return call(http.MethodGet, "/v1/sources?q=outage", nil) }},
 		{"local", func(int) error { return ask("local", question) }},
 		{"basic", func(int) error { return ask("basic", question) }},
 		{"global", func(int) error { return ask("global", "What are the recurring root causes of our incidents?") }},
