@@ -31,6 +31,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/embed"
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
+	kgstatus "github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream"
@@ -415,7 +416,16 @@ func BenchmarkQueryScale(b *testing.B) {
 	}
 	stopWarm()
 	b.Logf("caches warmed in %.1f s after the start", time.Since(warmBegan).Seconds())
-	srv := httptest.NewServer(svc.Handler())
+	// GET /v1/status as the query service serves it beside the query
+	// routes (query.Compose).
+	coll, err := kgstatus.NewCollector(d.st, d.bus, kgstatus.Stages, nil, prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/status", coll.Handler(a))
+	mux.Handle("/", svc.Handler())
+	srv := httptest.NewServer(mux)
 	b.Cleanup(srv.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	var lastSize atomic.Int64 // the size of the last response, for the log
@@ -491,6 +501,8 @@ func BenchmarkQueryScale(b *testing.B) {
 		// The documents list of the web UI: its first page, and a search
 		// by a word of titles.
 		{"sources", func(int) error { return call(http.MethodGet, "/v1/sources", nil) }},
+		// The status a reader who may not read every document sees.
+		{"status", func(int) error { return call(http.MethodGet, "/v1/status", nil) }},
 		{"sources-search", func(int) error { return call(http.MethodGet, "/v1/sources?q=outage", nil) }},
 		{"local", func(int) error { return ask("local", question) }},
 		{"basic", func(int) error { return ask("basic", question) }},
