@@ -89,3 +89,54 @@ func TestStatusCountsOnlyWhatTheCallerReads(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, all, of(get("guest", "")))
 }
+
+// recordsOnly is a store without store.SourceIndexes: the readable counts
+// then come from whole source records.
+type recordsOnly struct{ status.Stores }
+
+// TestReadableCountsFromSourceIndexes: the counts of what a reader may
+// read are the same from the records' contribution indexes as from whole
+// records, deleted and edited documents included.
+func TestReadableCountsFromSourceIndexes(t *testing.T) {
+	ctx := t.Context()
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	ent := func(id string) store.EntityContribution { return store.EntityContribution{ID: id, Type: "service", Name: id[8:]} }
+	edge := func(a, b string) store.EdgeContribution {
+		return store.EdgeContribution{Source: a, Relation: "calls", Target: b, Weight: 1}
+	}
+	put := func(id string, v int64, acl provenance.ACL, c store.Contributions) {
+		_, err := st.Announce(ctx, "acme", store.Announcement{DocID: id, Version: v, ACL: acl})
+		require.NoError(t, err)
+		_, err = st.Apply(ctx, "acme", id, v, c)
+		require.NoError(t, err)
+	}
+	put("pub-1", 1, provenance.PublicACL(), store.Contributions{Entities: []store.EntityContribution{ent("service:a"), ent("service:b")},
+		Edges: []store.EdgeContribution{edge("service:a", "service:b")}})
+	put("pub-2", 1, provenance.PublicACL(), store.Contributions{Entities: []store.EntityContribution{ent("service:b"), ent("service:c")},
+		Edges: []store.EdgeContribution{edge("service:b", "service:c")}})
+	put("pub-2", 2, provenance.PublicACL(), store.Contributions{Entities: []store.EntityContribution{ent("service:a"), ent("service:b"), ent("service:d")},
+		Edges: []store.EdgeContribution{edge("service:b", "service:d"), edge("service:a", "service:b")}})
+	put("pub-3", 1, provenance.PublicACL(), store.Contributions{Entities: []store.EntityContribution{ent("service:e")}})
+	_, err = st.MarkDeleted(ctx, "acme", "pub-3")
+	require.NoError(t, err)
+	_, err = st.Delete(ctx, "acme", "pub-3", 2)
+	require.NoError(t, err)
+	put("hidden-1", 1, provenance.ACL{Groups: []string{"sre"}}, store.Contributions{Entities: []store.EntityContribution{ent("service:f")}})
+
+	guest := provenance.Caller{Tenant: "acme", Principal: "gus"}
+	count := func(s status.Stores) status.Report {
+		c, err := status.NewCollector(s, bus, []string{"extractor"}, nil, prometheus.NewRegistry())
+		require.NoError(t, err)
+		r, err := c.CollectFor(ctx, guest, false)
+		require.NoError(t, err)
+		return r
+	}
+	fromIndexes, fromRecords := count(st), count(recordsOnly{st})
+	require.Equal(t, status.ScopeReadable, fromIndexes.Scope)
+	require.Equal(t, []int{2, 2, 3, 2}, []int{fromIndexes.Documents, fromIndexes.Applied, fromIndexes.Entities, fromIndexes.Edges},
+		"pub-1 and pub-2 (version 2): a, b, d; a→b, b→d")
+	require.Equal(t, fromRecords, fromIndexes)
+}

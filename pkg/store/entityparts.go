@@ -66,3 +66,23 @@ func PartOf(e Entity, textBytes int, docs []string) EntityPart {
 type EntityHeads interface {
 	EntityHeadsByType(ctx context.Context, tenant, typ string) ([]EntityHead, error)
 }
+
+// SourceIndex is the part of a SourceRecord that says what the document
+// contributes: its version, whether it is deleted, and the ids of the
+// entities and edges it supports.
+type SourceIndex struct {
+	Version  int64    `json:"version"`
+	Deleted  bool     `json:"deleted,omitempty"`
+	Entities []string `json:"entities,omitempty"` // sorted
+	Edges    []string `json:"edges,omitempty"`    // sorted
+}
+
+// SourceIndexes is implemented by graph stores that can read the
+// contribution indexes of many documents' records at once without
+// decoding the rest of them (the text units, the stored extraction): a
+// reader counting what a set of documents supports costs what their ids
+// lists cost. SourceIndexes returns the indexes of the documents among
+// ids that have a record (tombstones too), read in one read transaction.
+type SourceIndexes interface {
+	SourceIndexes(ctx context.Context, tenant string, ids []string) (map[string]SourceIndex, error)
+}

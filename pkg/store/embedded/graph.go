@@ -468,6 +468,32 @@ func (s *Store) Source(ctx context.Context, tenant, docID string) (store.SourceR
 	return *rec, nil
 }
 
+var _ store.SourceIndexes = (*Store)(nil)
+
+// SourceIndexes returns the contribution indexes of the documents among
+// ids that have a record, decoding nothing else of the records (see
+// store.SourceIndexes).
+func (s *Store) SourceIndexes(ctx context.Context, tenant string, ids []string) (map[string]store.SourceIndex, error) {
+	out := make(map[string]store.SourceIndex, len(ids))
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		for _, id := range ids {
+			var ix store.SourceIndex
+			found, err := getJSON(g.sources, id, &ix)
+			if err != nil {
+				return err
+			}
+			if found {
+				out[id] = ix
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the source indexes of %d documents of %q: %w", len(ids), tenant, err)
+	}
+	return out, nil
+}
+
 // Entity returns one entity (store.ErrNotFound if absent).
 func (s *Store) Entity(ctx context.Context, tenant, id string) (store.Entity, error) {
 	var (

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -68,6 +70,65 @@ func requireAccessPaths(t *testing.T, s store.Stores, tn string) {
 		require.Equal(t, want, entityIDs(got), "name %q", name)
 	}
 	requireHeads(t, s, tn, g, types)
+	docs := []string{"no-such-doc"}
+	for _, e := range g.Entities {
+		for _, f := range e.Sources {
+			docs = append(docs, f.DocID)
+		}
+	}
+	requireSourceIndexes(t, s, tn, docs)
+}
+
+// requireSourceIndexes checks SourceIndexes, which every adapter
+// implements, against Source for docs (repeated ids, absent ones and
+// tombstones included).
+func requireSourceIndexes(t *testing.T, s store.Stores, tn string, docs []string) {
+	t.Helper()
+	si, ok := s.(store.SourceIndexes)
+	require.True(t, ok, "%T does not implement store.SourceIndexes", s)
+	got, err := si.SourceIndexes(t.Context(), tn, docs)
+	require.NoError(t, err)
+	want := map[string]store.SourceIndex{}
+	for _, d := range docs {
+		rec, err := s.Source(t.Context(), tn, d)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		require.NoError(t, err)
+		want[d] = store.SourceIndex{Version: rec.Version, Deleted: rec.Deleted, Entities: rec.Entities, Edges: rec.Edges}
+	}
+	require.Equal(t, want, got)
+}
+
+// testSourceIndexes: the contribution indexes of live documents,
+// tombstones and edits, without the rest of their records.
+func testSourceIndexes(t *testing.T, s store.Stores) {
+	apply(t, s, tenant, "d1", 1, contrib(ents(ent(api, "API", 2, "u1"), ent(db, "DB", 2, "u1")), edge(api, "calls", db, 1, "u1")))
+	apply(t, s, tenant, "d2", 1, contrib(ents(ent(api, "API", 2, "u2"))))
+	apply(t, s, tenant, "d2", 2, contrib(ents(ent(cache, "Cache", 2, "u2"))))
+	del(t, s, tenant, "d3", 4)
+	apply(t, s, other, "d1", 1, contrib(ents(ent(db, "DB", 2, "u1"))))
+	requireSourceIndexes(t, s, tenant, []string{"d1", "d2", "d3", "d4", "d1"})
+	// Many ids at once (an adapter may read them in chunks).
+	many := make([]string, 0, 2500)
+	for i := range 2500 {
+		many = append(many, fmt.Sprintf("absent-%d", i))
+	}
+	many = append(many[:1700], append([]string{"d2", "d1", "d3"}, many[1700:]...)...)
+	requireSourceIndexes(t, s, tenant, many)
+	got, err := s.(store.SourceIndexes).SourceIndexes(t.Context(), tenant, []string{"d1", "d2", "d3"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]store.SourceIndex{
+		"d1": {Version: 1, Entities: []string{api, db}, Edges: []string{api + "|calls|" + db}},
+		"d2": {Version: 2, Entities: []string{cache}},
+		"d3": {Version: 4, Deleted: true},
+	}, got)
+	got, err = s.(store.SourceIndexes).SourceIndexes(t.Context(), other, []string{"d1", "d2"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]store.SourceIndex{"d1": {Version: 1, Entities: []string{db}}}, got, "tenants apart")
+	got, err = s.(store.SourceIndexes).SourceIndexes(t.Context(), tenant, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
 }
 
 // requireHeads checks EntityHeadsByType, which every adapter implements,
