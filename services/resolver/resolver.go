@@ -674,36 +674,33 @@ func (w *Worker) catalogFor(ctx context.Context, tenant string) (*catalogIndex, 
 			ix.types[tk] = appendUnique(ix.types[tk], typ)
 		}
 	}
-	heads, _ := w.graph.(store.EntityHeads)
+	// The titles are in the heads' spelling tallies: a store that lists
+	// heads reads no fragment (an entity thousands of documents mention
+	// costs one value); another store's entities are read whole, and
+	// tallied.
+	hs, withHeads := w.graph.(store.EntityHeads)
 	for _, typ := range CatalogTypes {
-		// The titles are in the heads' spelling tallies: a store that
-		// lists heads reads no fragment (an entity thousands of documents
-		// mention costs one value); another store's entities are read
-		// whole.
-		if heads != nil {
-			hs, err := heads.EntityHeadsByType(ctx, tenant, typ)
+		var heads []store.EntityHead
+		if withHeads {
+			var err error
+			if heads, err = hs.EntityHeadsByType(ctx, tenant, typ); err != nil {
+				return nil, fmt.Errorf("reading %s entities: %w", typ, err)
+			}
+		} else {
+			ents, err := w.graph.EntitiesByType(ctx, tenant, typ)
 			if err != nil {
 				return nil, fmt.Errorf("reading %s entities: %w", typ, err)
 			}
-			for _, h := range hs {
-				add(h.ID, h.Type, "")
-				for _, v := range h.Names {
-					if v.Rank == 0 && v.Name != "" {
-						add(h.ID, h.Type, v.Name)
-					}
-				}
+			for _, e := range ents {
+				h, _ := store.SplitEntity(e)
+				heads = append(heads, h)
 			}
-			continue
 		}
-		ents, err := w.graph.EntitiesByType(ctx, tenant, typ)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s entities: %w", typ, err)
-		}
-		for _, e := range ents {
-			add(e.ID, e.Type, "")
-			for _, f := range e.Sources {
-				if f.NameRank == 0 && f.Name != "" {
-					add(e.ID, e.Type, f.Name)
+		for _, h := range heads {
+			add(h.ID, h.Type, "")
+			for _, v := range h.Names {
+				if v.Rank == 0 && v.Name != "" {
+					add(h.ID, h.Type, v.Name)
 				}
 			}
 		}

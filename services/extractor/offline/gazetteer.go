@@ -208,57 +208,42 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 // fragment gave it. A store that lists entity heads (store.EntityHeads)
 // is asked for those alone: the spellings by rank are in the head's tally,
 // so no fragment is read and a service thousands of documents mention
-// costs one value. Another store's entities are read whole.
+// costs one value. Another store's entities are read whole, and tallied.
 func (g *CatalogGazetteer) read(ctx context.Context, tenant string) ([]Entry, error) {
-	types := slices.Sorted(maps.Keys(g.types))
-	var out []Entry
-	if hs, ok := g.gs.(store.EntityHeads); ok {
-		var heads []store.EntityHead
-		for _, t := range types {
+	hs, withHeads := g.gs.(store.EntityHeads)
+	var heads []store.EntityHead
+	for _, t := range slices.Sorted(maps.Keys(g.types)) {
+		if withHeads {
 			h, err := hs.EntityHeadsByType(ctx, tenant, t)
 			if err != nil {
 				return nil, fmt.Errorf("listing the %s entities of tenant %s: %w", t, tenant, err)
 			}
 			heads = append(heads, h...)
+			continue
 		}
-		slices.SortFunc(heads, func(a, b store.EntityHead) int { return strings.Compare(a.ID, b.ID) })
-		for _, h := range heads {
-			_, key := resolve.SplitID(h.ID)
-			var names []string
-			for _, v := range h.Names {
-				if name := strings.TrimSpace(v.Name); v.Rank <= catalogRank && name != "" {
-					names = append(names, name)
-				}
-			}
-			slices.Sort(names)
-			for _, name := range slices.Compact(names) {
-				out = append(out, CatalogEntry(h.ID, h.Type, name, key))
-			}
-		}
-		return out, nil
-	}
-	// Only the catalog's types are read, through the type index.
-	var ents []store.Entity
-	for _, t := range types {
 		es, err := g.gs.EntitiesByType(ctx, tenant, t)
 		if err != nil {
 			return nil, fmt.Errorf("listing the %s entities of tenant %s: %w", t, tenant, err)
 		}
-		ents = append(ents, es...)
+		for _, e := range es {
+			h, _ := store.SplitEntity(e)
+			heads = append(heads, h)
+		}
 	}
 	// In id order, as one listing of every type gives them.
-	slices.SortFunc(ents, func(a, b store.Entity) int { return strings.Compare(a.ID, b.ID) })
-	for _, e := range ents {
-		_, key := resolve.SplitID(e.ID)
+	slices.SortFunc(heads, func(a, b store.EntityHead) int { return strings.Compare(a.ID, b.ID) })
+	var out []Entry
+	for _, h := range heads {
+		_, key := resolve.SplitID(h.ID)
 		var names []string
-		for _, f := range e.Sources {
-			if name := strings.TrimSpace(f.Name); f.NameRank <= catalogRank && name != "" {
+		for _, v := range h.Names {
+			if name := strings.TrimSpace(v.Name); v.Rank <= catalogRank && name != "" {
 				names = append(names, name)
 			}
 		}
 		slices.Sort(names)
 		for _, name := range slices.Compact(names) {
-			out = append(out, CatalogEntry(e.ID, e.Type, name, key))
+			out = append(out, CatalogEntry(h.ID, h.Type, name, key))
 		}
 	}
 	return out, nil
