@@ -2,7 +2,6 @@ package embedded_test
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -46,15 +45,15 @@ func BenchmarkApply(b *testing.B) {
 	}
 	// What `kgstream compact` makes of the file: a copy compacted, the
 	// benchmark going on with the file as the applies left it.
-	compacted := filepath.Join(b.TempDir(), "compacted.db")
-	if err := copyFile(path, compacted); err != nil {
+	copied := filepath.Join(b.TempDir(), "copy")
+	if err := os.CopyFS(copied, os.DirFS(filepath.Dir(path))); err != nil {
 		b.Fatal(err)
 	}
-	cst, err := embedded.Compact(b.Context(), compacted)
+	cst, err := embedded.Compact(b.Context(), filepath.Join(copied, filepath.Base(path)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	_ = os.Remove(compacted)
+	_ = os.RemoveAll(copied)
 
 	var before runtime.MemStats
 	runtime.GC()
@@ -163,22 +162,4 @@ func BenchmarkCountSources(b *testing.B) {
 			_ = store.CountStates(all)
 		}
 	})
-}
-
-// copyFile copies the file at src to dst.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close()
-		return err
-	}
-	return out.Close()
 }
