@@ -444,6 +444,18 @@ const sourceIndexChunk = 1024
 func (c *Collector) readableReport(ctx context.Context, tenant string, readable []string) (Report, error) {
 	r := Report{Tenant: tenant, Scope: ScopeReadable, Documents: len(readable), Build: buildinfo.Read()}
 	entities, edges := map[string]struct{}{}, map[string]struct{}{}
+	count := func(ix store.SourceIndex) {
+		if ix.Deleted {
+			return
+		}
+		r.Applied++
+		for _, e := range ix.Entities {
+			entities[e] = struct{}{}
+		}
+		for _, e := range ix.Edges {
+			edges[e] = struct{}{}
+		}
+	}
 	if si, ok := c.st.(store.SourceIndexes); ok {
 		// The records' contribution indexes alone, a chunk at a time: not
 		// their text units nor their stored extractions.
@@ -453,38 +465,19 @@ func (c *Collector) readableReport(ctx context.Context, tenant string, readable 
 				return r, fmt.Errorf("reading source indexes: %w", err)
 			}
 			for _, ix := range ixs {
-				if ix.Deleted {
-					continue
-				}
-				r.Applied++
-				for _, e := range ix.Entities {
-					entities[e] = struct{}{}
-				}
-				for _, e := range ix.Edges {
-					edges[e] = struct{}{}
-				}
+				count(ix)
 			}
 		}
-		r.Entities, r.Edges = len(entities), len(edges)
-		return r, nil
-	}
-	for _, id := range readable {
-		rec, err := c.st.Source(ctx, tenant, id)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return r, fmt.Errorf("reading source %q: %w", id, err)
-		}
-		if rec.Deleted {
-			continue
-		}
-		r.Applied++
-		for _, e := range rec.Entities {
-			entities[e] = struct{}{}
-		}
-		for _, e := range rec.Edges {
-			edges[e] = struct{}{}
+	} else {
+		for _, id := range readable {
+			rec, err := c.st.Source(ctx, tenant, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return r, fmt.Errorf("reading source %q: %w", id, err)
+			}
+			count(store.SourceIndex{Version: rec.Version, Deleted: rec.Deleted, Entities: rec.Entities, Edges: rec.Edges})
 		}
 	}
 	r.Entities, r.Edges = len(entities), len(edges)

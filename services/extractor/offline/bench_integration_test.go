@@ -56,14 +56,7 @@ func loadCorpus(tb testing.TB, dir string) []corpusDoc {
 // (chunking included) in documents per second on each corpus, and the
 // failure modes found.
 func BenchmarkOfflineExtraction(b *testing.B) {
-	tk, err := tokenizer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := chunk.New(tk, chunk.DefaultTokens, chunk.DefaultOverlap)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := benchChunker(b)
 	tagger, err := offline.NewTagger()
 	if err != nil {
 		b.Fatal(err)
@@ -147,14 +140,7 @@ func processCPU(tb testing.TB) time.Duration {
 // texts do not mention), one extractor for every document as the
 // extractor service runs it: what a large catalog costs each document.
 func BenchmarkExtractionCatalogSize(b *testing.B) {
-	tk, err := tokenizer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := chunk.New(tk, chunk.DefaultTokens, chunk.DefaultOverlap)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := benchChunker(b)
 	docs := loadCorpus(b, corpora[0])
 	units := make([][]events.TextUnit, len(docs))
 	for i, d := range docs {
@@ -184,4 +170,17 @@ func BenchmarkExtractionCatalogSize(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// benchChunker is the chunker the extractor service uses.
+func benchChunker(b *testing.B) *chunk.Chunker {
+	tk, err := tokenizer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := chunk.New(tk, chunk.DefaultTokens, chunk.DefaultOverlap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
