@@ -578,16 +578,13 @@ func (s *Store) EntityHeadsByType(ctx context.Context, tenant, typ string) ([]st
 	}
 	out := []store.EntityHead{}
 	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
-		c := g.entityRows.Cursor()
 		return scanPrefix(g.byType, typ, func(id string) error {
-			head := headKey(id)
-			k, v := c.Seek(head)
-			if !bytes.Equal(k, head) {
-				return fmt.Errorf("type index lists missing entity %q", id)
-			}
-			h, err := store.DecodeEntityHead(id, v)
+			h, found, err := g.entityHead(id)
 			if err != nil {
-				return fmt.Errorf("decoding the head of entity %q: %w", id, err)
+				return err
+			}
+			if !found {
+				return fmt.Errorf("type index lists missing entity %q", id)
 			}
 			out = append(out, h)
 			return nil

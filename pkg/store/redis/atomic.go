@@ -21,13 +21,14 @@ import (
 
 // readSetsScript: KEYS are sets of entity or edge ids or adjacency
 // hashes, ARGV[i] says which KEYS[i] is ("e" or "x": a set of entity or
-// edge ids; "h": a set of entity ids, of which only the heads are read; "o:<entity>" or "i:<entity>": the entity's out or in hash,
-// whose fields name edges as adjacency.go says; "X": a set of entity ids,
-// standing for the edges of their out hashes) and ARGV[#KEYS+1] is the
-// graph keys' prefix. The reply holds, per key, the ids it lists and
-// then, per id, an entity's hash (HGETALL: fields and values in turn,
-// empty where absent), its head ("h": false where absent) or an edge's head (false where absent) and supports
-// hash.
+// edge ids; "h": a set of entity ids, of which only the heads are read;
+// "o:<entity>" or "i:<entity>": the entity's out or in hash, whose fields
+// name edges as adjacency.go says; "X": a set of entity ids, standing for
+// the edges of their out hashes) and ARGV[#KEYS+1] is the graph keys'
+// prefix. The reply holds, per key, the ids it lists and then, per id, an
+// entity's hash (HGETALL: fields and values in turn, empty where absent),
+// its head ("h": false where absent) or an edge's head (false where
+// absent) and supports hash.
 var readSetsScript = goredis.NewScript(`
 local prefix = ARGV[#KEYS + 1]
 -- appends to ids the edge ids of the fields of entity's out (out true) or

@@ -693,34 +693,21 @@ func (s *Store) SourceIndexes(ctx context.Context, tenant string, ids []string) 
 		return out, nil
 	}
 	k := s.tenantKeys(tenant)
+	keys := k.prefixed(k.src, ids)
 	var cmds []*goredis.SliceCmd
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		for start := 0; start < len(ids); start += mgetChunk {
-			chunk := ids[start:min(start+mgetChunk, len(ids))]
-			keys := make([]string, len(chunk))
-			for i, id := range chunk {
-				keys[i] = k.src(id)
-			}
-			cmds = append(cmds, p.MGet(ctx, keys...))
+		for start := 0; start < len(keys); start += mgetChunk {
+			cmds = append(cmds, p.MGet(ctx, keys[start:min(start+mgetChunk, len(keys))]...))
 		}
 		return nil
 	})
+	for c := 0; err == nil && c < len(cmds); c++ {
+		first := c * mgetChunk
+		err = decodeJSON(cmds[c].Val(), func(i int) string { return fmt.Sprintf("the record of %q", ids[first+i]) },
+			func(i int, ix store.SourceIndex) { out[ids[first+i]] = ix })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the source indexes of %d documents of %q: %w", len(ids), tenant, err)
-	}
-	for c, cmd := range cmds {
-		for i, v := range cmd.Val() {
-			data, ok := v.(string)
-			if !ok {
-				continue // no record
-			}
-			id := ids[c*mgetChunk+i]
-			var ix store.SourceIndex
-			if err := store.DecodeValue([]byte(data), &ix); err != nil {
-				return nil, fmt.Errorf("decoding the record of %q in %q: %w", id, tenant, err)
-			}
-			out[id] = ix
-		}
 	}
 	return out, nil
 }
