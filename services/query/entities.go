@@ -36,25 +36,43 @@ func intParam(r *http.Request, name string, def, max int) (int, error) {
 	return n, nil
 }
 
+// searchParam reads the optional search text q of a listing, at most
+// maxRefLen bytes.
+func searchParam(r *http.Request) (string, error) {
+	q, err := singleParam(r, "q")
+	if err != nil {
+		return "", err
+	}
+	if len(q) > maxRefLen {
+		return "", httpapi.Errorf(http.StatusBadRequest, "invalid_param", "q is longer than %d bytes", maxRefLen)
+	}
+	return q, nil
+}
+
+// listPage reads a listing's page: limit (DefaultListLimit without it, at
+// most MaxListLimit) and offset.
+func (s *Service) listPage(r *http.Request) (limit, offset int, err error) {
+	if limit, err = intParam(r, "limit", s.cfg.DefaultListLimit, s.cfg.MaxListLimit); err != nil {
+		return 0, 0, err
+	}
+	if offset, err = intParam(r, "offset", 0, math.MaxInt32); err != nil {
+		return 0, 0, err
+	}
+	return limit, offset, nil
+}
+
 // entities lists or searches visible entities: q matches a normalisation
 // key substring or a case-insensitive display-name substring.
 func (s *Service) entities(v *view, _ http.ResponseWriter, r *http.Request) (any, error) {
-	q, err := singleParam(r, "q")
+	q, err := searchParam(r)
 	if err != nil {
 		return nil, err
-	}
-	if len(q) > maxRefLen {
-		return nil, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "q is longer than %d bytes", maxRefLen)
 	}
 	typ, err := typeParam(r, "type", false)
 	if err != nil {
 		return nil, err
 	}
-	limit, err := intParam(r, "limit", s.cfg.DefaultListLimit, s.cfg.MaxListLimit)
-	if err != nil {
-		return nil, err
-	}
-	offset, err := intParam(r, "offset", 0, math.MaxInt32)
+	limit, offset, err := s.listPage(r)
 	if err != nil {
 		return nil, err
 	}

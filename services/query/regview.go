@@ -81,9 +81,12 @@ func (rv *regView) readableFor(key string, c provenance.Caller) (func(id string)
 	}
 	return func(id string) bool {
 		i, ok := rv.byID[id]
-		return ok && bits[i/64]&(1<<(i%64)) != 0
+		return ok && hasBit(bits, i)
 	}, true
 }
+
+// hasBit says whether bit i of bits is set.
+func hasBit(bits []uint64, i int) bool { return bits[i/64]&(1<<(i%64)) != 0 }
 
 func newRegView(gen uint64, states []provenance.SourceState) *regView {
 	rv := &regView{gen: gen, states: states, byID: make(map[string]int, len(states))}

@@ -3,7 +3,6 @@ package query
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"regexp"
 	"runtime/debug"
@@ -136,18 +135,11 @@ type sourcesResponse struct {
 // (one listing per registry generation, with each caller's readable set),
 // not the registry for every request.
 func (s *Service) sources(v *view, _ http.ResponseWriter, r *http.Request) (any, error) {
-	q, err := singleParam(r, "q")
+	q, err := searchParam(r)
 	if err != nil {
 		return nil, err
 	}
-	if len(q) > maxRefLen {
-		return nil, httpapi.Errorf(http.StatusBadRequest, "invalid_param", "q is longer than %d bytes", maxRefLen)
-	}
-	limit, err := intParam(r, "limit", s.cfg.DefaultListLimit, s.cfg.MaxListLimit)
-	if err != nil {
-		return nil, err
-	}
-	offset, err := intParam(r, "offset", 0, math.MaxInt32)
+	limit, offset, err := s.listPage(r)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +158,7 @@ func (s *Service) sources(v *view, _ http.ResponseWriter, r *http.Request) (any,
 		if q != "" && !strings.Contains(lower[i][0], q) && !strings.Contains(lower[i][1], q) {
 			continue
 		}
-		if readable[i/64]&(1<<(i%64)) == 0 {
+		if !hasBit(readable, i) {
 			continue
 		}
 		if resp.Total >= offset && len(resp.Sources) < limit {
