@@ -6,7 +6,6 @@ package status
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/kgstream/kgstream/pkg/buildinfo"
 	"log/slog"
@@ -456,28 +455,15 @@ func (c *Collector) readableReport(ctx context.Context, tenant string, readable 
 			edges[e] = struct{}{}
 		}
 	}
-	if si, ok := c.st.(store.SourceIndexes); ok {
-		// The records' contribution indexes alone, a chunk at a time: not
-		// their text units nor their stored extractions.
-		for start := 0; start < len(readable); start += sourceIndexChunk {
-			ixs, err := si.SourceIndexes(ctx, tenant, readable[start:min(start+sourceIndexChunk, len(readable))])
-			if err != nil {
-				return r, fmt.Errorf("reading source indexes: %w", err)
-			}
-			for _, ix := range ixs {
-				count(ix)
-			}
+	// The records' contribution indexes alone, a chunk at a time: not
+	// their text units nor their stored extractions (store.IndexesOf).
+	for start := 0; start < len(readable); start += sourceIndexChunk {
+		ixs, err := store.IndexesOf(ctx, c.st, tenant, readable[start:min(start+sourceIndexChunk, len(readable))])
+		if err != nil {
+			return r, fmt.Errorf("reading source indexes: %w", err)
 		}
-	} else {
-		for _, id := range readable {
-			rec, err := c.st.Source(ctx, tenant, id)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return r, fmt.Errorf("reading source %q: %w", id, err)
-			}
-			count(store.SourceIndex{Version: rec.Version, Deleted: rec.Deleted, Entities: rec.Entities, Edges: rec.Edges})
+		for _, ix := range ixs {
+			count(ix)
 		}
 	}
 	r.Entities, r.Edges = len(entities), len(edges)

@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // EntityPart is what a reader of an entity's first fragments needs (a
 // vector item's text: its name, type and first descriptions) without the
@@ -85,4 +89,46 @@ type SourceIndex struct {
 // ids that have a record (tombstones too), read in one read transaction.
 type SourceIndexes interface {
 	SourceIndexes(ctx context.Context, tenant string, ids []string) (map[string]SourceIndex, error)
+}
+
+// HeadsByType returns the heads of the entities of typ in gs, sorted by
+// id: through EntityHeads when gs implements it, else from its entities
+// read whole (EntitiesByType) and tallied (SplitEntity).
+func HeadsByType(ctx context.Context, gs GraphStore, tenant, typ string) ([]EntityHead, error) {
+	if hs, ok := gs.(EntityHeads); ok {
+		return hs.EntityHeadsByType(ctx, tenant, typ)
+	}
+	if typ == "" {
+		return nil, fmt.Errorf("listing entity heads in %q: %w: no type", tenant, ErrInvalid)
+	}
+	es, err := gs.EntitiesByType(ctx, tenant, typ)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EntityHead, len(es))
+	for i, e := range es {
+		out[i], _ = SplitEntity(e)
+	}
+	return out, nil
+}
+
+// IndexesOf returns the contribution indexes of the documents among ids
+// that have a record in gs: through SourceIndexes when gs implements it,
+// else from their records read one by one (Source).
+func IndexesOf(ctx context.Context, gs GraphStore, tenant string, ids []string) (map[string]SourceIndex, error) {
+	if si, ok := gs.(SourceIndexes); ok {
+		return si.SourceIndexes(ctx, tenant, ids)
+	}
+	out := make(map[string]SourceIndex, len(ids))
+	for _, id := range ids {
+		rec, err := gs.Source(ctx, tenant, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[id] = SourceIndex{Version: rec.Version, Deleted: rec.Deleted, Entities: rec.Entities, Edges: rec.Edges}
+	}
+	return out, nil
 }

@@ -676,25 +676,11 @@ func (w *Worker) catalogFor(ctx context.Context, tenant string) (*catalogIndex, 
 	}
 	// The titles are in the heads' spelling tallies: a store that lists
 	// heads reads no fragment (an entity thousands of documents mention
-	// costs one value); another store's entities are read whole, and
-	// tallied.
-	hs, withHeads := w.graph.(store.EntityHeads)
+	// costs one value; store.HeadsByType).
 	for _, typ := range CatalogTypes {
-		var heads []store.EntityHead
-		if withHeads {
-			var err error
-			if heads, err = hs.EntityHeadsByType(ctx, tenant, typ); err != nil {
-				return nil, fmt.Errorf("reading %s entities: %w", typ, err)
-			}
-		} else {
-			ents, err := w.graph.EntitiesByType(ctx, tenant, typ)
-			if err != nil {
-				return nil, fmt.Errorf("reading %s entities: %w", typ, err)
-			}
-			for _, e := range ents {
-				h, _ := store.SplitEntity(e)
-				heads = append(heads, h)
-			}
+		heads, err := store.HeadsByType(ctx, w.graph, tenant, typ)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s entities: %w", typ, err)
 		}
 		for _, h := range heads {
 			add(h.ID, h.Type, "")

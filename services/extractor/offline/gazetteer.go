@@ -210,25 +210,13 @@ func (g *CatalogGazetteer) Entries(ctx context.Context, tenant string) ([]Entry,
 // so no fragment is read and a service thousands of documents mention
 // costs one value. Another store's entities are read whole, and tallied.
 func (g *CatalogGazetteer) read(ctx context.Context, tenant string) ([]Entry, error) {
-	hs, withHeads := g.gs.(store.EntityHeads)
 	var heads []store.EntityHead
 	for _, t := range slices.Sorted(maps.Keys(g.types)) {
-		if withHeads {
-			h, err := hs.EntityHeadsByType(ctx, tenant, t)
-			if err != nil {
-				return nil, fmt.Errorf("listing the %s entities of tenant %s: %w", t, tenant, err)
-			}
-			heads = append(heads, h...)
-			continue
-		}
-		es, err := g.gs.EntitiesByType(ctx, tenant, t)
+		h, err := store.HeadsByType(ctx, g.gs, tenant, t)
 		if err != nil {
 			return nil, fmt.Errorf("listing the %s entities of tenant %s: %w", t, tenant, err)
 		}
-		for _, e := range es {
-			h, _ := store.SplitEntity(e)
-			heads = append(heads, h)
-		}
+		heads = append(heads, h...)
 	}
 	// In id order, as one listing of every type gives them.
 	slices.SortFunc(heads, func(a, b store.EntityHead) int { return strings.Compare(a.ID, b.ID) })
