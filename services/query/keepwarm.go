@@ -131,9 +131,24 @@ func (s *Service) keepWarm(ctx context.Context, feed *warmFeed) {
 		}
 		quiet = nil
 		if len(owed) > 0 {
-			quiet = time.After(namesQuietAfter)
+			// Armed for the tenant quiet the longest: events of another
+			// tenant do not put its patch off.
+			quiet = time.After(untilQuiet(owed, time.Now()))
 		}
 	}
+}
+
+// untilQuiet is how long after now the first of the owed tenants (by when
+// they last changed) will have been quiet for namesQuietAfter (0: one
+// has already).
+func untilQuiet(owed map[string]time.Time, now time.Time) time.Duration {
+	var first time.Time
+	for _, at := range owed {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return max(first.Add(namesQuietAfter).Sub(now), 0)
 }
 
 // rewarm reads again what changes dropped from tenant's caches: the

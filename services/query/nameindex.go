@@ -523,13 +523,24 @@ func (ix *nameIndex) closeCandidates(q []string) []string {
 	return slices.Compact(out)
 }
 
+// noteNamesAsked records that a request used tenant's name index now
+// (keepNamesWarmFor), writing the shared map at most once a second per
+// tenant rather than on every question.
+func (s *Service) noteNamesAsked(tenant string) {
+	now := time.Now()
+	if at, ok := s.namesAsked.Load(tenant); ok && now.Sub(at.(time.Time)) < time.Second {
+		return
+	}
+	s.namesAsked.Store(tenant, now)
+}
+
 // nameIndex returns the tenant's name index (cached while events keep the
 // graph cache live).
 func (v *view) nameIndex() (*nameIndex, error) {
 	if v.names != nil {
 		return v.names, nil
 	}
-	v.s.namesAsked.Store(v.tenant, time.Now())
+	v.s.noteNamesAsked(v.tenant)
 	g, err := v.graphSet()
 	if err != nil {
 		return nil, err

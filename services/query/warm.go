@@ -85,11 +85,7 @@ func (s *Service) warmTenant(ctx context.Context, tenant string) error {
 	if err != nil {
 		return err
 	}
-	gs, err := s.graphSet(ctx, tenant)
-	if err != nil {
-		return err
-	}
-	if _, err := s.nameIndexOf(ctx, tenant, gs); err != nil {
+	if err := s.rewarmNames(ctx, tenant); err != nil {
 		return err
 	}
 	_, err = s.derived(ctx, tenant)

@@ -274,10 +274,11 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, cites(), "the deletion counts at once")
 
-	// While the background keeps the name index patched, questions use
-	// the index it made (recentNames): a new entity is found within a
-	// few seconds of its change, never later; a deletion still counts at
-	// once.
+	// While the background keeps the name index patched (and questions
+	// may use the index it made, recentNames, whose choice
+	// TestRecentNamesServesTheLastBackgroundPatch checks): a new entity is
+	// found within a few seconds of its change; a deletion still counts
+	// at once.
 	const next = "INC-171"
 	n := store.Contributions{Title: next, DocType: "postmortem",
 		TextUnits: []events.TextUnit{{ID: "u0", Text: "INC-171: the nebula cache evicted every session after the orion deploy.", End: 70}},
