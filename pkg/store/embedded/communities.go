@@ -21,12 +21,6 @@ const (
 	subCites    = "cites"
 )
 
-// communityCompression is how re-clusterings and provisional placements
-// write communities: S2, since every run writes all of them and every
-// placement rewrites the large ones it grows (zstd cost a re-clustering of
-// 11,000 entities about 70 ms); Compact rewrites them with zstd.
-const communityCompression = store.FastCompression
-
 // ReplaceCommunities replaces a tenant's communities with those of run, in
 // one transaction.
 func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, run int64, cs []store.Community) error {
@@ -63,7 +57,7 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, run int64
 		// node.put, most of one edit's cost).
 		byID := slices.SortedFunc(slices.Values(cs), func(a, b store.Community) int { return cmp.Compare(a.ID, b.ID) })
 		for _, c := range byID {
-			if err := putJSON(items, c.ID, c, communityCompression); err != nil {
+			if err := putJSON(items, c.ID, c, store.CommunityCompression); err != nil {
 				return err
 			}
 		}
@@ -209,7 +203,7 @@ func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64,
 	// and every other writer of the file waits while one is open.
 	encoded := make([][]byte, len(cs))
 	for i, c := range cs {
-		data, err := store.EncodeValue(c, communityCompression)
+		data, err := store.EncodeValue(c, store.CommunityCompression)
 		if err != nil {
 			return fmt.Errorf("updating %d communities of %q: encoding %q: %w", len(cs), tenant, c.ID, err)
 		}

@@ -130,8 +130,9 @@ func copyRecoded(ctx context.Context, dst, src *bolt.DB, st *CompactStats) error
 // re-encode at all: index, counter and meta buckets are copied as they are.
 // Source records and communities are the exceptions: an apply writes
 // records, a re-clustering communities, with S2 (sourceCompression,
-// communityCompression), quick on the write path every writer waits for,
-// and Compact rewrites them with zstd, about 70% of S2's size on them.
+// store.CommunityCompression), quick on the write path every writer waits
+// for, and Compact rewrites them with zstd, about 70% of S2's size on
+// them.
 func compressionAt(path [][]byte) (store.Compression, bool) {
 	switch top := string(path[0]); {
 	case top == bucketGraph && len(path) == 3:

@@ -13,12 +13,6 @@ import (
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
-// communityCompression is how communities are written: S2, since every
-// re-clustering writes all of them and every provisional placement
-// rewrites the large ones it grows (zstd is several times slower to write
-// and to read).
-const communityCompression = store.FastCompression
-
 // ReplaceCommunities replaces a tenant's communities with those of run, in
 // one MULTI (a blind write: nothing is read, so nothing to watch).
 func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, run int64, cs []store.Community) error {
@@ -29,7 +23,7 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, run int64
 	fields := make([]any, 0, 2*len(cs))
 	of := map[string][]string{}
 	for _, c := range cs {
-		data, err := marshal(c, communityCompression)
+		data, err := marshal(c, store.CommunityCompression)
 		if err != nil {
 			return fmt.Errorf("replacing communities of %q with run %d: %w", tenant, run, err)
 		}
@@ -235,7 +229,7 @@ func (s *Store) UpdateCommunities(ctx context.Context, tenant string, run int64,
 		}
 		fields := make([]any, 0, 2*len(cs))
 		for _, c := range cs {
-			data, err := marshal(c, communityCompression)
+			data, err := marshal(c, store.CommunityCompression)
 			if err != nil {
 				return err
 			}
