@@ -29,7 +29,7 @@ func BenchmarkRegenerate(b *testing.B) {
 		for i := 0; i < per; i++ {
 			doc := fmt.Sprintf("d%d-%d", k, i)
 			fm := fmt.Sprintf("fm%d", k)
-			applyB(b, st, doc, fm)
+			apply(b, st, doc, 1, fm)
 			ms = append(ms, "incident:"+doc)
 		}
 		ms = append(ms, fmt.Sprintf("failure_mode:fm%d", k))
@@ -141,7 +141,7 @@ func reconcileTenantB(b *testing.B, n int) (*reporter.Worker, *embedded.Store, [
 		if _, err := st.Announce(b.Context(), "acme", store.Announcement{DocID: doc, Version: 1}); err != nil {
 			b.Fatal(err)
 		}
-		applyB(b, st, doc, fmt.Sprintf("fm%04d", i))
+		apply(b, st, doc, 1, fmt.Sprintf("fm%04d", i))
 		ms := []string{fmt.Sprintf("failure_mode:fm%04d", i), "incident:" + doc}
 		h := store.MemberHash(ms)
 		cs = append(cs, store.Community{ID: "c0-" + h[:12], Members: ms, MemberHash: h,

@@ -159,7 +159,7 @@ func incidentCommunities(tb testing.TB, st *embedded.Store, n int) ([]store.Comm
 	var changes []events.CommunityChange
 	for k := range n {
 		doc := fmt.Sprintf("d%03d", k)
-		applyB(tb, st, doc, "f"+doc)
+		apply(tb, st, doc, 1, "f"+doc)
 		id := "c0-" + doc
 		cs = append(cs, store.Community{ID: id, Members: []string{"failure_mode:f" + doc, "incident:" + doc}, MemberHash: id})
 		changes = append(changes, events.CommunityChange{ID: id, MemberHash: id})

@@ -35,27 +35,11 @@ func setupB(t testing.TB) (*reporter.Worker, *embedded.Store, *stream.Bus, *prom
 	return w, st, bus, reg
 }
 
-func applyB(b testing.TB, st store.GraphStore, doc, failure string) {
-	b.Helper()
-	inc, fm := "incident:"+doc, "failure_mode:"+failure
-	_, err := st.Apply(b.Context(), "acme", doc, 1, store.Contributions{
-		TextUnits: []events.TextUnit{{ID: doc + "-u", Text: "t"}},
-		Entities: []store.EntityContribution{
-			{ID: inc, Type: "incident", Name: doc, NameRank: 2, TextUnits: []string{doc + "-u"}},
-			{ID: fm, Type: "failure_mode", Name: failure, NameRank: 2, TextUnits: []string{doc + "-u"}},
-		},
-		Edges: []store.EdgeContribution{{Source: inc, Relation: "failure", Target: fm, Weight: 1, TextUnits: []string{doc + "-u"}}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-}
-
 func messageData(data []byte) *stream.Message {
 	return &stream.Message{Subject: "kg.communities.changed.acme", Kind: events.KindCommunitiesChanged, Tenant: "acme", Data: data}
 }
 
-func apply(t *testing.T, st store.GraphStore, doc string, version int64, failure string) {
+func apply(t testing.TB, st store.GraphStore, doc string, version int64, failure string) {
 	t.Helper()
 	inc, fm := "incident:"+doc, "failure_mode:"+failure
 	_, err := st.Apply(t.Context(), "acme", doc, version, store.Contributions{
