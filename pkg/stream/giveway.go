@@ -186,3 +186,41 @@ func (b *Bus) giveWay(ctx context.Context, s *stage) {
 		b.GiveWay(ctx, s.Stage, *s.GiveWay)
 	}
 }
+
+// Yielder gives way again and again within one long piece of work (a
+// background stage's batch that writes thousands of reports, say), so that
+// a backlog of the stages g names that builds up while it runs holds it
+// too, not only its next batch. All its waits together are bounded by g's
+// Max, as one GiveWay is: the work is put off by at most that much,
+// however many times it gives way.
+type Yielder struct {
+	b     *Bus
+	stage string
+	g     GiveWay
+	left  time.Duration
+}
+
+// Yielder returns a Yielder of stage for g; a nil g gives one that never
+// waits.
+func (b *Bus) Yielder(stage string, g *GiveWay) *Yielder {
+	y := &Yielder{b: b, stage: stage}
+	if g != nil {
+		y.g = *g
+		y.g.setDefaults()
+		y.left = y.g.Max
+	}
+	return y
+}
+
+// GiveWay waits while the stages have a backlog, within what is left of
+// the Yielder's bound, and returns how long it waited.
+func (y *Yielder) GiveWay(ctx context.Context) time.Duration {
+	if y == nil || y.left <= 0 {
+		return 0
+	}
+	g := y.g
+	g.Max = y.left
+	waited := y.b.GiveWay(ctx, y.stage, g)
+	y.left -= waited
+	return waited
+}

@@ -108,6 +108,46 @@ func TestGiveWayIsBounded(t *testing.T) {
 	}
 }
 
+// A Yielder gives way as often as it is asked, all its waits together
+// bounded by Max: the work it holds is put off by Max at most. Once the
+// backlog is down to the bound it does not wait; a nil GiveWay never
+// waits.
+func TestYielderBoundsAllItsWaitsTogether(t *testing.T) {
+	bus, m := newBus(t)
+	front := frontConsumer(t, bus, "front")
+	publishDocs(t, bus, "a", "b", "c")
+	waitFor(t, "the front backlog", pendingIs(t, bus, "front", 3))
+	g := stream.GiveWay{Stages: []string{"front"}, Above: 1, Max: 300 * time.Millisecond, Poll: 10 * time.Millisecond}
+
+	y := bus.Yielder("back", &g)
+	var total time.Duration
+	for range 5 {
+		total += y.GiveWay(t.Context())
+	}
+	if total < g.Max || total > g.Max+5*g.Poll+500*time.Millisecond {
+		t.Fatalf("five waits with the backlog there took %v in all, want Max (%v) in all", total, g.Max)
+	}
+	if waited := testutil.ToFloat64(m.Yield.WithLabelValues("back")); waited < g.Max.Seconds() {
+		t.Errorf("kgstream_stage_yield_seconds_total{stage=back} = %v, want the %v waited", waited, g.Max)
+	}
+	if waited := bus.Yielder("back", nil).GiveWay(t.Context()); waited != 0 {
+		t.Errorf("a Yielder without GiveWay waited %v", waited)
+	}
+
+	// A fresh Yielder with the backlog at the bound goes on at once.
+	drain(t, front, 2)
+	waitFor(t, "the front backlog down to 1", pendingIs(t, bus, "front", 1))
+	time.Sleep(2 * g.Poll) // the bus's last reading is at most Poll old
+	g.Max = time.Hour
+	done := make(chan time.Duration, 1)
+	go func() { done <- bus.Yielder("back", &g).GiveWay(t.Context()) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("gave way with the backlog at the bound")
+	}
+}
+
 // Only the named stages' own consumers count: "extractor" is not the
 // stage "extractor-catalog", and a stage consuming several kinds counts
 // all its consumers.

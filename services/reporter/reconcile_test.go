@@ -2,6 +2,7 @@ package reporter_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -209,6 +210,37 @@ func TestReportConsumerGivesWay(t *testing.T) {
 	drain(2)
 	e.waitReports(t, e.comms)
 	requireYielded(t, yields)
+}
+
+// TestReportWriterGivesWayWithinAnEvent: an event naming several
+// communities gives way between its reports while the stage named has a
+// backlog (the consumer gives way only before the event), and all those
+// waits together stay within one Max: with a backlog that never goes, six
+// reports are written after Max, not Max per report. The event is handed
+// to the handler directly, so the waits counted are its own.
+func TestReportWriterGivesWayWithinAnEvent(t *testing.T) {
+	e := newReconcileEnv(t, 6)
+	var yields *prometheus.Registry
+	e.bus, yields = meteredBus(t)
+	frontBacklog(t, e.bus)
+	for _, v := range []int64{2, 3} {
+		_, err := e.bus.Publish(t.Context(), events.KindGraphChanged, "acme", events.GraphID("acme", "pm-00", v, 0),
+			&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "pm-00", Version: v})
+		require.NoError(t, err)
+	}
+	waitConsumers(t, e.bus, "front")
+	const bound = 400 * time.Millisecond
+	w, err := reporter.New(reporter.Config{ReconcileEvery: -1,
+		GiveWay: &stream.GiveWay{Stages: []string{"front"}, Above: 1, Max: bound, Poll: 10 * time.Millisecond}}, e.bus, e.st, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	data, err := json.Marshal(events.CommunitiesChanged{Header: events.Header{Schema: events.SchemaVersion, Tenant: "acme"}, Run: 1, Changed: changes(e.comms)})
+	require.NoError(t, err)
+	require.NoError(t, w.Handle(t.Context(), &stream.Message{Kind: events.KindCommunitiesChanged, Tenant: "acme", Data: data}))
+	e.waitReports(t, e.comms)
+	got := counter(t, yields, "kgstream_stage_yield_seconds_total", "reporter")
+	require.GreaterOrEqual(t, got, bound.Seconds(), "the reports did not give way to the backlog")
+	// Not the bound before each of the five reports after the first.
+	require.Less(t, got, 2*bound.Seconds(), "each report waited the whole bound")
 }
 
 func changes(cs []store.Community) []events.CommunityChange {

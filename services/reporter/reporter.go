@@ -502,9 +502,16 @@ func (w *Worker) writeReports(ctx context.Context, tenant string, jobs []job, ol
 		stop()
 		writers.Wait()
 	}()
+	// A re-clustering can hand thousands of reports to one event: the
+	// writer gives way before each, within one bound for the whole event,
+	// while documents wait to become readable.
+	yield := w.bus.Yielder(w.cfg.Stage, w.cfg.GiveWay)
 	writers.Go(func() {
 		sem := make(chan struct{}, w.cfg.ReportConcurrency)
 		for i, j := range jobs {
+			if i > 0 {
+				yield.GiveWay(wctx)
+			}
 			select {
 			case sem <- struct{}{}:
 			case <-wctx.Done():

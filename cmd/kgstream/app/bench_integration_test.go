@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
 	"slices"
 	"sort"
 	"strings"
@@ -165,7 +168,9 @@ func BenchmarkIngest(b *testing.B) {
 // had waiting or in flight at one of the sender's once-a-second samples
 // (counted as the background stages' give-way counts them),
 // peak-background-backlog the same for the clusterer and the reporter's
-// two consumers (KG_LAG_VERBOSE=1 logs every sample). KG_LAG_BACKGROUND=1
+// two consumers (KG_LAG_VERBOSE=1 logs every sample, the extractor's and
+// the resolver's apart; KG_LAG_PROFILE=file:from-to profiles a window of
+// it, see lagWindow). KG_LAG_BACKGROUND=1
 // waits for those stages to work off their backlog as well
 // (background-drain-s), so that a CPU profile holds their work on every
 // document sent.
@@ -191,19 +196,24 @@ func BenchmarkIndexLag(b *testing.B) {
 				// before it is readable and of the background ones.
 				stopS := make(chan struct{})
 				sampled := make(chan struct{})
+				window := profileWindow(b)
 				go func() {
 					defer close(sampled)
+					defer window.stop()
 					for {
 						select {
 						case <-stopS:
 							return
 						case <-time.After(time.Second):
 						}
-						front, _ := a.Bus.Backlog(context.Background(), "extractor", "resolver")
+						window.tick(time.Since(start))
+						ex, _ := a.Bus.Backlog(context.Background(), "extractor")
+						rs, _ := a.Bus.Backlog(context.Background(), "resolver")
 						back, _ := a.Bus.Backlog(context.Background(), "clusterer", "reporter", "reporter-vectors")
+						front := ex + rs
 						peakFront, peakBack = max(peakFront, front), max(peakBack, back)
 						if os.Getenv("KG_LAG_VERBOSE") != "" {
-							b.Logf("%v: extractor+resolver %d, clusterer+reporter %d pending", time.Since(start).Round(time.Second), front, back)
+							b.Logf("%v: extractor %d + resolver %d, clusterer+reporter %d pending", time.Since(start).Round(time.Second), ex, rs, back)
 						}
 					}
 				}()
@@ -266,5 +276,64 @@ func BenchmarkIndexLag(b *testing.B) {
 			b.ReportMetric(float64(peakBack), "peak-background-backlog")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// lagWindow is KG_LAG_PROFILE=file:from-to: a CPU profile of the index
+// lag benchmark's seconds from to to (since the first document), to see
+// what runs while a backlog builds up; an execution trace when file ends
+// in .trace (go tool trace -pprof=sched shows who waited for a core).
+type lagWindow struct {
+	file     string
+	from, to time.Duration
+	f        *os.File
+}
+
+func profileWindow(b *testing.B) *lagWindow {
+	v := os.Getenv("KG_LAG_PROFILE")
+	if v == "" {
+		return &lagWindow{}
+	}
+	file, span, ok := strings.Cut(v, ":")
+	from, to, ok2 := strings.Cut(span, "-")
+	f, errF := strconv.Atoi(from)
+	t, errT := strconv.Atoi(to)
+	if !ok || !ok2 || errF != nil || errT != nil || t <= f {
+		b.Fatalf("KG_LAG_PROFILE=%q: want file:from-to (seconds)", v)
+	}
+	return &lagWindow{file: file, from: time.Duration(f) * time.Second, to: time.Duration(t) * time.Second}
+}
+
+// tick starts or stops the profile at elapsed.
+func (w *lagWindow) tick(elapsed time.Duration) {
+	switch {
+	case w.file == "":
+	case w.f == nil && elapsed >= w.from && elapsed < w.to:
+		f, err := os.Create(w.file)
+		if err != nil {
+			return
+		}
+		if strings.HasSuffix(w.file, ".trace") {
+			err = trace.Start(f)
+		} else {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err == nil {
+			w.f = f
+		}
+	case w.f != nil && elapsed >= w.to:
+		w.stop()
+	}
+}
+
+func (w *lagWindow) stop() {
+	if w.f != nil {
+		if strings.HasSuffix(w.file, ".trace") {
+			trace.Stop()
+		} else {
+			pprof.StopCPUProfile()
+		}
+		_ = w.f.Close()
+		w.f, w.file = nil, ""
 	}
 }
