@@ -942,7 +942,7 @@ func (s *Service) follow(ctx context.Context, bus *stream.Bus) error {
 		// Once the caches are live: what is warmed is kept, and dropped
 		// by the events that follow as any cached read is.
 		background.Go(func() { s.warm(ctx) })
-		background.Go(func() { s.keepWarm(ctx, feed) })
+		background.Go(func() { s.keepWarm(ctx, feed, bus) })
 	}
 	<-ctx.Done()
 	s.cache.setRefresh(nil)

@@ -100,6 +100,12 @@ type Config struct {
 	// start does not wait for that (see Service.Warmed). DefaultConfig
 	// sets it; a Config written without it does not warm.
 	WarmOnStart bool
+	// GiveWay, when set with WarmOnStart, makes the background reads that
+	// keep the caches warm while the tenant changes (keepWarm) wait,
+	// within its bound, while the stages it names (the extractor and the
+	// resolver) have a backlog: in one process sharing its cores,
+	// documents become readable first (see stream.GiveWay).
+	GiveWay *stream.GiveWay
 }
 
 // LocalShares divides a local context's token budget between its sections.
@@ -209,6 +215,11 @@ func (c Config) Validate() error {
 	}
 	if c.DriftFollowUps < 1 || c.DriftFollowUps > 8 {
 		errs = append(errs, fmt.Errorf("DriftFollowUps must be 1..8, got %d", c.DriftFollowUps))
+	}
+	if c.GiveWay != nil {
+		if err := c.GiveWay.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if (c.Vectors == nil) != (c.Embedder == nil) {
 		errs = append(errs, errors.New("vector search needs both Vectors and Embedder, or neither"))

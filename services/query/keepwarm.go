@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/stream"
 )
 
 // keepWarmEvery is how long changes are gathered before keepWarm follows
@@ -84,10 +85,13 @@ func (f *warmFeed) take() map[string][]string {
 // and, while requests use it (keepNamesWarmFor), the name index takes the
 // entities changed; when none do, it takes them once the tenant has been
 // quiet for namesQuietAfter. Like the warm-up it
-// reads content only: every request still admits what it takes. It starts
+// reads content only: every request still admits what it takes. With
+// Config.GiveWay, each round first waits while the extractor and the
+// resolver have a backlog (within the bound), so an import does not share
+// its cores with reads for questions nobody asked yet. It starts
 // once the warm-up is over and runs until ctx is done; a failed read is
 // logged and left to the requests.
-func (s *Service) keepWarm(ctx context.Context, feed *warmFeed) {
+func (s *Service) keepWarm(ctx context.Context, feed *warmFeed, bus *stream.Bus) {
 	select {
 	case <-ctx.Done():
 		return
@@ -102,6 +106,7 @@ func (s *Service) keepWarm(ctx context.Context, feed *warmFeed) {
 		case <-ctx.Done():
 			return
 		case <-quiet:
+			s.giveWay(ctx, bus)
 			for tenant, at := range owed {
 				if time.Since(at) < namesQuietAfter {
 					continue
@@ -117,6 +122,7 @@ func (s *Service) keepWarm(ctx context.Context, feed *warmFeed) {
 				return
 			case <-time.After(keepWarmEvery):
 			}
+			s.giveWay(ctx, bus)
 			for tenant, ids := range feed.take() {
 				names, err := s.rewarm(ctx, tenant, ids)
 				if err != nil && ctx.Err() == nil {
@@ -135,6 +141,14 @@ func (s *Service) keepWarm(ctx context.Context, feed *warmFeed) {
 			// tenant do not put its patch off.
 			quiet = time.After(untilQuiet(owed, time.Now()))
 		}
+	}
+}
+
+// giveWay waits while the stages Config.GiveWay names have a backlog,
+// within its bound (nothing without one).
+func (s *Service) giveWay(ctx context.Context, bus *stream.Bus) {
+	if s.cfg.GiveWay != nil {
+		bus.GiveWay(ctx, "query", *s.cfg.GiveWay)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/services/query"
 )
 
@@ -158,9 +159,11 @@ func TestConfigValidate(t *testing.T) {
 	bad := query.DefaultConfig()
 	bad.MaxHops = query.HardMaxHops + 1
 	bad.ExcludedPathEntities = []string{"nocolon"}
+	bad.GiveWay = &stream.GiveWay{}
 	err := bad.Validate()
 	require.ErrorContains(t, err, "MaxHops")
 	require.ErrorContains(t, err, "ExcludedPathEntities")
+	require.ErrorContains(t, err, "GiveWay")
 	a, err := newAuth()
 	require.NoError(t, err)
 	_, err = query.New(bad, openStore(t), a, nil, nil)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/events"
@@ -29,9 +30,16 @@ import (
 // Config.WarmOnStart, once its warm-up is over.
 func warmedFixture(t *testing.T, bus *stream.Bus, st *failingStores) *fixture {
 	t.Helper()
+	return warmedFixtureWith(t, query.Config{Events: bus, WarmOnStart: true}, st)
+}
+
+// warmedFixtureWith is warmedFixture with cfg (Events and WarmOnStart
+// set).
+func warmedFixtureWith(t *testing.T, cfg query.Config, st *failingStores) *fixture {
+	t.Helper()
 	a, err := newAuth()
 	require.NoError(t, err)
-	svc, err := query.New(query.Config{Events: bus, WarmOnStart: true}, st, a, nil, nil)
+	svc, err := query.New(cfg, st, a, nil, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -302,6 +310,53 @@ func TestAppliedDocumentsAreReadInTheBackground(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, citesNext(), "the deletion counts at once")
 }
+
+// TestBackgroundReadsGiveWay: with Config.GiveWay, the background read of
+// documents applied after the warm-up waits while the stage it names has
+// a backlog above its bound, and is made once that backlog is worked off.
+func TestBackgroundReadsGiveWay(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	base := openStore(t)
+	cs := &countingStores{Stores: base, calls: map[string]int{}}
+	st := &failingStores{Stores: cs}
+	loadSeed(t, st, tenantAcme)
+	// "front" stands for the resolver: a durable on kg.graph.changed that
+	// nobody consumes until the test drains it.
+	front, err := bus.JetStream().CreateOrUpdateConsumer(t.Context(), bus.StreamName(), jetstream.ConsumerConfig{
+		Durable: "front", FilterSubject: bus.Subjects().All(events.KindGraphChanged), AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	warmedFixtureWith(t, query.Config{Events: bus, WarmOnStart: true,
+		GiveWay: &stream.GiveWay{Stages: []string{"front"}, Above: 1, Max: time.Hour, Poll: 10 * time.Millisecond}}, st)
+
+	cs.reset()
+	for _, doc := range []string{"INC-168", "INC-169"} {
+		c := store.Contributions{Title: doc, DocType: "postmortem",
+			TextUnits: []events.TextUnit{{ID: "u0", Text: doc + ": the pulsar queue stalled after the vega upgrade.", End: 60}},
+			Entities:  []store.EntityContribution{{ID: "service:pulsarqueue", Type: "service", Name: "pulsar queue", NameRank: 2, TextUnits: []string{"u0"}}}}
+		applyAnnounced(t, base, bus, doc, 1, &c)
+	}
+	// Two graph changes pending for "front", above its bound of one: a
+	// second past keepWarm's gathering, nothing is read.
+	time.Sleep(keepWarmEvery + 500*time.Millisecond)
+	require.Zero(t, cs.reset()["Source"], "documents read in the background while the front stage had 2 events pending")
+
+	batch, err := front.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		require.NoError(t, m.DoubleAck(t.Context()))
+	}
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if n := cs.calls["Source"]; n < 2 {
+			return fmt.Errorf("%d documents read in the background, want both", n)
+		}
+		return nil
+	})
+}
+
+// keepWarmEvery is keepWarm's gathering time (keepwarm.go).
+const keepWarmEvery = time.Second
 
 // TestChangedReportsAreReadInTheBackground: after the warm-up, the event
 // of a report rewrite (or of a re-clustering) makes the service read the

@@ -104,11 +104,13 @@ type Config struct {
 	// scratch (default 100; the others are incremental).
 	FullEvery int
 	// GiveWay bounds how long the background stages (re-clustering,
-	// provisional placement, report writing, vector indexing) wait, before
-	// each batch, while the extractor and the resolver have a backlog of
-	// more than 64 events: the process's cores go first to making
-	// documents readable (see stream.GiveWay). Default 2s; negative:
-	// never wait.
+	// provisional placement, report writing, vector indexing, and the
+	// query service's background reads that keep its caches warm) wait,
+	// before each batch, while the extractor and the resolver have a
+	// backlog of more than 64 events: the process's cores go first to
+	// making documents readable (see stream.GiveWay). The report writer
+	// gives way between the reports of one event too, all those waits
+	// within the one bound. Default 2s; negative: never wait.
 	GiveWay time.Duration
 	// AuditEvery is the orphan audit period (default 1m).
 	AuditEvery time.Duration
@@ -402,6 +404,7 @@ func (a *App) newWorkers(emb kgembed.Embedder, authn *auth.Authenticator) (*work
 	qcfg := query.ServiceConfig{Config: query.DefaultConfig()}
 	qcfg.Aliases = w.rs.Aliases()
 	qcfg.ExcludedPathTypes, qcfg.ExcludedPathEntities = cfg.ExcludedPathTypes, cfg.ExcludedPathEntities
+	qcfg.GiveWay = gw
 	if w.qs, err = query.NewService(qcfg, d); err != nil {
 		return nil, err
 	}
