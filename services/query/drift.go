@@ -293,6 +293,11 @@ func dedupeDocs(cs []citation) map[string]bool {
 // ties by rating. reports are the admitted reports by community; words
 // indexes every report of the set they were taken from, so a question
 // reads the reports holding its words, not the text of every report.
+// When no admitted report (of level, if given) holds a word of the
+// question ("logins" where the reports say "login"), the highest rated
+// ones prime it, as GraphRAG's DRIFT always starts from its top reports:
+// a primer left empty would leave the follow-ups to the question's
+// entities alone.
 func primerReports(question string, reports map[string]store.Report, level *int, words *reportWords) []store.Report {
 	qw := contentWords(question)
 	// admitted reports whether the report at i is its community's admitted
@@ -325,6 +330,13 @@ func primerReports(question string, reports map[string]store.Report, level *int,
 	rs := make([]scored, 0, len(scores))
 	for i, sc := range scores {
 		rs = append(rs, scored{words.reports[i], sc})
+	}
+	if len(rs) == 0 {
+		for _, r := range reports {
+			if level == nil || r.Level == *level {
+				rs = append(rs, scored{r, 0})
+			}
+		}
 	}
 	slices.SortFunc(rs, func(a, b scored) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(b.r.Rating, a.r.Rating), cmp.Compare(a.r.ID, b.r.ID))

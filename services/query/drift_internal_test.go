@@ -55,6 +55,13 @@ func primerReportsScan(question string, reports map[string]store.Report, level *
 			rs = append(rs, scored{r, sc})
 		}
 	}
+	if len(rs) == 0 { // no report holds a word of the question: the top rated
+		for _, r := range reports {
+			if level == nil || r.Level == *level {
+				rs = append(rs, scored{r, 0})
+			}
+		}
+	}
 	slices.SortFunc(rs, func(a, b scored) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(b.r.Rating, a.r.Rating), cmp.Compare(a.r.ID, b.r.ID))
 	})
@@ -129,4 +136,30 @@ func ids(rs []store.Report) []string {
 		out = append(out, r.ID)
 	}
 	return out
+}
+
+// A question that shares no word with any admitted report is primed with
+// the highest rated ones (of its level, when it names one), not with none;
+// one that shares a word is primed with the reports holding it only.
+func TestPrimerFallsBackToTheTopRatedReports(t *testing.T) {
+	rs := []store.Report{
+		{ID: "r-a", Community: "a", Level: 0, Title: "Certificate expiry on token-issuer", Rating: 6},
+		{ID: "r-b", Community: "b", Level: 0, Title: "Basket cache filled up", Rating: 9},
+		{ID: "r-c", Community: "c", Level: 1, Title: "Checkout and payments", Rating: 8},
+		{ID: "r-d", Community: "d", Level: 0, Title: "Pricing flag push", Rating: 2},
+		{ID: "r-e", Community: "e", Level: 0, Title: "Image resizer pool", Rating: 6},
+	}
+	admitted := map[string]store.Report{}
+	for _, r := range rs {
+		admitted[r.Community] = r
+	}
+	words := newReportWords(rs)
+	require.Equal(t, []string{"r-b", "r-c", "r-a"}, ids(primerReports("Why did logins fail?", admitted, nil, words)),
+		"by rating, then id")
+	zero := 0
+	require.Equal(t, []string{"r-b", "r-a", "r-e"}, ids(primerReports("Why did logins fail?", admitted, &zero, words)),
+		"of the level asked")
+	require.Equal(t, []string{"r-a"}, ids(primerReports("When did the certificate expire?", admitted, nil, words)),
+		"a shared word keeps the primer to the reports holding it")
+	require.Empty(t, primerReports("Why did logins fail?", map[string]store.Report{}, nil, words), "no admitted report, no primer")
 }
