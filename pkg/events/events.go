@@ -410,6 +410,9 @@ type GraphChanged struct {
 	Entities    int       `json:"entities"`
 	Edges       int       `json:"edges"`
 	ReceivedAt  time.Time `json:"received_at"`
+	// DocType is the applied version's document type; empty for a
+	// deletion and in the events of builds before it was added.
+	DocType string `json:"doc_type,omitempty"`
 }
 
 // Validate checks the fields a consumer relies on.

@@ -166,6 +166,11 @@ func (r *Reextractor) Handle(ctx context.Context, m *stream.Message) error {
 
 func (r *Reextractor) handle(ctx context.Context, _ *stream.Message, evp *events.GraphChanged) error {
 	ev := *evp
+	if !ev.Deleted && ev.DocType != "" && ev.DocType != CatalogDocType && !r.caughtByCatalog(ev) {
+		// Neither a catalog document nor one extracted before the
+		// tenant's last catalog change: its record is not read.
+		return nil
+	}
 	rec, err := r.st.Source(ctx, ev.Tenant, ev.DocID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -330,14 +335,24 @@ func (r *Reextractor) inFlight(ctx context.Context, ev events.GraphChanged, rec 
 	if r.off == nil || ev.Deleted || rec.Deleted || rec.Version != ev.Version || len(rec.TextUnits) == 0 {
 		return nil
 	}
-	r.mu.Lock()
-	at, ok := r.catalogAt[ev.Tenant]
-	r.mu.Unlock()
-	if !ok || !ev.ReceivedAt.Before(at) {
+	if !r.caughtByCatalog(ev) {
 		return nil
 	}
 	_, err := r.Reextract(ctx, ev.Tenant, rec, ReasonCatalogInFlight)
 	return err
+}
+
+// caughtByCatalog reports whether the document of ev may have been
+// extracted against an older catalog: received before the tenant's last
+// catalog change, with the offline extractor.
+func (r *Reextractor) caughtByCatalog(ev events.GraphChanged) bool {
+	if r.off == nil {
+		return false
+	}
+	r.mu.Lock()
+	at, ok := r.catalogAt[ev.Tenant]
+	r.mu.Unlock()
+	return ok && ev.ReceivedAt.Before(at)
 }
 
 // Reextract extracts rec's document again from its stored text units

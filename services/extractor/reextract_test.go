@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,4 +282,54 @@ func TestReextractStageActsOnCatalogDocumentsOnly(t *testing.T) {
 	require.NoError(t, events.Decode(e.extractedMsgs(t)[0].Data, &got))
 	require.Equal(t, "inc-a", got.DocID)
 	require.True(t, strings.Contains(strings.Join(mentions(got), " "), "component:frobnicator"))
+}
+
+// sourceCounting counts the records the re-extraction stage reads.
+type sourceCounting struct {
+	*embedded.Store
+	reads atomic.Int64
+}
+
+func (s *sourceCounting) Source(ctx context.Context, tenant, docID string) (store.SourceRecord, error) {
+	s.reads.Add(1)
+	return s.Store.Source(ctx, tenant, docID)
+}
+
+// The stage reads a document's record only when the change may concern
+// it: a change naming a doc type other than the catalog's, of a document
+// received after the tenant's last catalog change, is left unread; a
+// change without a doc type (an older build's event), a catalog
+// document's and one received before a catalog change are read, and the
+// last is re-extracted against the new catalog.
+func TestReextractStageReadsOnlyWhatMayConcernIt(t *testing.T) {
+	e := newRxEnv(t)
+	st := &sourceCounting{Store: e.st}
+	rx, err := extractor.NewReextractor(extractor.ReextractConfig{}, e.bus, st, e.off, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	e.ingest(t, "inc-a", textA)
+	handle := func(ev events.GraphChanged) {
+		t.Helper()
+		ev.Header = events.Header{Schema: events.SchemaVersion, Tenant: rxTenant}
+		data, err := events.Encode(&ev)
+		require.NoError(t, err)
+		require.NoError(t, rx.Handle(t.Context(), &stream.Message{Kind: events.KindGraphChanged, Tenant: rxTenant, Data: data}))
+	}
+	before := time.Now()
+	handle(events.GraphChanged{DocID: "inc-a", Version: 1, DocType: "incident", ReceivedAt: before})
+	require.Zero(t, st.reads.Load(), "an incident's change, no catalog change: its record was read")
+	handle(events.GraphChanged{DocID: "inc-a", Version: 1, ReceivedAt: before})
+	require.EqualValues(t, 1, st.reads.Load(), "a change without a doc type is read")
+
+	e.catalog(t, 1, map[string]string{"frobnicator": ""})
+	handle(events.GraphChanged{DocID: "catalog", Version: 1, DocType: extractor.CatalogDocType, ReceivedAt: time.Now(),
+		Touched: []string{"component:frobnicator"}})
+	require.Greater(t, st.reads.Load(), int64(1), "the catalog's change is read")
+	extracted := len(e.extractedMsgs(t))
+	require.Equal(t, 1, extracted, "inc-a is re-extracted once for the catalog")
+
+	reads := st.reads.Load()
+	handle(events.GraphChanged{DocID: "inc-a", Version: 1, DocType: "incident", ReceivedAt: time.Now().Add(time.Minute)})
+	require.Equal(t, reads, st.reads.Load(), "a document received after the catalog change was read")
+	handle(events.GraphChanged{DocID: "inc-a", Version: 1, DocType: "incident", ReceivedAt: before})
+	require.Equal(t, reads+1, st.reads.Load(), "a document received before the catalog change is read")
 }

@@ -61,19 +61,44 @@ func extractedFor(tenant, doc string, version int64, failure string) *events.Ext
 // announced lists the graph.changed events of a tenant as doc@version.
 func (f *batchFixture) announced(t *testing.T, tenant string) []string {
 	t.Helper()
+	var out []string
+	for _, ev := range f.graphChanges(t, tenant) {
+		out = append(out, fmt.Sprintf("%s@%d", ev.DocID, ev.Version))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// graphChanges returns the graph.changed events of a tenant, in stream
+// order.
+func (f *batchFixture) graphChanges(t *testing.T, tenant string) []events.GraphChanged {
+	t.Helper()
 	c, err := f.bus.JetStream().OrderedConsumer(t.Context(), f.bus.StreamName(), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{f.bus.Subjects().For(events.KindGraphChanged, tenant)}})
 	require.NoError(t, err)
 	batch, err := c.FetchNoWait(100)
 	require.NoError(t, err)
-	var out []string
+	var out []events.GraphChanged
 	for m := range batch.Messages() {
 		var ev events.GraphChanged
 		require.NoError(t, events.Decode(m.Data(), &ev))
-		out = append(out, fmt.Sprintf("%s@%d", ev.DocID, ev.Version))
+		out = append(out, ev)
 	}
-	sort.Strings(out)
 	return out
+}
+
+// A graph change names the applied version's doc type, so that a stage
+// that acts on catalog documents only need not read the record of every
+// other.
+func TestGraphChangeNamesTheDocType(t *testing.T) {
+	f := setupBatch(t, nil)
+	ev := extractedFor("acme", "INC-1", 1, "disk full")
+	ev.DocType = "postmortem"
+	errs := f.w.HandleBatch(t.Context(), []*stream.Message{msg(t, events.KindExtracted, "acme", ev)})
+	require.NoError(t, errs[0])
+	changes := f.graphChanges(t, "acme")
+	require.Len(t, changes, 1)
+	require.Equal(t, "postmortem", changes[0].DocType)
 }
 
 func (f *batchFixture) version(t *testing.T, tenant, doc string) int64 {
