@@ -101,7 +101,7 @@ func upCmd(g *globals) *cobra.Command {
 	fs.StringArrayVar(&cfg.ExcludedPathEntities, "exclude-path-entity", nil, "entity id (TYPE:KEY) path queries never expand through (repeatable)")
 	fs.DurationVar(&cfg.Quiet, "cluster-quiet", 2*time.Second, "quiet period before re-clustering")
 	fs.DurationVar(&cfg.MaxDelay, "cluster-max-delay", 30*time.Second, "maximum delay of a re-clustering")
-	fs.DurationVar(&cfg.GiveWay, "give-way", 2*time.Second, "longest wait of a background stage (re-clustering, reports, vectors) while the extractor and resolver have a backlog; 0: never wait")
+	fs.DurationVar(&cfg.GiveWay, "give-way", 2*time.Second, "longest wait of a background stage (re-clustering, reports, vectors, the query caches' reads) while the extractor and resolver have a backlog; 0: never wait")
 	fs.DurationVar(&cfg.AuditEvery, "audit-every", time.Minute, "period of the orphan audit")
 	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 0, "deliveries per stage before dead-lettering (0: the default)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", stream.DefaultDrainTimeout, "on shutdown, how long handlers in flight may finish before they are cancelled and their events redelivered")

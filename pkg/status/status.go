@@ -443,18 +443,6 @@ const sourceIndexChunk = 1024
 func (c *Collector) readableReport(ctx context.Context, tenant string, readable []string) (Report, error) {
 	r := Report{Tenant: tenant, Scope: ScopeReadable, Documents: len(readable), Build: buildinfo.Read()}
 	entities, edges := map[string]struct{}{}, map[string]struct{}{}
-	count := func(ix store.SourceIndex) {
-		if ix.Deleted {
-			return
-		}
-		r.Applied++
-		for _, e := range ix.Entities {
-			entities[e] = struct{}{}
-		}
-		for _, e := range ix.Edges {
-			edges[e] = struct{}{}
-		}
-	}
 	// The records' contribution indexes alone, a chunk at a time: not
 	// their text units nor their stored extractions (store.IndexesOf).
 	for start := 0; start < len(readable); start += sourceIndexChunk {
@@ -463,7 +451,16 @@ func (c *Collector) readableReport(ctx context.Context, tenant string, readable 
 			return r, fmt.Errorf("reading source indexes: %w", err)
 		}
 		for _, ix := range ixs {
-			count(ix)
+			if ix.Deleted {
+				continue
+			}
+			r.Applied++
+			for _, e := range ix.Entities {
+				entities[e] = struct{}{}
+			}
+			for _, e := range ix.Edges {
+				edges[e] = struct{}{}
+			}
 		}
 	}
 	r.Entities, r.Edges = len(entities), len(edges)

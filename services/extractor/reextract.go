@@ -332,10 +332,7 @@ func linksAny(entities, ids []string) bool {
 // before the change, and the catalog's candidates were listed before it
 // was applied. Only the offline extraction is checked.
 func (r *Reextractor) inFlight(ctx context.Context, ev events.GraphChanged, rec store.SourceRecord) error {
-	if r.off == nil || ev.Deleted || rec.Deleted || rec.Version != ev.Version || len(rec.TextUnits) == 0 {
-		return nil
-	}
-	if !r.caughtByCatalog(ev) {
+	if ev.Deleted || rec.Deleted || rec.Version != ev.Version || len(rec.TextUnits) == 0 || !r.caughtByCatalog(ev) {
 		return nil
 	}
 	_, err := r.Reextract(ctx, ev.Tenant, rec, ReasonCatalogInFlight)

@@ -147,9 +147,7 @@ func (s *Service) keepWarm(ctx context.Context, feed *warmFeed, bus *stream.Bus)
 // giveWay waits while the stages Config.GiveWay names have a backlog,
 // within its bound (nothing without one).
 func (s *Service) giveWay(ctx context.Context, bus *stream.Bus) {
-	if s.cfg.GiveWay != nil {
-		bus.GiveWay(ctx, "query", *s.cfg.GiveWay)
-	}
+	bus.Yielder("query", s.cfg.GiveWay).GiveWay(ctx)
 }
 
 // untilQuiet is how long after now the first of the owed tenants (by when
