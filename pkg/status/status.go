@@ -149,6 +149,7 @@ type Collector struct {
 	vorphans *prometheus.GaugeVec
 	vstale   *prometheus.GaugeVec
 	recorder *Recorder
+	counts   countCache
 }
 
 // WithVectors lets the audit compare the vector index's ACL copies with
@@ -408,10 +409,23 @@ func (c *Collector) fleetFigures(ctx context.Context, p *PipelineFigures) {
 // and edges those support) and no audit figures, which count and name
 // documents they may not read. No one but an admin gets the pipeline
 // figures: they count every tenant's and every document's activity.
+//
+// A caller's counts without the audit are kept (see countCache) and served
+// again while neither the tenant's registry nor its graph has changed.
 func (c *Collector) CollectFor(ctx context.Context, caller provenance.Caller, audit bool) (Report, error) {
 	if caller.Admin {
 		return c.Collect(ctx, caller.Tenant, audit)
 	}
+	if !audit {
+		if r, ok := c.counts.collect(ctx, c, caller); ok {
+			return r, nil
+		}
+	}
+	return c.collectFor(ctx, caller, audit)
+}
+
+// collectFor is CollectFor of a caller who is no admin, computed now.
+func (c *Collector) collectFor(ctx context.Context, caller provenance.Caller, audit bool) (Report, error) {
 	srcs, err := c.st.ListSources(ctx, caller.Tenant)
 	if err != nil {
 		return Report{Tenant: caller.Tenant}, fmt.Errorf("listing sources: %w", err)

@@ -396,6 +396,7 @@ func (k keys) writes(w store.Writes, st store.State) ([]writeCmd, error) {
 		if edgeDelta != 0 {
 			p.IncrBy(ctx, k.edgeCount(), edgeDelta)
 		}
+		p.Incr(ctx, k.graphGen())
 		p.Set(ctx, k.src(doc), rec, 0)
 		p.SAdd(ctx, k.srcs(), doc)
 		if deleted {
@@ -1254,6 +1255,22 @@ func (s *Store) audit(ctx context.Context, k keys) (store.AuditReport, error) {
 		rep.AddIndexMismatch("edge count %q is %d, %d edges exist", k.edgeCount(), count, len(g.Edges))
 	}
 	return rep, nil
+}
+
+var _ store.GraphGenerations = (*Store)(nil)
+
+// GraphGeneration returns the tenant's graph generation (see
+// store.GraphGenerations): g:gen, which every applied change raises
+// (INCR) in its transaction.
+func (s *Store) GraphGeneration(ctx context.Context, tenant string) (uint64, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return 0, fmt.Errorf("reading the graph generation: %w", err)
+	}
+	n, err := s.client.Get(ctx, s.tenantKeys(tenant).graphGen()).Uint64()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return 0, fmt.Errorf("reading the graph generation of %q: %w", tenant, err)
+	}
+	return n, nil
 }
 
 // GraphTenants lists the tenants with graph data, sorted.

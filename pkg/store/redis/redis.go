@@ -52,6 +52,7 @@
 //	<p>:{<t>}:g:x:<id>               store.EdgeHead (store.EncodeEdgeHead; the supports inline while they are few)
 //	<p>:{<t>}:g:xs:<id>              hash <doc> -> the doc's support, once the head has spilled them (store.EdgeHead.Inline)
 //	<p>:{<t>}:g:edge-count           how many edges there are (INCRBY by every write creating or removing edges)
+//	<p>:{<t>}:g:gen                  graph generation, INCR by every applied change (store.GraphGenerations)
 //	<p>:{<t>}:g:out:<entity>         hash: one field per edge leaving the entity, "<relation>|<target>", value "" (adjacency.go)
 //	<p>:{<t>}:g:in:<entity>          hash: one field per edge entering the entity, "<source>|<relation>", value "" (adjacency.go)
 //	<p>:{<t>}:g:rel:<relation>       set of ids of the relation's edges
@@ -207,6 +208,7 @@ func (k keys) byType(t string) string        { return k.base + "g:type:" + t }
 func (k keys) edge(id string) string         { return k.base + "g:x:" + id }
 func (k keys) edgeSupports(id string) string { return k.base + "g:xs:" + id }
 func (k keys) edgeCount() string             { return k.base + "g:edge-count" }
+func (k keys) graphGen() string              { return k.base + "g:gen" }
 func (k keys) edgeSet() string               { return k.base + "g:edges" } // layouts 1 to 3 (layout.go)
 func (k keys) out(id string) string          { return k.base + "g:out:" + id }
 func (k keys) in(id string) string           { return k.base + "g:in:" + id }
