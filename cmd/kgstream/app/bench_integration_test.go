@@ -62,6 +62,16 @@ func benchTargets() []benchTarget {
 			b.Cleanup(func() { cleanRedis(b, prefix) })
 			return app.Config{RedisURL: redisURL(), RedisPrefix: prefix}
 		}},
+		// Both on the machine's servers: NATS JetStream (a stream and
+		// subjects of its own) and Redis (a key prefix of its own), as a
+		// deployment runs them; both deleted afterwards.
+		{"nats-redis", func(b *testing.B) app.Config {
+			id := fmt.Sprintf("%d", time.Now().UnixNano())
+			prefix, stream := "kgbench"+id, "KGBENCH_"+id
+			b.Cleanup(func() { cleanRedis(b, prefix); deleteStream(b, stream) })
+			return app.Config{NATSURL: natsURL(), Stream: stream, SubjectPrefix: "kgbench" + id,
+				RedisURL: redisURL(), RedisPrefix: prefix}
+		}},
 	}
 }
 
@@ -111,7 +121,8 @@ func applied(b *testing.B, c *app.Client) int {
 }
 
 // BenchmarkIngest measures documents per second from the gateway's 202 to
-// the graph applied (offline extractor), for the embedded and Redis stores.
+// the graph applied (offline extractor), for the embedded stores, the Redis
+// stores and both NATS and Redis on the machine's servers (benchTargets).
 func BenchmarkIngest(b *testing.B) {
 	docs := corpus(b)
 	for _, tg := range benchTargets() {
