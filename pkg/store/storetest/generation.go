@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,12 +17,7 @@ import (
 func testRegistryGeneration(t *testing.T, s store.Stores) {
 	g, ok := s.(store.RegistryGenerations)
 	require.True(t, ok, "the registry counts its writes (store.RegistryGenerations)")
-	gen := func(tn string) uint64 {
-		t.Helper()
-		n, err := g.RegistryGeneration(t.Context(), tn)
-		require.NoError(t, err)
-		return n
-	}
+	gen := generationOf(t, g.RegistryGeneration)
 	require.Zero(t, gen(tenant), "a tenant never written is at 0")
 	raised := func(what string, write func()) {
 		t.Helper()
@@ -99,12 +95,7 @@ func testRegistryGeneration(t *testing.T, s store.Stores) {
 func testGraphGeneration(t *testing.T, s store.Stores) {
 	g, ok := s.(store.GraphGenerations)
 	require.True(t, ok, "the graph store counts its changes (store.GraphGenerations)")
-	gen := func(tn string) uint64 {
-		t.Helper()
-		n, err := g.GraphGeneration(t.Context(), tn)
-		require.NoError(t, err)
-		return n
-	}
+	gen := generationOf(t, g.GraphGeneration)
 	require.Zero(t, gen(tenant), "a tenant never written is at 0")
 	raised := func(what string, by uint64, write func()) {
 		t.Helper()
@@ -159,4 +150,15 @@ func testGraphGeneration(t *testing.T, s store.Stores) {
 		}))
 	})
 	requireClean(t, s, tenant)
+}
+
+// generationOf returns a reader of a tenant's generation by read that
+// fails the test on error.
+func generationOf(t *testing.T, read func(ctx context.Context, tenant string) (uint64, error)) func(tenant string) uint64 {
+	return func(tn string) uint64 {
+		t.Helper()
+		n, err := read(t.Context(), tn)
+		require.NoError(t, err)
+		return n
+	}
 }
