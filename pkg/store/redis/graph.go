@@ -91,13 +91,10 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		// Watch before reading, so any change after our read aborts EXEC:
 		// the heads, or for a large change's first attempt their stripes
 		// or coarse stripes, which every writer of them bumps (see
-		// stripes.go).
-		if watch := k.watchKeys(entityIDs, edgeIDs, s.watchStripes(len(entityIDs)+len(edgeIDs), attempt), s.watchCoarseMin); len(watch) > 0 {
-			if err := tx.Watch(ctx, watch...).Err(); err != nil {
-				return err
-			}
-		}
-		st, err := readState(ctx, tx, k, ch.DocID, entityIDs, entityKeys, edgeIDs, edgeKeys)
+		// stripes.go). readState sends the WATCH first in its first round
+		// trip.
+		watch := k.watchKeys(entityIDs, edgeIDs, s.watchStripes(len(entityIDs)+len(edgeIDs), attempt), s.watchCoarseMin)
+		st, err := readState(ctx, tx, k, ch.DocID, watch, entityIDs, entityKeys, edgeIDs, edgeKeys)
 		if err != nil {
 			return err
 		}
@@ -128,13 +125,21 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 	return res, err
 }
 
-// readState reads, in one pipeline, the heads of the entities and edges
+// readState watches the keys of watch and reads, in one pipeline (the
+// WATCH first: Redis runs a connection's commands in order, so whatever
+// changes after the reads aborts EXEC), the heads of the entities and edges
 // of a change and the document's own fields of them (HMGET of an entity's
 // head and the doc's field, MGET of the edge heads), then, in a second, the
 // document's supports stored apart of the edge heads that spilled them,
 // for store.Plan. Every fragment of an entity is
 // read (HGETALL) only when Plan asks for it.
-func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entityIDs, entityKeys, edgeIDs, edgeKeys []string) (store.State, error) {
+func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, watch, entityIDs, entityKeys, edgeIDs, edgeKeys []string) (store.State, error) {
+	if len(watch) > 0 && len(entityKeys) == 0 && len(edgeKeys) == 0 {
+		if err := tx.Watch(ctx, watch...).Err(); err != nil {
+			return store.State{}, err
+		}
+		watch = nil
+	}
 	st := store.State{
 		Entities: make(map[string]store.EntityHead, len(entityIDs)), Edges: make(map[string]store.EdgeHead, len(edgeIDs)),
 		// Only the document's own fragments and spilled supports: most
@@ -166,7 +171,17 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 		eds := edgeKeys[min(start, len(edgeKeys)):min(start+mgetChunk, len(edgeKeys))]
 		cmds := make([]*goredis.SliceCmd, len(ents))
 		var heads *goredis.SliceCmd
+		var watched *goredis.Cmd
 		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			if len(watch) > 0 {
+				args := make([]any, 0, len(watch)+1)
+				args = append(args, "WATCH")
+				for _, key := range watch {
+					args = append(args, key)
+				}
+				watched = p.Do(ctx, args...)
+				watch = nil // once, in the first round trip
+			}
 			for i, key := range ents {
 				cmds[i] = p.HMGet(ctx, key, headField, docID)
 			}
@@ -177,6 +192,9 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, entity
 		})
 		if err != nil {
 			return store.State{}, err
+		}
+		if watched != nil && watched.Err() != nil {
+			return store.State{}, fmt.Errorf("watching: %w", watched.Err())
 		}
 		for n, c := range cmds {
 			id := entityIDs[start+n]
