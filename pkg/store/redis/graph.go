@@ -76,9 +76,21 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 	}
 	var res store.ApplyResult
 	attempt := 0
-	err := s.optimistic(ctx, func(tx *goredis.Tx) error {
+	err := s.optimistic(ctx, func(tx *goredis.Tx) (err error) {
 		attempt++
-		old, err := getJSON[store.SourceRecord](ctx, tx, k.src(ch.DocID))
+		// The record is watched and read in one round trip. That WATCH is
+		// a plain command, which go-redis does not know to release: a
+		// return without EXEC (nothing to write, or an error) releases it
+		// here, so that no watch stays on a pooled connection.
+		executed := false
+		defer func() {
+			if !executed {
+				if uerr := tx.Unwatch(context.WithoutCancel(ctx)).Err(); uerr != nil && err == nil {
+					err = uerr
+				}
+			}
+		}()
+		old, err := watchRecord(ctx, tx, k.src(ch.DocID))
 		if err != nil {
 			return err
 		}
@@ -114,6 +126,8 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if s.beforeWrite != nil {
 			s.beforeWrite(attempt)
 		}
+		// EXEC releases every watch, whether it commits or aborts.
+		executed = true
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			for _, c := range cmds {
 				c(ctx, p)
@@ -121,8 +135,38 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 			return nil
 		})
 		return err
-	}, k.src(ch.DocID))
+	})
 	return res, err
+}
+
+// watchRecord watches the record at key and reads it, in one round trip
+// (WATCH first: whatever changes it after the read aborts EXEC); nil if
+// the key is absent.
+func watchRecord(ctx context.Context, tx *goredis.Tx, key string) (*store.SourceRecord, error) {
+	var watched *goredis.Cmd
+	var get *goredis.StringCmd
+	_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		watched, get = p.Do(ctx, "WATCH", key), p.Get(ctx, key)
+		return nil
+	})
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, err
+	}
+	if err := watched.Err(); err != nil {
+		return nil, fmt.Errorf("watching %q: %w", key, err)
+	}
+	data, err := get.Bytes()
+	if errors.Is(err, goredis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := new(store.SourceRecord)
+	if err := store.DecodeValue(data, rec); err != nil {
+		return nil, fmt.Errorf("decoding %q: %w", key, err)
+	}
+	return rec, nil
 }
 
 // readState watches the keys of watch and reads, in one pipeline (the

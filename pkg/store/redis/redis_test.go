@@ -314,3 +314,41 @@ func edgeMemory(tb testing.TB, c *goredis.Client, graph string, n int) edgeCost 
 	}
 	return cost
 }
+
+// TestNoWatchOutlivesAnApply: an apply that writes nothing (a duplicate)
+// leaves no watch on its connection. With one pooled connection, a watch
+// left on the duplicate's record would abort the next apply's EXEC once
+// another writer changed that record, and the next apply would need a
+// second attempt.
+func TestNoWatchOutlivesAnApply(t *testing.T) {
+	ctx := t.Context()
+	opts := options(t)
+	opts.PoolSize = 1
+	c := goredis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	prefix := "kgtest-" + rand.Text()[:12]
+	t.Cleanup(func() { deleteKeys(t, prefix) })
+	var attempts []int
+	s := redis.New(c, prefix, redis.WithBeforeWrite(func(attempt int) { attempts = append(attempts, attempt) }))
+	other := redis.New(newClient(t), prefix)
+	contrib := func(id string) store.Contributions {
+		return store.Contributions{Entities: []store.EntityContribution{{ID: "t:" + id, Type: "t", Name: id}}}
+	}
+	if _, err := s.Apply(ctx, "acme", "a", 1, contrib("a")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Apply(ctx, "acme", "a", 1, contrib("a"))
+	if err != nil || res.Outcome != store.Duplicate {
+		t.Fatalf("applying a@1 again: %+v, %v; want a duplicate", res, err)
+	}
+	if _, err := other.Apply(ctx, "acme", "a", 2, contrib("a2")); err != nil {
+		t.Fatal(err)
+	}
+	attempts = nil
+	if _, err := s.Apply(ctx, "acme", "b", 1, contrib("b")); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(attempts, []int{1}) {
+		t.Fatalf("applying b took the attempts %v, want [1]: a watch of the duplicate outlived it", attempts)
+	}
+}
