@@ -93,18 +93,28 @@ func TestRunStopsAllKindsWhenOneConsumerIsGone(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrConsumerGone naming grp-doc_deleted", err)
 	}
 	// Run has returned, so the doc.changed consumer has too: a new event
-	// waits unhandled on its durable.
+	// waits unhandled and unacknowledged on its durable. It is pending,
+	// or, when the stopped fetch dropped its inbox only after Run's flush
+	// reached the server, held for the last pull request (see
+	// nakBuffered) until AckWait; either way no handler sees it. A
+	// consumer still running would have handled it well within the
+	// quiet half second.
 	publish(t, bus, "acme/d/2/changed", doc("d", 2))
 	info, err := bus.JetStream().Consumer(t.Context(), bus.StreamName(), "grp-doc_changed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new event pending", func() bool {
+	unacked := func() bool {
 		i, err := info.Info(t.Context())
-		return err == nil && i.NumPending == 1 && i.NumAckPending == 0
-	})
+		return err == nil && i.NumPending+uint64(i.NumAckPending) == 1
+	}
+	waitFor(t, "the new event stored", unacked)
+	time.Sleep(500 * time.Millisecond)
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler called %d times, want 1", n)
+	}
+	if !unacked() {
+		t.Fatal("the new event was acknowledged after the stage stopped")
 	}
 	for _, want := range []string{`msg="stage started" stage=grp`, `msg="stage stopped" stage=grp reason=failed`} {
 		if !strings.Contains(logs.String(), want) {

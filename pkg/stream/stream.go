@@ -612,8 +612,8 @@ func (b *Bus) run(ctx context.Context, cc ConsumerConfig, consume func(context.C
 		g.Go(func() error { return consume(gctx, s, c) })
 	}
 	err := g.Wait()
-	// The fetches' unsubscriptions reach the server before Run returns
-	// (see nakBuffered).
+	// The fetches' unsubscriptions reach the server before Run returns,
+	// almost always (see nakBuffered).
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushWait)
 	_ = b.nc.FlushWithContext(fctx)
 	cancel()
@@ -819,8 +819,11 @@ func (b *Bus) consume(ctx context.Context, s *stage, cons jetstream.Consumer, h 
 // which is done when nakBuffered is called, and the fetch's buffer never
 // blocks it, so the close comes at once. The fetch drops its inbox right
 // after closing ch; run then flushes the connection, so the server has
-// dropped the request (it delivers only to an inbox with interest) before
-// Run returns and no later message goes to an inbox nobody reads.
+// almost always dropped the request (it delivers only to an inbox with
+// interest) before Run returns and no later message goes to an inbox
+// nobody reads. When the fetch's goroutine drops the inbox only after
+// that flush (a busy machine can hold it between the two), a message
+// arriving in between waits AckWait for its redelivery.
 func nakBuffered(ch <-chan jetstream.Msg) {
 	for msg := range ch {
 		_ = msg.Nak()
