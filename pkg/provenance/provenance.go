@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -193,6 +194,22 @@ type Caller struct {
 	// their tenant, also ones they cannot read; others may only overwrite,
 	// re-permission or delete documents whose ACL names them as writers.
 	Writer bool `json:"writer,omitempty"`
+}
+
+// ReadKey names what decides which documents c may read (Readable): the
+// tenant, the principal and the groups, sorted and each once, each quoted
+// (so no name can pass for two). Two callers with the same ReadKey read
+// the same documents, so a reader may key what it keeps per caller on it.
+func (c Caller) ReadKey() string {
+	var b strings.Builder
+	b.WriteString(strconv.Quote(c.Tenant))
+	b.WriteByte(' ')
+	b.WriteString(strconv.Quote(c.Principal))
+	for _, g := range slices.Compact(slices.Sorted(slices.Values(c.Groups))) {
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(g))
+	}
+	return b.String()
 }
 
 // SourceRef names one version of one document, optionally one text unit in it.

@@ -296,3 +296,33 @@ func snapshotStates() map[string]provenance.SourceState {
 		"c": {Tenant: "acme", DocID: "c", Version: 1, ACL: provenance.ACL{Groups: []string{"payments"}}},
 	}
 }
+
+// TestReadKey: callers who read the same documents share a key (groups in
+// any order, a group twice); another tenant, principal or group set does
+// not.
+func TestReadKey(t *testing.T) {
+	a := provenance.Caller{Tenant: "acme", Principal: "rita", Groups: []string{"ops", "dev"}}
+	for _, same := range []provenance.Caller{
+		{Tenant: "acme", Principal: "rita", Groups: []string{"dev", "ops"}},
+		{Tenant: "acme", Principal: "rita", Groups: []string{"ops", "dev", "ops"}, Writer: true},
+	} {
+		if a.ReadKey() != same.ReadKey() {
+			t.Errorf("%+v and %+v read the same documents: keys %q and %q", a, same, a.ReadKey(), same.ReadKey())
+		}
+	}
+	for _, other := range []provenance.Caller{
+		{Tenant: "globex", Principal: "rita", Groups: []string{"ops", "dev"}},
+		{Tenant: "acme", Principal: "ravi", Groups: []string{"ops", "dev"}},
+		{Tenant: "acme", Principal: "rita", Groups: []string{"ops"}},
+		{Tenant: "acme", Principal: "rita", Groups: []string{"ops", "dev", "sec"}},
+		{Tenant: "acme", Principal: "rita\x00dev", Groups: []string{"ops"}},
+		{Tenant: "acme", Principal: "rita\" \"dev", Groups: []string{"ops"}},
+	} {
+		if a.ReadKey() == other.ReadKey() {
+			t.Errorf("%+v and %+v share the key %q", a, other, a.ReadKey())
+		}
+	}
+	if len(a.Groups) != 2 || a.Groups[0] != "ops" {
+		t.Errorf("ReadKey reordered the caller's groups: %v", a.Groups)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"golang.org/x/sync/singleflight"
@@ -43,14 +42,6 @@ type countEntry struct {
 	rep Report
 }
 
-// callerKey names what decides what a caller may read: the tenant, the
-// principal and the groups (provenance.ACL.Admits).
-func callerKey(c provenance.Caller) string {
-	groups := slices.Clone(c.Groups)
-	slices.Sort(groups)
-	return c.Tenant + "\x00" + c.Principal + "\x00" + strings.Join(slices.Compact(groups), "\x00")
-}
-
 // generationsOf reads the tenant's generations; ok is false when the store
 // counts neither or one cannot be read.
 func generationsOf(ctx context.Context, st Stores, tenant string) (generations, bool) {
@@ -80,7 +71,7 @@ func (cc *countCache) collect(ctx context.Context, c *Collector, caller provenan
 	if !ok {
 		return Report{}, false
 	}
-	key := callerKey(caller)
+	key := caller.ReadKey()
 	cc.mu.Lock()
 	e, found := cc.entries[key]
 	cc.mu.Unlock()

@@ -198,11 +198,7 @@ func (v *view) aggregateKey(typ string, hop Hop) (aggKey, bool, error) {
 // principal, groups: what Readable reads), computed once per request.
 func (v *view) callerKey() string {
 	if v.who == "" {
-		c := v.adm.Caller()
-		groups := slices.Clone(c.Groups)
-		slices.Sort(groups)
-		groups = slices.Compact(groups)
-		v.who = c.Tenant + "\x00" + c.Principal + "\x00" + strings.Join(groups, "\x00")
+		v.who = v.adm.Caller().ReadKey()
 	}
 	return v.who
 }

@@ -65,14 +65,18 @@ func benchTargets() []benchTarget {
 		// Both on the machine's servers: NATS JetStream (a stream and
 		// subjects of its own) and Redis (a key prefix of its own), as a
 		// deployment runs them; both deleted afterwards.
-		{"nats-redis", func(b *testing.B) app.Config {
-			id := fmt.Sprintf("%d", time.Now().UnixNano())
-			prefix, stream := "kgbench"+id, "KGBENCH_"+id
-			b.Cleanup(func() { cleanRedis(b, prefix); deleteStream(b, stream) })
-			return app.Config{NATSURL: natsURL(), Stream: stream, SubjectPrefix: "kgbench" + id,
-				RedisURL: redisURL(), RedisPrefix: prefix}
-		}},
+		{"nats-redis", func(b *testing.B) app.Config { return externalConfig(b, "kgbench") }},
 	}
+}
+
+// externalConfig runs the all-in-one on the machine's NATS JetStream (a
+// stream and subjects of its own) and Redis (a key prefix of its own),
+// named after name and the time, both deleted when b ends.
+func externalConfig(b *testing.B, name string) app.Config {
+	id := fmt.Sprintf("%s%d", name, time.Now().UnixNano())
+	stream := strings.ToUpper(id)
+	b.Cleanup(func() { cleanRedis(b, id); deleteStream(b, stream) })
+	return app.Config{NATSURL: natsURL(), Stream: stream, SubjectPrefix: id, RedisURL: redisURL(), RedisPrefix: id}
 }
 
 func startBench(b *testing.B, cfg app.Config) *app.App {

@@ -219,13 +219,7 @@ func BenchmarkScale(b *testing.B) {
 	switch kind := os.Getenv("KG_SCALE_STORE"); kind {
 	case "", "embedded":
 	case "redis":
-		config = func() app.Config {
-			id := fmt.Sprintf("%d", time.Now().UnixNano())
-			prefix, stream := "kgscale"+id, "KGSCALE_"+id
-			b.Cleanup(func() { cleanRedis(b, prefix); deleteStream(b, stream) })
-			return app.Config{NATSURL: natsURL(), Stream: stream, SubjectPrefix: "kgscale" + id,
-				RedisURL: redisURL(), RedisPrefix: prefix}
-		}
+		config = func() app.Config { return externalConfig(b, "kgscale") }
 	default:
 		b.Fatalf("KG_SCALE_STORE=%q: want embedded or redis", kind)
 	}

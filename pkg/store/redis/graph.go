@@ -155,18 +155,7 @@ func watchRecord(ctx context.Context, tx *goredis.Tx, key string) (*store.Source
 	if err := watched.Err(); err != nil {
 		return nil, fmt.Errorf("watching %q: %w", key, err)
 	}
-	data, err := get.Bytes()
-	if errors.Is(err, goredis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	rec := new(store.SourceRecord)
-	if err := store.DecodeValue(data, rec); err != nil {
-		return nil, fmt.Errorf("decoding %q: %w", key, err)
-	}
-	return rec, nil
+	return decodeGet[store.SourceRecord](get, key)
 }
 
 // readState watches the keys of watch and reads, in one pipeline (the

@@ -306,7 +306,12 @@ func (s *Store) pause(ctx context.Context, attempt int) error {
 
 // getJSON reads one JSON value; nil if the key is absent.
 func getJSON[T any](ctx context.Context, c goredis.Cmdable, key string) (*T, error) {
-	data, err := c.Get(ctx, key).Bytes()
+	return decodeGet[T](c.Get(ctx, key), key)
+}
+
+// decodeGet decodes the reply of a GET of key; nil if the key is absent.
+func decodeGet[T any](get *goredis.StringCmd, key string) (*T, error) {
+	data, err := get.Bytes()
 	if errors.Is(err, goredis.Nil) {
 		return nil, nil
 	}
