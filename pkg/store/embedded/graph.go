@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -316,8 +317,16 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.C
 				continue
 			}
 			ch.Now = now
-			if results[i], err = g.apply(ch); err != nil {
+			res, err := g.apply(ch)
+			switch {
+			case errors.Is(err, store.ErrInvalid):
+				// Refused by Plan (an entity another document holds
+				// retyped, say), which comes before any write.
+				errs[i] = fmt.Errorf("applying source %q version %d in %q: %w", ch.DocID, ch.Version, tenant, err)
+			case err != nil:
 				return fmt.Errorf("applying source %q version %d: %w", ch.DocID, ch.Version, err)
+			default:
+				results[i] = res
 			}
 		}
 		return nil
@@ -342,6 +351,9 @@ func (g *graphBuckets) write(old *store.SourceRecord, w store.Writes, stored map
 		}
 		if err := g.byType.Delete(pair(e.Type, e.ID)); err != nil {
 			return err
+		}
+		if _, put := slices.BinarySearchFunc(w.PutEntities, e.ID, func(p store.EntityHead, id string) int { return cmp.Compare(p.ID, id) }); put {
+			continue // retyped: reindexNames below moves its names from the head as read
 		}
 		if err := g.unindexNames(e); err != nil {
 			return err

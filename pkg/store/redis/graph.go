@@ -34,29 +34,6 @@ func (s *Store) Delete(ctx context.Context, tenant, docID string, version int64)
 	return res, nil
 }
 
-// ApplyBatch applies changes one optimistic transaction each, in order:
-// Redis transactions watch what they read, so one per document keeps
-// conflicts local (see store.GraphStore).
-func (s *Store) ApplyBatch(ctx context.Context, tenant string, changes []store.Change) ([]store.ApplyResult, []error, error) {
-	if err := store.ValidateTenant(tenant); err != nil {
-		return nil, nil, fmt.Errorf("applying a batch of %d changes: %w", len(changes), err)
-	}
-	results := make([]store.ApplyResult, len(changes))
-	errs := make([]error, len(changes))
-	for i, ch := range changes {
-		res, err := s.change(ctx, tenant, store.Change{DocID: ch.DocID, Version: ch.Version, Delete: ch.Delete, Contributions: ch.Contributions})
-		switch {
-		case errors.Is(err, store.ErrInvalid):
-			errs[i] = fmt.Errorf("applying source %q version %d in %q: %w", ch.DocID, ch.Version, tenant, err)
-		case err != nil:
-			return nil, nil, fmt.Errorf("applying source %q version %d in %q: %w", ch.DocID, ch.Version, tenant, err)
-		default:
-			results[i] = res
-		}
-	}
-	return results, errs, nil
-}
-
 func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (store.ApplyResult, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return store.ApplyResult{}, err
@@ -106,7 +83,18 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		// stripes.go). readState sends the WATCH first in its first round
 		// trip.
 		watch := k.watchKeys(entityIDs, edgeIDs, s.watchStripes(len(entityIDs)+len(edgeIDs), attempt), s.watchCoarseMin)
-		st, err := readState(ctx, tx, k, ch.DocID, watch, entityIDs, entityKeys, edgeIDs, edgeKeys)
+		st := store.State{
+			Entities: make(map[string]store.EntityHead, len(entityIDs)), Edges: make(map[string]store.EdgeHead, len(edgeIDs)),
+			// Only the document's own fragments and spilled supports: most
+			// ids have none.
+			EntityFragments: map[string]store.Fragment{}, EdgeSupports: map[string]store.Fragment{},
+			Fragments: func(id string) ([]store.Fragment, error) { return fragmentsOf(ctx, tx, k, id) },
+		}
+		doc := []string{ch.DocID}
+		err = readState(ctx, tx, k, readSpec{watch: watch, entityIDs: entityIDs, entityKeys: entityKeys, edgeIDs: edgeIDs, edgeKeys: edgeKeys,
+			entityDocs: repeated(doc, len(entityIDs)), edgeDocs: repeated(doc, len(edgeIDs))}, &st,
+			func(id, _ string, f store.Fragment) { st.EntityFragments[id] = f },
+			func(id, _ string, f store.Fragment) { st.EdgeSupports[id] = f })
 		if err != nil {
 			return err
 		}
@@ -158,52 +146,39 @@ func watchRecord(ctx context.Context, tx *goredis.Tx, key string) (*store.Source
 	return decodeGet[store.SourceRecord](get, key)
 }
 
-// readState watches the keys of watch and reads, in one pipeline (the
+// readSpec is what readState reads: the heads of entityIDs (at
+// entityKeys) and edgeIDs (at edgeKeys), and of each the fragments (of an
+// entity) or supports stored apart (of an edge) of the documents
+// entityDocs[i] or edgeDocs[i]; watch, when not empty, is watched first.
+type readSpec struct {
+	watch                 []string
+	entityIDs, entityKeys []string
+	edgeIDs, edgeKeys     []string
+	entityDocs, edgeDocs  [][]string
+}
+
+// readState watches the keys of spec.watch and reads, in one pipeline (the
 // WATCH first: Redis runs a connection's commands in order, so whatever
 // changes after the reads aborts EXEC), the heads of the entities and edges
-// of a change and the document's own fields of them (HMGET of an entity's
-// head and the doc's field, MGET of the edge heads), then, in a second, the
-// document's supports stored apart of the edge heads that spilled them,
-// for store.Plan. Every fragment of an entity is
-// read (HGETALL) only when Plan asks for it.
-func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, watch, entityIDs, entityKeys, edgeIDs, edgeKeys []string) (store.State, error) {
-	if len(watch) > 0 && len(entityKeys) == 0 && len(edgeKeys) == 0 {
-		if err := tx.Watch(ctx, watch...).Err(); err != nil {
-			return store.State{}, err
-		}
-		watch = nil
+// and the documents' own fields of them (HMGET of an entity's head and the
+// documents' fields, MGET of the edge heads) into heads (Entities and
+// Edges), then, in a second, the documents' supports stored apart of the
+// edge heads that spilled them. fragment and support receive each
+// fragment and support found. Every fragment of an entity is read
+// (HGETALL) only when Plan asks for it (fragmentsOf).
+func readState(ctx context.Context, tx *goredis.Tx, k keys, spec readSpec, heads *store.State, fragment, support func(id, doc string, f store.Fragment)) error {
+	watch := spec.watch
+	if len(watch) > 0 && len(spec.entityKeys) == 0 && len(spec.edgeKeys) == 0 {
+		return tx.Watch(ctx, watch...).Err()
 	}
-	st := store.State{
-		Entities: make(map[string]store.EntityHead, len(entityIDs)), Edges: make(map[string]store.EdgeHead, len(edgeIDs)),
-		// Only the document's own fragments and spilled supports: most
-		// ids have none.
-		EntityFragments: map[string]store.Fragment{}, EdgeSupports: map[string]store.Fragment{},
-		Fragments: func(id string) ([]store.Fragment, error) {
-			hash, err := tx.HGetAll(ctx, k.entity(id)).Result()
-			if err != nil {
-				return nil, err
-			}
-			out := make([]store.Fragment, 0, len(hash))
-			for field, v := range hash {
-				if field == headField {
-					continue
-				}
-				f, err := store.DecodeFragment(field, []byte(v))
-				if err != nil {
-					return nil, fmt.Errorf("decoding the fragment of %q by %q: %w", id, field, err)
-				}
-				out = append(out, f)
-			}
-			return out, nil
-		},
-	}
+	entityIDs, entityKeys, edgeIDs, edgeKeys := spec.entityIDs, spec.entityKeys, spec.edgeIDs, spec.edgeKeys
 	// Each round trip reads up to mgetChunk entities, one HMGET each, and
 	// up to mgetChunk edge heads in one MGET.
 	for start := 0; start < max(len(entityKeys), len(edgeKeys)); start += mgetChunk {
 		ents := entityKeys[min(start, len(entityKeys)):min(start+mgetChunk, len(entityKeys))]
 		eds := edgeKeys[min(start, len(edgeKeys)):min(start+mgetChunk, len(edgeKeys))]
 		cmds := make([]*goredis.SliceCmd, len(ents))
-		var heads *goredis.SliceCmd
+		var got *goredis.SliceCmd
 		var watched *goredis.Cmd
 		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			if len(watch) > 0 {
@@ -216,18 +191,20 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, watch,
 				watch = nil // once, in the first round trip
 			}
 			for i, key := range ents {
-				cmds[i] = p.HMGet(ctx, key, headField, docID)
+				docs := spec.entityDocs[start+i]
+				args := make([]string, 0, 1+len(docs))
+				cmds[i] = p.HMGet(ctx, key, append(append(args, headField), docs...)...)
 			}
 			if len(eds) > 0 {
-				heads = p.MGet(ctx, eds...)
+				got = p.MGet(ctx, eds...)
 			}
 			return nil
 		})
 		if err != nil {
-			return store.State{}, err
+			return err
 		}
 		if watched != nil && watched.Err() != nil {
-			return store.State{}, fmt.Errorf("watching: %w", watched.Err())
+			return fmt.Errorf("watching: %w", watched.Err())
 		}
 		for n, c := range cmds {
 			id := entityIDs[start+n]
@@ -235,22 +212,26 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, watch,
 			if head, ok := vals[0].(string); ok {
 				h, err := store.DecodeEntityHead(id, []byte(head))
 				if err != nil {
-					return store.State{}, fmt.Errorf("decoding the head of entity %q: %w", id, err)
+					return fmt.Errorf("decoding the head of entity %q: %w", id, err)
 				}
-				st.Entities[id] = h
+				heads.Entities[id] = h
 			}
-			if frag, ok := vals[1].(string); ok {
-				f, err := store.DecodeFragment(docID, []byte(frag))
-				if err != nil {
-					return store.State{}, fmt.Errorf("decoding the fragment of %q by %q: %w", id, docID, err)
+			for d, doc := range spec.entityDocs[start+n] {
+				frag, ok := vals[1+d].(string)
+				if !ok {
+					continue
 				}
-				st.EntityFragments[id] = f
+				f, err := store.DecodeFragment(doc, []byte(frag))
+				if err != nil {
+					return fmt.Errorf("decoding the fragment of %q by %q: %w", id, doc, err)
+				}
+				fragment(id, doc, f)
 			}
 		}
-		if heads == nil {
+		if got == nil {
 			continue
 		}
-		for n, v := range heads.Val() {
+		for n, v := range got.Val() {
 			head, ok := v.(string)
 			if !ok {
 				continue // absent
@@ -258,46 +239,68 @@ func readState(ctx context.Context, tx *goredis.Tx, k keys, docID string, watch,
 			id := edgeIDs[start+n]
 			h, err := store.DecodeEdgeHead(id, []byte(head))
 			if err != nil {
-				return store.State{}, fmt.Errorf("decoding the head of edge %q: %w", id, err)
+				return fmt.Errorf("decoding the head of edge %q: %w", id, err)
 			}
-			st.Edges[id] = h
+			heads.Edges[id] = h
 		}
 	}
-	// The document's supports stored apart, of the heads that spilled them
+	// The documents' supports stored apart, of the heads that spilled them
 	// (the others hold them inline: nothing more to read).
-	var spilled []string
-	for _, id := range edgeIDs {
-		if st.Edges[id].Spilled {
-			spilled = append(spilled, id)
+	var spilled []int
+	for i, id := range edgeIDs {
+		if heads.Edges[id].Spilled {
+			spilled = append(spilled, i)
 		}
 	}
 	for start := 0; start < len(spilled); start += mgetChunk {
 		chunk := spilled[start:min(start+mgetChunk, len(spilled))]
-		cmds := make([]*goredis.StringCmd, len(chunk))
+		cmds := make([]*goredis.SliceCmd, len(chunk))
 		_, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i, id := range chunk {
-				cmds[i] = p.HGet(ctx, k.edgeSupports(id), docID)
+			for i, e := range chunk {
+				cmds[i] = p.HMGet(ctx, k.edgeSupports(edgeIDs[e]), spec.edgeDocs[e]...)
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, goredis.Nil) {
-			return store.State{}, err
+		if err != nil {
+			return err
 		}
-		for i, id := range chunk {
-			support, err := cmds[i].Bytes()
-			switch {
-			case err == nil:
-				f, err := store.DecodeFragment(docID, support)
-				if err != nil {
-					return store.State{}, fmt.Errorf("decoding the support of %q by %q: %w", id, docID, err)
+		for i, e := range chunk {
+			id := edgeIDs[e]
+			for d, v := range cmds[i].Val() {
+				data, ok := v.(string)
+				if !ok {
+					continue
 				}
-				st.EdgeSupports[id] = f
-			case !errors.Is(err, goredis.Nil):
-				return store.State{}, err
+				doc := spec.edgeDocs[e][d]
+				f, err := store.DecodeFragment(doc, []byte(data))
+				if err != nil {
+					return fmt.Errorf("decoding the support of %q by %q: %w", id, doc, err)
+				}
+				support(id, doc, f)
 			}
 		}
 	}
-	return st, nil
+	return nil
+}
+
+// fragmentsOf reads every stored fragment of an entity (store.State.Fragments).
+func fragmentsOf(ctx context.Context, tx *goredis.Tx, k keys, id string) ([]store.Fragment, error) {
+	hash, err := tx.HGetAll(ctx, k.entity(id)).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Fragment, 0, len(hash))
+	for field, v := range hash {
+		if field == headField {
+			continue
+		}
+		f, err := store.DecodeFragment(field, []byte(v))
+		if err != nil {
+			return nil, fmt.Errorf("decoding the fragment of %q by %q: %w", id, field, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // writeCmd queues commands of a transaction.
@@ -1366,4 +1369,13 @@ func edgeCountOf(get *goredis.StringCmd) (int, error) {
 		return 0, nil
 	}
 	return n, err
+}
+
+// repeated returns n times s.
+func repeated(s []string, n int) [][]string {
+	out := make([][]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
 }

@@ -208,6 +208,17 @@ func testAccessPaths(t *testing.T, s store.Stores) {
 	require.NoError(t, err)
 	require.Empty(t, fails)
 
+	// An entity only its document holds changes type under the same name
+	// (removed and put by one apply): found by its name and new type.
+	retyped := ent(db, "Ledger DB", 2)
+	retyped.Type = "legacy"
+	apply(t, s, tenant, "d2", 3, contrib(ents(ent(api, "Checkout API", 2), retyped), edge(db, "replicates_to", api, 1)))
+	requireAccessPaths(t, s, tenant)
+	byName, err = s.EntitiesByName(ctx, tenant, "ledger db")
+	require.NoError(t, err)
+	require.Equal(t, []string{db}, entityIDs(byName))
+	require.Equal(t, "legacy", byName[0].Type)
+
 	// Other tenants and bad tenants.
 	requireAccessPaths(t, s, other)
 	_, err = s.EdgesByRelation(ctx, "Bad Tenant", "calls", "")
@@ -217,6 +228,62 @@ func testAccessPaths(t *testing.T, s store.Stores) {
 	_, err = s.EdgeCounts(ctx, "Bad Tenant", []string{api}, store.Out)
 	require.ErrorIs(t, err, store.ErrInvalid)
 	requireClean(t, s, tenant)
+}
+
+// testApplyBatchDependent: changes of one batch that build on each
+// other give what they give one at a time: an edge taking more supports
+// than its head holds inline (its supports moved apart), then edited,
+// retracted and deleted by its other documents in the same batch; an
+// entity retyped by the one document holding it, then contributed under
+// its new type by another; a document changed twice.
+func testApplyBatchDependent(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	for _, tn := range []string{tenant, other} {
+		for i := 1; i <= store.MaxInlineSupports; i++ {
+			u := fmt.Sprintf("u%d", i)
+			apply(t, s, tn, fmt.Sprintf("d%d", i), 1, contrib(ents(ent(api, "API", 1, u), ent(db, "DB", 2, u)), edge(api, "calls", db, float64(i), u)))
+		}
+		apply(t, s, tn, "solo", 1, contrib(ents(ent(cache, "Cache", 2, "s1"), ent(db, "DB", 2, "s1")), edge(cache, "calls", db, 1, "s1")))
+	}
+	retyped := ent(cache, "Cache", 2, "s2")
+	retyped.Type = "legacy"
+	later := ent(cache, "cache", 1, "l1")
+	later.Type = "legacy"
+	spill := fmt.Sprintf("d%d", store.MaxInlineSupports+1)
+	changes := []store.Change{
+		{DocID: spill, Version: 1, Contributions: contrib(ents(ent(api, "Api", 2, "u5"), ent(db, "DB", 2, "u5")), edge(api, "calls", db, 9, "u5"))},
+		{DocID: "d2", Version: 2, Contributions: contrib(ents(ent(api, "API", 1, "u2b"), ent(db, "DB", 2, "u2b")), edge(api, "calls", db, 7, "u2b"))},
+		{DocID: "d3", Version: 2, Contributions: contrib(ents(ent(api, "API", 1, "u3b")))},
+		{DocID: "d1", Version: 2, Delete: true},
+		{DocID: "solo", Version: 2, Contributions: contrib(ents(retyped, ent(db, "DB", 2, "s2")), edge(cache, "calls", db, 1, "s2"))},
+		{DocID: "late", Version: 1, Contributions: contrib(ents(later, ent(api, "API", 1, "l1")), edge(cache, "calls", api, 1, "l1"))},
+		{DocID: spill, Version: 2, Contributions: contrib(ents(ent(db, "DB", 2, "u5b"), ent(api, "API", 1, "u5b")), edge(db, "calls", api, 1, "u5b"))},
+		{DocID: "d4", Version: 2, Delete: true},
+		{DocID: "solo", Version: 3, Delete: true},
+	}
+	results, errs, err := s.ApplyBatch(ctx, tenant, changes)
+	require.NoError(t, err)
+	for i, ch := range changes {
+		require.NoError(t, errs[i], "change %d", i)
+		var want store.ApplyResult
+		if ch.Delete {
+			want = del(t, s, other, ch.DocID, ch.Version)
+		} else {
+			want = apply(t, s, other, ch.DocID, ch.Version, ch.Contributions)
+		}
+		require.Equal(t, want, results[i], "change %d", i)
+	}
+	require.Equal(t, snapshot(t, s, other), snapshot(t, s, tenant))
+	for _, doc := range []string{"d1", "d2", "d3", "d4", spill, "solo", "late"} {
+		a, b := source(t, s, tenant, doc), source(t, s, other, doc)
+		a.AppliedAt, b.AppliedAt = time.Time{}, time.Time{}
+		require.Equal(t, b, a, doc)
+	}
+	e, err := s.Entity(ctx, tenant, cache)
+	require.NoError(t, err)
+	require.Equal(t, "legacy", e.Type)
+	requireClean(t, s, tenant)
+	requireAccessPaths(t, s, tenant)
 }
 
 // testApplyBatch: a batch gives the results, errors and graph that the

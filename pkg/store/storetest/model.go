@@ -341,6 +341,18 @@ type modelRun struct {
 	op      int
 	log     []string // the last operations, shown on failure
 	counts  map[string]int
+	// batch, while not nil, gathers the graph changes of a batch
+	// operation instead of applying them (see applyBatch).
+	batch []batchedChange
+}
+
+// batchedChange is a change a batch operation gathered, with what the
+// model says it gives.
+type batchedChange struct {
+	ch      store.Change
+	want    store.ApplyResult
+	invalid bool
+	what    string
 }
 
 func newTenantModel(tenant string, n int, r *rand.Rand, vocab int) *tenantModel {
@@ -414,6 +426,8 @@ func (run *modelRun) step() {
 	}
 	d := m.docs[r.IntN(len(m.docs))]
 	switch p := r.IntN(100); {
+	case p < 10:
+		run.applyBatch(m)
 	case p < 30:
 		run.edit(m, d, "edit")
 	case p < 38:
@@ -440,6 +454,53 @@ func (run *modelRun) step() {
 		run.stale(m, d)
 	default:
 		run.reannounce(m, d)
+	}
+}
+
+// applyBatch runs 2 to 12 random graph changes of one tenant (edits,
+// deletions, out-of-order deliveries, duplicates, stale versions; one
+// document possibly several times) as one ApplyBatch, and checks each
+// change's result and error against the model's, which applies them one
+// after the other.
+func (run *modelRun) applyBatch(m *tenantModel) {
+	r := run.r
+	run.batch = []batchedChange{}
+	for range 2 + r.IntN(11) {
+		d := m.docs[r.IntN(len(m.docs))]
+		switch p := r.IntN(100); {
+		case p < 45:
+			run.edit(m, d, "edit")
+		case p < 55:
+			run.delete(m, d)
+		case p < 70:
+			run.deliver(m)
+		case p < 85:
+			run.duplicate(m, d)
+		default:
+			run.stale(m, d)
+		}
+	}
+	batch := run.batch
+	run.batch = nil
+	if len(batch) == 0 {
+		return
+	}
+	changes := make([]store.Change, len(batch))
+	for i, b := range batch {
+		changes[i] = b.ch
+	}
+	run.counts["batch"]++
+	run.counts["batched changes"] += len(batch)
+	run.logf("batch of %d changes in %s", len(batch), m.tenant)
+	results, errs, err := run.s.ApplyBatch(run.t.Context(), m.tenant, changes)
+	require.NoError(run.t, err, "batch of %d changes in %s", len(batch), m.tenant)
+	for i, b := range batch {
+		if b.invalid {
+			require.ErrorIs(run.t, errs[i], store.ErrInvalid, "change %d of the batch: %s", i, b.what)
+			continue
+		}
+		require.NoError(run.t, errs[i], "change %d of the batch: %s", i, b.what)
+		require.Equal(run.t, b.want, results[i], "change %d of the batch: %s", i, b.what)
 	}
 }
 
@@ -613,6 +674,14 @@ func (run *modelRun) announce(m *tenantModel, d *modelDoc, a store.Announcement,
 func (run *modelRun) apply(m *tenantModel, d *modelDoc, version int64, del bool, c store.Contributions, kind string) {
 	t := run.t
 	want, invalid := m.change(d, version, del, c)
+	if run.batch != nil {
+		what := fmt.Sprintf("%s %s/%s v%d delete=%v entities=%d edges=%d: want %+v invalid=%v", kind, m.tenant, d.id, version, del,
+			len(c.Entities), len(c.Edges), want, invalid)
+		run.logf("  (batched) %s", what)
+		run.batch = append(run.batch, batchedChange{ch: store.Change{DocID: d.id, Version: version, Delete: del, Contributions: c},
+			want: want, invalid: invalid, what: what})
+		return
+	}
 	var got store.ApplyResult
 	var err error
 	if del {

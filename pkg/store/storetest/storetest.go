@@ -76,6 +76,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Graph/Model", testModel},
 		{"Graph/AccessPaths", testAccessPaths},
 		{"Graph/ApplyBatch", testApplyBatch},
+		{"Graph/ApplyBatchDependent", testApplyBatchDependent},
 		{"Graph/SourceIndexes", testSourceIndexes},
 		{"Graph/Generation", testGraphGeneration},
 
