@@ -90,6 +90,7 @@ func BenchmarkApply(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "preload-s")
 	})
 	storetest.BenchApply(b, s, tenant, corpus)
+	storetest.BenchApplyBatch(b, s, tenant, corpus)
 }
 
 // BenchmarkReplaceCommunities stores a run of 4,000 communities over 12,000

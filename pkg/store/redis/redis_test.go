@@ -200,6 +200,7 @@ func BenchmarkApply(b *testing.B) {
 		b.Logf("%s=%s: %d sources, %d entities, %d edges kept from an earlier run; no preload, no memory figures",
 			benchKeepEnv, prefix, st.Sources, st.Entities, st.Edges)
 		storetest.BenchApply(b, s, tenant, corpus)
+		storetest.BenchApplyBatch(b, s, tenant, corpus)
 		return
 	}
 	if st.Sources > 0 {
@@ -231,6 +232,7 @@ func BenchmarkApply(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "preload-s")
 	})
 	storetest.BenchApply(b, s, tenant, corpus)
+	storetest.BenchApplyBatch(b, s, tenant, corpus)
 }
 
 // benchKeepEnv names the key prefix BenchmarkApply keeps its preload

@@ -239,6 +239,71 @@ func BenchApply(b *testing.B, s store.GraphStore, tenant string, c BenchCorpus) 
 	}
 }
 
+// BenchApplyBatch measures ApplyBatch on a preloaded store: each
+// iteration edits benchBatch documents of 10 edge contributions, as one
+// ApplyBatch ("batch") or as as many Applies one after the other
+// ("one-by-one", the same edits), and reports changes/s and the p50 and
+// p99 of a whole batch.
+func BenchApplyBatch(b *testing.B, s store.GraphStore, tenant string, c BenchCorpus) {
+	const n, benchBatch = 10, 64
+	for _, mode := range []string{"batch", "one-by-one"} {
+		r := rand.New(rand.NewPCG(uint64(n), 0x6261))
+		doc := func(i int) string { return fmt.Sprintf("bench-batch-%s-%d", mode, i) }
+		b.Run(fmt.Sprintf("%s=%d/contribs=%d", mode, benchBatch, n), func(b *testing.B) {
+			ctx := b.Context()
+			versions := make([]int64, benchBatch)
+			for i := range versions { // where a kept store left them
+				switch rec, err := s.Source(ctx, tenant, doc(i)); {
+				case err == nil:
+					versions[i] = rec.Version
+				case !errors.Is(err, store.ErrNotFound):
+					b.Fatal(err)
+				}
+			}
+			batches := make([][]store.Change, b.N)
+			for k := range batches {
+				for i := range benchBatch {
+					versions[i]++
+					batches[k] = append(batches[k], store.Change{DocID: doc(i), Version: versions[i],
+						Contributions: c.contributions(r, fmt.Sprintf("%s v%d", doc(i), versions[i]), n/2, n)})
+				}
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for _, batch := range batches {
+				t0 := time.Now()
+				if mode == "batch" {
+					res, errs, err := s.ApplyBatch(ctx, tenant, batch)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for i := range batch {
+						if errs[i] != nil || res[i].Outcome != store.Applied {
+							b.Fatalf("%s: %+v, %v; want applied", batch[i].DocID, res[i], errs[i])
+						}
+					}
+				} else {
+					for _, ch := range batch {
+						if _, err := s.Apply(ctx, tenant, ch.DocID, ch.Version, ch.Contributions); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			var total time.Duration
+			for _, d := range lat {
+				total += d
+			}
+			slices.Sort(lat)
+			b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
+			b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+			b.ReportMetric(float64(len(lat)*benchBatch)/total.Seconds(), "changes/s")
+		})
+	}
+}
+
 // startProfile starts a CPU profile of one size when BenchProfileEnv is
 // set; the returned func stops it.
 func startProfile(b *testing.B, n int) func() {
