@@ -198,8 +198,10 @@ type change struct {
 	// prev lists the entities the document contributed before, then those
 	// it contributes now.
 	prev []string
-	// before holds the degrees of the hub candidates before the apply;
+	// cands are the entities gaining enough edges for a degree jump
+	// (hubCandidates); before holds their degrees before the apply;
 	// gain, how many of this change's edges touch each.
+	cands        []string
 	before, gain map[string]int
 }
 
@@ -280,19 +282,104 @@ func (w *Worker) HandleBatch(ctx context.Context, ms []*stream.Message) []error 
 // applyChanges prepares and applies chs in order, one run of changes up
 // to each catalog at a time; errs is indexed by change.i.
 func (w *Worker) applyChanges(ctx context.Context, chs []*change, errs []error) {
+	for start := 0; start < len(chs); {
+		end := start + 1
+		for end < len(chs) && chs[end-1].docType != "catalog" {
+			end++
+		}
+		w.applyRun(ctx, w.prepareRun(ctx, chs[start:end], errs), errs)
+		start = end
+	}
+}
+
+// prepareRun prepares a run of changes (prepare), reading their records
+// and the degrees of their hub candidates once for the run rather than
+// once per change; it returns those prepared.
+func (w *Worker) prepareRun(ctx context.Context, chs []*change, errs []error) []*change {
+	recs := w.sources(ctx, chs, errs)
 	var run []*change
-	for _, ch := range chs {
-		if err := w.prepare(ctx, ch); err != nil {
+	cands := map[string][]string{} // by tenant
+	for j, ch := range chs {
+		if errs[ch.i] != nil {
+			continue
+		}
+		if err := w.prepare(ctx, ch, recs[j]); err != nil {
 			errs[ch.i] = err
 			continue
 		}
 		run = append(run, ch)
-		if ch.docType == "catalog" {
-			w.applyRun(ctx, run, errs)
-			run = nil
+		for _, id := range ch.cands {
+			cands[ch.tenant] = appendUnique(cands[ch.tenant], id)
 		}
 	}
-	w.applyRun(ctx, run, errs)
+	// The degrees before the run, of every candidate of the run.
+	degrees := map[string]map[string]int{}
+	failed := map[string]error{}
+	for tenant, ids := range cands {
+		sort.Strings(ids)
+		if degrees[tenant], failed[tenant] = w.degrees(ctx, tenant, ids); failed[tenant] != nil {
+			w.log.Error("degrees not read", "tenant", tenant, "error", failed[tenant])
+		}
+	}
+	prepared := run[:0]
+	for _, ch := range run {
+		ch.before = make(map[string]int, len(ch.cands))
+		if len(ch.cands) > 0 && failed[ch.tenant] != nil {
+			errs[ch.i] = failed[ch.tenant]
+			continue
+		}
+		for _, id := range ch.cands {
+			ch.before[id] = degrees[ch.tenant][id]
+		}
+		prepared = append(prepared, ch)
+	}
+	return prepared
+}
+
+// sources reads the stored records of chs' documents (nil for a document
+// never applied), in one read per tenant when the store reads
+// contribution indexes in bulk (store.SourceIndexes): a record then holds
+// the version, the deletion and the entities, which is all prepare needs
+// unless the change is at the applied version (a re-extraction, a
+// redelivery), whose record is read whole. A failed read is the error of
+// the changes it was for.
+func (w *Worker) sources(ctx context.Context, chs []*change, errs []error) []*store.SourceRecord {
+	recs := make([]*store.SourceRecord, len(chs))
+	bulk, _ := w.graph.(store.SourceIndexes)
+	byTenant := map[string][]string{}
+	if bulk != nil {
+		for _, ch := range chs {
+			byTenant[ch.tenant] = append(byTenant[ch.tenant], ch.docID)
+		}
+	}
+	indexes := map[string]map[string]store.SourceIndex{}
+	for tenant, ids := range byTenant {
+		idx, err := bulk.SourceIndexes(ctx, tenant, ids)
+		if err != nil {
+			w.log.Warn("records not read in bulk, reading them one by one", "tenant", tenant, "documents", len(ids), "error", err)
+			continue
+		}
+		indexes[tenant] = idx
+	}
+	for j, ch := range chs {
+		if idx, ok := indexes[ch.tenant]; ok {
+			x, found := idx[ch.docID]
+			if !found {
+				continue // never applied
+			}
+			if x.Deleted || x.Version != ch.version {
+				recs[j] = &store.SourceRecord{DocID: ch.docID, Version: x.Version, Deleted: x.Deleted, Entities: x.Entities}
+				continue
+			}
+		}
+		rec, err := w.source(ctx, ch.tenant, ch.docID)
+		if err != nil {
+			errs[ch.i] = err
+			continue
+		}
+		recs[j] = rec
+	}
+	return recs
 }
 
 func (w *Worker) superseded(old, by *change) error {
@@ -330,13 +417,10 @@ func (w *Worker) decode(m *stream.Message) (*change, error) {
 	}
 }
 
-// prepare resolves a change and reads what the checks after the apply
-// compare against.
-func (w *Worker) prepare(ctx context.Context, ch *change) error {
-	rec, err := w.source(ctx, ch.tenant, ch.docID)
-	if err != nil {
-		return err
-	}
+// prepare resolves a change given its document's record rec (nil: none)
+// and notes what the checks after the apply compare against (its hub
+// candidates, whose degrees prepareRun reads).
+func (w *Worker) prepare(ctx context.Context, ch *change, rec *store.SourceRecord) error {
 	if rec != nil {
 		ch.prev = slices.Clone(rec.Entities)
 	}
@@ -359,10 +443,7 @@ func (w *Worker) prepare(ctx context.Context, ch *change) error {
 	// unmerge) without re-extracting it.
 	c.Resolution, c.Raw = ch.number, ch.raw
 	ch.c = c
-	cands := w.hubCandidates(c)
-	if ch.before, err = w.degrees(ctx, ch.tenant, cands); err != nil {
-		return err
-	}
+	ch.cands = w.hubCandidates(c)
 	ch.gain = map[string]int{}
 	for _, e := range c.Edges {
 		ch.gain[e.Source]++
