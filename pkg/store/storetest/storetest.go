@@ -77,6 +77,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Graph/AccessPaths", testAccessPaths},
 		{"Graph/ApplyBatch", testApplyBatch},
 		{"Graph/ApplyBatchDependent", testApplyBatchDependent},
+		{"Graph/EntityParts", testEntityParts},
 		{"Graph/SourceIndexes", testSourceIndexes},
 		{"Graph/Generation", testGraphGeneration},
 

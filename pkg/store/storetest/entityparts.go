@@ -1,0 +1,66 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// testEntityParts: the parts of an entity many documents name are what
+// store.PartOf makes of the whole entity, for every byte bound and set of
+// documents: the head, the fragment count, the first fragments in doc-id
+// order holding the bytes asked for, and the fragments of the documents
+// asked for (absent when a document has none). An absent entity has none,
+// and an id asked twice is answered once.
+func testEntityParts(t *testing.T, s store.Stores) {
+	ep, ok := s.(store.EntityParts)
+	require.True(t, ok, "%T reads entity parts (store.EntityParts)", s)
+	ctx := t.Context()
+	const hub, db = "service:api", "service:db"
+	for i := range 12 {
+		doc := fmt.Sprintf("d%02d", i)
+		desc := strings.Repeat("x", i%4*5) // "", 5, 10, 15 bytes, ...
+		ents := []store.EntityContribution{{ID: hub, Type: "service", Name: "API", NameRank: i % 3, Description: desc, TextUnits: []string{"u"}}}
+		if i%5 == 0 {
+			ents = append(ents, store.EntityContribution{ID: db, Type: "service", Name: "DB", Description: "db", TextUnits: []string{"u"}})
+		}
+		apply(t, s, tenant, doc, 1, store.Contributions{TextUnits: []events.TextUnit{{ID: "u", Text: "t"}}, Entities: ents})
+	}
+	whole, err := s.Entities(ctx, tenant, []string{hub, db})
+	require.NoError(t, err)
+	require.Len(t, whole[hub].Sources, 12)
+	docs := map[string][]string{hub: {"d00", "d07", "d11", "nope"}, db: {"d05", "d06"}}
+	for _, bound := range []int{0, 1, 6, 17, 18, 40, 1000} {
+		parts, err := ep.EntityParts(ctx, tenant, []string{hub, db, "service:none", hub}, bound, docs)
+		require.NoError(t, err)
+		require.Equal(t, map[string]store.EntityPart{
+			hub: store.PartOf(whole[hub], bound, docs[hub]),
+			db:  store.PartOf(whole[db], bound, docs[db]),
+		}, parts, "bound %d", bound)
+	}
+	// d00 has no description, d01 5 bytes, d02 10: with their separators
+	// they hold 17 bytes, so 17 take the first three fragments, 18 four.
+	require.Len(t, store.PartOf(whole[hub], 17, nil).First, 3)
+	require.Len(t, store.PartOf(whole[hub], 18, nil).First, 4)
+	p := store.PartOf(whole[hub], 1000, docs[hub])
+	require.Equal(t, 12, p.Fragments)
+	require.Equal(t, whole[hub].Sources, p.First)
+	of := make([]string, 0, len(p.Of))
+	for doc := range p.Of {
+		of = append(of, doc)
+	}
+	slices.Sort(of)
+	require.Equal(t, []string{"d00", "d07", "d11"}, of)
+
+	none, err := ep.EntityParts(ctx, other, []string{hub}, 10, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+	_, err = ep.EntityParts(ctx, "Bad Tenant", []string{hub}, 10, nil)
+	require.ErrorIs(t, err, store.ErrInvalid)
+}
