@@ -91,6 +91,15 @@ type SourceIndexes interface {
 	SourceIndexes(ctx context.Context, tenant string, ids []string) (map[string]SourceIndex, error)
 }
 
+// SourceRecords is implemented by graph stores that can read the records
+// of many documents at once: one read transaction (one state of the
+// graph) and, over a network, a round trip per many documents instead of
+// one per document. SourceRecords returns the records of the documents
+// among ids that have one (tombstones too).
+type SourceRecords interface {
+	SourceRecords(ctx context.Context, tenant string, ids []string) (map[string]SourceRecord, error)
+}
+
 // HeadsByType returns the heads of the entities of typ in gs, sorted by
 // id: through EntityHeads when gs implements it, else from its entities
 // read whole (EntitiesByType) and tallied (SplitEntity).

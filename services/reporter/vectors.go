@@ -140,16 +140,12 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 			}
 		}
 	}
-	recs := make([]store.SourceRecord, len(docs))
+	recs, err := w.records(ctx, tenant, docs)
+	if err != nil {
+		return err
+	}
 	for i, doc := range docs {
-		rec, err := w.st.Source(ctx, tenant, doc)
-		if errors.Is(err, store.ErrNotFound) {
-			rec, err = store.SourceRecord{DocID: doc, Deleted: true}, nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading source %s: %w", doc, err)
-		}
-		recs[i] = rec
+		rec := recs[i]
 		// Entities D contributes now, those it contributed before (they
 		// lost D's fragment but may live on through other documents) and
 		// those it touched.
@@ -267,6 +263,38 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	}
 	w.log.Debug("vector items rewritten", "tenant", tenant, "docs", len(docs), "items", len(items), "entities", len(entityIDs), "entities_rebuilt", len(rebuild))
 	return nil
+}
+
+// records reads the records of docs, in one read when the store reads
+// many at once (store.SourceRecords); a document without one (never
+// applied, or gone) gets a tombstone.
+func (w *Worker) records(ctx context.Context, tenant string, docs []string) ([]store.SourceRecord, error) {
+	recs := make([]store.SourceRecord, len(docs))
+	if sr, ok := w.st.(store.SourceRecords); ok {
+		got, err := sr.SourceRecords(ctx, tenant, docs)
+		if err != nil {
+			return nil, fmt.Errorf("reading the records of %d documents: %w", len(docs), err)
+		}
+		for i, doc := range docs {
+			rec, ok := got[doc]
+			if !ok {
+				rec = store.SourceRecord{DocID: doc, Deleted: true}
+			}
+			recs[i] = rec
+		}
+		return recs, nil
+	}
+	for i, doc := range docs {
+		rec, err := w.st.Source(ctx, tenant, doc)
+		if errors.Is(err, store.ErrNotFound) {
+			rec, err = store.SourceRecord{DocID: doc, Deleted: true}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading source %s: %w", doc, err)
+		}
+		recs[i] = rec
+	}
+	return recs, nil
 }
 
 // currentReports returns the reports built on the documents recs (those

@@ -512,6 +512,33 @@ func (s *Store) SourceIndexes(ctx context.Context, tenant string, ids []string) 
 	return out, nil
 }
 
+var _ store.SourceRecords = (*Store)(nil)
+
+// SourceRecords returns the records of the documents among ids that have
+// one, in one read transaction (see store.SourceRecords).
+func (s *Store) SourceRecords(ctx context.Context, tenant string, ids []string) (map[string]store.SourceRecord, error) {
+	out := make(map[string]store.SourceRecord, len(ids))
+	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
+		for _, id := range ids {
+			if _, done := out[id]; done {
+				continue
+			}
+			rec, err := g.record(id)
+			if err != nil {
+				return err
+			}
+			if rec != nil {
+				out[id] = *rec
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the records of %d documents of %q: %w", len(ids), tenant, err)
+	}
+	return out, nil
+}
+
 // Entity returns one entity (store.ErrNotFound if absent).
 func (s *Store) Entity(ctx context.Context, tenant, id string) (store.Entity, error) {
 	var (

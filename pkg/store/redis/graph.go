@@ -732,6 +732,42 @@ func (s *Store) Source(ctx context.Context, tenant, docID string) (store.SourceR
 
 var _ store.SourceIndexes = (*Store)(nil)
 
+var _ store.SourceRecords = (*Store)(nil)
+
+// SourceRecords returns the records of the documents among ids that have
+// one, read by MGETs in one MULTI (see store.SourceRecords).
+func (s *Store) SourceRecords(ctx context.Context, tenant string, ids []string) (map[string]store.SourceRecord, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("reading source records: %w", err)
+	}
+	if err := s.ensureLayout(ctx); err != nil {
+		return nil, err
+	}
+	ids = slices.Compact(slices.Sorted(slices.Values(ids))) // each asked once: decoded once
+	out := make(map[string]store.SourceRecord, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	k := s.tenantKeys(tenant)
+	keys := k.prefixed(k.src, ids)
+	var cmds []*goredis.SliceCmd
+	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		for start := 0; start < len(keys); start += mgetChunk {
+			cmds = append(cmds, p.MGet(ctx, keys[start:min(start+mgetChunk, len(keys))]...))
+		}
+		return nil
+	})
+	for c := 0; err == nil && c < len(cmds); c++ {
+		first := c * mgetChunk
+		err = decodeJSON(cmds[c].Val(), func(i int) string { return fmt.Sprintf("the record of %q", ids[first+i]) },
+			func(i int, rec store.SourceRecord) { out[ids[first+i]] = rec })
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the records of %d documents of %q: %w", len(ids), tenant, err)
+	}
+	return out, nil
+}
+
 // SourceIndexes returns the contribution indexes of the documents among
 // ids that have a record, decoding nothing else of the records (see
 // store.SourceIndexes). The records are read with one MGET per mgetChunk

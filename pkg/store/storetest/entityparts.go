@@ -64,3 +64,26 @@ func testEntityParts(t *testing.T, s store.Stores) {
 	_, err = ep.EntityParts(ctx, "Bad Tenant", []string{hub}, 10, nil)
 	require.ErrorIs(t, err, store.ErrInvalid)
 }
+
+// testSourceRecords: the records read at once are those Source reads one
+// by one, tombstones included; a document never applied, an id asked
+// twice and another tenant's document are handled as Source would.
+func testSourceRecords(t *testing.T, s store.Stores) {
+	sr, ok := s.(store.SourceRecords)
+	require.True(t, ok, "%T reads records at once (store.SourceRecords)", s)
+	ctx := t.Context()
+	apply(t, s, tenant, "d1", 1, contrib(ents(ent(api, "API", 1, "u1"), ent(db, "DB", 2, "u1")), edge(api, "calls", db, 1, "u1")))
+	apply(t, s, tenant, "d2", 1, contrib(ents(ent(api, "API", 1, "u2"))))
+	del(t, s, tenant, "d2", 2)
+	apply(t, s, other, "d3", 1, contrib(ents(ent(cache, "Cache", 1, "u3"))))
+	got, err := sr.SourceRecords(ctx, tenant, []string{"d2", "d1", "nope", "d1", "d3"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]store.SourceRecord{"d1": source(t, s, tenant, "d1"), "d2": source(t, s, tenant, "d2")}, got)
+	require.True(t, got["d2"].Deleted)
+	require.NotEmpty(t, got["d1"].TextUnits)
+	none, err := sr.SourceRecords(ctx, tenant, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+	_, err = sr.SourceRecords(ctx, "Bad Tenant", []string{"d1"})
+	require.ErrorIs(t, err, store.ErrInvalid)
+}

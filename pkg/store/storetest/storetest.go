@@ -78,6 +78,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Graph/ApplyBatch", testApplyBatch},
 		{"Graph/ApplyBatchDependent", testApplyBatchDependent},
 		{"Graph/EntityParts", testEntityParts},
+		{"Graph/SourceRecords", testSourceRecords},
 		{"Graph/SourceIndexes", testSourceIndexes},
 		{"Graph/Generation", testGraphGeneration},
 
