@@ -138,6 +138,26 @@ func (b *Bus) LagStages() []string {
 	return out
 }
 
+// LagSamplesSince returns the lag samples of a stage this process
+// recorded after the first mark of them (0: from the first), oldest
+// first, and the mark to pass next time; at most the ring's 4096, the
+// newest, when more came since. A reader polling more often than 4096
+// samples arrive sees every sample once.
+func (b *Bus) LagSamplesSince(stage string, mark uint64) ([]float64, uint64) {
+	b.lagMu.Lock()
+	defer b.lagMu.Unlock()
+	r := b.lagRing[stage]
+	if r == nil {
+		return nil, mark
+	}
+	n := min(r.added-min(mark, r.added), uint64(len(r.buf)))
+	out := make([]float64, 0, n)
+	for i := n; i > 0; i-- {
+		out = append(out, r.buf[(r.next+len(r.buf)-int(i))%len(r.buf)])
+	}
+	return out, r.added
+}
+
 // LagSamples returns the most recent lag samples of a stage seen by this
 // process (at most the ring's 4096), oldest first.
 func (b *Bus) LagSamples(stage string) []float64 {

@@ -65,6 +65,27 @@ func TestLagSamplesOldestFirst(t *testing.T) {
 	}
 	require.InDelta(t, 5000-10, vs[0], 60, "the ten oldest were overwritten")
 
+	// Read since a mark: only what came after it, every sample once;
+	// at most the ring's worth when more came.
+	all, mark := bus.LagSamplesSince("graph", 0)
+	require.Equal(t, vs, all)
+	require.EqualValues(t, 4096+10, mark)
+	none, again := bus.LagSamplesSince("graph", mark)
+	require.Empty(t, none)
+	require.Equal(t, mark, again)
+	bus.ObserveLag("graph", start.Add(-7*time.Second))
+	bus.ObserveLag("graph", start.Add(-8*time.Second))
+	two, mark2 := bus.LagSamplesSince("graph", mark)
+	require.Len(t, two, 2)
+	require.InDelta(t, 7, two[0], 1)
+	require.InDelta(t, 8, two[1], 1)
+	require.Equal(t, mark+2, mark2)
+	last, _ := bus.LagSamplesSince("graph", 5)
+	require.Equal(t, bus.LagSamples("graph"), last)
+	unknown, m := bus.LagSamplesSince("nothing", 3)
+	require.Empty(t, unknown)
+	require.EqualValues(t, 3, m)
+
 	p50, p99, ok := stream.Quantiles([]float64{5, 1, 4, 2, 3})
 	require.True(t, ok)
 	require.Equal(t, 3.0, p50)

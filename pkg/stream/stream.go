@@ -177,6 +177,8 @@ type ring struct {
 	buf  []float64
 	next int
 	full bool
+	// added counts every sample ever added.
+	added uint64
 }
 
 func (r *ring) add(v float64) {
@@ -185,6 +187,7 @@ func (r *ring) add(v float64) {
 	if r.next == 0 {
 		r.full = true
 	}
+	r.added++
 }
 
 // Connect connects to NATS and creates or updates the stream.
