@@ -60,13 +60,7 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		// return without EXEC (nothing to write, or an error) releases it
 		// here, so that no watch stays on a pooled connection.
 		executed := false
-		defer func() {
-			if !executed {
-				if uerr := tx.Unwatch(context.WithoutCancel(ctx)).Err(); uerr != nil && err == nil {
-					err = uerr
-				}
-			}
-		}()
+		defer func() { unwatch(ctx, tx, executed, &err) }()
 		old, err := watchRecord(ctx, tx, k.src(ch.DocID))
 		if err != nil {
 			return err
@@ -111,20 +105,39 @@ func (s *Store) change(ctx context.Context, tenant string, ch store.Change) (sto
 		if err != nil {
 			return err
 		}
-		if s.beforeWrite != nil {
-			s.beforeWrite(attempt)
-		}
-		// EXEC releases every watch, whether it commits or aborts.
 		executed = true
-		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			for _, c := range cmds {
-				c(ctx, p)
-			}
-			return nil
-		})
-		return err
+		return s.exec(ctx, tx, attempt, cmds)
 	})
 	return res, err
+}
+
+// exec runs cmds in one MULTI/EXEC on tx, after the test hook
+// beforeWrite. EXEC releases every watch, whether it commits or aborts.
+func (s *Store) exec(ctx context.Context, tx *goredis.Tx, attempt int, cmds []writeCmd) error {
+	if s.beforeWrite != nil {
+		s.beforeWrite(attempt)
+	}
+	_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, c := range cmds {
+			c(ctx, p)
+		}
+		return nil
+	})
+	return err
+}
+
+// unwatch releases the watches of a transaction function that ends
+// without EXEC (nothing to write, or an error; executed false): they are
+// plain WATCH commands, which go-redis does not know to release, and none
+// may stay on a pooled connection. An error releasing them becomes *err
+// unless there is one already.
+func unwatch(ctx context.Context, tx *goredis.Tx, executed bool, err *error) {
+	if executed {
+		return
+	}
+	if uerr := tx.Unwatch(context.WithoutCancel(ctx)).Err(); uerr != nil && *err == nil {
+		*err = uerr
+	}
 }
 
 // watchRecord watches the record at key and reads it, in one round trip
@@ -735,33 +748,9 @@ var _ store.SourceIndexes = (*Store)(nil)
 var _ store.SourceRecords = (*Store)(nil)
 
 // SourceRecords returns the records of the documents among ids that have
-// one, read by MGETs in one MULTI (see store.SourceRecords).
+// one (see store.SourceRecords), read as records (below).
 func (s *Store) SourceRecords(ctx context.Context, tenant string, ids []string) (map[string]store.SourceRecord, error) {
-	if err := store.ValidateTenant(tenant); err != nil {
-		return nil, fmt.Errorf("reading source records: %w", err)
-	}
-	if err := s.ensureLayout(ctx); err != nil {
-		return nil, err
-	}
-	ids = slices.Compact(slices.Sorted(slices.Values(ids))) // each asked once: decoded once
-	out := make(map[string]store.SourceRecord, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	k := s.tenantKeys(tenant)
-	keys := k.prefixed(k.src, ids)
-	var cmds []*goredis.SliceCmd
-	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		for start := 0; start < len(keys); start += mgetChunk {
-			cmds = append(cmds, p.MGet(ctx, keys[start:min(start+mgetChunk, len(keys))]...))
-		}
-		return nil
-	})
-	for c := 0; err == nil && c < len(cmds); c++ {
-		first := c * mgetChunk
-		err = decodeJSON(cmds[c].Val(), func(i int) string { return fmt.Sprintf("the record of %q", ids[first+i]) },
-			func(i int, rec store.SourceRecord) { out[ids[first+i]] = rec })
-	}
+	out, err := records[store.SourceRecord](ctx, s, tenant, slices.Compact(slices.Sorted(slices.Values(ids))))
 	if err != nil {
 		return nil, fmt.Errorf("reading the records of %d documents of %q: %w", len(ids), tenant, err)
 	}
@@ -770,16 +759,26 @@ func (s *Store) SourceRecords(ctx context.Context, tenant string, ids []string) 
 
 // SourceIndexes returns the contribution indexes of the documents among
 // ids that have a record, decoding nothing else of the records (see
-// store.SourceIndexes). The records are read with one MGET per mgetChunk
-// ids, all in one MULTI: one instant of the graph.
+// store.SourceIndexes), read as records (below).
 func (s *Store) SourceIndexes(ctx context.Context, tenant string, ids []string) (map[string]store.SourceIndex, error) {
+	out, err := records[store.SourceIndex](ctx, s, tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the source indexes of %d documents of %q: %w", len(ids), tenant, err)
+	}
+	return out, nil
+}
+
+// records decodes as T the records of the documents among ids that have
+// one, read with one MGET per mgetChunk ids, all in one MULTI: one instant
+// of the graph.
+func records[T any](ctx context.Context, s *Store, tenant string, ids []string) (map[string]T, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
-		return nil, fmt.Errorf("reading source indexes: %w", err)
+		return nil, err
 	}
 	if err := s.ensureLayout(ctx); err != nil {
 		return nil, err
 	}
-	out := make(map[string]store.SourceIndex, len(ids))
+	out := make(map[string]T, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -795,10 +794,10 @@ func (s *Store) SourceIndexes(ctx context.Context, tenant string, ids []string) 
 	for c := 0; err == nil && c < len(cmds); c++ {
 		first := c * mgetChunk
 		err = decodeJSON(cmds[c].Val(), func(i int) string { return fmt.Sprintf("the record of %q", ids[first+i]) },
-			func(i int, ix store.SourceIndex) { out[ids[first+i]] = ix })
+			func(i int, v T) { out[ids[first+i]] = v })
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the source indexes of %d documents of %q: %w", len(ids), tenant, err)
+		return nil, err
 	}
 	return out, nil
 }

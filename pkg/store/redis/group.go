@@ -128,13 +128,7 @@ func (s *Store) applyGroup(ctx context.Context, tenant string, chs []store.Chang
 		attempt++
 		results, errs = make([]store.ApplyResult, len(chs)), make([]error, len(chs))
 		executed := false
-		defer func() { // see change
-			if !executed {
-				if uerr := tx.Unwatch(context.WithoutCancel(ctx)).Err(); uerr != nil && err == nil {
-					err = uerr
-				}
-			}
-		}()
+		defer func() { unwatch(ctx, tx, executed, &err) }()
 		olds, err := watchRecords(ctx, tx, k, chs)
 		if err != nil {
 			return err
@@ -216,17 +210,8 @@ func (s *Store) applyGroup(ctx context.Context, tenant string, chs []store.Chang
 		if len(cmds) == 0 {
 			return nil
 		}
-		if s.beforeWrite != nil {
-			s.beforeWrite(attempt)
-		}
 		executed = true
-		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			for _, c := range cmds {
-				c(ctx, p)
-			}
-			return nil
-		})
-		return err
+		return s.exec(ctx, tx, attempt, cmds)
 	}
 	for try := 0; ; try++ {
 		err := s.client.Watch(ctx, run)

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/redis"
 )
@@ -78,15 +76,7 @@ func TestBatchGroupYieldsToConcurrentWriters(t *testing.T) {
 // those records does not abort the next group on that connection.
 func TestNoWatchOutlivesAGroup(t *testing.T) {
 	ctx := t.Context()
-	opts := options(t)
-	opts.PoolSize = 1
-	c := goredis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
-	prefix := "kgtest-" + rand.Text()[:12]
-	t.Cleanup(func() { deleteKeys(t, prefix) })
-	var attempts []int
-	s := redis.New(c, prefix, redis.WithBeforeWrite(func(attempt int) { attempts = append(attempts, attempt) }))
-	other := redis.New(newClient(t), prefix)
+	s, other, attempts := onePooledConnection(t)
 	batch := func(docs ...string) []store.Change {
 		var out []store.Change
 		for _, d := range docs {
@@ -104,11 +94,11 @@ func TestNoWatchOutlivesAGroup(t *testing.T) {
 	if _, err := other.Apply(ctx, "acme", "a", 2, groupContrib("a2")); err != nil {
 		t.Fatal(err)
 	}
-	attempts = nil
+	*attempts = nil
 	if _, _, err := s.ApplyBatch(ctx, "acme", batch("c", "d")); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(attempts, []int{1}) {
-		t.Fatalf("the next group took the attempts %v, want [1]: a watch of the duplicates outlived them", attempts)
+	if !slices.Equal(*attempts, []int{1}) {
+		t.Fatalf("the next group took the attempts %v, want [1]: a watch of the duplicates outlived them", *attempts)
 	}
 }

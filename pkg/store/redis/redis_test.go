@@ -324,15 +324,7 @@ func edgeMemory(tb testing.TB, c *goredis.Client, graph string, n int) edgeCost 
 // second attempt.
 func TestNoWatchOutlivesAnApply(t *testing.T) {
 	ctx := t.Context()
-	opts := options(t)
-	opts.PoolSize = 1
-	c := goredis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
-	prefix := "kgtest-" + rand.Text()[:12]
-	t.Cleanup(func() { deleteKeys(t, prefix) })
-	var attempts []int
-	s := redis.New(c, prefix, redis.WithBeforeWrite(func(attempt int) { attempts = append(attempts, attempt) }))
-	other := redis.New(newClient(t), prefix)
+	s, other, attempts := onePooledConnection(t)
 	contrib := func(id string) store.Contributions {
 		return store.Contributions{Entities: []store.EntityContribution{{ID: "t:" + id, Type: "t", Name: id}}}
 	}
@@ -346,11 +338,26 @@ func TestNoWatchOutlivesAnApply(t *testing.T) {
 	if _, err := other.Apply(ctx, "acme", "a", 2, contrib("a2")); err != nil {
 		t.Fatal(err)
 	}
-	attempts = nil
+	*attempts = nil
 	if _, err := s.Apply(ctx, "acme", "b", 1, contrib("b")); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(attempts, []int{1}) {
-		t.Fatalf("applying b took the attempts %v, want [1]: a watch of the duplicate outlived it", attempts)
+	if !slices.Equal(*attempts, []int{1}) {
+		t.Fatalf("applying b took the attempts %v, want [1]: a watch of the duplicate outlived it", *attempts)
 	}
+}
+
+// onePooledConnection returns a store on a client of one pooled
+// connection, recording the attempt of every apply that writes; and a
+// store of the same prefix on another client, for another writer.
+func onePooledConnection(t *testing.T) (s, other *redis.Store, attempts *[]int) {
+	opts := options(t)
+	opts.PoolSize = 1
+	c := goredis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	prefix := "kgtest-" + rand.Text()[:12]
+	t.Cleanup(func() { deleteKeys(t, prefix) })
+	attempts = new([]int)
+	s = redis.New(c, prefix, redis.WithBeforeWrite(func(attempt int) { *attempts = append(*attempts, attempt) }))
+	return s, redis.New(newClient(t), prefix), attempts
 }

@@ -227,14 +227,7 @@ func BenchApply(b *testing.B, s store.GraphStore, tenant string, c BenchCorpus) 
 			if w := writtenBytes() - written; w > 0 {
 				b.ReportMetric(float64(w)/float64(b.N)/1024, "written-KiB/apply")
 			}
-			var total time.Duration
-			for _, d := range lat {
-				total += d
-			}
-			slices.Sort(lat)
-			b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
-			b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
-			b.ReportMetric(float64(len(lat))/total.Seconds(), "applies/s")
+			reportLatencies(b, lat, 1, "applies/s")
 		})
 	}
 }
@@ -292,16 +285,22 @@ func BenchApplyBatch(b *testing.B, s store.GraphStore, tenant string, c BenchCor
 				lat = append(lat, time.Since(t0))
 			}
 			b.StopTimer()
-			var total time.Duration
-			for _, d := range lat {
-				total += d
-			}
-			slices.Sort(lat)
-			b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
-			b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
-			b.ReportMetric(float64(len(lat)*benchBatch)/total.Seconds(), "changes/s")
+			reportLatencies(b, lat, benchBatch, "changes/s")
 		})
 	}
+}
+
+// reportLatencies reports the p50 and p99 of lat (sorted in place) and,
+// as unit, how many per second: each latency is that of per changes.
+func reportLatencies(b *testing.B, lat []time.Duration, per int, unit string) {
+	var total time.Duration
+	for _, d := range lat {
+		total += d
+	}
+	slices.Sort(lat)
+	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+	b.ReportMetric(float64(len(lat)*per)/total.Seconds(), unit)
 }
 
 // startProfile starts a CPU profile of one size when BenchProfileEnv is
