@@ -339,3 +339,46 @@ func TestVectorConsumerGivesWay(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// recordCounter is a store counting the record reads of the vector stage:
+// one at a time (Source) or a batch's at once (SourceRecords).
+type recordCounter struct {
+	reporter.Stores
+	bulk             store.SourceRecords
+	sources, records int
+}
+
+func (s *recordCounter) Source(ctx context.Context, tenant, docID string) (store.SourceRecord, error) {
+	s.sources++
+	return s.Stores.Source(ctx, tenant, docID)
+}
+
+func (s *recordCounter) SourceRecords(ctx context.Context, tenant string, ids []string) (map[string]store.SourceRecord, error) {
+	s.records++
+	return s.bulk.SourceRecords(ctx, tenant, ids)
+}
+
+// The vector stage reads the records of a batch's documents at once, not
+// one by one, and indexes each document's text units from them (a
+// document never applied gets none).
+func TestVectorBatchReadsRecordsAtOnce(t *testing.T) {
+	r := newVectorRig(t)
+	rc := &recordCounter{Stores: r.st, bulk: r.st}
+	w, err := reporter.New(reporter.Config{Vectors: r.ix, Embedder: r.emb}, r.bus, rc, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	r.apply("INC-1", 1, provenance.PublicACL(), "the disk filled up")
+	r.apply("INC-2", 1, provenance.PublicACL(), "the database stopped", "writes failed")
+	var ms []*stream.Message
+	for _, doc := range []string{"INC-1", "INC-2", "INC-9"} {
+		data, err := events.Encode(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: doc, Version: 1})
+		require.NoError(t, err)
+		ms = append(ms, &stream.Message{Kind: events.KindGraphChanged, Tenant: "acme", Data: data})
+	}
+	for _, err := range w.HandleVectors(t.Context(), ms) {
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, rc.records, "one read of the batch's records")
+	require.Zero(t, rc.sources, "no record read one by one")
+	units := r.search(vector.KindTextUnit, vector.Filter{Principal: "anyone"})
+	require.ElementsMatch(t, []string{"INC-1#u0", "INC-2#u0", "INC-2#u1"}, ids(units))
+}

@@ -245,3 +245,52 @@ func TestBatchStoreErrorDoesNotLoseOthers(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, []string{"INC-1@1", "INC-4@1"}, f.announced(t, "acme"))
 }
+
+// countingStore is the real store counting the record reads the resolver
+// makes: one at a time (Source) or a run's at once (SourceIndexes).
+type countingStore struct {
+	store.GraphStore
+	bulk             store.SourceIndexes
+	sources, indexes int
+}
+
+func (s *countingStore) Source(ctx context.Context, tenant, docID string) (store.SourceRecord, error) {
+	s.sources++
+	return s.GraphStore.Source(ctx, tenant, docID)
+}
+
+func (s *countingStore) SourceIndexes(ctx context.Context, tenant string, ids []string) (map[string]store.SourceIndex, error) {
+	s.indexes++
+	return s.bulk.SourceIndexes(ctx, tenant, ids)
+}
+
+// A batch's records are read once for the run, not once per document; a
+// document at its applied version (a redelivery) is read whole, as its
+// extraction number needs.
+func TestBatchReadsRecordsOncePerRun(t *testing.T) {
+	var cs *countingStore
+	f := setupBatch(t, func(g store.GraphStore) store.GraphStore {
+		cs = &countingStore{GraphStore: g, bulk: g.(store.SourceIndexes)}
+		return cs
+	})
+	ctx := t.Context()
+	batch := []*stream.Message{
+		msg(t, events.KindExtracted, "acme", extractedFor("acme", "INC-1", 1, "expired certificate")),
+		msg(t, events.KindExtracted, "acme", extractedFor("acme", "INC-2", 1, "disk full")),
+		msg(t, events.KindExtracted, "acme", extractedFor("acme", "INC-3", 1, "bad upgrade")),
+	}
+	for _, err := range f.w.HandleBatch(ctx, batch) {
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, cs.indexes, "one read of the run's records")
+	require.Zero(t, cs.sources, "no record read one by one")
+	require.Equal(t, []string{"INC-1@1", "INC-2@1", "INC-3@1"}, f.announced(t, "acme"))
+
+	// The same versions again: each at its applied version, read whole.
+	cs.indexes, cs.sources = 0, 0
+	for _, err := range f.w.HandleBatch(ctx, batch) {
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, cs.indexes)
+	require.Equal(t, 3, cs.sources)
+}
