@@ -130,7 +130,7 @@ func (b *Bus) LagStages() []string {
 	defer b.lagMu.Unlock()
 	var out []string
 	for s, r := range b.lagRing {
-		if r.full || r.next > 0 {
+		if r.added > 0 {
 			out = append(out, s)
 		}
 	}
@@ -161,14 +161,6 @@ func (b *Bus) LagSamplesSince(stage string, mark uint64) ([]float64, uint64) {
 // LagSamples returns the most recent lag samples of a stage seen by this
 // process (at most the ring's 4096), oldest first.
 func (b *Bus) LagSamples(stage string) []float64 {
-	b.lagMu.Lock()
-	defer b.lagMu.Unlock()
-	r := b.lagRing[stage]
-	if r == nil {
-		return nil
-	}
-	if !r.full {
-		return append([]float64(nil), r.buf[:r.next]...)
-	}
-	return append(append([]float64(nil), r.buf[r.next:]...), r.buf[:r.next]...)
+	vs, _ := b.LagSamplesSince(stage, 0)
+	return vs
 }

@@ -176,17 +176,14 @@ type Bus struct {
 type ring struct {
 	buf  []float64
 	next int
-	full bool
-	// added counts every sample ever added.
+	// added counts every sample ever added (the ring is full once it
+	// reaches len(buf)).
 	added uint64
 }
 
 func (r *ring) add(v float64) {
 	r.buf[r.next] = v
 	r.next = (r.next + 1) % len(r.buf)
-	if r.next == 0 {
-		r.full = true
-	}
 	r.added++
 }
 

@@ -137,38 +137,23 @@ func (s *Store) applyGroup(ctx context.Context, tenant string, chs []store.Chang
 		// documents whose fragment or support of it to read.
 		reads := make([][2][]string, len(chs))
 		var spec readSpec
-		entityAt, edgeAt := map[string]int{}, map[string]int{}
+		entities, edges := readers{at: map[string]int{}}, readers{at: map[string]int{}}
 		for i, ch := range chs {
 			if ch.Outcome(olds[i]) != store.Applied {
 				continue
 			}
 			entityIDs, edgeIDs := ch.Reads(olds[i])
 			reads[i] = [2][]string{entityIDs, edgeIDs}
-			for _, id := range entityIDs {
-				at, ok := entityAt[id]
-				if !ok {
-					at = len(spec.entityIDs)
-					entityAt[id] = at
-					spec.entityIDs, spec.entityDocs = append(spec.entityIDs, id), append(spec.entityDocs, nil)
-				}
-				spec.entityDocs[at] = append(spec.entityDocs[at], ch.DocID)
-			}
-			for _, id := range edgeIDs {
-				at, ok := edgeAt[id]
-				if !ok {
-					at = len(spec.edgeIDs)
-					edgeAt[id] = at
-					spec.edgeIDs, spec.edgeDocs = append(spec.edgeIDs, id), append(spec.edgeDocs, nil)
-				}
-				spec.edgeDocs[at] = append(spec.edgeDocs[at], ch.DocID)
-			}
+			entities.add(entityIDs, ch.DocID)
+			edges.add(edgeIDs, ch.DocID)
 		}
+		spec.entityIDs, spec.entityDocs, spec.edgeIDs, spec.edgeDocs = entities.ids, entities.docs, edges.ids, edges.docs
 		spec.entityKeys, spec.edgeKeys = k.prefixed(k.entity, spec.entityIDs), k.prefixed(k.edge, spec.edgeIDs)
 		spec.watch = k.watchKeys(spec.entityIDs, spec.edgeIDs, s.watchStripes(len(spec.entityIDs)+len(spec.edgeIDs), attempt), s.watchCoarseMin)
 		g := groupState{
 			read:      store.State{Entities: make(map[string]store.EntityHead, len(spec.entityIDs)), Edges: make(map[string]store.EdgeHead, len(spec.edgeIDs))},
 			fragments: map[part]store.Fragment{}, supports: map[part]store.Fragment{},
-			entities: map[string]*written{}, edges: map[string]*written{},
+			entities: map[string]*written[store.EntityHead]{}, edges: map[string]*written[store.EdgeHead]{},
 			stored: func(id string) ([]store.Fragment, error) { return fragmentsOf(ctx, tx, k, id) },
 		}
 		if len(spec.entityIDs)+len(spec.edgeIDs) > 0 {
@@ -227,6 +212,27 @@ func (s *Store) applyGroup(ctx context.Context, tenant string, chs []store.Chang
 	}
 }
 
+// readers gathers the ids a group's changes read, each once, with the
+// documents reading it (docs[i] those of ids[i]).
+type readers struct {
+	at   map[string]int
+	ids  []string
+	docs [][]string
+}
+
+// add notes that doc reads ids.
+func (r *readers) add(ids []string, doc string) {
+	for _, id := range ids {
+		at, ok := r.at[id]
+		if !ok {
+			at = len(r.ids)
+			r.at[id] = at
+			r.ids, r.docs = append(r.ids, id), append(r.docs, nil)
+		}
+		r.docs[at] = append(r.docs[at], doc)
+	}
+}
+
 // watchRecords watches the records of the documents of chs and reads
 // them, in one round trip (see watchRecord); nil for an absent one.
 func watchRecords(ctx context.Context, tx *goredis.Tx, k keys, chs []store.Change) ([]*store.SourceRecord, error) {
@@ -250,16 +256,10 @@ func watchRecords(ctx context.Context, tx *goredis.Tx, k keys, chs []store.Chang
 		return nil, fmt.Errorf("watching the records: %w", err)
 	}
 	out := make([]*store.SourceRecord, len(chs))
-	for i, v := range got.Val() {
-		data, ok := v.(string)
-		if !ok {
-			continue
-		}
-		rec := new(store.SourceRecord)
-		if err := store.DecodeValue([]byte(data), rec); err != nil {
-			return nil, fmt.Errorf("decoding %q: %w", srcs[i], err)
-		}
-		out[i] = rec
+	err = decodeJSON(got.Val(), func(i int) string { return fmt.Sprintf("%q", srcs[i]) },
+		func(i int, rec store.SourceRecord) { out[i] = &rec })
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -271,25 +271,26 @@ func watchRecords(ctx context.Context, tx *goredis.Tx, k keys, chs []store.Chang
 type groupState struct {
 	read                store.State
 	fragments, supports map[part]store.Fragment
-	entities, edges     map[string]*written
+	entities            map[string]*written[store.EntityHead]
+	edges               map[string]*written[store.EdgeHead]
 	// stored reads every stored fragment of an entity.
 	stored func(id string) ([]store.Fragment, error)
 }
 
 // written is what the group's changes planned so far wrote of one entity
-// or edge: its head (when put is set; nil: removed), whether its key was
-// deleted (every stored field with it: reset), and the fragments or
-// supports written since, by document (nil: deleted).
-type written struct {
+// or edge (H its head type): its head (when put is set; nil: removed),
+// whether its key was deleted (every stored field with it: reset), and
+// the fragments or supports written since, by document (nil: deleted).
+type written[H any] struct {
 	put   bool
-	head  any // *store.EntityHead or *store.EdgeHead
+	head  *H
 	reset bool
 	parts map[string]*store.Fragment
 }
 
 // part returns the document's fragment or support as written, and
 // whether this says it: a write of it, or the key deleted since.
-func (w *written) part(doc string) (*store.Fragment, bool) {
+func (w *written[H]) part(doc string) (*store.Fragment, bool) {
 	if w == nil {
 		return nil, false
 	}
@@ -299,17 +300,17 @@ func (w *written) part(doc string) (*store.Fragment, bool) {
 	return nil, w.reset
 }
 
-func (w *written) setPart(doc string, f *store.Fragment) {
+func (w *written[H]) setPart(doc string, f *store.Fragment) {
 	if w.parts == nil {
 		w.parts = map[string]*store.Fragment{}
 	}
 	w.parts[doc] = f
 }
 
-func writtenOf(m map[string]*written, id string) *written {
+func writtenOf[H any](m map[string]*written[H], id string) *written[H] {
 	w, ok := m[id]
 	if !ok {
-		w = &written{}
+		w = &written[H]{}
 		m[id] = w
 	}
 	return w
@@ -323,47 +324,33 @@ func (g *groupState) state(doc string, entityIDs, edgeIDs []string) store.State 
 		EntityFragments: map[string]store.Fragment{}, EdgeSupports: map[string]store.Fragment{},
 		Fragments: g.fragmentsOf,
 	}
-	for _, id := range entityIDs {
-		w := g.entities[id]
-		switch {
-		case w != nil && w.put:
-			if h, ok := w.head.(*store.EntityHead); ok && h != nil {
-				st.Entities[id] = *h
-			}
-		default:
-			if h, ok := g.read.Entities[id]; ok {
-				st.Entities[id] = h
-			}
-		}
-		if f, ok := w.part(doc); ok {
-			if f != nil {
-				st.EntityFragments[id] = *f
-			}
-		} else if f, ok := g.fragments[part{id, doc}]; ok {
-			st.EntityFragments[id] = f
-		}
-	}
-	for _, id := range edgeIDs {
-		w := g.edges[id]
-		switch {
-		case w != nil && w.put:
-			if h, ok := w.head.(*store.EdgeHead); ok && h != nil {
-				st.Edges[id] = *h
-			}
-		default:
-			if h, ok := g.read.Edges[id]; ok {
-				st.Edges[id] = h
-			}
-		}
-		if f, ok := w.part(doc); ok {
-			if f != nil {
-				st.EdgeSupports[id] = *f
-			}
-		} else if f, ok := g.supports[part{id, doc}]; ok {
-			st.EdgeSupports[id] = f
-		}
-	}
+	overlay(doc, entityIDs, g.entities, g.read.Entities, g.fragments, st.Entities, st.EntityFragments)
+	overlay(doc, edgeIDs, g.edges, g.read.Edges, g.supports, st.Edges, st.EdgeSupports)
 	return st
+}
+
+// overlay fills heads and parts with the heads of ids and doc's fragments
+// or supports of them: as written (w) where the group's earlier changes
+// wrote them, else as read.
+func overlay[H any](doc string, ids []string, w map[string]*written[H], read map[string]H, readParts map[part]store.Fragment,
+	heads map[string]H, parts map[string]store.Fragment) {
+	for _, id := range ids {
+		x := w[id]
+		if x != nil && x.put {
+			if x.head != nil {
+				heads[id] = *x.head
+			}
+		} else if h, ok := read[id]; ok {
+			heads[id] = h
+		}
+		if f, ok := x.part(doc); ok {
+			if f != nil {
+				parts[id] = *f
+			}
+		} else if f, ok := readParts[part{id, doc}]; ok {
+			parts[id] = f
+		}
+	}
 }
 
 // fragmentsOf is every fragment of entity id, as the changes planned so
@@ -396,10 +383,10 @@ func (g *groupState) fragmentsOf(id string) ([]store.Fragment, error) {
 // adapter carries them out (see store.Writes).
 func (g *groupState) apply(doc string, w store.Writes) {
 	for _, e := range w.RemoveEntities {
-		*writtenOf(g.entities, e.ID) = written{put: true, reset: true}
+		*writtenOf(g.entities, e.ID) = written[store.EntityHead]{put: true, reset: true}
 	}
 	for _, e := range w.RemoveEdges {
-		*writtenOf(g.edges, e.ID) = written{put: true, reset: true}
+		*writtenOf(g.edges, e.ID) = written[store.EdgeHead]{put: true, reset: true}
 	}
 	for _, id := range w.DeleteFragments {
 		writtenOf(g.entities, id).setPart(doc, nil)
