@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,6 +133,12 @@ type Limiter struct {
 	burst    int
 	clock    Clock
 	m        *Metrics
+
+	// mu orders the reservations: each reads the clock and reserves under
+	// it, so the rate limiter sees times that never go back. (A
+	// reservation at a time before the limiter's last one moves its last
+	// refill back, and the next one is credited the same interval twice.)
+	mu sync.Mutex
 }
 
 // NewLimiter returns the limiter of endpoint (its metrics label); m nil
@@ -185,12 +192,13 @@ func (l *Limiter) Acquire(ctx context.Context, tokens int) (release func(used in
 	charged := 0
 	if l.rate != nil {
 		charged = min(max(tokens, 1), l.burst)
-		now := l.clock.Now()
-		r := l.rate.ReserveN(now, charged)
+		now, r := l.reserve(charged)
 		if d := r.DelayFrom(now); d > 0 {
 			l.m.Waits.WithLabelValues(l.endpoint, "tokens").Inc()
 			if err := l.clock.SleepUntil(ctx, now.Add(d)); err != nil {
+				l.mu.Lock()
 				r.CancelAt(l.clock.Now())
+				l.mu.Unlock()
 				l.free()
 				return nil, err
 			}
@@ -208,11 +216,19 @@ func (l *Limiter) Acquire(ctx context.Context, tokens int) (release func(used in
 		l.m.InFlight.WithLabelValues(l.endpoint).Dec()
 		if extra := used - charged; l.rate != nil && extra > 0 {
 			// A debt: the bucket goes below zero and later requests wait.
-			l.rate.ReserveN(l.clock.Now(), min(extra, l.burst))
+			l.reserve(min(extra, l.burst))
 			l.m.Tokens.WithLabelValues(l.endpoint).Add(float64(min(extra, l.burst)))
 		}
 		l.free()
 	}, nil
+}
+
+// reserve reserves n tokens at the clock's time, read under l.mu.
+func (l *Limiter) reserve(n int) (time.Time, *rate.Reservation) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	return now, l.rate.ReserveN(now, n)
 }
 
 func (l *Limiter) free() {

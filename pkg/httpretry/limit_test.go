@@ -132,3 +132,97 @@ func TestLimitsFromEnv(t *testing.T) {
 		t.Fatal("a negative limit was accepted")
 	}
 }
+
+// pausingClock is a simulated clock whose next Now, once armed, waits
+// until released: a request that has read the time but not yet reserved.
+type pausingClock struct {
+	*httpretrytest.Clock
+	mu      sync.Mutex
+	armed   bool
+	reading chan struct{} // closed when the armed Now is waiting
+	resume  chan struct{}
+}
+
+func (c *pausingClock) Now() time.Time {
+	now := c.Clock.Now()
+	c.mu.Lock()
+	pause := c.armed
+	c.armed = false
+	c.mu.Unlock()
+	if pause {
+		close(c.reading)
+		<-c.resume
+	}
+	return now
+}
+
+// A request that read the time before others reserved and slept must not
+// be credited the interval they already spent: the rate holds whatever
+// order concurrent requests read the clock and reserve in.
+func TestLimiterHoldsTheRateWhenAReadOfTheClockIsOvertaken(t *testing.T) {
+	const tpm, per = 1200, 600
+	clock := &pausingClock{Clock: httpretrytest.NewClock(time.Unix(0, 0)), reading: make(chan struct{}), resume: make(chan struct{})}
+	start := clock.Now()
+	lim, err := httpretry.NewLimiter("llm", httpretry.Limits{TokensPerMinute: tpm, Clock: clock}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		admitted []time.Duration
+	)
+	acquire := func() {
+		release, err := lim.Acquire(context.Background(), per)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		admitted = append(admitted, clock.Now().Sub(start))
+		mu.Unlock()
+		release(0)
+	}
+	// The bucket's minute is spent at once.
+	release, err := lim.Acquire(context.Background(), tpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(0)
+	admitted = append(admitted, 0)
+
+	var first, others sync.WaitGroup
+	clock.mu.Lock()
+	clock.armed = true
+	clock.mu.Unlock()
+	first.Go(acquire) // reads the time, then waits
+	<-clock.reading
+	others.Go(func() { acquire(); acquire() }) // one after the other
+	// Let the others reserve (and move the clock) if the limiter lets
+	// them past the paused read; then let that read go on.
+	done := make(chan struct{})
+	go func() { others.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(clock.resume)
+	first.Wait()
+	others.Wait()
+	if len(admitted) != 4 {
+		t.Fatalf("%d admissions, want 4", len(admitted))
+	}
+	for i, at := range admitted {
+		n := 0
+		for j, b := range admitted {
+			if b <= at {
+				n += per
+				if j == 0 {
+					n += tpm - per
+				}
+			}
+		}
+		if allowed := tpm + int(float64(tpm)*at.Minutes()); n > allowed {
+			t.Fatalf("admission %d at %s: %d tokens admitted, rate allows %d (admissions at %v)", i, at, n, allowed, admitted)
+		}
+	}
+}
