@@ -21,7 +21,8 @@ import (
 
 // readSetsScript: KEYS are sets of entity or edge ids or adjacency
 // hashes, ARGV[i] says which KEYS[i] is ("e" or "x": a set of entity or
-// edge ids; "h": a set of entity ids, of which only the heads are read;
+// edge ids, or a hash whose fields are (the name index); "h": a set of
+// entity ids, of which only the heads are read;
 // "o:<entity>" or "i:<entity>": the entity's out or in hash, whose fields
 // name edges as adjacency.go says; "X": a set of entity ids, standing for
 // the edges of their out hashes) and ARGV[#KEYS+1] is the graph keys'
@@ -50,6 +51,8 @@ for i, set in ipairs(KEYS) do
     for _, entity in ipairs(redis.call('SMEMBERS', set)) do
       edges(ids, prefix .. 'out:' .. entity, entity, true)
     end
+  elseif redis.call('TYPE', set)['ok'] == 'hash' then
+    ids = redis.call('HKEYS', set)
   else
     ids = redis.call('SMEMBERS', set)
   end

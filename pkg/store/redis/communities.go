@@ -321,7 +321,7 @@ func (s *Store) putReports(ctx context.Context, tenant string, rs []store.Report
 			p.HSet(ctx, k.reports(), id, data[i])
 			p.HSet(ctx, k.reportCites(), id, citesData[i])
 			for _, c := range cites[i] {
-				p.SAdd(ctx, k.reportsOf(c.DocID), id)
+				p.HSet(ctx, k.reportsOf(c.DocID), id, "")
 			}
 		}
 	})
@@ -332,6 +332,9 @@ func (s *Store) putReports(ctx context.Context, tenant string, rs []store.Report
 // and, in one MULTI/EXEC, removes the by-source entries those citations
 // made, then queues write.
 func (s *Store) rewriteReports(ctx context.Context, k keys, ids []string, write func(goredis.Pipeliner)) error {
+	if err := s.ensureLayout(ctx); err != nil {
+		return err
+	}
 	return s.optimistic(ctx, func(tx *goredis.Tx) error {
 		old, err := hmgetJSON[[]provenance.SourceRef](ctx, tx, k.reportCites(), ids)
 		if err != nil {
@@ -340,7 +343,7 @@ func (s *Store) rewriteReports(ctx context.Context, k keys, ids []string, write 
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			for _, id := range ids {
 				for _, c := range old[id] {
-					p.SRem(ctx, k.reportsOf(c.DocID), id)
+					p.HDel(ctx, k.reportsOf(c.DocID), id)
 				}
 			}
 			write(p)
@@ -428,7 +431,11 @@ func (s *Store) ReportsBySource(ctx context.Context, tenant, docID string) ([]st
 		return nil, fmt.Errorf("listing the reports citing %q: %w", docID, err)
 	}
 	k := s.tenantKeys(tenant)
-	ids, err := s.client.SMembers(ctx, k.reportsOf(docID)).Result()
+	err := s.ensureLayout(ctx)
+	var ids []string
+	if err == nil {
+		ids, err = s.client.HKeys(ctx, k.reportsOf(docID)).Result()
+	}
 	var byID map[string]store.Report
 	if err == nil {
 		byID, err = s.reportsByID(ctx, k, ids)
@@ -474,13 +481,16 @@ func (s *Store) ReportCitationsOf(ctx context.Context, tenant string, docIDs []s
 	fail := func(err error) error {
 		return fmt.Errorf("listing the citations of the reports of %q citing %d documents: %w", tenant, len(docIDs), err)
 	}
+	if err := s.ensureLayout(ctx); err != nil {
+		return nil, fail(err)
+	}
 	var ids []string
 	for start := 0; start < len(docIDs); start += mgetChunk {
 		chunk := docIDs[start:min(start+mgetChunk, len(docIDs))]
 		cmds := make([]*goredis.StringSliceCmd, len(chunk))
 		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, doc := range chunk {
-				cmds[i] = p.SMembers(ctx, k.reportsOf(doc))
+				cmds[i] = p.HKeys(ctx, k.reportsOf(doc))
 			}
 			return nil
 		})

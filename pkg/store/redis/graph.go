@@ -616,13 +616,14 @@ func (k keys) writtenStripes(w store.Writes) []string {
 type setKind uint8
 
 // hash says whether the index is a hash of fields with empty values (the
-// adjacency hashes, see adjacency.go) rather than a set.
-func (k setKind) hash() bool { return k == setOut || k == setIn }
+// adjacency hashes, see adjacency.go, and the name index) rather than a
+// set.
+func (k setKind) hash() bool { return k == setOut || k == setIn || k == setName }
 
 const (
 	setEntities setKind = iota // k.entities()
 	setType                    // k.byType(of)
-	setName                    // k.byName(of)
+	setName                    // k.byName(of), a hash
 	setOut                     // k.out(of), a hash (adjacency.go)
 	setIn                      // k.in(of), a hash (adjacency.go)
 	setRel                     // k.byRel(of)

@@ -86,9 +86,9 @@ func (r *indexRecorder) record(cmd goredis.Cmder) {
 	case "INCRBY":
 		kinds = []string{"edge-count"}
 	case "HSET":
-		kinds, step = []string{"out:", "in:"}, 2 // fields and values
+		kinds, step = []string{"out:", "in:", "name:"}, 2 // fields and values
 	case "HDEL":
-		kinds = []string{"out:", "in:"}
+		kinds = []string{"out:", "in:", "name:"}
 	default:
 		return
 	}
@@ -148,11 +148,11 @@ func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 	apply(1, "Alpha", "team")
 	require.Equal(t, []string{
 		"HSET in:beta alpha|uses",
+		"HSET name:alpha alpha",
+		"HSET name:beta beta",
 		"HSET out:alpha uses|beta",
 		"INCRBY edge-count 1",
 		"SADD ents alpha,beta",
-		"SADD name:alpha alpha",
-		"SADD name:beta beta",
 		"SADD rel:uses " + edge,
 		"SADD type:service alpha",
 		"SADD type:team beta",
@@ -162,7 +162,7 @@ func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 	require.Empty(t, rec.take(), "an edit restating the same entities and edge")
 
 	apply(3, "Alpha Prime", "team")
-	require.Equal(t, []string{"SADD name:alpha prime alpha", "SREM name:alpha alpha"}, rec.take(), "an edit respelling alpha")
+	require.Equal(t, []string{"HDEL name:alpha alpha", "HSET name:alpha prime alpha"}, rec.take(), "an edit respelling alpha")
 
 	// Another document's spelling of alpha, of a lower rank: the display
 	// name stays, the tally gains a spelling.
@@ -172,14 +172,14 @@ func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 	}
 	_, err := s.Apply(ctx, tenant, "other", 1, alfa)
 	require.NoError(t, err)
-	require.Equal(t, []string{"SADD name:alfa alpha"}, rec.take(), "another document's spelling")
+	require.Equal(t, []string{"HSET name:alfa alpha"}, rec.take(), "another document's spelling")
 	alfa.Entities[0].Description = "edited"
 	_, err = s.Apply(ctx, tenant, "other", 2, alfa)
 	require.NoError(t, err)
 	require.Empty(t, rec.take(), "an edit of the other document")
 	_, err = s.Delete(ctx, tenant, "other", 3)
 	require.NoError(t, err)
-	require.Equal(t, []string{"SREM name:alfa alpha"}, rec.take(), "the other document's deletion")
+	require.Equal(t, []string{"HDEL name:alfa alpha"}, rec.take(), "the other document's deletion")
 
 	apply(4, "Alpha Prime", "service")
 	require.Equal(t, []string{"SADD type:service beta", "SREM type:team beta"}, rec.take(), "an edit changing beta's type")
@@ -205,11 +205,11 @@ func TestApplyWritesChangedIndexEntriesOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"HDEL in:beta alpha|uses",
+		"HDEL name:alpha prime alpha",
+		"HDEL name:beta beta",
 		"HDEL out:alpha uses|beta",
 		"INCRBY edge-count -1",
 		"SREM ents alpha,beta",
-		"SREM name:alpha prime alpha",
-		"SREM name:beta beta",
 		"SREM rel:uses " + edge,
 		"SREM type:service alpha,beta",
 	}, rec.take(), "the deletion")

@@ -25,20 +25,24 @@ const headField = ""
 //   - "2": entities and edges are hashes of a head and per-document
 //     fragments; the adjacency indexes are sets, and g:edges lists the
 //     edges;
-//   - "3": the adjacency indexes are hashes; g:edges lists the edges.
+//   - "3": the adjacency indexes are hashes; g:edges lists the edges;
+//   - "4": the name index (g:name:<key>) and the reports' by-source index
+//     (rsrc:<doc>) are sets.
 //
-// The first graph operation of a Store converts what is older (migrate,
-// then migrateAdjacency, then migrateEdgeSet) and then sets the key.
-// Every process writing a store must be of a build of this layout once
-// one has converted it: an older one would add to an adjacency set that
-// is now a hash, or to an edge set no reader reads.
-const graphLayout = "4"
+// The first graph or report-index operation of a Store converts what is
+// older (migrate, then migrateAdjacency, then migrateEdgeSet, per
+// tenant; then migrateIndexSets) and then sets the key. Every process
+// writing a store must be of a build of this layout once one has
+// converted it: an older one would add to an adjacency set or a name set
+// that is now a hash, or to an edge set no reader reads.
+const graphLayout = "5"
 
 // The layout key's values of the older layouts that hold entities and
 // edges as hashes (see graphLayout).
 const (
 	adjacencySetsLayout = "2"
 	edgeSetLayout       = "3"
+	indexSetsLayout     = "4"
 )
 
 // layoutNumber is graphLayout as a number.
@@ -75,6 +79,9 @@ func (s *Store) ensureLayout(ctx context.Context) error {
 			return fmt.Errorf("listing graph tenants: %w", err)
 		}
 		for _, tenant := range tenants {
+			if v == indexSetsLayout {
+				break // the graphs themselves are converted
+			}
 			k := s.tenantKeys(tenant)
 			var steps []func(context.Context, keys) error
 			if v != adjacencySetsLayout && v != edgeSetLayout {
@@ -88,6 +95,11 @@ func (s *Store) ensureLayout(ctx context.Context) error {
 				if err := step(ctx, k); err != nil {
 					return fmt.Errorf("converting the graph of %q to layout %s: %w", tenant, graphLayout, err)
 				}
+			}
+		}
+		if len(tenants) > 0 { // else a new store: nothing to convert
+			if err := s.migrateIndexSets(ctx); err != nil {
+				return fmt.Errorf("converting the index sets to layout %s: %w", graphLayout, err)
 			}
 		}
 		if err := s.client.Set(ctx, s.layoutKey(), graphLayout, 0).Err(); err != nil {
@@ -252,6 +264,88 @@ func (s *Store) migrateAdjacency(ctx context.Context, k keys) error {
 		}
 	}
 	return nil
+}
+
+// migrateIndexSets converts every tenant's name index (g:name:<key>) and
+// reports' by-source index (rsrc:<doc>) from sets into hashes of fields
+// with empty values: Redis 7.0 keeps every set of strings in a hash table
+// (a name set of one entity id takes about 225 bytes), a small hash in a
+// listpack. The keys are found by SCAN (their names are not listed
+// anywhere else), of every tenant at once. Each batch of keys is converted in one
+// transaction watching them, as migrateAdjacency does: a key that is a
+// hash already is left alone, so a conversion cut short resumes, and two
+// processes converting at once do not convert a key twice.
+func (s *Store) migrateIndexSets(ctx context.Context) error {
+	for _, pattern := range []string{globEscape(s.prefix) + ":{*}:g:name:*", globEscape(s.prefix) + ":{*}:rsrc:*"} {
+		iter := s.client.ScanType(ctx, 0, pattern, 1000, "set").Iterator()
+		var batch []string
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			err := s.convertSets(ctx, batch)
+			batch = batch[:0]
+			return err
+		}
+		for iter.Next(ctx) {
+			if batch = append(batch, iter.Val()); len(batch) == mgetChunk {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return fmt.Errorf("scanning %s: %w", pattern, err)
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// convertSets rewrites each of keys that is a set as a hash of its members
+// with empty values, in one transaction watching them.
+func (s *Store) convertSets(ctx context.Context, keys []string) error {
+	return s.optimistic(ctx, func(tx *goredis.Tx) error {
+		types := make([]*goredis.StatusCmd, len(keys))
+		if _, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, key := range keys {
+				types[i] = p.Type(ctx, key)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		members := make([]*goredis.StringSliceCmd, len(keys))
+		if _, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, key := range keys {
+				if types[i].Val() == "set" {
+					members[i] = p.SMembers(ctx, key)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, key := range keys {
+				if members[i] == nil {
+					continue // a hash already, or gone
+				}
+				p.Del(ctx, key)
+				if ms := members[i].Val(); len(ms) > 0 {
+					fields := make([]any, 0, 2*len(ms))
+					for _, m := range ms {
+						fields = append(fields, m, "")
+					}
+					p.HSet(ctx, key, fields...)
+				}
+			}
+			return nil
+		})
+		return err
+	}, keys...)
 }
 
 // migrateEdgeSet replaces one tenant's set of every edge id (layouts 1

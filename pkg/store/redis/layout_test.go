@@ -6,6 +6,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/redis"
 	"github.com/kgstream/kgstream/pkg/store/storetest"
@@ -91,13 +92,13 @@ func TestConvertsLayout2(t *testing.T) {
 	require.Zero(t, n, "edge sets are left")
 	layout, err := c.Get(ctx, prefix+":graph-layout").Result()
 	require.NoError(t, err)
-	require.Equal(t, "4", layout)
+	require.Equal(t, "5", layout)
 
 	storetest.EditHubGraph(t, s)
 	storetest.EditHubGraph(t, never)
 	storetest.SameHubGraph(t, "edited after the conversion", never, s)
 
-	require.NoError(t, c.Set(ctx, prefix+":graph-layout", "5", 0).Err())
+	require.NoError(t, c.Set(ctx, prefix+":graph-layout", "6", 0).Err())
 	newer := redis.New(newClient(t), prefix)
 	t.Cleanup(func() { _ = newer.Close() })
 	_, err = newer.Apply(ctx, "acme", "doc-x", 1, storetest.HubDoc(40, 1))
@@ -186,4 +187,119 @@ func toWholeLayout(t *testing.T, s *redis.Store, c *goredis.Client, prefix strin
 		}
 	}
 	require.NoError(t, c.Del(ctx, prefix+":graph-layout").Err())
+}
+
+// TestConvertsIndexSets: a store of layout 4 holds the name index and the
+// reports' by-source index as sets; the next Store converts them into
+// hashes (one key converted already, as by a conversion cut short),
+// answers as before, and keeps them hashes through later writes.
+func TestConvertsIndexSets(t *testing.T) {
+	ctx := t.Context()
+	old, c, prefix := freshStore(t)
+	storetest.FillHubGraph(t, old)
+	g, err := old.Snapshot(ctx, "acme")
+	require.NoError(t, err)
+	reports := []store.Report{
+		{ID: "r-1", Community: "c1", Title: "one", Sources: []provenance.SourceRef{{DocID: "doc-000", Version: 1}, {DocID: "doc-001", Version: 1}}},
+		{ID: "r-2", Community: "c2", Title: "two", Sources: []provenance.SourceRef{{DocID: "doc-001", Version: 1}}},
+	}
+	require.NoError(t, old.PutReports(ctx, "acme", reports))
+	require.NoError(t, old.PutReports(ctx, "globex", reports[:1])) // a tenant with reports and no graph
+	byName := func(s *redis.Store) map[string][]string {
+		out := map[string][]string{}
+		for _, e := range g.Entities {
+			named, err := s.EntitiesByName(ctx, "acme", e.Name)
+			require.NoError(t, err)
+			for _, n := range named {
+				out[e.Name] = append(out[e.Name], n.ID)
+			}
+		}
+		return out
+	}
+	citing := func(s *redis.Store, tenant string) map[string][]string {
+		out := map[string][]string{}
+		for _, doc := range []string{"doc-000", "doc-001", "doc-002"} {
+			rs, err := s.ReportsBySource(ctx, tenant, doc)
+			require.NoError(t, err)
+			for _, r := range rs {
+				out[doc] = append(out[doc], r.ID)
+			}
+		}
+		return out
+	}
+	names, cites, globexCites := byName(old), citing(old, "acme"), citing(old, "globex")
+	require.Len(t, names, len(g.Entities))
+	require.Equal(t, map[string][]string{"doc-000": {"r-1"}, "doc-001": {"r-1", "r-2"}}, cites)
+
+	converted := toIndexSets(t, c, prefix)
+	require.Greater(t, converted, len(g.Entities))
+	// One converted already.
+	first := prefix + ":{acme}:g:name:" + store.NameKey(g.Entities[0].Name)
+	ids, err := c.SMembers(ctx, first).Result()
+	require.NoError(t, err)
+	require.NoError(t, c.Del(ctx, first).Err())
+	for _, id := range ids {
+		require.NoError(t, c.HSet(ctx, first, id, "").Err())
+	}
+
+	s := redis.New(newClient(t), prefix)
+	t.Cleanup(func() { _ = s.Close() })
+	require.Equal(t, cites, citing(s, "acme"))
+	require.Equal(t, globexCites, citing(s, "globex"))
+	require.Equal(t, names, byName(s))
+	require.Zero(t, indexKeysOfType(t, c, prefix, "set"), "index sets are left")
+	require.Equal(t, converted, indexKeysOfType(t, c, prefix, "hash"))
+	layout, err := c.Get(ctx, prefix+":graph-layout").Result()
+	require.NoError(t, err)
+	require.Equal(t, "5", layout)
+	citations, err := s.ReportCitationsOf(ctx, "acme", []string{"doc-001"})
+	require.NoError(t, err)
+	require.Len(t, citations, 2)
+
+	// Later writes keep them hashes: a respelling, a report moved.
+	_, err = s.Apply(ctx, "acme", "doc-000", 2, storetest.HubDoc(0, 2))
+	require.NoError(t, err)
+	reports[1].Sources = []provenance.SourceRef{{DocID: "doc-002", Version: 1}}
+	require.NoError(t, s.PutReports(ctx, "acme", reports[1:]))
+	require.Equal(t, map[string][]string{"doc-000": {"r-1"}, "doc-001": {"r-1"}, "doc-002": {"r-2"}}, citing(s, "acme"))
+	require.Zero(t, indexKeysOfType(t, c, prefix, "set"), "a write made an index set")
+	rep, err := s.Audit(ctx, "acme")
+	require.NoError(t, err)
+	require.Zero(t, rep.IndexMismatches, "%q", rep.Problems)
+}
+
+// toIndexSets rewrites every name and by-source index hash under prefix as
+// the set layout 4 held, and sets the layout key to "4". It returns how
+// many keys it rewrote.
+func toIndexSets(t *testing.T, c *goredis.Client, prefix string) int {
+	ctx := t.Context()
+	n := 0
+	for _, pattern := range []string{prefix + ":{*}:g:name:*", prefix + ":{*}:rsrc:*"} {
+		iter := c.ScanType(ctx, 0, pattern, 1000, "hash").Iterator()
+		for iter.Next(ctx) {
+			fields, err := c.HKeys(ctx, iter.Val()).Result()
+			require.NoError(t, err)
+			require.NoError(t, c.Del(ctx, iter.Val()).Err())
+			require.NoError(t, c.SAdd(ctx, iter.Val(), fields).Err())
+			n++
+		}
+		require.NoError(t, iter.Err())
+	}
+	require.NoError(t, c.Set(ctx, prefix+":graph-layout", "4", 0).Err())
+	return n
+}
+
+// indexKeysOfType counts the name and by-source index keys under prefix
+// of type typ.
+func indexKeysOfType(t *testing.T, c *goredis.Client, prefix, typ string) int {
+	ctx := t.Context()
+	n := 0
+	for _, pattern := range []string{prefix + ":{*}:g:name:*", prefix + ":{*}:rsrc:*"} {
+		iter := c.ScanType(ctx, 0, pattern, 1000, typ).Iterator()
+		for iter.Next(ctx) {
+			n++
+		}
+		require.NoError(t, iter.Err())
+	}
+	return n
 }

@@ -56,17 +56,17 @@
 //	<p>:{<t>}:g:out:<entity>         hash: one field per edge leaving the entity, "<relation>|<target>", value "" (adjacency.go)
 //	<p>:{<t>}:g:in:<entity>          hash: one field per edge entering the entity, "<source>|<relation>", value "" (adjacency.go)
 //	<p>:{<t>}:g:rel:<relation>       set of ids of the relation's edges
-//	<p>:{<t>}:g:name:<name key>      set of ids of entities with the name (store.NameKey)
+//	<p>:{<t>}:g:name:<name key>      hash: one field per entity with the name (store.NameKey), value ""
 //	<p>:{<t>}:gv:<n>                 stripe n: a random token, rewritten by every write of an entity or edge of the stripe (stripes.go)
 //	<p>:{<t>}:communities            hash community id -> store.Community (JSON)
 //	<p>:{<t>}:communities-run        last run number
 //	<p>:{<t>}:cmembers               hash entity id -> ids of the communities holding it (JSON)
 //	<p>:{<t>}:reports                hash report id -> store.Report (JSON)
 //	<p>:{<t>}:rcites                 hash report id -> its citations (store.CitationsOf, JSON)
-//	<p>:{<t>}:rsrc:<doc>             set of ids of reports citing the document
+//	<p>:{<t>}:rsrc:<doc>             hash: one field per report citing the document, value ""
 //	<p>:{<t>}:outbox                 hash event id -> pending event record (store.Outbox, see outbox.go)
 //	<p>:outbox-tenants               set of tenants with pending events
-//	<p>:graph-layout                 "4" once every graph is in the layout above (see layout.go)
+//	<p>:graph-layout                 "5" once every graph is in the layout above (see layout.go)
 //
 // An entity is one hash of its head and one field per document; an edge is
 // its head, holding its supports while they are few (most edges have one),
@@ -75,17 +75,19 @@
 // touches and its own document's fields, never the other documents'
 // fragments, and adds and removes only the index entries that change (a
 // head's type, spellings or endpoints).
-// The adjacency indexes are hashes, not sets, because Redis 7.0 keeps
-// every set of strings in a hash table (~100 bytes a member here) but a
-// small hash in a listpack (a few bytes a field besides the field). There
+// The adjacency indexes, the name index and the reports' by-source index
+// are hashes, not sets, because Redis 7.0 keeps every set of strings in a
+// hash table (~100 bytes a member here, ~225 bytes for a set of one) but
+// a small hash in a listpack (a few bytes a field besides the field). There
 // is no set of all edge ids (~80 bytes an edge): every edge is a field of
 // its source's out hash and its source is in g:ents, so Snapshot lists
 // the edges through those, and Stats reads g:edge-count.
-// Graphs written before that hold a set of every edge id, g:edges (layout
-// 3), also the adjacency indexes as sets of edge ids (layout 2), and the
-// oldest (layout 1) each entity and edge whole under g:ent:<id> and
-// g:edge:<id>; a Store converts them before its first graph operation
-// (ensureLayout).
+// Stores written before that hold the name and by-source indexes as sets
+// (layout 4), also a set of every edge id, g:edges (layout 3), also the
+// adjacency indexes as sets of edge ids (layout 2), and the oldest
+// (layout 1) each entity and edge whole under g:ent:<id> and
+// g:edge:<id>; a Store converts them before its first graph or
+// report-index operation (ensureLayout).
 //
 // A JSON value of at least store.CompressMin bytes is stored compressed
 // (store.EncodeValue): heads and fragments with S2, source records,
