@@ -338,21 +338,23 @@ func (w *Worker) cluster(ctx context.Context) error {
 func (w *Worker) loop(ctx context.Context) error {
 	tick := time.NewTicker(w.cfg.Tick)
 	defer tick.Stop()
-	// Provisional placement runs at every tick and, when kicked, if the
-	// last one is at least a Tick old: each run reads and rewrites the
-	// communities the new entities join (at the top levels, large ones),
-	// so under a stream of graph changes it runs at most about twice a
-	// Tick, whatever their rate, and the entities wait at most a Tick.
-	var assigned time.Time
+	// Provisional placement runs when assignDue says: under a stream of
+	// graph changes at most about twice a Tick, whatever their rate, and
+	// no sooner after the last than assignSpacing times what it took.
+	var (
+		assigned   time.Time
+		assignTook time.Duration
+	)
 	for {
-		assign := true
+		kicked := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		case <-w.kick:
-			assign = time.Since(assigned) >= w.cfg.Tick
+			kicked = true
 		}
+		assign := assignDue(time.Since(assigned), assignTook, w.cfg.Tick, kicked)
 		due := w.due()
 		if w.cfg.GiveWay != nil && (len(due) > 0 || assign && w.anyTouched()) {
 			// One wait for this round's work, re-clustering and placement.
@@ -377,7 +379,30 @@ func (w *Worker) loop(ctx context.Context) error {
 				w.log.Warn("provisional community assignment failed", "tenant", t, "error", err)
 			}
 		}
+		assignTook = time.Since(assigned)
 	}
+}
+
+// assignSpacing bounds the share of a core provisional placement takes.
+// Each placement reads and rewrites whole the communities its new entities
+// join, at the top levels the largest of the tenant, so what one costs
+// grows with the tenant, not with the entities placed. The next starts no
+// sooner than assignSpacing times the last one took after it started: at
+// most about a tenth of a core, however large the tenant, while entities
+// wait longer for a community in a large one (the re-clustering, due
+// within MaxDelay anyway, places them all).
+const assignSpacing = 10
+
+// assignDue reports whether provisional placement runs now, since after
+// the last one started, which took took: at a tick once spaced by
+// assignSpacing, when kicked (a graph change) also not within a Tick of
+// the last, so a stream of changes runs it at most about twice a Tick.
+func assignDue(since, took, tick time.Duration, kicked bool) bool {
+	gap := assignSpacing * took
+	if kicked {
+		gap = max(gap, tick)
+	}
+	return since >= gap
 }
 
 // Handle records a graph change; the re-clustering happens after the quiet
