@@ -219,46 +219,9 @@ func (s *Store) migrateAdjacency(ctx context.Context, k keys) error {
 	for start := 0; start < len(ids); start += chunk {
 		entities := ids[start:min(start+chunk, len(ids))]
 		sets := append(k.prefixed(k.out, entities), k.prefixed(k.in, entities)...)
-		err := s.optimistic(ctx, func(tx *goredis.Tx) error {
-			types := make([]*goredis.StatusCmd, len(sets))
-			if _, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for i, key := range sets {
-					types[i] = p.Type(ctx, key)
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-			members := make([]*goredis.StringSliceCmd, len(sets))
-			if _, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for i, key := range sets {
-					if types[i].Val() == "set" {
-						members[i] = p.SMembers(ctx, key)
-					}
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-			_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-				for i, key := range sets {
-					if members[i] == nil {
-						continue // a hash already, or no edges
-					}
-					entity, out := entities[i%len(entities)], i < len(entities)
-					fields := make([]any, 0, 2*len(members[i].Val()))
-					for _, id := range members[i].Val() {
-						fields = append(fields, adjacencyField(id, entity, out), "")
-					}
-					p.Del(ctx, key)
-					if len(fields) > 0 {
-						p.HSet(ctx, key, fields...)
-					}
-				}
-				return nil
-			})
-			return err
-		}, sets...)
+		err := s.convertSets(ctx, sets, func(i int, id string) string {
+			return adjacencyField(id, entities[i%len(entities)], i < len(entities))
+		})
 		if err != nil {
 			return err
 		}
@@ -283,7 +246,7 @@ func (s *Store) migrateIndexSets(ctx context.Context) error {
 			if len(batch) == 0 {
 				return nil
 			}
-			err := s.convertSets(ctx, batch)
+			err := s.convertSets(ctx, batch, func(_ int, m string) string { return m })
 			batch = batch[:0]
 			return err
 		}
@@ -304,9 +267,11 @@ func (s *Store) migrateIndexSets(ctx context.Context) error {
 	return nil
 }
 
-// convertSets rewrites each of keys that is a set as a hash of its members
-// with empty values, in one transaction watching them.
-func (s *Store) convertSets(ctx context.Context, keys []string) error {
+// convertSets rewrites each of keys that is a set as a hash whose fields
+// are field(i, member) of the members of keys[i], with empty values, in
+// one transaction watching them; a key that is a hash already, or absent,
+// is left alone.
+func (s *Store) convertSets(ctx context.Context, keys []string, field func(i int, member string) string) error {
 	return s.optimistic(ctx, func(tx *goredis.Tx) error {
 		types := make([]*goredis.StatusCmd, len(keys))
 		if _, err := tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
@@ -331,13 +296,13 @@ func (s *Store) convertSets(ctx context.Context, keys []string) error {
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, key := range keys {
 				if members[i] == nil {
-					continue // a hash already, or gone
+					continue // a hash already, or absent
 				}
 				p.Del(ctx, key)
 				if ms := members[i].Val(); len(ms) > 0 {
 					fields := make([]any, 0, 2*len(ms))
 					for _, m := range ms {
-						fields = append(fields, m, "")
+						fields = append(fields, field(i, m), "")
 					}
 					p.HSet(ctx, key, fields...)
 				}
