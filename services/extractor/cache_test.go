@@ -1,6 +1,7 @@
 package extractor_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -131,7 +132,9 @@ func TestLLMCacheRedis(t *testing.T) {
 	require.NoError(t, rdb.Ping(t.Context()).Err(), "Redis must be running at %s", redisAddr)
 	prefix := fmt.Sprintf("kgstream-test-%d:", time.Now().UnixNano())
 	t.Cleanup(func() {
-		ctx := t.Context()
+		// Not t.Context(): it is cancelled before cleanups run, and the
+		// keys would stay behind (until their TTL).
+		ctx := context.Background()
 		keys, err := rdb.Keys(ctx, prefix+"*").Result()
 		if err == nil && len(keys) > 0 {
 			_ = rdb.Del(ctx, keys...).Err()
