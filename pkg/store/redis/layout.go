@@ -234,10 +234,10 @@ func (s *Store) migrateAdjacency(ctx context.Context, k keys) error {
 // with empty values: Redis 7.0 keeps every set of strings in a hash table
 // (a name set of one entity id takes about 225 bytes), a small hash in a
 // listpack. The keys are found by SCAN (their names are not listed
-// anywhere else), of every tenant at once. Each batch of keys is converted in one
-// transaction watching them, as migrateAdjacency does: a key that is a
-// hash already is left alone, so a conversion cut short resumes, and two
-// processes converting at once do not convert a key twice.
+// anywhere else), of every tenant at once; each batch is converted by
+// convertSets, as migrateAdjacency's are, so a conversion cut short
+// resumes and two processes converting at once do not convert a key
+// twice.
 func (s *Store) migrateIndexSets(ctx context.Context) error {
 	for _, pattern := range []string{globEscape(s.prefix) + ":{*}:g:name:*", globEscape(s.prefix) + ":{*}:rsrc:*"} {
 		iter := s.client.ScanType(ctx, 0, pattern, 1000, "set").Iterator()
