@@ -143,8 +143,34 @@ func TestCLIAgainstAllInOne(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`(?m)^  \[1\] INC-\d+@v1$`).MatchString(out) {
 		t.Fatalf("answer with citations: %v\n%s", err, out)
 	}
+	// A full re-clustering on request: queued, then run from scratch.
+	fullRuns := func() float64 {
+		mfs, err := a.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "kgstream_reclusters_total" {
+				for _, m := range mf.GetMetric() {
+					if m.GetLabel()[0].GetValue() == "full" {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	before := fullRuns()
+	out, _, err = runOut(ctx, "recluster", "--full", "--server", a.URL())
+	if err != nil || !regexp.MustCompile(`(?m)^re-clustering of default requested \(from scratch\), request [0-9a-f]+$`).MatchString(out) {
+		t.Fatalf("recluster --full: %v\n%s", err, out)
+	}
+	if err := c.WaitFor(ctx, 30*time.Second, func() (bool, error) { return fullRuns() > before, nil }); err != nil {
+		t.Fatalf("no full re-clustering after the request: %v", err)
+	}
 	for _, args := range [][]string{{}, {"bogus"}, {"query"}, {"query", "paths", "x"}, {"catalog"}, {"catalog", "export"},
-		{"ingest"}, {"query", "report"}, {"status", "extra"}, {"version", "--no-such-flag"}, {"version", "--log-format", "xml"}} {
+		{"ingest"}, {"query", "report"}, {"status", "extra"}, {"version", "--no-such-flag"}, {"version", "--log-format", "xml"},
+		{"recluster", "now"}} {
 		err := run(ctx, args)
 		if !errors.As(err, &ee) || ee.code != 2 {
 			t.Fatalf("%v: want a usage error, got %v", args, err)

@@ -101,6 +101,8 @@ func upCmd(g *globals) *cobra.Command {
 	fs.StringArrayVar(&cfg.ExcludedPathEntities, "exclude-path-entity", nil, "entity id (TYPE:KEY) path queries never expand through (repeatable)")
 	fs.DurationVar(&cfg.Quiet, "cluster-quiet", 2*time.Second, "quiet period before re-clustering")
 	fs.DurationVar(&cfg.MaxDelay, "cluster-max-delay", 30*time.Second, "maximum delay of a re-clustering")
+	fs.IntVar(&cfg.FullEvery, "cluster-full-every", 100, "every n-th re-clustering of a tenant is from scratch, the others start from the previous partition (1: all from scratch)")
+	fs.DurationVar(&cfg.FullInterval, "cluster-full-interval", 0, "a tenant's re-clustering is from scratch once its last one from scratch is this old, and one is run then if runs since were incremental (0: no such schedule)")
 	fs.DurationVar(&cfg.GiveWay, "give-way", 2*time.Second, "longest wait of a background stage (re-clustering, reports, vectors, the query caches' reads) while the extractor and resolver have a backlog; 0: never wait")
 	fs.DurationVar(&cfg.AuditEvery, "audit-every", time.Minute, "period of the orphan audit")
 	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 0, "deliveries per stage before dead-lettering (0: the default)")

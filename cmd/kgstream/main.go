@@ -135,7 +135,7 @@ func newRoot(g *globals) *cobra.Command {
 		return usageError("%v; see %s --help", err, c.CommandPath())
 	})
 	root.AddCommand(upCmd(g), ingestCmd(g), catalogCmd(g), queryCmd(g), statusCmd(g), entitiesCmd(g),
-		evalCmd(g), leidenCmd(g), mcpCmd(g), compactCmd(g), versionCmd(g))
+		reclusterCmd(g), evalCmd(g), leidenCmd(g), mcpCmd(g), compactCmd(g), versionCmd(g))
 	return root
 }
 

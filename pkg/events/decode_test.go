@@ -67,6 +67,8 @@ func sampleEvents() []Validator {
 		&GraphChanged{Header: h, DocID: "INC-1", Version: 3, Touched: []string{"service:payments"}, Contributed: []string{"a", "b"},
 			Entities: 10, Edges: 20, ReceivedAt: at},
 		&Reresolve{Header: h, RequestID: "r1", DocIDs: []string{"INC-1"}, RequestedAt: at},
+		&Recluster{Header: h, RequestID: "r2", Full: true, RequestedAt: at},
+		&Recluster{Header: h, RequestID: "r3", RequestedAt: at},
 	}
 }
 

@@ -47,6 +47,7 @@ const (
 	KindCommunitiesChanged Kind = "communities.changed"
 	KindReportsChanged     Kind = "reports.changed"
 	KindReresolve          Kind = "reresolve"
+	KindRecluster          Kind = "recluster"
 	KindDLQ                Kind = "dlq"
 )
 
@@ -149,6 +150,12 @@ func GraphID(tenant, docID string, version, resolution int64) string {
 // the same documents. Its document segment is empty, as RunMsgID's.
 func ReresolveID(tenant, requestID string) string {
 	return tenant + "//reresolve/" + requestID
+}
+
+// ReclusterID is the message id of a re-clustering request, named by the
+// request's own id, as ReresolveID.
+func ReclusterID(tenant, requestID string) string {
+	return tenant + "//recluster/" + requestID
 }
 
 // CommunitiesID is the message id of a clustering run's announcement.
@@ -505,6 +512,32 @@ func (e *Reresolve) Validate() error {
 	return nil
 }
 
+// Recluster asks the clusterer to re-cluster a tenant now, without
+// waiting for a graph change: from scratch (GraphRAG's partition, as the
+// first run) when Full is set, otherwise as its next run would.
+type Recluster struct {
+	Header
+	// RequestID names the request (its message id); unique per request.
+	RequestID string `json:"request_id"`
+	Full      bool   `json:"full,omitempty"`
+	// RequestedAt is when the request was made.
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// Validate checks the fields a consumer relies on.
+func (e *Recluster) Validate() error {
+	if err := e.Header.validate(); err != nil {
+		return err
+	}
+	if strings.TrimSpace(e.RequestID) == "" || strings.ContainsAny(e.RequestID, "/ ") {
+		return fmt.Errorf("request_id %q must be a non-empty token without slashes or spaces", e.RequestID)
+	}
+	if e.RequestedAt.IsZero() {
+		return errors.New("requested_at is missing")
+	}
+	return nil
+}
+
 // Validator is implemented by every event type.
 type Validator interface{ Validate() error }
 
@@ -535,6 +568,8 @@ func setSchema(v Validator) {
 	case *ReportsChanged:
 		e.Schema = SchemaVersion
 	case *Reresolve:
+		e.Schema = SchemaVersion
+	case *Recluster:
 		e.Schema = SchemaVersion
 	}
 }

@@ -101,6 +101,7 @@ func TestMessageIDsArePinned(t *testing.T) {
 		{"communities", CommunitiesID("acme", 12), "acme//12/communities"},
 		{"reports", ReportsID("acme", 12), "acme//12/reports"},
 		{"re-resolution request", ReresolveID("acme", "7f3a9c01"), "acme//reresolve/7f3a9c01"},
+		{"re-clustering request", ReclusterID("acme", "7f3a9c01"), "acme//recluster/7f3a9c01"},
 		{"reconcile", ReconcileID("acme", []string{"r1", "r2"}, []string{"r9"}), "acme//reconcile/11f0aa2213478cdef8aac316"},
 	} {
 		if c.got != c.want {
@@ -143,6 +144,33 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReclusterValidated(t *testing.T) {
+	good := func() *Recluster {
+		return &Recluster{Header: Header{Tenant: "acme"}, RequestID: "7f3a9c01", Full: true,
+			RequestedAt: time.Unix(1700000000, 0).UTC()}
+	}
+	data, err := Encode(good())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Recluster
+	if err := Decode(data, &got); err != nil || !got.Full || got.Schema != SchemaVersion {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for name, spoil := range map[string]func(*Recluster){
+		"no request id":   func(e *Recluster) { e.RequestID = "" },
+		"space in id":     func(e *Recluster) { e.RequestID = "a b" },
+		"no request time": func(e *Recluster) { e.RequestedAt = time.Time{} },
+		"bad tenant":      func(e *Recluster) { e.Tenant = "Acme Corp" },
+	} {
+		ev := good()
+		spoil(ev)
+		if _, err := Encode(ev); !errors.Is(err, ErrInvalidEvent) {
+			t.Errorf("%s: got %v, want ErrInvalidEvent", name, err)
+		}
+	}
 }
 
 func TestReresolveValidated(t *testing.T) {

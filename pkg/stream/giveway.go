@@ -123,7 +123,7 @@ func (b *Bus) listBacklogs(ctx context.Context) (map[string]uint64, error) {
 // stageKinds are the kinds a stage may consume: a stage consuming several
 // has one consumer per kind, named by consumerName.
 var stageKinds = []events.Kind{events.KindDocChanged, events.KindDocDeleted, events.KindDocACL, events.KindExtracted,
-	events.KindGraphChanged, events.KindCommunitiesChanged, events.KindReportsChanged, events.KindReresolve}
+	events.KindGraphChanged, events.KindCommunitiesChanged, events.KindReportsChanged, events.KindReresolve, events.KindRecluster}
 
 // backlogOf sums the backlogs of the consumers of the stages named. Only
 // a stage's own consumers count: "extractor" covers "extractor" (and

@@ -112,6 +112,11 @@ type Config struct {
 	// GraphRAG's): incrementally from its previous sub-communities, or
 	// with the Partitioner when it had none (see stable.go).
 	MaxClusterSize int
+	// FullInterval, when positive, makes a tenant's run a full one once
+	// its last full run is FullInterval old, and makes a tenant whose
+	// partition was computed incrementally since due for one then, even
+	// without graph changes (0, the default: no such schedule).
+	FullInterval time.Duration
 	// Tick is how often Run checks for tenants due for re-clustering
 	// (default Quiet/4, at least 10ms).
 	Tick time.Duration
@@ -174,8 +179,8 @@ func (c Config) Validate() error {
 	if c.Tick <= 0 {
 		return errors.New("clusterer: Tick must be > 0")
 	}
-	if c.FullEvery < 0 || c.MaxClusterSize < 1 {
-		return errors.New("clusterer: need FullEvery >= 0 and MaxClusterSize >= 1")
+	if c.FullEvery < 0 || c.MaxClusterSize < 1 || c.FullInterval < 0 {
+		return errors.New("clusterer: need FullEvery >= 0, FullInterval >= 0 and MaxClusterSize >= 1")
 	}
 	if c.WeightBy != "sources" && c.WeightBy != "strength" {
 		return fmt.Errorf("clusterer: WeightBy must be sources or strength, not %q", c.WeightBy)
@@ -200,6 +205,9 @@ type pending struct {
 	// touched are entity ids graph changes named since the last
 	// re-clustering that have not yet been given a provisional community.
 	touched map[string]bool
+	// now makes the tenant due at once, whatever the debounce (a
+	// request, or the full-run schedule); full makes its run a full one.
+	now, full bool
 }
 
 // Worker is the clusterer.
@@ -211,10 +219,14 @@ type Worker struct {
 
 	mu    sync.Mutex
 	dirty map[string]*pending
+	// stale holds, per tenant, what the graph changes handled since its
+	// last run make to read again (see graphcache.go).
+	stale map[string]*stale
 	kick  chan struct{}
-	// handle is Handle: graph changes decoded and tenant-checked.
-	handle stream.Handler
-	now    func() time.Time
+	// handle and handleReq are Handle for graph changes and for
+	// re-clustering requests: decoded and tenant-checked.
+	handle, handleReq stream.Handler
+	now               func() time.Time
 
 	// commMu serialises every write of a tenant's communities (re-clustering
 	// and provisional assignment) and guards computed and owed.
@@ -234,6 +246,15 @@ type Worker struct {
 	// incremental run frees the endpoints of the pairs whose weight changed.
 	weights   map[string]map[pairKey]float64
 	sinceFull map[string]int
+	// lastFull is when each tenant's last full run in this process was
+	// stored (Config.FullInterval).
+	lastFull map[string]time.Time
+	// graphs holds, per tenant, the graph its last run read, for the next
+	// to patch (see graphcache.go); guarded by commMu.
+	graphs map[string]*graphCache
+
+	graphReads *prometheus.CounterVec
+	runs       *prometheus.CounterVec
 
 	duration    *prometheus.HistogramVec
 	changed     *prometheus.CounterVec
@@ -263,7 +284,16 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 	}
 	w := &Worker{cfg: cfg, bus: bus, st: st, log: log, dirty: map[string]*pending{}, kick: make(chan struct{}, 1), now: cfg.Now,
 		computed: map[string]map[string]store.Community{}, owed: map[string]*events.CommunitiesChanged{},
-		weights: map[string]map[pairKey]float64{}, sinceFull: map[string]int{},
+		weights: map[string]map[pairKey]float64{}, sinceFull: map[string]int{}, lastFull: map[string]time.Time{},
+		stale: map[string]*stale{}, graphs: map[string]*graphCache{},
+		graphReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_recluster_graph_reads_total",
+			Help: "How re-clusterings read the graph: whole (first run, full run, too much changed) or patched (what changed since the last run).",
+		}, []string{"read"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgstream_reclusters_total",
+			Help: "Re-clusterings stored, by mode (full: from scratch; incremental: from the previous partition).",
+		}, []string{"mode"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kgstream_recluster_duration_seconds", Help: "Time to re-cluster one tenant graph.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
@@ -289,8 +319,9 @@ func New(cfg Config, bus *stream.Bus, st Stores, log *slog.Logger, reg prometheu
 		}, []string{"outcome"}),
 	}
 	w.handle = stream.Typed(w.handleGraph)
+	w.handleReq = stream.Typed(w.handleRequest)
 	if reg != nil {
-		for _, c := range []prometheus.Collector{w.duration, w.changed, w.total, w.lastChanged, w.coverage, w.provisional} {
+		for _, c := range []prometheus.Collector{w.duration, w.changed, w.total, w.lastChanged, w.coverage, w.provisional, w.graphReads, w.runs} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering clusterer metrics: %w", err)
 			}
@@ -316,6 +347,11 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // cluster is Run's work: consume graph changes and re-cluster.
 func (w *Worker) cluster(ctx context.Context) error {
+	// Graphs kept by an earlier session (before a lease was lost) may miss
+	// changes another holder consumed meanwhile: every run reads whole.
+	w.commMu.Lock()
+	clear(w.graphs)
+	w.commMu.Unlock()
 	tenants, err := w.st.GraphTenants(ctx)
 	if err != nil {
 		return fmt.Errorf("listing tenants: %w", err)
@@ -330,7 +366,12 @@ func (w *Worker) cluster(ctx context.Context) error {
 	consume := func(ctx context.Context) error {
 		return w.bus.Run(ctx, stream.ConsumerConfig{Stage: w.cfg.Stage, Kinds: []events.Kind{events.KindGraphChanged}}, w.Handle)
 	}
-	return stream.RunGroup(ctx, consume, w.loop)
+	// Requests have a stage of their own, so the graph changes' durable
+	// keeps its name (a stage of several kinds has one durable per kind).
+	requests := func(ctx context.Context) error {
+		return w.bus.Run(ctx, stream.ConsumerConfig{Stage: w.cfg.Stage + "-requests", Kinds: []events.Kind{events.KindRecluster}}, w.Handle)
+	}
+	return stream.RunGroup(ctx, consume, requests, w.loop)
 }
 
 // loop re-clusters the tenants that are due, every Tick or when kicked,
@@ -355,13 +396,14 @@ func (w *Worker) loop(ctx context.Context) error {
 			kicked = true
 		}
 		assign := assignDue(time.Since(assigned), assignTook, w.cfg.Tick, kicked)
+		w.scheduleFull()
 		due := w.due()
 		if w.cfg.GiveWay != nil && (len(due) > 0 || assign && w.anyTouched()) {
 			// One wait for this round's work, re-clustering and placement.
 			w.bus.GiveWay(ctx, w.cfg.Stage, *w.cfg.GiveWay)
 		}
 		for _, t := range due {
-			if err := w.Recluster(ctx, t); err != nil {
+			if err := w.recluster(ctx, t, false, true); err != nil {
 				if ctx.Err() != nil {
 					continue
 				}
@@ -380,6 +422,27 @@ func (w *Worker) loop(ctx context.Context) error {
 			}
 		}
 		assignTook = time.Since(assigned)
+	}
+}
+
+// scheduleFull makes due for a full run every tenant whose partition was
+// computed incrementally since its last full run, once that is
+// Config.FullInterval old.
+func (w *Worker) scheduleFull() {
+	if w.cfg.FullInterval <= 0 {
+		return
+	}
+	w.commMu.Lock()
+	var due []string
+	now := w.now()
+	for t, n := range w.sinceFull {
+		if n > 0 && now.Sub(w.lastFull[t]) >= w.cfg.FullInterval {
+			due = append(due, t)
+		}
+	}
+	w.commMu.Unlock()
+	for _, t := range due {
+		w.requestRun(t, true)
 	}
 }
 
@@ -405,13 +468,48 @@ func assignDue(since, took, tick time.Duration, kicked bool) bool {
 	return since >= gap
 }
 
-// Handle records a graph change; the re-clustering happens after the quiet
-// period, the provisional assignment of new entities at the next tick. A
+// Handle records a graph change (the re-clustering happens after the
+// quiet period, the provisional assignment of new entities at the next
+// tick) or a re-clustering request (the tenant is due at once). A
 // malformed event, or one whose tenant is not its subject's, is refused
 // as permanent.
-func (w *Worker) Handle(ctx context.Context, m *stream.Message) error { return w.handle(ctx, m) }
+func (w *Worker) Handle(ctx context.Context, m *stream.Message) error {
+	if m.Kind == events.KindRecluster {
+		return w.handleReq(ctx, m)
+	}
+	return w.handle(ctx, m)
+}
+
+// handleRequest makes the tenant due at once, for a full run if asked.
+// The request is acknowledged before the run: a process that dies before
+// it loses the request, but its successor's first run of every tenant is
+// a full one anyway (the pair weights an incremental run needs are kept
+// in memory only).
+func (w *Worker) handleRequest(_ context.Context, _ *stream.Message, ev *events.Recluster) error {
+	w.log.Info("re-clustering requested", "tenant", ev.Tenant, "full", ev.Full, "request", ev.RequestID)
+	w.requestRun(ev.Tenant, ev.Full)
+	return nil
+}
+
+// requestRun makes tenant due at once, for a full run when full.
+func (w *Worker) requestRun(tenant string, full bool) {
+	w.mu.Lock()
+	p, ok := w.dirty[tenant]
+	if !ok {
+		p = &pending{first: w.now(), last: w.now(), touched: map[string]bool{}}
+		w.dirty[tenant] = p
+	}
+	p.now = true
+	p.full = p.full || full
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
 
 func (w *Worker) handleGraph(_ context.Context, _ *stream.Message, ev *events.GraphChanged) error {
+	w.noteChanged(ev)
 	w.markDirty(ev.Tenant, ev.ReceivedAt, ev.Touched)
 	return nil
 }
@@ -446,7 +544,7 @@ func (w *Worker) due() []string {
 	now := w.now()
 	var out []string
 	for t, p := range w.dirty {
-		if now.Sub(p.last) >= w.cfg.Quiet || now.Sub(p.first) >= w.cfg.MaxDelay {
+		if p.now || now.Sub(p.last) >= w.cfg.Quiet || now.Sub(p.first) >= w.cfg.MaxDelay {
 			out = append(out, t)
 		}
 	}
@@ -454,15 +552,15 @@ func (w *Worker) due() []string {
 	return out
 }
 
-func (w *Worker) take(tenant string) time.Time {
+func (w *Worker) take(tenant string) (oldest time.Time, full bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	p := w.dirty[tenant]
 	delete(w.dirty, tenant)
 	if p == nil {
-		return time.Time{}
+		return time.Time{}, false
 	}
-	return p.oldest
+	return p.oldest, p.full
 }
 
 // anyTouched tells whether some tenant has entities waiting for their
@@ -502,34 +600,51 @@ func (w *Worker) takeTouched() map[string][]string {
 // Recluster clusters a tenant's graph now and announces what changed:
 // from scratch (GraphRAG's partition) for the first run, every FullEvery-th
 // run, and whenever the previous run's weights are unknown; otherwise
-// incrementally from the previous partition (see stable.go).
+// incrementally from the previous partition (see stable.go). It reads the
+// graph whole: only Run's own runs, which see every graph change, patch
+// the graph the last run read (see graphcache.go).
 func (w *Worker) Recluster(ctx context.Context, tenant string) error {
-	return w.recluster(ctx, tenant, false)
+	return w.recluster(ctx, tenant, false, false)
 }
 
 // ReclusterFull clusters a tenant's graph from scratch now, as the first
 // run does, and announces what changed.
 func (w *Worker) ReclusterFull(ctx context.Context, tenant string) error {
-	return w.recluster(ctx, tenant, true)
+	return w.recluster(ctx, tenant, true, false)
 }
 
-func (w *Worker) recluster(ctx context.Context, tenant string, forceFull bool) error {
+// recluster re-clusters tenant, from scratch when forceFull; patch lets an
+// incremental run patch the graph the last run read rather than read it
+// whole.
+func (w *Worker) recluster(ctx context.Context, tenant string, forceFull, patch bool) (err error) {
 	w.commMu.Lock()
 	defer w.commMu.Unlock()
-	oldest := w.take(tenant)
-	start := time.Now()
-	g, err := w.st.Snapshot(ctx, tenant)
-	if err != nil {
-		return fmt.Errorf("reading graph: %w", err)
+	oldest, asked := w.take(tenant)
+	if asked {
+		forceFull = true
 	}
+	defer func() {
+		if err != nil && asked {
+			// The requested full run is still owed.
+			w.requestRun(tenant, true)
+		}
+	}()
+	start := time.Now()
 	prev, err := w.st.Communities(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("reading communities: %w", err)
 	}
 	prev = w.asComputed(tenant, prev)
-	wg := w.weighted(g)
 	last := w.weights[tenant]
-	full := forceFull || w.cfg.FullEvery == 0 || last == nil || len(prev) == 0 || w.sinceFull[tenant]+1 >= w.cfg.FullEvery
+	full := forceFull || w.cfg.FullEvery == 0 || last == nil || len(prev) == 0 || w.sinceFull[tenant]+1 >= w.cfg.FullEvery ||
+		w.cfg.FullInterval > 0 && w.now().Sub(w.lastFull[tenant]) >= w.cfg.FullInterval
+	// A full run reads the graph whole; Run's others patch the graph the
+	// last run read (see graphcache.go).
+	g, err := w.graphOf(ctx, tenant, full || !patch)
+	if err != nil {
+		return fmt.Errorf("reading graph: %w", err)
+	}
+	wg := w.weighted(g)
 	var rows []Row
 	switch {
 	case len(wg.edges) == 0:
@@ -571,7 +686,10 @@ func (w *Worker) recluster(ctx context.Context, tenant string, forceFull bool) e
 	w.weights[tenant] = pairWeights(wg.edges)
 	if full {
 		w.sinceFull[tenant] = 0
+		w.lastFull[tenant] = w.now()
+		w.runs.WithLabelValues("full").Inc()
 	} else {
+		w.runs.WithLabelValues("incremental").Inc()
 		w.sinceFull[tenant]++
 	}
 	w.duration.WithLabelValues(tenant).Observe(time.Since(start).Seconds())

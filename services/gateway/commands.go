@@ -544,6 +544,23 @@ func (c *Commands) Reresolve(ctx context.Context, tenant string, by Authority, e
 	return out, nil
 }
 
+// Recluster asks the clusterer to re-cluster tenant now, from scratch when
+// full: it publishes one kg.recluster request under a message id of its
+// own. Only admin callers may.
+func (c *Commands) Recluster(ctx context.Context, tenant string, by Authority, full bool) (ReclusterAccepted, error) {
+	if by.receiver != nil || !by.caller.Admin {
+		return ReclusterAccepted{}, errkind.Errorf(errkind.Forbidden, "forbidden", "re-clustering is for admin callers")
+	}
+	req := &events.Recluster{Header: events.Header{Tenant: tenant}, RequestID: newRequestID(), Full: full,
+		RequestedAt: c.now().UTC()}
+	if _, err := c.publishAlone(ctx, tenant, outgoing{kind: events.KindRecluster,
+		id: events.ReclusterID(tenant, req.RequestID), ev: req}); err != nil {
+		return ReclusterAccepted{}, err
+	}
+	c.log.Info("re-clustering requested", "tenant", tenant, "full", full, "request", req.RequestID)
+	return ReclusterAccepted{Tenant: tenant, RequestID: req.RequestID, Full: full}, nil
+}
+
 // newRequestID is a random id for a request that no stored state names.
 func newRequestID() string {
 	var b [12]byte

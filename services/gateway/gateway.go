@@ -147,6 +147,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("POST /v1/documents", g.route("documents.post", g.postDocument))
 	mux.Handle("POST /v1/catalog", g.route("catalog.post", g.postCatalog))
 	mux.Handle("POST /v1/entities/reresolve", g.route("entities.reresolve", g.reresolve))
+	mux.Handle("POST /v1/communities/recluster", g.route("communities.recluster", g.recluster))
 	// Providers sign their deliveries instead of sending a bearer token.
 	mux.HandleFunc("POST /webhooks/{provider}", g.serveWebhook)
 	del := g.route("documents.delete", g.deleteDocument)
@@ -454,6 +455,35 @@ func (g *Gateway) reresolve(r *http.Request, c provenance.Caller) (int, any, err
 		return 0, nil, err
 	}
 	out, err := g.cmds.Reresolve(r.Context(), c.Tenant, ByCaller(c), req.Entity)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusAccepted, out, nil
+}
+
+// ReclusterRequest is the body of POST /v1/communities/recluster.
+type ReclusterRequest struct {
+	// Full asks for a re-clustering from scratch (GraphRAG's partition, as
+	// the first run) instead of the incremental run the next would be.
+	Full bool `json:"full"`
+}
+
+// ReclusterAccepted is its 202 answer.
+type ReclusterAccepted struct {
+	Tenant    string `json:"tenant"`
+	RequestID string `json:"request_id"`
+	Full      bool   `json:"full"`
+}
+
+// recluster asks, through Commands.Recluster, for the caller's tenant to
+// be re-clustered now. Its communities and reports change for everyone,
+// so it is for admin callers only.
+func (g *Gateway) recluster(r *http.Request, c provenance.Caller) (int, any, error) {
+	var req ReclusterRequest
+	if err := g.decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	out, err := g.cmds.Recluster(r.Context(), c.Tenant, ByCaller(c), req.Full)
 	if err != nil {
 		return 0, nil, err
 	}

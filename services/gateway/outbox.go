@@ -176,6 +176,8 @@ func decodePending(ctx context.Context, bus *stream.Bus, p pending) (events.Vali
 		ev = &events.DocACL{}
 	case events.KindReresolve:
 		ev = &events.Reresolve{}
+	case events.KindRecluster:
+		ev = &events.Recluster{}
 	case events.KindExtracted:
 		// Kept by earlier versions, which re-published extractions for
 		// re-resolution.

@@ -51,6 +51,7 @@ func NewService(cfg ServiceConfig, d service.Deps) (*Service, error) {
 	r.Handle("/v1/documents/", h)
 	r.Handle("/v1/catalog", h)
 	r.Handle("POST /v1/entities/reresolve", h)
+	r.Handle("POST /v1/communities/recluster", h)
 	r.Handle("POST /webhooks/{provider}", h)
 	return &Service{Gateway: g, routes: r}, nil
 }

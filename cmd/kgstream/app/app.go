@@ -103,6 +103,10 @@ type Config struct {
 	// FullEvery makes every FullEvery-th re-clustering a full run from
 	// scratch (default 100; the others are incremental).
 	FullEvery int
+	// FullInterval, when positive, also makes a tenant's re-clustering a
+	// full run once its last full run is that old (see
+	// clusterer.Config.FullInterval).
+	FullInterval time.Duration
 	// GiveWay bounds how long the background stages (re-clustering,
 	// provisional placement, report writing, vector indexing, and the
 	// query service's background reads that keep its caches warm) wait,
@@ -395,7 +399,8 @@ func (a *App) newWorkers(emb kgembed.Embedder, authn *auth.Authenticator) (*work
 		// which this process keeps.
 		gw = &stream.GiveWay{Stages: []string{"extractor", "resolver"}, Max: cfg.GiveWay}
 	}
-	if w.cl, err = clusterer.NewService(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: cfg.FullEvery, GiveWay: gw}, d); err != nil {
+	if w.cl, err = clusterer.NewService(clusterer.Config{Quiet: cfg.Quiet, MaxDelay: cfg.MaxDelay, FullEvery: cfg.FullEvery,
+		FullInterval: cfg.FullInterval, GiveWay: gw}, d); err != nil {
 		return nil, err
 	}
 	if w.rp, err = reporter.NewService(reporter.Config{MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, GiveWay: gw}, d); err != nil {

@@ -10,7 +10,7 @@ import (
 
 // kinds are the event kinds a bus's stream takes.
 var kinds = []events.Kind{events.KindDocChanged, events.KindDocDeleted, events.KindDocACL, events.KindExtracted,
-	events.KindGraphChanged, events.KindCommunitiesChanged, events.KindReportsChanged, events.KindReresolve, events.KindDLQ}
+	events.KindGraphChanged, events.KindCommunitiesChanged, events.KindReportsChanged, events.KindReresolve, events.KindRecluster, events.KindDLQ}
 
 // Narrow makes bus's stream take every event kind but those in without,
 // so publishing one of them fails (no stream answers), as when JetStream

@@ -1,0 +1,241 @@
+package clusterer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// The graph kept between runs.
+//
+// A re-clustering needs the whole graph, but only entities' names and
+// sources and edges' ends and supports, and between two runs a few
+// documents usually changed it. So the clusterer keeps, per tenant, the
+// graph its last run read, reduced to that (graphCache), and patches it
+// with what the graph changes since then name instead of reading the
+// tenant again (Snapshot): every entity a change touched or that its
+// document contributed before or after it (events.GraphChanged Touched and
+// Contributed) is read again, with every edge it is an end of. That covers
+// all a change can alter: an edge's ends are among the entities of the
+// document supporting it (store.Contributions.Validate), so an edge whose
+// supports changed has both ends in Contributed, and an entity's name and
+// sources change only with its fragments.
+//
+// The ids are taken before anything is read, so a change whose event is
+// handled later is read again by the next run (its event marks the tenant
+// dirty); reads that overlap a change are thus corrected by the run after.
+// The graph is read whole instead
+//   - for a tenant's first run in this process, and after a run failed,
+//   - for every full run (Config.FullEvery), so at least that often the
+//     kept graph is replaced by a fresh read,
+//   - when a change names no contributed entity (a document without
+//     entities, or an event of a build before Contributed: the two cannot
+//     be told apart), and
+//   - when more ids are to be read again than maxPatchShare of the kept
+//     entities: then one sequential read costs less than many lookups.
+//
+// The kept graphs live as long as one clustering session (Run, or the
+// time a lease is held): a process taking over the lease reads whole.
+
+// maxPatchShare is the share of a tenant's entities above which a run
+// reads the graph whole rather than re-reading the named ones one by one.
+const maxPatchShare = 4
+
+// graphCache is a tenant's graph reduced to what clustering reads.
+type graphCache struct {
+	entities map[string]store.Entity
+	edges    map[string]store.Edge
+	// incident lists, per entity id (stored or only an edge's end), the
+	// ids of the edges it is an end of.
+	incident map[string][]string
+}
+
+// stale is what the graph changes handled since a tenant's last run name:
+// ids to read again, or whole when the graph must be read whole.
+type stale struct {
+	ids   map[string]bool
+	whole bool
+}
+
+// trimFragments keeps of fragments what clustering reads: the document,
+// its version and the strength.
+func trimFragments(fs []store.Fragment) []store.Fragment {
+	out := make([]store.Fragment, len(fs))
+	for i, f := range fs {
+		out[i] = store.Fragment{DocID: f.DocID, Version: f.Version, Weight: f.Weight}
+	}
+	return out
+}
+
+func trimEntity(e store.Entity) store.Entity {
+	return store.Entity{ID: e.ID, Type: e.Type, Name: e.Name, Sources: trimFragments(e.Sources)}
+}
+
+func trimEdge(e store.Edge) store.Edge {
+	return store.Edge{ID: e.ID, Source: e.Source, Relation: e.Relation, Target: e.Target, Supports: trimFragments(e.Supports)}
+}
+
+func newGraphCache(g store.Graph) *graphCache {
+	c := &graphCache{entities: make(map[string]store.Entity, len(g.Entities)),
+		edges: make(map[string]store.Edge, len(g.Edges)), incident: make(map[string][]string, len(g.Entities))}
+	for _, e := range g.Entities {
+		c.entities[e.ID] = trimEntity(e)
+	}
+	for _, e := range g.Edges {
+		c.addEdge(trimEdge(e))
+	}
+	return c
+}
+
+func (c *graphCache) addEdge(e store.Edge) {
+	if _, ok := c.edges[e.ID]; ok {
+		return
+	}
+	c.edges[e.ID] = e
+	c.incident[e.Source] = append(c.incident[e.Source], e.ID)
+	if e.Target != e.Source {
+		c.incident[e.Target] = append(c.incident[e.Target], e.ID)
+	}
+}
+
+// dropEdgesOf removes every edge id is an end of.
+func (c *graphCache) dropEdgesOf(id string) {
+	for _, eid := range c.incident[id] {
+		e, ok := c.edges[eid]
+		if !ok {
+			continue
+		}
+		delete(c.edges, eid)
+		other := e.Target
+		if other == id {
+			other = e.Source
+		}
+		if other == id {
+			continue
+		}
+		rest := slices.DeleteFunc(c.incident[other], func(x string) bool { return x == eid })
+		if len(rest) == 0 {
+			delete(c.incident, other)
+		} else {
+			c.incident[other] = rest
+		}
+	}
+	delete(c.incident, id)
+}
+
+// graph returns the kept graph as a store.Graph: entities and edges sorted
+// by id, as Snapshot returns them.
+func (c *graphCache) graph() store.Graph {
+	g := store.Graph{Entities: make([]store.Entity, 0, len(c.entities)), Edges: make([]store.Edge, 0, len(c.edges))}
+	for _, e := range c.entities {
+		g.Entities = append(g.Entities, e)
+	}
+	for _, e := range c.edges {
+		g.Edges = append(g.Edges, e)
+	}
+	slices.SortFunc(g.Entities, func(a, b store.Entity) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(g.Edges, func(a, b store.Edge) int { return strings.Compare(a.ID, b.ID) })
+	return g
+}
+
+// noteChanged records what a graph change makes to read again.
+func (w *Worker) noteChanged(ev *events.GraphChanged) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.stale[ev.Tenant]
+	if s == nil {
+		s = &stale{ids: map[string]bool{}}
+		w.stale[ev.Tenant] = s
+	}
+	if len(ev.Contributed) == 0 {
+		// What changed is not named: a document without entities before
+		// and after, or an event of a build before Contributed. Reading
+		// whole is right for both.
+		s.whole = true
+	}
+	if s.whole {
+		return
+	}
+	for _, l := range [][]string{ev.Touched, ev.Contributed} {
+		for _, id := range l {
+			s.ids[id] = true
+		}
+	}
+}
+
+// takeStale returns and forgets what is to be read again for tenant.
+func (w *Worker) takeStale(tenant string) stale {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.stale[tenant]
+	delete(w.stale, tenant)
+	if s == nil {
+		return stale{}
+	}
+	return *s
+}
+
+// graphOf returns tenant's graph for a run: the kept graph patched with
+// what changed since the last run, or read whole (see above) when whole
+// is set or patching does not apply. The caller holds commMu. On an error
+// the kept graph is dropped, so the next run reads whole.
+func (w *Worker) graphOf(ctx context.Context, tenant string, whole bool) (store.Graph, error) {
+	s := w.takeStale(tenant)
+	c := w.graphs[tenant]
+	if whole || s.whole || c == nil || len(s.ids)*maxPatchShare > len(c.entities) {
+		delete(w.graphs, tenant)
+		g, err := w.st.Snapshot(ctx, tenant)
+		if err != nil {
+			return store.Graph{}, err
+		}
+		c = newGraphCache(g)
+		w.graphs[tenant] = c
+		w.graphReads.WithLabelValues("whole").Inc()
+		return c.graph(), nil
+	}
+	if err := w.patch(ctx, tenant, c, s.ids); err != nil {
+		delete(w.graphs, tenant)
+		return store.Graph{}, err
+	}
+	w.graphReads.WithLabelValues("patched").Inc()
+	return c.graph(), nil
+}
+
+// patch reads ids again, with every edge each is an end of, into c.
+func (w *Worker) patch(ctx context.Context, tenant string, c *graphCache, ids map[string]bool) error {
+	list := make([]string, 0, len(ids))
+	for id := range ids {
+		list = append(list, id)
+	}
+	slices.Sort(list)
+	ents, err := w.st.Entities(ctx, tenant, list)
+	if err != nil {
+		return fmt.Errorf("reading changed entities: %w", err)
+	}
+	var edges []store.Edge
+	for _, id := range list {
+		for _, dir := range []store.Direction{store.Out, store.In} {
+			es, err := w.st.Edges(ctx, tenant, id, dir)
+			if err != nil {
+				return fmt.Errorf("reading edges of changed entities: %w", err)
+			}
+			edges = append(edges, es...)
+		}
+	}
+	for _, id := range list {
+		c.dropEdgesOf(id)
+		if e, ok := ents[id]; ok {
+			c.entities[id] = trimEntity(e)
+		} else {
+			delete(c.entities, id)
+		}
+	}
+	for _, e := range edges {
+		c.addEdge(trimEdge(e))
+	}
+	return nil
+}

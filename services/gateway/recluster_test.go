@@ -1,0 +1,85 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
+	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
+	"github.com/kgstream/kgstream/services/gateway"
+)
+
+// TestReclusterPublishesARequest: an admin's request to re-cluster
+// publishes one kg.recluster request of the caller's tenant, full or not
+// as asked, under its own message id; a writer's is refused, and so is a
+// malformed body, and neither publishes anything. A request the stream
+// refuses is kept in the outbox and published once it takes it again.
+func TestReclusterPublishesARequest(t *testing.T) {
+	bus := streamtest.NewBus(t, streamtest.Options{})
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	a, err := auth.New([]auth.Token{
+		{Token: "w", Tenant: "acme", Principal: "writer", Writer: true},
+		{Token: "root", Tenant: "acme", Principal: "root", Admin: true},
+	}, nil)
+	require.NoError(t, err)
+	g, err := gateway.New(gateway.Config{Graph: st, PublishTimeout: 2 * time.Second, OutboxEvery: 20 * time.Millisecond},
+		st, bus, a, nil, prometheus.NewRegistry())
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	f := &fixture{srv: srv, reg: st, bus: bus}
+	code, out := f.do(t, "POST", "/v1/communities/recluster", "w", `{"full":true}`)
+	require.Equal(t, 403, code, "%v", out)
+	code, out = f.do(t, "POST", "/v1/communities/recluster", "root", `{"full":"yes"}`)
+	require.Equal(t, 400, code, "%v", out)
+	code, out = f.do(t, "POST", "/v1/communities/recluster", "root", `{"fully":true}`)
+	require.Equal(t, 400, code, "%v", out)
+	require.Empty(t, kindMessages(t, f, events.KindRecluster), "a refused request published")
+
+	code, out = f.do(t, "POST", "/v1/communities/recluster", "root", `{"full":true}`)
+	require.Equal(t, 202, code, "%v", out)
+	require.Equal(t, true, out["full"])
+	require.Equal(t, "acme", out["tenant"])
+	code, out = f.do(t, "POST", "/v1/communities/recluster", "root", `{}`)
+	require.Equal(t, 202, code, "%v", out)
+	require.Equal(t, false, out["full"])
+
+	reqs := kindMessages(t, f, events.KindRecluster)
+	require.Len(t, reqs, 2)
+	var full []bool
+	for _, m := range reqs {
+		require.Equal(t, "kg.recluster.acme", m.Subject)
+		ev, err := stream.DecodeTyped[events.Recluster](&stream.Message{Tenant: "acme", Subject: m.Subject, Data: m.Data})
+		require.NoError(t, err)
+		require.Equal(t, events.ReclusterID("acme", ev.RequestID), m.Header.Get("Nats-Msg-Id"))
+		full = append(full, ev.Full)
+	}
+	require.Equal(t, []bool{true, false}, full)
+
+	restore := streamtest.Narrow(t, f.bus, events.KindRecluster)
+	code, out = f.do(t, "POST", "/v1/communities/recluster", "root", `{"full":true}`)
+	require.Equal(t, 503, code, "%v", out)
+	restore()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	streamtest.Eventually(t, 20*time.Second, func() error {
+		if n := len(kindMessages(t, f, events.KindRecluster)); n != 3 {
+			return fmt.Errorf("%d re-clustering requests on the stream", n)
+		}
+		return nil
+	})
+}
