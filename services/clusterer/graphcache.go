@@ -3,8 +3,8 @@ package clusterer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/store"
@@ -52,6 +52,9 @@ type graphCache struct {
 	// incident lists, per entity id (stored or only an edge's end), the
 	// ids of the edges it is an end of.
 	incident map[string][]string
+	// entIDs and edgeIDs are the keys of entities and edges, sorted: a
+	// patch merges in what it adds, so a run does not sort them again.
+	entIDs, edgeIDs []string
 }
 
 // stale is what the graph changes handled since a tenant's last run name:
@@ -88,7 +91,33 @@ func newGraphCache(g store.Graph) *graphCache {
 	for _, e := range g.Edges {
 		c.addEdge(trimEdge(e))
 	}
+	c.entIDs = slices.Sorted(maps.Keys(c.entities))
+	c.edgeIDs = slices.Sorted(maps.Keys(c.edges))
 	return c
+}
+
+// resort updates a sorted id list: without removed, with added (ids not
+// in it, sorted) merged in.
+func resort(ids []string, removed map[string]bool, added []string) []string {
+	if len(removed) > 0 {
+		ids = slices.DeleteFunc(ids, func(id string) bool { return removed[id] })
+	}
+	if len(added) == 0 {
+		return ids
+	}
+	out := make([]string, 0, len(ids)+len(added))
+	i, j := 0, 0
+	for i < len(ids) && j < len(added) {
+		if ids[i] < added[j] {
+			out = append(out, ids[i])
+			i++
+		} else {
+			out = append(out, added[j])
+			j++
+		}
+	}
+	out = append(out, ids[i:]...)
+	return append(out, added[j:]...)
 }
 
 func (c *graphCache) addEdge(e store.Edge) {
@@ -102,14 +131,15 @@ func (c *graphCache) addEdge(e store.Edge) {
 	}
 }
 
-// dropEdgesOf removes every edge id is an end of.
-func (c *graphCache) dropEdgesOf(id string) {
+// dropEdgesOf removes every edge id is an end of, noting each in dropped.
+func (c *graphCache) dropEdgesOf(id string, dropped map[string]bool) {
 	for _, eid := range c.incident[id] {
 		e, ok := c.edges[eid]
 		if !ok {
 			continue
 		}
 		delete(c.edges, eid)
+		dropped[eid] = true
 		other := e.Target
 		if other == id {
 			other = e.Source
@@ -130,15 +160,13 @@ func (c *graphCache) dropEdgesOf(id string) {
 // graph returns the kept graph as a store.Graph: entities and edges sorted
 // by id, as Snapshot returns them.
 func (c *graphCache) graph() store.Graph {
-	g := store.Graph{Entities: make([]store.Entity, 0, len(c.entities)), Edges: make([]store.Edge, 0, len(c.edges))}
-	for _, e := range c.entities {
-		g.Entities = append(g.Entities, e)
+	g := store.Graph{Entities: make([]store.Entity, len(c.entIDs)), Edges: make([]store.Edge, len(c.edgeIDs))}
+	for i, id := range c.entIDs {
+		g.Entities[i] = c.entities[id]
 	}
-	for _, e := range c.edges {
-		g.Edges = append(g.Edges, e)
+	for i, id := range c.edgeIDs {
+		g.Edges[i] = c.edges[id]
 	}
-	slices.SortFunc(g.Entities, func(a, b store.Entity) int { return strings.Compare(a.ID, b.ID) })
-	slices.SortFunc(g.Edges, func(a, b store.Edge) int { return strings.Compare(a.ID, b.ID) })
 	return g
 }
 
@@ -226,16 +254,40 @@ func (w *Worker) patch(ctx context.Context, tenant string, c *graphCache, ids ma
 			edges = append(edges, es...)
 		}
 	}
+	dropped := map[string]bool{}
+	var entAdded []string
+	entRemoved := map[string]bool{}
 	for _, id := range list {
-		c.dropEdgesOf(id)
+		c.dropEdgesOf(id, dropped)
+		_, had := c.entities[id]
 		if e, ok := ents[id]; ok {
 			c.entities[id] = trimEntity(e)
-		} else {
+			if !had {
+				entAdded = append(entAdded, id)
+			}
+		} else if had {
 			delete(c.entities, id)
+			entRemoved[id] = true
 		}
 	}
+	var edgeAdded []string
 	for _, e := range edges {
+		if _, ok := c.edges[e.ID]; ok {
+			continue // read twice: an end of two ids read again
+		}
 		c.addEdge(trimEdge(e))
+		if !dropped[e.ID] {
+			edgeAdded = append(edgeAdded, e.ID)
+		}
 	}
+	for id := range dropped {
+		if _, ok := c.edges[id]; ok {
+			delete(dropped, id) // read again: still there
+		}
+	}
+	// entAdded follows list, sorted.
+	slices.Sort(edgeAdded)
+	c.entIDs = resort(c.entIDs, entRemoved, entAdded)
+	c.edgeIDs = resort(c.edgeIDs, dropped, slices.Compact(edgeAdded))
 	return nil
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,14 +23,17 @@ import (
 // randomChange draws a version of doc: a few entities of a pool of 300
 // (types fixed per id, names varying so display names move), edges among
 // them with relations and strengths drawn, or none at all.
-func randomChange(r *rand.Rand, doc string) store.Contributions {
+func randomChange(r *rand.Rand, doc string) store.Contributions { return randomChangeOf(r, doc, 300) }
+
+// randomChangeOf is randomChange over a pool of pool entities.
+func randomChangeOf(r *rand.Rand, doc string, pool int) store.Contributions {
 	c := store.Contributions{Title: doc, TextUnits: []events.TextUnit{{ID: doc + "-u1", Text: "text"}}}
 	if r.IntN(10) == 0 {
 		return c // a version without entities
 	}
 	var ids []string
 	for range 1 + r.IntN(6) {
-		n := r.IntN(300)
+		n := r.IntN(pool)
 		id := fmt.Sprintf("service:s%03d", n)
 		if slices.Contains(ids, id) {
 			continue
@@ -132,4 +138,78 @@ func TestPatchedGraphIsTheSnapshot(t *testing.T) {
 	require.Error(t, err)
 	require.Nil(t, w.graphs[tenant])
 	check(62)
+}
+
+// BenchmarkGraphOf compares a run's read of the graph after one edit:
+// patched (the edited document's entities and their edges read again)
+// against whole (Snapshot), on KG_BENCH_DOCS (default 20,000) random
+// documents of up to six entities of a pool of as many entities as
+// documents, and reports the kept graph's live heap per edge.
+func BenchmarkGraphOf(b *testing.B) {
+	ctx := context.Background()
+	docs := 20000
+	if v := os.Getenv("KG_BENCH_DOCS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(b, err)
+		docs = n
+	}
+	st, err := embedded.Open(filepath.Join(b.TempDir(), "kg.db"), embedded.Options{NoSync: true})
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, st.Close()) })
+	r := rand.New(rand.NewPCG(1, 2))
+	const batch = 500
+	for i := 0; i < docs; i += batch {
+		var chs []store.Change
+		for j := i; j < min(i+batch, docs); j++ {
+			d := fmt.Sprintf("doc-%d", j)
+			chs = append(chs, store.Change{DocID: d, Version: 1, Contributions: randomChangeOf(r, d, docs)})
+		}
+		_, errs, err := st.ApplyBatch(ctx, "acme", chs)
+		require.NoError(b, err)
+		for _, e := range errs {
+			require.NoError(b, e)
+		}
+	}
+	w := &Worker{st: st, stale: map[string]*stale{}, graphs: map[string]*graphCache{},
+		graphReads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reads"}, []string{"read"})}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	g, err := w.graphOf(ctx, "acme", true)
+	require.NoError(b, err)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	edges := len(g.Edges)
+	g = store.Graph{}
+	kept := float64(after.HeapAlloc-before.HeapAlloc) / float64(edges)
+	version := int64(1)
+	edit := func() {
+		version++
+		d := fmt.Sprintf("doc-%d", r.IntN(docs))
+		rec, err := st.Source(ctx, "acme", d)
+		require.NoError(b, err)
+		c := randomChangeOf(r, d, docs)
+		prev := slices.Clone(rec.Entities)
+		for _, e := range c.Entities {
+			prev = append(prev, e.ID)
+		}
+		res, err := st.Apply(ctx, "acme", d, rec.Version+1, c)
+		require.NoError(b, err)
+		slices.Sort(prev)
+		w.noteChanged(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: d, Version: rec.Version + 1,
+			Touched: res.Touched, Contributed: slices.Compact(prev)})
+	}
+	for _, mode := range []string{"patched", "whole"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				edit()
+				b.StartTimer()
+				_, err := w.graphOf(ctx, "acme", mode == "whole")
+				require.NoError(b, err)
+			}
+			b.ReportMetric(kept, "kept-B/edge")
+			b.ReportMetric(float64(edges), "edges")
+		})
+	}
 }
