@@ -59,6 +59,7 @@ bench:
 	cd pkg && $(BENCH) -bench BenchmarkReplaceCommunities -benchtime 10x ./store/embedded/
 	$(BENCH) -bench BenchmarkRepublish -benchtime 3x ./services/gateway/
 	$(BENCH) -bench BenchmarkReclusterAfterEdit -benchtime 20x ./services/clusterer/
+	$(BENCH) -bench BenchmarkGraphOf -benchtime 40x ./services/clusterer/
 
 ## ui: rebuild the web UI bundle (services/query/webui/dist, committed) from web/
 ui:
