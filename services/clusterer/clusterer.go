@@ -839,57 +839,72 @@ func CommunityID(level int, memberHash string) string {
 // the supports' extracted strengths.
 type weigher struct {
 	byStrength bool
-	docs       map[string]float64
+	// docs are the supports' documents and strengths, as added.
+	docs []docWeight
+}
+
+type docWeight struct {
+	doc string
+	w   float64
 }
 
 func (w *weigher) add(e store.Edge) {
-	if w.docs == nil {
-		w.docs = map[string]float64{}
-	}
 	for _, s := range e.Supports {
 		v := s.Weight
 		if v <= 0 {
 			v = 1
 		}
-		w.docs[s.DocID] += v
+		w.docs = append(w.docs, docWeight{s.DocID, v})
 	}
 }
 
+// weight is the number of distinct documents, or the sum of the strengths
+// summed per document in the order added and then over the documents in
+// doc order, so the weight, and hence the partition, does not depend on
+// the order of the pair's edges beyond that.
 func (w *weigher) weight() float64 {
+	if len(w.docs) > 1 {
+		// Stable: a document's strengths keep the order they came in.
+		slices.SortStableFunc(w.docs, func(a, b docWeight) int { return strings.Compare(a.doc, b.doc) })
+	}
+	n, t, cur := 0, 0.0, 0.0
+	for i, d := range w.docs {
+		if i > 0 && d.doc != w.docs[i-1].doc {
+			t += cur
+			cur = 0
+		}
+		if i == 0 || d.doc != w.docs[i-1].doc {
+			n++
+		}
+		cur += d.w
+	}
+	t += cur
 	if !w.byStrength {
-		return float64(len(w.docs))
-	}
-	// Sum in doc order so the weight, and hence the partition, does not
-	// depend on map iteration order.
-	docs := make([]string, 0, len(w.docs))
-	for d := range w.docs {
-		docs = append(docs, d)
-	}
-	sort.Strings(docs)
-	t := 0.0
-	for _, d := range docs {
-		t += w.docs[d]
+		return float64(n)
 	}
 	return t
 }
 
-// titleRanks returns each of ids' rank in GraphRAG's node order: by title
-// (name(id), or the id when it has none), ties broken by id. ids are
-// distinct, so the ranks are too.
-func titleRanks(ids []string, name func(string) string) map[string]int {
-	type key struct{ title, id string }
+// titleRanks returns the rank of each of ids (by index) in GraphRAG's
+// node order: by title (name(id), or the id when it has none), ties
+// broken by id. ids are distinct, so the ranks are too.
+func titleRanks(ids []string, name func(string) string) []int {
+	type key struct {
+		title, id string
+		i         int
+	}
 	keys := make([]key, len(ids))
 	for i, id := range ids {
 		t := name(id)
 		if t == "" {
 			t = id
 		}
-		keys[i] = key{t, id}
+		keys[i] = key{t, id, i}
 	}
 	slices.SortFunc(keys, func(a, b key) int { return cmp.Or(strings.Compare(a.title, b.title), strings.Compare(a.id, b.id)) })
-	out := make(map[string]int, len(keys))
-	for i, k := range keys {
-		out[k.id] = i
+	out := make([]int, len(keys))
+	for r, k := range keys {
+		out[k.i] = r
 	}
 	return out
 }
@@ -954,8 +969,9 @@ func (w *Worker) weighted(g store.Graph) weightedGraph {
 	}
 	// Undirected weights: one edge per unordered pair of nodes.
 	type pair struct{ a, b int32 }
-	pairs := map[pair]*weigher{}
-	var order []pair // first-seen order, for a deterministic edge list
+	pairs := map[pair]int32{} // pair -> its index in order and weighers
+	var order []pair          // first-seen order, for a deterministic edge list
+	var weighers []weigher
 	wg.edgeRefs = make([][]int32, len(g.Edges))
 	wg.ends = make([][2]int32, len(g.Edges))
 	for i, e := range g.Edges {
@@ -970,13 +986,14 @@ func (w *Worker) weighted(g store.Graph) weightedGraph {
 			a, b = b, a
 		}
 		p := pair{a, b}
-		wt := pairs[p]
-		if wt == nil {
-			wt = &weigher{byStrength: w.cfg.WeightBy == "strength"}
-			pairs[p] = wt
+		k, ok := pairs[p]
+		if !ok {
+			k = int32(len(order))
+			pairs[p] = k
 			order = append(order, p)
+			weighers = append(weighers, weigher{byStrength: w.cfg.WeightBy == "strength"})
 		}
-		wt.add(e)
+		weighers[k].add(e)
 	}
 	// Edge ends that are no stored entity have no refs of their own.
 	wg.entRefs = append(wg.entRefs, make([][]int32, len(wg.node)-len(wg.entRefs))...)
@@ -1017,23 +1034,32 @@ func (w *Worker) weighted(g store.Graph) weightedGraph {
 		ids[n] = id
 	}
 	rank := titleRanks(ids, func(id string) string { return names[id] })
+	// Each pair sorted by its ranks (a < b) as one key: ranks are below
+	// 2^32, and pairs are distinct, so keys are too.
 	type ranked struct {
-		a, b int
-		e    WeightedEdge
+		key  uint64
+		i    int32
+		swap bool // the pair's second node ranks first
 	}
 	rs := make([]ranked, len(order))
 	for i, p := range order {
-		a, b := rank[ids[p.a]], rank[ids[p.b]]
-		src, dst := ids[p.a], ids[p.b]
-		if b < a {
-			a, b, src, dst = b, a, dst, src
+		a, b := rank[p.a], rank[p.b]
+		r := ranked{i: int32(i), swap: b < a}
+		if r.swap {
+			a, b = b, a
 		}
-		rs[i] = ranked{a, b, WeightedEdge{Source: src, Target: dst, Weight: pairs[p].weight()}}
+		r.key = uint64(a)<<32 | uint64(b)
+		rs[i] = r
 	}
-	slices.SortFunc(rs, func(x, y ranked) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b)) })
+	slices.SortFunc(rs, func(x, y ranked) int { return cmp.Compare(x.key, y.key) })
 	wg.edges = make([]WeightedEdge, len(rs))
-	for i := range rs {
-		wg.edges[i] = rs[i].e
+	for i, r := range rs {
+		p := order[r.i]
+		src, dst := ids[p.a], ids[p.b]
+		if r.swap {
+			src, dst = dst, src
+		}
+		wg.edges[i] = WeightedEdge{Source: src, Target: dst, Weight: weighers[r.i].weight()}
 	}
 	return wg
 }

@@ -38,6 +38,41 @@ func scanOrder(edges []WeightedEdge, ents map[string]store.Entity) {
 	})
 }
 
+// mapWeigher is weigher as first written: a map of documents per pair.
+type mapWeigher struct {
+	byStrength bool
+	docs       map[string]float64
+}
+
+func (w *mapWeigher) add(e store.Edge) {
+	if w.docs == nil {
+		w.docs = map[string]float64{}
+	}
+	for _, s := range e.Supports {
+		v := s.Weight
+		if v <= 0 {
+			v = 1
+		}
+		w.docs[s.DocID] += v
+	}
+}
+
+func (w *mapWeigher) weight() float64 {
+	if !w.byStrength {
+		return float64(len(w.docs))
+	}
+	docs := make([]string, 0, len(w.docs))
+	for d := range w.docs {
+		docs = append(docs, d)
+	}
+	sort.Strings(docs)
+	t := 0.0
+	for _, d := range docs {
+		t += w.docs[d]
+	}
+	return t
+}
+
 // scanWeighted is weighted's pair list made with maps of ids, as first
 // written.
 func scanWeighted(g store.Graph, byStrength bool) []WeightedEdge {
@@ -46,7 +81,7 @@ func scanWeighted(g store.Graph, byStrength bool) []WeightedEdge {
 		ents[e.ID] = e
 	}
 	type pair struct{ a, b string }
-	pairs := map[pair]*weigher{}
+	pairs := map[pair]*mapWeigher{}
 	for _, e := range g.Edges {
 		a, b := e.Source, e.Target
 		if b < a {
@@ -54,7 +89,7 @@ func scanWeighted(g store.Graph, byStrength bool) []WeightedEdge {
 		}
 		p := pair{a, b}
 		if pairs[p] == nil {
-			pairs[p] = &weigher{byStrength: byStrength}
+			pairs[p] = &mapWeigher{byStrength: byStrength}
 		}
 		pairs[p].add(e)
 	}
@@ -110,7 +145,7 @@ func randomGraph(r *rand.Rand) store.Graph {
 		var out []store.Fragment
 		for range r.IntN(4) {
 			out = append(out, store.Fragment{DocID: fmt.Sprintf("d%d", r.IntN(8)), Version: int64(1 + r.IntN(3)),
-				Weight: float64(r.IntN(3))})
+				Weight: []float64{0, 0.1, 0.2, 0.7, 1, 2}[r.IntN(6)]})
 		}
 		return out
 	}
