@@ -26,6 +26,7 @@ func reclusterCmd(g *globals) *cobra.Command {
 				Tenant    string `json:"tenant"`
 				RequestID string `json:"request_id"`
 				Full      bool   `json:"full"`
+				Queued    bool   `json:"queued"`
 			}
 			if err := g.client().Do(cmd.Context(), http.MethodPost, "/v1/communities/recluster", "application/json", body, &out); err != nil {
 				return serverError(g, err)
@@ -38,6 +39,9 @@ func reclusterCmd(g *globals) *cobra.Command {
 				mode = "from scratch"
 			}
 			fmt.Fprintf(g.stdout, "re-clustering of %s requested (%s), request %s\n", out.Tenant, mode, out.RequestID)
+			if out.Queued {
+				fmt.Fprintln(g.stdout, "the event stream did not take it yet: the server keeps it and publishes it when it does")
+			}
 			return nil
 		},
 	}

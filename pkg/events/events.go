@@ -413,10 +413,16 @@ type GraphChanged struct {
 	// Contributed lists the entities the document contributed before or
 	// after this change: those whose description fragments it changed,
 	// including entities that live on through other documents.
-	Contributed []string  `json:"contributed,omitempty"`
-	Entities    int       `json:"entities"`
-	Edges       int       `json:"edges"`
-	ReceivedAt  time.Time `json:"received_at"`
+	Contributed []string `json:"contributed,omitempty"`
+	// Duplicate says the change had been applied already (a redelivery,
+	// after its announcement failed or before it was acknowledged):
+	// Touched is then empty and Contributed names only what the applied
+	// version contributes, not what the version before it did, so a
+	// consumer patching state by these ids must read it afresh instead.
+	Duplicate  bool      `json:"duplicate,omitempty"`
+	Entities   int       `json:"entities"`
+	Edges      int       `json:"edges"`
+	ReceivedAt time.Time `json:"received_at"`
 	// DocType is the applied version's document type; empty for a
 	// deletion and in the events of builds before it was added.
 	DocType string `json:"doc_type,omitempty"`

@@ -347,10 +347,15 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // cluster is Run's work: consume graph changes and re-cluster.
 func (w *Worker) cluster(ctx context.Context) error {
-	// Graphs kept by an earlier session (before a lease was lost) may miss
-	// changes another holder consumed meanwhile: every run reads whole.
+	// A session starts as a restarted clusterer does: what an earlier one
+	// kept (before a lease was lost) may miss what another holder did
+	// meanwhile, so every tenant's first run is full and reads whole.
 	w.commMu.Lock()
 	clear(w.graphs)
+	clear(w.weights)
+	clear(w.sinceFull)
+	clear(w.lastFull)
+	clear(w.computed)
 	w.commMu.Unlock()
 	tenants, err := w.st.GraphTenants(ctx)
 	if err != nil {
@@ -427,7 +432,9 @@ func (w *Worker) loop(ctx context.Context) error {
 
 // scheduleFull makes due for a full run every tenant whose partition was
 // computed incrementally since its last full run, once that is
-// Config.FullInterval old.
+// Config.FullInterval old, unless the tenant waits for a run already (a
+// failed run is retried by the debounce, full by the same rule). The loop
+// calls it before it lists what is due: no kick.
 func (w *Worker) scheduleFull() {
 	if w.cfg.FullInterval <= 0 {
 		return
@@ -441,8 +448,13 @@ func (w *Worker) scheduleFull() {
 		}
 	}
 	w.commMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, t := range due {
-		w.requestRun(t, true)
+		if _, waiting := w.dirty[t]; waiting {
+			continue
+		}
+		w.dirty[t] = &pending{first: now, last: now, touched: map[string]bool{}, now: true, full: true}
 	}
 }
 
@@ -489,6 +501,18 @@ func (w *Worker) handleRequest(_ context.Context, _ *stream.Message, ev *events.
 	w.log.Info("re-clustering requested", "tenant", ev.Tenant, "full", ev.Full, "request", ev.RequestID)
 	w.requestRun(ev.Tenant, ev.Full)
 	return nil
+}
+
+// oweFull makes tenant's next run, when due, a full one.
+func (w *Worker) oweFull(tenant string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p, ok := w.dirty[tenant]
+	if !ok {
+		p = &pending{first: w.now(), last: w.now(), touched: map[string]bool{}}
+		w.dirty[tenant] = p
+	}
+	p.full = true
 }
 
 // requestRun makes tenant due at once, for a full run when full.
@@ -623,10 +647,12 @@ func (w *Worker) recluster(ctx context.Context, tenant string, forceFull, patch 
 	if asked {
 		forceFull = true
 	}
+	stored := false
 	defer func() {
-		if err != nil && asked {
-			// The requested full run is still owed.
-			w.requestRun(tenant, true)
+		if err != nil && asked && !stored {
+			// The requested full run is still owed: the retry the loop
+			// makes after Quiet (see loop) is to be full.
+			w.oweFull(tenant)
 		}
 	}()
 	start := time.Now()
@@ -682,6 +708,7 @@ func (w *Worker) recluster(ctx context.Context, tenant string, forceFull, patch 
 	if err := w.st.ReplaceCommunities(ctx, tenant, run, comms); err != nil {
 		return fmt.Errorf("storing communities: %w", err)
 	}
+	stored = true
 	delete(w.computed, tenant)
 	w.weights[tenant] = pairWeights(wg.edges)
 	if full {

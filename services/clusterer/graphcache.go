@@ -29,20 +29,23 @@ import (
 // handled later is read again by the next run (its event marks the tenant
 // dirty); reads that overlap a change are thus corrected by the run after.
 // The graph is read whole instead
-//   - for a tenant's first run in this process, and after a run failed,
+//   - for a tenant's first run in a clustering session, and after a read
+//     of the graph failed (a run failing later keeps the graph it read),
 //   - for every full run (Config.FullEvery), so at least that often the
 //     kept graph is replaced by a fresh read,
 //   - when a change names no contributed entity (a document without
 //     entities, or an event of a build before Contributed: the two cannot
-//     be told apart), and
-//   - when more ids are to be read again than maxPatchShare of the kept
-//     entities: then one sequential read costs less than many lookups.
+//     be told apart) or is a redelivered one (events.GraphChanged
+//     Duplicate), and
+//   - when more ids are to be read again than a maxPatchShare-th of the
+//     kept entities: then one sequential read costs less than many
+//     lookups.
 //
 // The kept graphs live as long as one clustering session (Run, or the
 // time a lease is held): a process taking over the lease reads whole.
 
-// maxPatchShare is the share of a tenant's entities above which a run
-// reads the graph whole rather than re-reading the named ones one by one.
+// A run reads the graph whole rather than re-reading the named entities
+// one by one when they are more than 1/maxPatchShare of the kept ones.
 const maxPatchShare = 4
 
 // graphCache is a tenant's graph reduced to what clustering reads.
@@ -179,10 +182,11 @@ func (w *Worker) noteChanged(ev *events.GraphChanged) {
 		s = &stale{ids: map[string]bool{}}
 		w.stale[ev.Tenant] = s
 	}
-	if len(ev.Contributed) == 0 {
+	if len(ev.Contributed) == 0 || ev.Duplicate {
 		// What changed is not named: a document without entities before
-		// and after, or an event of a build before Contributed. Reading
-		// whole is right for both.
+		// and after, an event of a build before Contributed (reading
+		// whole is right for both), or a redelivered change, whose event
+		// cannot name what the version before the applied one held.
 		s.whole = true
 	}
 	if s.whole {

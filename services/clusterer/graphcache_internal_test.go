@@ -129,6 +129,31 @@ func TestPatchedGraphIsTheSnapshot(t *testing.T) {
 	check(61)
 	require.Equal(t, whole+1, testutil.ToFloat64(w.graphReads.WithLabelValues("whole")))
 
+	// A change applied again after its announcement failed is announced
+	// as a duplicate, naming only what the applied version contributes:
+	// the run reads whole (patching by those ids would keep what the
+	// version before held).
+	rec, err := st.Source(ctx, tenant, "doc-1")
+	require.NoError(t, err)
+	c := randomChange(r, "doc-1")
+	for len(c.Entities) == 0 {
+		c = randomChange(r, "doc-1")
+	}
+	versions["doc-1"]++
+	_, err = st.Apply(ctx, tenant, "doc-1", versions["doc-1"], c)
+	require.NoError(t, err)
+	var now []string
+	for _, e := range c.Entities {
+		now = append(now, e.ID)
+	}
+	slices.Sort(now)
+	require.NotEqual(t, rec.Entities, now)
+	w.noteChanged(&events.GraphChanged{Header: events.Header{Tenant: tenant}, DocID: "doc-1", Version: versions["doc-1"],
+		Duplicate: true, Contributed: now})
+	whole = testutil.ToFloat64(w.graphReads.WithLabelValues("whole"))
+	check(62)
+	require.Equal(t, whole+1, testutil.ToFloat64(w.graphReads.WithLabelValues("whole")))
+
 	// A run that failed drops the kept graph: the next reads whole.
 	w.graphs[tenant].entities["service:ghost"] = store.Entity{ID: "service:ghost"}
 	cancelled, cancel := context.WithCancel(ctx)
@@ -137,7 +162,7 @@ func TestPatchedGraphIsTheSnapshot(t *testing.T) {
 	_, err = w.graphOf(cancelled, tenant, false)
 	require.Error(t, err)
 	require.Nil(t, w.graphs[tenant])
-	check(62)
+	check(63)
 }
 
 // BenchmarkGraphOf compares a run's read of the graph after one edit:

@@ -1,17 +1,23 @@
 package clusterer_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream"
+	"github.com/kgstream/kgstream/pkg/stream/streamtest"
 	"github.com/kgstream/kgstream/services/clusterer"
 )
 
@@ -126,4 +132,75 @@ func TestReclusterRequests(t *testing.T) {
 	err = e.w.Handle(t.Context(), &stream.Message{Kind: events.KindRecluster, Tenant: tenant, Data: []byte(`{"schema":1,"tenant":"acme"}`)})
 	require.ErrorIs(t, err, events.ErrInvalidEvent)
 	require.True(t, stream.IsPermanent(err))
+}
+
+// failingStore fails Communities while fail is set, counting the calls.
+type failingStore struct {
+	*embedded.Store
+	fail  atomic.Bool
+	calls atomic.Int64
+}
+
+func (s *failingStore) Communities(ctx context.Context, tenant string) ([]store.Community, error) {
+	s.calls.Add(1)
+	if s.fail.Load() {
+		return nil, errors.New("store down")
+	}
+	return s.Store.Communities(ctx, tenant)
+}
+
+// TestFailedRequestedRunIsRetriedByTheDebounce: a requested full run that
+// fails is retried after the quiet period, not at once and again (twenty
+// ticks pass with one attempt), and the retry is full. A requested run
+// that stored its communities but could not announce them is not run
+// again: the retry announces them and is incremental.
+func TestFailedRequestedRunIsRetriedByTheDebounce(t *testing.T) {
+	clock := newFakeClock()
+	reg := prometheus.NewRegistry()
+	e := &env{bus: startBus(t, reg), st: openStore(t), reg: reg}
+	fs := &failingStore{Store: e.st}
+	w, err := clusterer.New(clusterer.Config{Quiet: time.Hour, MaxDelay: 10 * time.Hour, Tick: 5 * time.Millisecond,
+		Now: clock.Now, FullEvery: 1000, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: 6})},
+		e.bus, fs, testLogger(t), reg)
+	require.NoError(t, err)
+	e.w = w
+	applyOwn(t, e.st)
+	e.run(t)
+	e.waitConsumer(t)
+	e.requestRecluster(t, "r1", false)
+	waitRun(t, e.st, 1)
+	e.requestRecluster(t, "r2", false)
+	waitRun(t, e.st, 2)
+	e.waitCount(t, "kgstream_reclusters_total", "mode", "incremental", 1)
+
+	fs.fail.Store(true)
+	before := fs.calls.Load()
+	e.requestRecluster(t, "r3", true)
+	eventually(t, 20*time.Second, func() error {
+		if fs.calls.Load() == before {
+			return errors.New("no attempt yet")
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, before+1, fs.calls.Load(), "a failed run was retried before the quiet period")
+	fs.fail.Store(false)
+	clock.Advance(time.Hour)
+	waitRun(t, e.st, 3)
+	e.waitCount(t, "kgstream_reclusters_total", "mode", "full", 2)
+
+	// Stored, not announced: the request is done.
+	restore := streamtest.Narrow(t, e.bus, events.KindCommunitiesChanged)
+	e.requestRecluster(t, "r4", true)
+	waitRun(t, e.st, 4)
+	e.waitCount(t, "kgstream_reclusters_total", "mode", "full", 3)
+	// The announcement fails within a fraction of a second (no stream
+	// takes it); only then does the stream take announcements again.
+	time.Sleep(2 * time.Second)
+	restore()
+	clock.Advance(time.Hour)
+	waitRun(t, e.st, 5)
+	e.waitCount(t, "kgstream_reclusters_total", "mode", "incremental", 2)
+	e.waitCount(t, "kgstream_reclusters_total", "mode", "full", 3)
+	waitAnnouncements(t, e.bus, 4)
 }

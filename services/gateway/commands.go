@@ -553,12 +553,21 @@ func (c *Commands) Recluster(ctx context.Context, tenant string, by Authority, f
 	}
 	req := &events.Recluster{Header: events.Header{Tenant: tenant}, RequestID: newRequestID(), Full: full,
 		RequestedAt: c.now().UTC()}
-	if _, err := c.publishAlone(ctx, tenant, outgoing{kind: events.KindRecluster,
-		id: events.ReclusterID(tenant, req.RequestID), ev: req}); err != nil {
+	out := ReclusterAccepted{Tenant: tenant, RequestID: req.RequestID, Full: full}
+	_, err := c.publishAlone(ctx, tenant, outgoing{kind: events.KindRecluster,
+		id: events.ReclusterID(tenant, req.RequestID), ev: req})
+	var queued queuedError
+	switch {
+	case errors.As(err, &queued):
+		// Kept in the outbox: published once the stream takes it. A
+		// retry would be a second request, so it is accepted as is.
+		c.log.Warn("re-clustering request kept for publishing later", "tenant", tenant, "request", req.RequestID, "error", err)
+		out.Queued = true
+	case err != nil:
 		return ReclusterAccepted{}, err
 	}
-	c.log.Info("re-clustering requested", "tenant", tenant, "full", full, "request", req.RequestID)
-	return ReclusterAccepted{Tenant: tenant, RequestID: req.RequestID, Full: full}, nil
+	c.log.Info("re-clustering requested", "tenant", tenant, "full", full, "request", req.RequestID, "queued", out.Queued)
+	return out, nil
 }
 
 // newRequestID is a random id for a request that no stored state names.

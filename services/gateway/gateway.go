@@ -473,6 +473,9 @@ type ReclusterAccepted struct {
 	Tenant    string `json:"tenant"`
 	RequestID string `json:"request_id"`
 	Full      bool   `json:"full"`
+	// Queued says the stream did not take the request yet: the gateway
+	// keeps it and publishes it once the stream does.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // recluster asks, through Commands.Recluster, for the caller's tenant to

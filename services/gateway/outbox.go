@@ -446,8 +446,18 @@ func (c *Commands) publishAlone(ctx context.Context, tenant string, out outgoing
 	if err := c.registry.RecordPending(ctx, ps); err != nil {
 		return false, c.outboxError(err, "recording the event")
 	}
-	return c.publishRecorded(ctx, tenant, []outgoing{out}, nil)
+	dup, err := c.publishRecorded(ctx, tenant, []outgoing{out}, nil)
+	if err != nil {
+		return false, queuedError{err}
+	}
+	return dup, nil
 }
+
+// queuedError is the failure to publish an event the outbox holds: Run
+// publishes it later.
+type queuedError struct{ error }
+
+func (e queuedError) Unwrap() error { return e.error }
 
 // recording returns the store.PendingFunc of a registry write whose
 // events build returns for the transition it makes, and a function that

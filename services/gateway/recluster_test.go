@@ -23,7 +23,8 @@ import (
 // publishes one kg.recluster request of the caller's tenant, full or not
 // as asked, under its own message id; a writer's is refused, and so is a
 // malformed body, and neither publishes anything. A request the stream
-// refuses is kept in the outbox and published once it takes it again.
+// refuses is accepted as queued, kept in the outbox and published once
+// the stream takes it again.
 func TestReclusterPublishesARequest(t *testing.T) {
 	bus := streamtest.NewBus(t, streamtest.Options{})
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
@@ -68,9 +69,13 @@ func TestReclusterPublishesARequest(t *testing.T) {
 	}
 	require.Equal(t, []bool{true, false}, full)
 
+	// A request the stream refuses is accepted as queued (a retry would
+	// be a second request) and published once the stream takes it.
 	restore := streamtest.Narrow(t, f.bus, events.KindRecluster)
 	code, out = f.do(t, "POST", "/v1/communities/recluster", "root", `{"full":true}`)
-	require.Equal(t, 503, code, "%v", out)
+	require.Equal(t, 202, code, "%v", out)
+	require.Equal(t, true, out["queued"])
+	require.Len(t, kindMessages(t, f, events.KindRecluster), 2)
 	restore()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

@@ -358,11 +358,12 @@ func changedEntities(tenant string, data []byte) (*events.GraphChanged, []string
 	if ev.Tenant != tenant {
 		return nil, nil, fmt.Errorf("%w: event of tenant %q on a subject of tenant %q", events.ErrInvalidEvent, ev.Tenant, tenant)
 	}
-	if len(ev.Contributed) == 0 {
+	if len(ev.Contributed) == 0 || ev.Duplicate {
 		// Nothing to go by: a document that contributed nothing before
-		// or after names nothing to patch, and an older resolver's event
+		// or after names nothing to patch, an older resolver's event
 		// names only the entities it touched, not those whose fragments
-		// it changed.
+		// it changed, and a redelivered change's event cannot name what
+		// the version before the applied one held.
 		return &ev, nil, nil
 	}
 	ids := slices.Concat(ev.Touched, ev.Contributed)

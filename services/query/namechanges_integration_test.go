@@ -188,6 +188,18 @@ func TestNameIndexFollowsGraphChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, entityIDs(same(ledgerQ)), "service:ledgerreplica")
 	require.NotZero(t, cs.reset()["EntitiesByType()"], "built again without Contributed")
+
+	// And one of a change applied again (its first announcement failed),
+	// whose Contributed cannot name what the version before held.
+	v6 := v1
+	v6.Title = "INC-163"
+	announceApply(t, f.st, tenantAcme, "INC-163", 1, incidentACL(), v6)
+	_, err = bus.Publish(t.Context(), events.KindGraphChanged, tenantAcme, "graph-INC-163-1",
+		&events.GraphChanged{Header: events.Header{Tenant: tenantAcme}, DocID: "INC-163", Version: 1, Duplicate: true,
+			Contributed: []string{"incident:inc163"}})
+	require.NoError(t, err)
+	require.Contains(t, entityIDs(same(ledgerQ)), "service:ledgerreplica")
+	require.NotZero(t, cs.reset()["EntitiesByType()"], "built again for a duplicate")
 }
 
 // TestNameIndexUnderConcurrentChanges: local questions asked while

@@ -101,6 +101,30 @@ func TestGraphChangeNamesTheDocType(t *testing.T) {
 	require.Equal(t, "postmortem", changes[0].DocType)
 }
 
+// A change applied again (its first announcement failed) is announced as
+// a duplicate: its event cannot name what the version before it held, so
+// consumers patching by the ids it names must read afresh.
+func TestRedeliveredChangeIsAnnouncedAsDuplicate(t *testing.T) {
+	f := setupBatch(t, nil)
+	m := msg(t, events.KindExtracted, "acme", extractedFor("acme", "INC-1", 1, "disk full"))
+	restore := streamtest.Narrow(t, f.bus, events.KindGraphChanged)
+	errs := f.w.HandleBatch(t.Context(), []*stream.Message{m})
+	require.Error(t, errs[0], "the announcement failed")
+	restore()
+	require.EqualValues(t, 1, f.version(t, "acme", "INC-1"), "applied before the announcement failed")
+	errs = f.w.HandleBatch(t.Context(), []*stream.Message{m,
+		msg(t, events.KindExtracted, "acme", extractedFor("acme", "INC-2", 1, "disk full"))})
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	changes := f.graphChanges(t, "acme")
+	require.Len(t, changes, 2)
+	dup := map[string]bool{}
+	for _, ev := range changes {
+		dup[ev.DocID] = ev.Duplicate
+	}
+	require.Equal(t, map[string]bool{"INC-1": true, "INC-2": false}, dup)
+}
+
 func (f *batchFixture) version(t *testing.T, tenant, doc string) int64 {
 	t.Helper()
 	rec, err := f.st.Source(t.Context(), tenant, doc)

@@ -557,7 +557,7 @@ func (w *Worker) applyRun(ctx context.Context, run []*change, errs []error) {
 			out = append(out, stream.Outgoing{Kind: events.KindGraphChanged, Tenant: tenant, MsgID: id,
 				Event: &events.GraphChanged{Header: events.Header{Tenant: tenant}, DocID: ch.docID, Version: ch.version,
 					Deleted: ch.deleted, Touched: okRes[j].Touched, Contributed: sortedUnique(ch.prev),
-					Entities: st.Entities, Edges: st.Edges, ReceivedAt: ch.received, DocType: ch.docType}})
+					Duplicate: okRes[j].Outcome == store.Duplicate, Entities: st.Entities, Edges: st.Edges, ReceivedAt: ch.received, DocType: ch.docType}})
 			announced = append(announced, ch)
 			results = append(results, okRes[j])
 		}
