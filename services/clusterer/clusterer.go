@@ -875,7 +875,18 @@ type docWeight struct {
 	w   float64
 }
 
-func (w *weigher) add(e store.Edge) {
+func (w *weigher) add(rs []ref) {
+	for _, r := range rs {
+		v := r.weight
+		if v <= 0 {
+			v = 1
+		}
+		w.docs = append(w.docs, docWeight{r.doc, v})
+	}
+}
+
+// addEdge is add for a stored edge's supports.
+func (w *weigher) addEdge(e store.Edge) {
 	for _, s := range e.Supports {
 		v := s.Weight
 		if v <= 0 {
@@ -961,8 +972,8 @@ type weightedGraph struct {
 // broken by id. Leiden's node numbering follows the edge order, so this is
 // what makes our communities GraphRAG's on the same graph. The nodes are
 // ranked by that key once, and the pairs sorted by rank.
-func (w *Worker) weighted(g store.Graph) weightedGraph {
-	wg := weightedGraph{node: make(map[string]int32, len(g.Entities))}
+func (w *Worker) weighted(g cgraph) weightedGraph {
+	wg := weightedGraph{node: make(map[string]int32, len(g.nodes))}
 	nodeOf := func(id string) int32 {
 		n, ok := wg.node[id]
 		if !ok {
@@ -982,15 +993,15 @@ func (w *Worker) weighted(g store.Graph) weightedGraph {
 		}
 		return n
 	}
-	names := make(map[string]string, len(g.Entities))
-	// Entities are numbered first: each number is below len(g.Entities).
-	wg.entRefs = make([][]int32, len(g.Entities))
-	for _, e := range g.Entities {
-		n := nodeOf(e.ID)
-		names[e.ID] = e.Name
-		rs := make([]int32, len(e.Sources))
-		for i, f := range e.Sources {
-			rs[i] = refOf(f.DocID, f.Version)
+	names := make(map[string]string, len(g.nodes))
+	// Entities are numbered first: each number is below len(g.nodes).
+	wg.entRefs = make([][]int32, len(g.nodes))
+	for _, e := range g.nodes {
+		n := nodeOf(e.id)
+		names[e.id] = e.name
+		rs := make([]int32, len(e.refs))
+		for i, f := range e.refs {
+			rs[i] = refOf(f.doc, f.version)
 		}
 		wg.entRefs[n] = rs
 	}
@@ -999,14 +1010,14 @@ func (w *Worker) weighted(g store.Graph) weightedGraph {
 	pairs := map[pair]int32{} // pair -> its index in order and weighers
 	var order []pair          // first-seen order, for a deterministic edge list
 	var weighers []weigher
-	wg.edgeRefs = make([][]int32, len(g.Edges))
-	wg.ends = make([][2]int32, len(g.Edges))
-	for i, e := range g.Edges {
-		a, b := nodeOf(e.Source), nodeOf(e.Target)
+	wg.edgeRefs = make([][]int32, len(g.links))
+	wg.ends = make([][2]int32, len(g.links))
+	for i, e := range g.links {
+		a, b := nodeOf(e.source), nodeOf(e.target)
 		wg.ends[i] = [2]int32{a, b}
-		rs := make([]int32, len(e.Supports))
-		for j, s := range e.Supports {
-			rs[j] = refOf(s.DocID, s.Version)
+		rs := make([]int32, len(e.refs))
+		for j, s := range e.refs {
+			rs[j] = refOf(s.doc, s.version)
 		}
 		wg.edgeRefs[i] = rs
 		if b < a {
@@ -1020,7 +1031,7 @@ func (w *Worker) weighted(g store.Graph) weightedGraph {
 			order = append(order, p)
 			weighers = append(weighers, weigher{byStrength: w.cfg.WeightBy == "strength"})
 		}
-		weighers[k].add(e)
+		weighers[k].add(e.refs)
 	}
 	// Edge ends that are no stored entity have no refs of their own.
 	wg.entRefs = append(wg.entRefs, make([][]int32, len(wg.node)-len(wg.entRefs))...)
@@ -1134,7 +1145,7 @@ func (wg *weightedGraph) sourcesOf(members []string, seen, in []bool) []provenan
 
 // fromRows turns a partition into communities: ids from member sets,
 // parents and children from the rows, sources from the graph.
-func (w *Worker) fromRows(ctx context.Context, g store.Graph, wg weightedGraph, rows []Row) ([]store.Community, error) {
+func (w *Worker) fromRows(ctx context.Context, g cgraph, wg weightedGraph, rows []Row) ([]store.Community, error) {
 	seen, in := make([]bool, len(wg.refs)), make([]bool, len(wg.node))
 	// Entities without an edge still belong somewhere: each is its own
 	// level-0 community, so every document stays covered.
@@ -1144,10 +1155,10 @@ func (w *Worker) fromRows(ctx context.Context, g store.Graph, wg weightedGraph, 
 		clustered[r.Node] = true
 		maxID = max(maxID, r.Cluster)
 	}
-	for _, e := range g.Entities {
-		if !clustered[e.ID] {
+	for _, e := range g.nodes {
+		if !clustered[e.id] {
 			maxID++
-			rows = append(rows, Row{Node: e.ID, Cluster: maxID, Level: 0, Parent: -1})
+			rows = append(rows, Row{Node: e.id, Cluster: maxID, Level: 0, Parent: -1})
 		}
 	}
 	type key struct{ level, cluster int }
@@ -1204,11 +1215,11 @@ func (w *Worker) fromRows(ctx context.Context, g store.Graph, wg weightedGraph, 
 	return out, nil
 }
 
-func coverage(g store.Graph, comms []store.Community) float64 {
+func coverage(g cgraph, comms []store.Community) float64 {
 	docs := map[string]bool{}
-	for _, e := range g.Entities {
-		for _, f := range e.Sources {
-			docs[f.DocID] = true
+	for _, e := range g.nodes {
+		for _, f := range e.refs {
+			docs[f.doc] = true
 		}
 	}
 	if len(docs) == 0 {
@@ -1221,10 +1232,10 @@ func coverage(g store.Graph, comms []store.Community) float64 {
 			inComm[m] = true
 		}
 	}
-	for _, e := range g.Entities {
-		if inComm[e.ID] {
-			for _, f := range e.Sources {
-				covered[f.DocID] = true
+	for _, e := range g.nodes {
+		if inComm[e.id] {
+			for _, f := range e.refs {
+				covered[f.doc] = true
 			}
 		}
 	}

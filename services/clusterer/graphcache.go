@@ -48,10 +48,72 @@ import (
 // one by one when they are more than 1/maxPatchShare of the kept ones.
 const maxPatchShare = 4
 
+// ref is a document version supporting an entity or an edge, with the
+// strength an edge's support gives.
+type ref struct {
+	doc     string
+	version int64
+	weight  float64
+}
+
+// node is an entity as clustering reads it: its name and fragments' refs.
+type node struct {
+	id, name string
+	refs     []ref
+}
+
+// link is an edge as clustering reads it: its ends and supports' refs.
+type link struct {
+	id, source, target string
+	refs               []ref
+}
+
+// cgraph is a tenant graph as clustering reads it: entities and edges
+// sorted by id, as Snapshot returns them.
+type cgraph struct {
+	nodes []node
+	links []link
+}
+
+// interner shares one copy of each document and entity id among the refs
+// and edge ends that repeat it.
+type interner struct{ strs map[string]string }
+
+func (in *interner) intern(s string) string {
+	if t, ok := in.strs[s]; ok {
+		return t
+	}
+	if in.strs == nil {
+		in.strs = map[string]string{}
+	}
+	in.strs[s] = s
+	return s
+}
+
+func (in *interner) refs(fs []store.Fragment) []ref {
+	out := make([]ref, len(fs))
+	for i, f := range fs {
+		out[i] = ref{doc: in.intern(f.DocID), version: f.Version, weight: f.Weight}
+	}
+	return out
+}
+
+func (in *interner) node(e store.Entity) node {
+	return node{id: in.intern(e.ID), name: e.Name, refs: in.refs(e.Sources)}
+}
+
+func (in *interner) link(e store.Edge) link {
+	return link{id: e.ID, source: in.intern(e.Source), target: in.intern(e.Target), refs: in.refs(e.Supports)}
+}
+
 // graphCache is a tenant's graph reduced to what clustering reads.
 type graphCache struct {
-	entities map[string]store.Entity
-	edges    map[string]store.Edge
+	// in holds the ids the kept graph shares; it keeps those of entities
+	// and documents gone since the graph was read whole, until it is
+	// again.
+	in       interner
+	entities map[string]node
+	edges    map[string]link
 	// incident lists, per entity id (stored or only an edge's end), the
 	// ids of the edges it is an end of.
 	incident map[string][]string
@@ -67,32 +129,15 @@ type stale struct {
 	whole bool
 }
 
-// trimFragments keeps of fragments what clustering reads: the document,
-// its version and the strength.
-func trimFragments(fs []store.Fragment) []store.Fragment {
-	out := make([]store.Fragment, len(fs))
-	for i, f := range fs {
-		out[i] = store.Fragment{DocID: f.DocID, Version: f.Version, Weight: f.Weight}
-	}
-	return out
-}
-
-func trimEntity(e store.Entity) store.Entity {
-	return store.Entity{ID: e.ID, Type: e.Type, Name: e.Name, Sources: trimFragments(e.Sources)}
-}
-
-func trimEdge(e store.Edge) store.Edge {
-	return store.Edge{ID: e.ID, Source: e.Source, Relation: e.Relation, Target: e.Target, Supports: trimFragments(e.Supports)}
-}
-
 func newGraphCache(g store.Graph) *graphCache {
-	c := &graphCache{entities: make(map[string]store.Entity, len(g.Entities)),
-		edges: make(map[string]store.Edge, len(g.Edges)), incident: make(map[string][]string, len(g.Entities))}
+	c := &graphCache{entities: make(map[string]node, len(g.Entities)),
+		edges: make(map[string]link, len(g.Edges)), incident: make(map[string][]string, len(g.Entities))}
 	for _, e := range g.Entities {
-		c.entities[e.ID] = trimEntity(e)
+		n := c.in.node(e)
+		c.entities[n.id] = n
 	}
 	for _, e := range g.Edges {
-		c.addEdge(trimEdge(e))
+		c.addEdge(c.in.link(e))
 	}
 	c.entIDs = slices.Sorted(maps.Keys(c.entities))
 	c.edgeIDs = slices.Sorted(maps.Keys(c.edges))
@@ -123,14 +168,14 @@ func resort(ids []string, removed map[string]bool, added []string) []string {
 	return append(out, added[j:]...)
 }
 
-func (c *graphCache) addEdge(e store.Edge) {
-	if _, ok := c.edges[e.ID]; ok {
+func (c *graphCache) addEdge(e link) {
+	if _, ok := c.edges[e.id]; ok {
 		return
 	}
-	c.edges[e.ID] = e
-	c.incident[e.Source] = append(c.incident[e.Source], e.ID)
-	if e.Target != e.Source {
-		c.incident[e.Target] = append(c.incident[e.Target], e.ID)
+	c.edges[e.id] = e
+	c.incident[e.source] = append(c.incident[e.source], e.id)
+	if e.target != e.source {
+		c.incident[e.target] = append(c.incident[e.target], e.id)
 	}
 }
 
@@ -143,9 +188,9 @@ func (c *graphCache) dropEdgesOf(id string, dropped map[string]bool) {
 		}
 		delete(c.edges, eid)
 		dropped[eid] = true
-		other := e.Target
+		other := e.target
 		if other == id {
-			other = e.Source
+			other = e.source
 		}
 		if other == id {
 			continue
@@ -160,15 +205,14 @@ func (c *graphCache) dropEdgesOf(id string, dropped map[string]bool) {
 	delete(c.incident, id)
 }
 
-// graph returns the kept graph as a store.Graph: entities and edges sorted
-// by id, as Snapshot returns them.
-func (c *graphCache) graph() store.Graph {
-	g := store.Graph{Entities: make([]store.Entity, len(c.entIDs)), Edges: make([]store.Edge, len(c.edgeIDs))}
+// graph returns the kept graph, entities and edges sorted by id.
+func (c *graphCache) graph() cgraph {
+	g := cgraph{nodes: make([]node, len(c.entIDs)), links: make([]link, len(c.edgeIDs))}
 	for i, id := range c.entIDs {
-		g.Entities[i] = c.entities[id]
+		g.nodes[i] = c.entities[id]
 	}
 	for i, id := range c.edgeIDs {
-		g.Edges[i] = c.edges[id]
+		g.links[i] = c.edges[id]
 	}
 	return g
 }
@@ -215,14 +259,14 @@ func (w *Worker) takeStale(tenant string) stale {
 // what changed since the last run, or read whole (see above) when whole
 // is set or patching does not apply. The caller holds commMu. On an error
 // the kept graph is dropped, so the next run reads whole.
-func (w *Worker) graphOf(ctx context.Context, tenant string, whole bool) (store.Graph, error) {
+func (w *Worker) graphOf(ctx context.Context, tenant string, whole bool) (cgraph, error) {
 	s := w.takeStale(tenant)
 	c := w.graphs[tenant]
 	if whole || s.whole || c == nil || len(s.ids)*maxPatchShare > len(c.entities) {
 		delete(w.graphs, tenant)
 		g, err := w.st.Snapshot(ctx, tenant)
 		if err != nil {
-			return store.Graph{}, err
+			return cgraph{}, err
 		}
 		c = newGraphCache(g)
 		w.graphs[tenant] = c
@@ -231,7 +275,7 @@ func (w *Worker) graphOf(ctx context.Context, tenant string, whole bool) (store.
 	}
 	if err := w.patch(ctx, tenant, c, s.ids); err != nil {
 		delete(w.graphs, tenant)
-		return store.Graph{}, err
+		return cgraph{}, err
 	}
 	w.graphReads.WithLabelValues("patched").Inc()
 	return c.graph(), nil
@@ -265,7 +309,8 @@ func (w *Worker) patch(ctx context.Context, tenant string, c *graphCache, ids ma
 		c.dropEdgesOf(id, dropped)
 		_, had := c.entities[id]
 		if e, ok := ents[id]; ok {
-			c.entities[id] = trimEntity(e)
+			n := c.in.node(e)
+			c.entities[n.id] = n
 			if !had {
 				entAdded = append(entAdded, id)
 			}
@@ -279,7 +324,7 @@ func (w *Worker) patch(ctx context.Context, tenant string, c *graphCache, ids ma
 		if _, ok := c.edges[e.ID]; ok {
 			continue // read twice: an end of two ids read again
 		}
-		c.addEdge(trimEdge(e))
+		c.addEdge(c.in.link(e))
 		if !dropped[e.ID] {
 			edgeAdded = append(edgeAdded, e.ID)
 		}

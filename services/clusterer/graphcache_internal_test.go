@@ -155,7 +155,7 @@ func TestPatchedGraphIsTheSnapshot(t *testing.T) {
 	require.Equal(t, whole+1, testutil.ToFloat64(w.graphReads.WithLabelValues("whole")))
 
 	// A run that failed drops the kept graph: the next reads whole.
-	w.graphs[tenant].entities["service:ghost"] = store.Entity{ID: "service:ghost"}
+	w.graphs[tenant].entities["service:ghost"] = node{id: "service:ghost"}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	change("doc-0")
@@ -202,8 +202,8 @@ func BenchmarkGraphOf(b *testing.B) {
 	runtime.ReadMemStats(&before)
 	g, err := w.graphOf(ctx, "acme", true)
 	require.NoError(b, err)
-	edges := len(g.Edges)
-	g = store.Graph{} // what a run is handed, not what is kept
+	edges := len(g.links)
+	g = cgraph{} // what a run is handed, not what is kept
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	kept := float64(after.HeapAlloc-before.HeapAlloc) / float64(edges)

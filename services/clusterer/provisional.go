@@ -202,7 +202,7 @@ func strongest(id string, edges []store.Edge, clustered func(string) bool, byStr
 		if by[other] == nil {
 			by[other] = &weigher{byStrength: byStrength}
 		}
-		by[other].add(e)
+		by[other].addEdge(e)
 	}
 	best, bestW := "", 0.0
 	for n, wt := range by {

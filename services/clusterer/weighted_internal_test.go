@@ -38,6 +38,19 @@ func scanOrder(edges []WeightedEdge, ents map[string]store.Entity) {
 	})
 }
 
+// clusterGraph reduces a store graph to what clustering reads.
+func clusterGraph(g store.Graph) cgraph {
+	var in interner
+	out := cgraph{nodes: make([]node, len(g.Entities)), links: make([]link, len(g.Edges))}
+	for i, e := range g.Entities {
+		out.nodes[i] = in.node(e)
+	}
+	for i, e := range g.Edges {
+		out.links[i] = in.link(e)
+	}
+	return out
+}
+
 // mapWeigher is weigher as first written: a map of documents per pair.
 type mapWeigher struct {
 	byStrength bool
@@ -174,7 +187,7 @@ func TestWeightedIsTheScan(t *testing.T) {
 		g := randomGraph(r)
 		for _, by := range []string{"sources", "strength"} {
 			w := &Worker{cfg: Config{WeightBy: by}}
-			wg := w.weighted(g)
+			wg := w.weighted(clusterGraph(g))
 			want := scanWeighted(g, by == "strength")
 			if len(want) == 0 {
 				require.Empty(t, wg.edges, "graph %d", i)
