@@ -69,6 +69,7 @@ func runReresolve(ctx context.Context, g *globals, ref string, split *resolve.Sp
 		Entity  string   `json:"entity"`
 		Sources []string `json:"sources"`
 		Skipped []string `json:"skipped"`
+		Queued  bool     `json:"queued"`
 	}
 	if err := g.client().Do(ctx, http.MethodPost, "/v1/entities/reresolve", "application/json", body, &out); err != nil {
 		return serverError(g, err)
@@ -77,6 +78,9 @@ func runReresolve(ctx context.Context, g *globals, ref string, split *resolve.Sp
 		return writeJSON(w, out)
 	}
 	fmt.Fprintf(w, "%s: %d sources re-published for resolution %v\n", out.Entity, len(out.Sources), out.Sources)
+	if out.Queued {
+		fmt.Fprintln(w, "the event stream did not take the request yet: the server keeps it and publishes it when it does")
+	}
 	if len(out.Skipped) > 0 {
 		fmt.Fprintf(w, "skipped (no stored extraction; re-ingest them): %v\n", out.Skipped)
 	}

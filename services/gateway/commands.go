@@ -535,12 +535,21 @@ func (c *Commands) Reresolve(ctx context.Context, tenant string, by Authority, e
 	if len(out.Sources) > 0 {
 		req := &events.Reresolve{Header: events.Header{Tenant: tenant}, RequestID: newRequestID(), Entity: id,
 			DocIDs: out.Sources, RequestedAt: c.now().UTC()}
-		if _, err := c.publishAlone(ctx, tenant, outgoing{kind: events.KindReresolve,
-			id: events.ReresolveID(tenant, req.RequestID), ev: req}); err != nil {
+		_, err := c.publishAlone(ctx, tenant, outgoing{kind: events.KindReresolve,
+			id: events.ReresolveID(tenant, req.RequestID), ev: req})
+		var queued queuedError
+		switch {
+		case errors.As(err, &queued):
+			// Kept in the outbox: published once the stream takes it. A
+			// retry would be a second request, so it is accepted as is.
+			c.log.Warn("re-resolution request kept for publishing later", "tenant", tenant, "request", req.RequestID, "error", err)
+			out.Queued = true
+		case err != nil:
 			return ReresolveAccepted{}, err
 		}
 	}
-	c.log.Info("re-resolution requested", "tenant", tenant, "entity", id, "sources", len(out.Sources), "skipped", len(out.Skipped))
+	c.log.Info("re-resolution requested", "tenant", tenant, "entity", id, "sources", len(out.Sources), "skipped", len(out.Skipped),
+		"queued", out.Queued)
 	return out, nil
 }
 

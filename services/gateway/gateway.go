@@ -441,6 +441,9 @@ type ReresolveAccepted struct {
 	// Skipped are the documents without a stored extraction (applied before
 	// extractions were kept); re-ingest them.
 	Skipped []string `json:"skipped,omitempty"`
+	// Queued says the stream did not take the request yet: the gateway
+	// keeps it and publishes it once the stream does.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // reresolve asks, through Commands.Reresolve, for the sources of an
