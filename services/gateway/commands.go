@@ -535,18 +535,12 @@ func (c *Commands) Reresolve(ctx context.Context, tenant string, by Authority, e
 	if len(out.Sources) > 0 {
 		req := &events.Reresolve{Header: events.Header{Tenant: tenant}, RequestID: newRequestID(), Entity: id,
 			DocIDs: out.Sources, RequestedAt: c.now().UTC()}
-		_, err := c.publishAlone(ctx, tenant, outgoing{kind: events.KindReresolve,
+		queued, err := c.publishRequest(ctx, tenant, outgoing{kind: events.KindReresolve,
 			id: events.ReresolveID(tenant, req.RequestID), ev: req})
-		var queued queuedError
-		switch {
-		case errors.As(err, &queued):
-			// Kept in the outbox: published once the stream takes it. A
-			// retry would be a second request, so it is accepted as is.
-			c.log.Warn("re-resolution request kept for publishing later", "tenant", tenant, "request", req.RequestID, "error", err)
-			out.Queued = true
-		case err != nil:
+		if err != nil {
 			return ReresolveAccepted{}, err
 		}
+		out.Queued = queued
 	}
 	c.log.Info("re-resolution requested", "tenant", tenant, "entity", id, "sources", len(out.Sources), "skipped", len(out.Skipped),
 		"queued", out.Queued)
@@ -562,21 +556,28 @@ func (c *Commands) Recluster(ctx context.Context, tenant string, by Authority, f
 	}
 	req := &events.Recluster{Header: events.Header{Tenant: tenant}, RequestID: newRequestID(), Full: full,
 		RequestedAt: c.now().UTC()}
-	out := ReclusterAccepted{Tenant: tenant, RequestID: req.RequestID, Full: full}
-	_, err := c.publishAlone(ctx, tenant, outgoing{kind: events.KindRecluster,
+	queued, err := c.publishRequest(ctx, tenant, outgoing{kind: events.KindRecluster,
 		id: events.ReclusterID(tenant, req.RequestID), ev: req})
-	var queued queuedError
-	switch {
-	case errors.As(err, &queued):
-		// Kept in the outbox: published once the stream takes it. A
-		// retry would be a second request, so it is accepted as is.
-		c.log.Warn("re-clustering request kept for publishing later", "tenant", tenant, "request", req.RequestID, "error", err)
-		out.Queued = true
-	case err != nil:
+	if err != nil {
 		return ReclusterAccepted{}, err
 	}
+	out := ReclusterAccepted{Tenant: tenant, RequestID: req.RequestID, Full: full, Queued: queued}
 	c.log.Info("re-clustering requested", "tenant", tenant, "full", full, "request", req.RequestID, "queued", out.Queued)
 	return out, nil
+}
+
+// publishRequest publishes a request (an event following no registry
+// change) through the outbox. One the stream does not take is kept there
+// and published later: queued, not an error, since a retry would be a
+// second request.
+func (c *Commands) publishRequest(ctx context.Context, tenant string, out outgoing) (queued bool, err error) {
+	_, err = c.publishAlone(ctx, tenant, out)
+	var q queuedError
+	if errors.As(err, &q) {
+		c.log.Warn("request kept for publishing later", "tenant", tenant, "event", out.id, "error", err)
+		return true, nil
+	}
+	return false, err
 }
 
 // newRequestID is a random id for a request that no stored state names.

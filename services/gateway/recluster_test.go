@@ -1,22 +1,15 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/events"
-	"github.com/kgstream/kgstream/pkg/store/embedded"
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
-	"github.com/kgstream/kgstream/services/gateway"
 )
 
 // TestReclusterPublishesARequest: an admin's request to re-cluster
@@ -26,21 +19,7 @@ import (
 // refuses is accepted as queued, kept in the outbox and published once
 // the stream takes it again.
 func TestReclusterPublishesARequest(t *testing.T) {
-	bus := streamtest.NewBus(t, streamtest.Options{})
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	a, err := auth.New([]auth.Token{
-		{Token: "w", Tenant: "acme", Principal: "writer", Writer: true},
-		{Token: "root", Tenant: "acme", Principal: "root", Admin: true},
-	}, nil)
-	require.NoError(t, err)
-	g, err := gateway.New(gateway.Config{Graph: st, PublishTimeout: 2 * time.Second, OutboxEvery: 20 * time.Millisecond},
-		st, bus, a, nil, prometheus.NewRegistry())
-	require.NoError(t, err)
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(srv.Close)
-	f := &fixture{srv: srv, reg: st, bus: bus}
+	f, g := setupOutbox(t)
 	code, out := f.do(t, "POST", "/v1/communities/recluster", "w", `{"full":true}`)
 	require.Equal(t, 403, code, "%v", out)
 	code, out = f.do(t, "POST", "/v1/communities/recluster", "root", `{"full":"yes"}`)
@@ -77,10 +56,7 @@ func TestReclusterPublishesARequest(t *testing.T) {
 	require.Equal(t, true, out["queued"])
 	require.Len(t, kindMessages(t, f, events.KindRecluster), 2)
 	restore()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	runOutbox(t, g)
 	streamtest.Eventually(t, 20*time.Second, func() error {
 		if n := len(kindMessages(t, f, events.KindRecluster)); n != 3 {
 			return fmt.Errorf("%d re-clustering requests on the stream", n)

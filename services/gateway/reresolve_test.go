@@ -64,6 +64,22 @@ func kindMessages(t *testing.T, f *fixture, kind events.Kind) []*jetstream.RawSt
 // registry and graph store.
 func setupGraph(t *testing.T) *fixture {
 	t.Helper()
+	f, _ := setupGraphWith(t, gateway.Config{})
+	return f
+}
+
+// setupOutbox is setupGraph with a publish timeout and an outbox period
+// short enough for a test of a stream outage; its outbox does not run
+// until runOutbox.
+func setupOutbox(t *testing.T) (*fixture, *gateway.Gateway) {
+	t.Helper()
+	return setupGraphWith(t, gateway.Config{PublishTimeout: 2 * time.Second, OutboxEvery: 20 * time.Millisecond})
+}
+
+// setupGraphWith builds the gateway of setupGraph with cfg (its graph
+// store set) and returns it too.
+func setupGraphWith(t *testing.T, cfg gateway.Config) (*fixture, *gateway.Gateway) {
+	t.Helper()
 	bus := streamtest.NewBus(t, streamtest.Options{})
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
 	require.NoError(t, err)
@@ -73,11 +89,21 @@ func setupGraph(t *testing.T) *fixture {
 		{Token: "root", Tenant: "acme", Principal: "root", Admin: true},
 	}, nil)
 	require.NoError(t, err)
-	g, err := gateway.New(gateway.Config{Graph: st}, st, bus, a, nil, prometheus.NewRegistry())
+	cfg.Graph = st
+	g, err := gateway.New(cfg, st, bus, a, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, reg: st, bus: bus}
+	return &fixture{srv: srv, reg: st, bus: bus}, g
+}
+
+// runOutbox runs the gateway's outbox republisher until the test ends.
+func runOutbox(t *testing.T, g *gateway.Gateway) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 }
 
 // TestReresolvePublishesARequest: re-resolving an entity publishes one
@@ -114,30 +140,16 @@ func TestReresolvePublishesARequest(t *testing.T) {
 // accepted as queued (a retry would be a second request), kept in the
 // outbox and published once the stream takes it again.
 func TestReresolveRequestSurvivesAnOutage(t *testing.T) {
-	bus := streamtest.NewBus(t, streamtest.Options{})
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	a, err := auth.New([]auth.Token{{Token: "root", Tenant: "acme", Principal: "root", Admin: true}}, nil)
-	require.NoError(t, err)
-	g, err := gateway.New(gateway.Config{Graph: st, PublishTimeout: 2 * time.Second, OutboxEvery: 20 * time.Millisecond},
-		st, bus, a, nil, prometheus.NewRegistry())
-	require.NoError(t, err)
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(srv.Close)
-	f := &fixture{srv: srv, reg: st, bus: bus}
+	f, g := setupOutbox(t)
 	applyExtraction(t, f, "INC-1", 0)
 
-	restore := streamtest.Narrow(t, bus, events.KindReresolve)
+	restore := streamtest.Narrow(t, f.bus, events.KindReresolve)
 	code, out := f.do(t, "POST", "/v1/entities/reresolve", "root", `{"entity":"component:cert-manager"}`)
 	require.Equal(t, 202, code, "%v", out)
 	require.Equal(t, true, out["queued"])
 	require.Empty(t, kindMessages(t, f, events.KindReresolve))
 	restore()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	runOutbox(t, g)
 	streamtest.Eventually(t, 20*time.Second, func() error {
 		if n := len(kindMessages(t, f, events.KindReresolve)); n != 1 {
 			return fmt.Errorf("%d re-resolution requests on the stream", n)
