@@ -204,3 +204,40 @@ func TestFailedRequestedRunIsRetriedByTheDebounce(t *testing.T) {
 	e.waitCount(t, "kgstream_reclusters_total", "mode", "full", 3)
 	waitAnnouncements(t, e.bus, 4)
 }
+
+// TestSessionStartsWithAFullRun: a worker whose Run stops and starts again
+// (its clustering lease lost and taken again) starts as a restarted one:
+// its first run reads the graph whole and is full, though it knew the pair
+// weights an incremental run needs.
+func TestSessionStartsWithAFullRun(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, clusterer.Config{Quiet: time.Hour, MaxDelay: 10 * time.Hour, Tick: 5 * time.Millisecond, Now: clock.Now,
+		FullEvery: 1000, Partitioner: clusterer.Leiden(clusterer.LeidenConfig{MaxClusterSize: 6})})
+	applyOwn(t, e.st)
+	session := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.w.Run(ctx) }()
+		return func() {
+			cancel()
+			require.NoError(t, <-done)
+		}
+	}
+	stop := session()
+	e.waitConsumer(t)
+	e.requestRecluster(t, "r1", false)
+	waitRun(t, e.st, 1)
+	e.requestRecluster(t, "r2", false)
+	waitRun(t, e.st, 2)
+	e.waitCount(t, "kgstream_reclusters_total", "mode", "incremental", 1)
+	e.waitCount(t, "kgstream_recluster_graph_reads_total", "read", "patched", 1)
+	stop()
+
+	stop = session()
+	defer stop()
+	e.requestRecluster(t, "r3", false)
+	waitRun(t, e.st, 3)
+	e.waitCount(t, "kgstream_reclusters_total", "mode", "full", 2)
+	e.waitCount(t, "kgstream_recluster_graph_reads_total", "read", "whole", 2)
+	e.waitCount(t, "kgstream_reclusters_total", "mode", "incremental", 1)
+}
