@@ -29,6 +29,18 @@ func (e *env) requestRecluster(t *testing.T, id string, full bool) {
 	require.NoError(t, err)
 }
 
+// firstTwoRuns waits for Run's consumers, then requests two runs: the
+// first is full (nothing is known yet), the second incremental.
+func (e *env) firstTwoRuns(t *testing.T) {
+	t.Helper()
+	e.waitConsumer(t)
+	e.requestRecluster(t, "r1", false)
+	waitRun(t, e.st, 1)
+	e.requestRecluster(t, "r2", false)
+	waitRun(t, e.st, 2)
+	e.waitCount(t, "kgstream_reclusters_total", "mode", "incremental", 1)
+}
+
 // waitCount polls until the counter name{label=value} reads want.
 func (e *env) waitCount(t *testing.T, name, label, value string, want float64) {
 	t.Helper()
@@ -166,12 +178,7 @@ func TestFailedRequestedRunIsRetriedByTheDebounce(t *testing.T) {
 	e.w = w
 	applyOwn(t, e.st)
 	e.run(t)
-	e.waitConsumer(t)
-	e.requestRecluster(t, "r1", false)
-	waitRun(t, e.st, 1)
-	e.requestRecluster(t, "r2", false)
-	waitRun(t, e.st, 2)
-	e.waitCount(t, "kgstream_reclusters_total", "mode", "incremental", 1)
+	e.firstTwoRuns(t)
 
 	fs.fail.Store(true)
 	before := fs.calls.Load()
@@ -224,12 +231,7 @@ func TestSessionStartsWithAFullRun(t *testing.T) {
 		}
 	}
 	stop := session()
-	e.waitConsumer(t)
-	e.requestRecluster(t, "r1", false)
-	waitRun(t, e.st, 1)
-	e.requestRecluster(t, "r2", false)
-	waitRun(t, e.st, 2)
-	e.waitCount(t, "kgstream_reclusters_total", "mode", "incremental", 1)
+	e.firstTwoRuns(t)
 	e.waitCount(t, "kgstream_recluster_graph_reads_total", "read", "patched", 1)
 	stop()
 
