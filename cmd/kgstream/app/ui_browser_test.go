@@ -954,14 +954,17 @@ func waitIndexed(t *testing.T, c *app.Client, ids []string) {
 }
 
 // waitReportsSettled waits until the all-in-one's stages have nothing
-// pending and the community reports c reads stayed the same over a
-// period longer than the tests' quiet period.
+// pending (the catalog's re-extractions included: they change the graph
+// after the catalog's own change is applied) and the community reports c
+// reads stayed the same over a period longer than the tests' quiet
+// period.
 func waitReportsSettled(t *testing.T, a *app.App, c *app.Client) {
 	t.Helper()
 	prev := ""
 	eventually(t, 60*time.Second, "settled community reports", func() bool {
 		time.Sleep(300 * time.Millisecond)
-		n, err := a.Bus.Backlog(t.Context(), "extractor", "resolver", "clusterer", "reporter", "reporter-vectors")
+		n, err := a.Bus.Backlog(t.Context(), "extractor", "extractor-catalog", "resolver", "clusterer", "clusterer-requests",
+			"reporter", "reporter-vectors")
 		cur := fmt.Sprint(reportIDs(t, c))
 		same := cur == prev
 		prev = cur
