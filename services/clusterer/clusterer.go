@@ -454,7 +454,8 @@ func (w *Worker) scheduleFull() {
 		if _, waiting := w.dirty[t]; waiting {
 			continue
 		}
-		w.dirty[t] = &pending{first: now, last: now, touched: map[string]bool{}, now: true, full: true}
+		p := w.pendingLocked(t)
+		p.now, p.full = true, true
 	}
 }
 
@@ -507,22 +508,25 @@ func (w *Worker) handleRequest(_ context.Context, _ *stream.Message, ev *events.
 func (w *Worker) oweFull(tenant string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.pendingLocked(tenant).full = true
+}
+
+// pendingLocked returns tenant's pending run, made dirty now if it was
+// not. The caller holds mu.
+func (w *Worker) pendingLocked(tenant string) *pending {
 	p, ok := w.dirty[tenant]
 	if !ok {
-		p = &pending{first: w.now(), last: w.now(), touched: map[string]bool{}}
+		now := w.now()
+		p = &pending{first: now, last: now, touched: map[string]bool{}}
 		w.dirty[tenant] = p
 	}
-	p.full = true
+	return p
 }
 
 // requestRun makes tenant due at once, for a full run when full.
 func (w *Worker) requestRun(tenant string, full bool) {
 	w.mu.Lock()
-	p, ok := w.dirty[tenant]
-	if !ok {
-		p = &pending{first: w.now(), last: w.now(), touched: map[string]bool{}}
-		w.dirty[tenant] = p
-	}
+	p := w.pendingLocked(tenant)
 	p.now = true
 	p.full = p.full || full
 	w.mu.Unlock()
@@ -542,11 +546,7 @@ func (w *Worker) markDirty(tenant string, received time.Time, touched []string) 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
-	p, ok := w.dirty[tenant]
-	if !ok {
-		p = &pending{first: now, touched: map[string]bool{}}
-		w.dirty[tenant] = p
-	}
+	p := w.pendingLocked(tenant)
 	p.last = now
 	if !received.IsZero() && (p.oldest.IsZero() || received.Before(p.oldest)) {
 		p.oldest = received

@@ -427,10 +427,7 @@ func TestWebUI(t *testing.T) {
 				// The primer and every branch: question, answer, citations.
 				require.NotNil(t, resp.Drift, "the drift answer carries its tree")
 				require.NotEmpty(t, resp.Drift.FollowUps)
-				branches := eval[[]uiBranch](t, bctx, `Array.from(document.querySelectorAll("#drift-tree > li.branch")).map(li => ({
-					question: li.querySelector(".branch-question").textContent,
-					answer: li.querySelector(".branch-answer").textContent.length > 0,
-					cites: Array.from(li.querySelectorAll("button.cite")).map(b => b.dataset.doc)}))`)
+				branches := driftBranches(t, bctx)
 				require.Len(t, branches, len(resp.Drift.FollowUps))
 				cited := 0
 				for i, b := range resp.Drift.FollowUps {
@@ -846,6 +843,16 @@ type uiThemeRow struct {
 	Hrefs   []string `json:"hrefs"`
 }
 
+// driftBranches reads the DRIFT tree the page shows: each branch's
+// question, whether it has an answer, and the documents it cites.
+func driftBranches(t *testing.T, bctx context.Context) []uiBranch {
+	t.Helper()
+	return eval[[]uiBranch](t, bctx, `Array.from(document.querySelectorAll("#drift-tree > li.branch")).map(li => ({
+		question: li.querySelector(".branch-question").textContent,
+		answer: li.querySelector(".branch-answer").textContent.length > 0,
+		cites: Array.from(li.querySelectorAll("button.cite")).map(b => b.dataset.doc)}))`)
+}
+
 // driftShown tells whether the DRIFT tree the page shows has resp's
 // follow-ups, in order, each citing at least resp's documents.
 func driftShown(t *testing.T, bctx context.Context, resp uiQueryResponse) bool {
@@ -853,10 +860,7 @@ func driftShown(t *testing.T, bctx context.Context, resp uiQueryResponse) bool {
 	if resp.Drift == nil {
 		return false
 	}
-	branches := eval[[]uiBranch](t, bctx, `Array.from(document.querySelectorAll("#drift-tree > li.branch")).map(li => ({
-		question: li.querySelector(".branch-question").textContent,
-		answer: li.querySelector(".branch-answer").textContent.length > 0,
-		cites: Array.from(li.querySelectorAll("button.cite")).map(b => b.dataset.doc)}))`)
+	branches := driftBranches(t, bctx)
 	if len(branches) != len(resp.Drift.FollowUps) {
 		return false
 	}
