@@ -428,6 +428,14 @@ type GraphChanged struct {
 	DocType string `json:"doc_type,omitempty"`
 }
 
+// NamesAll reports whether Touched and Contributed name every entity the
+// change altered, so that a consumer may patch what it keeps by those ids
+// alone. They do not for a redelivered change (Duplicate), and an event
+// naming no contributed entity cannot be told apart from one of a build
+// before Contributed (which named only what it touched): a consumer reads
+// afresh, or looks up what it holds of the document, for either.
+func (e *GraphChanged) NamesAll() bool { return len(e.Contributed) > 0 && !e.Duplicate }
+
 // Validate checks the fields a consumer relies on.
 func (e *GraphChanged) Validate() error {
 	if err := e.Header.validate(); err != nil {

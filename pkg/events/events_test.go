@@ -201,3 +201,21 @@ func TestReresolveValidated(t *testing.T) {
 		}
 	}
 }
+
+func TestGraphChangedNamesAll(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ev   GraphChanged
+		want bool
+	}{
+		{"an applied change", GraphChanged{Touched: []string{"a"}, Contributed: []string{"a", "b"}}, true},
+		{"a change of fragments only", GraphChanged{Contributed: []string{"b"}}, true},
+		{"a redelivered change", GraphChanged{Contributed: []string{"a"}, Duplicate: true}, false},
+		{"nothing contributed, or an older build's event", GraphChanged{Touched: []string{"a"}}, false},
+		{"a document without entities", GraphChanged{}, false},
+	} {
+		if got := c.ev.NamesAll(); got != c.want {
+			t.Errorf("%s: NamesAll() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

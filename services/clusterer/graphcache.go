@@ -226,7 +226,7 @@ func (w *Worker) noteChanged(ev *events.GraphChanged) {
 		s = &stale{ids: map[string]bool{}}
 		w.stale[ev.Tenant] = s
 	}
-	if len(ev.Contributed) == 0 || ev.Duplicate {
+	if !ev.NamesAll() {
 		// What changed is not named: a document without entities before
 		// and after, an event of a build before Contributed (reading
 		// whole is right for both), or a redelivered change, whose event

@@ -358,7 +358,7 @@ func changedEntities(tenant string, data []byte) (*events.GraphChanged, []string
 	if ev.Tenant != tenant {
 		return nil, nil, fmt.Errorf("%w: event of tenant %q on a subject of tenant %q", events.ErrInvalidEvent, ev.Tenant, tenant)
 	}
-	if len(ev.Contributed) == 0 || ev.Duplicate {
+	if !ev.NamesAll() {
 		// Nothing to go by: a document that contributed nothing before
 		// or after names nothing to patch, an older resolver's event
 		// names only the entities it touched, not those whose fragments

@@ -56,9 +56,18 @@ func (w *Worker) vectorsOn() bool { return w.cfg.Vectors != nil }
 
 // docChange is a graph change of one document as the vector stage sees it:
 // the document and the entities its event names (Touched, Contributed).
+// When the event does not name every entity the change altered
+// (events.GraphChanged.NamesAll), unnamed is set and reindex also takes
+// the entities whose items still cite the document.
 type docChange struct {
 	doc      string
 	entities []string
+	unnamed  bool
+}
+
+// changeOf is the docChange of a graph change event.
+func changeOf(ev *events.GraphChanged) docChange {
+	return docChange{doc: ev.DocID, entities: slices.Concat(ev.Touched, ev.Contributed), unnamed: !ev.NamesAll()}
 }
 
 // handleGraph re-indexes one document after the resolver applied (or
@@ -66,7 +75,7 @@ type docChange struct {
 func (w *Worker) handleGraph(ctx context.Context, _ *stream.Message, ev *events.GraphChanged) error {
 	w.vmu.Lock()
 	defer w.vmu.Unlock()
-	return w.reindex(ctx, ev.Tenant, []docChange{{doc: ev.DocID, entities: slices.Concat(ev.Touched, ev.Contributed)}})
+	return w.reindex(ctx, ev.Tenant, []docChange{changeOf(ev)})
 }
 
 // HandleVectors is the vector consumer's batch handler: the graph changes
@@ -99,7 +108,7 @@ func (w *Worker) HandleVectors(ctx context.Context, ms []*stream.Message) []erro
 				groups[ev.Tenant] = g
 				tenants = append(tenants, ev.Tenant)
 			}
-			g.changes = append(g.changes, docChange{doc: ev.DocID, entities: slices.Concat(ev.Touched, ev.Contributed)})
+			g.changes = append(g.changes, changeOf(ev))
 			g.at = append(g.at, i)
 		default:
 			errs[i] = w.handle(ctx, m)
@@ -115,6 +124,23 @@ func (w *Worker) HandleVectors(ctx context.Context, ms []*stream.Message) []erro
 		}
 	}
 	return errs
+}
+
+// citedEntities returns the entities whose vector items have doc among
+// their sources.
+func (w *Worker) citedEntities(ctx context.Context, tenant, doc string) ([]string, error) {
+	var ids []string
+	err := w.cfg.Vectors.ScanSources(ctx, tenant, doc, func(it vector.ItemSources) error {
+		if it.Kind == vector.KindEntity {
+			ids = append(ids, it.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finding the entity items citing %s: %w", doc, err)
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // reindex rewrites the vector items of the changes' documents (one tenant)
@@ -153,6 +179,17 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 	}
 	for _, c := range changes {
 		name(c.doc, c.entities)
+		if c.unnamed {
+			// A redelivered change names only what the applied version
+			// contributes: the entities the version before contributed,
+			// which lost the document's fragment, are found by their items,
+			// which still cite it.
+			cited, err := w.citedEntities(ctx, tenant, c.doc)
+			if err != nil {
+				return err
+			}
+			name(c.doc, cited)
+		}
 	}
 	entityIDs := make([]string, 0, len(named))
 	for id, ds := range named {

@@ -382,3 +382,54 @@ func TestVectorBatchReadsRecordsAtOnce(t *testing.T) {
 	units := r.search(vector.KindTextUnit, vector.Filter{Principal: "anyone"})
 	require.ElementsMatch(t, []string{"INC-1#u0", "INC-2#u0", "INC-2#u1"}, ids(units))
 }
+
+// TestRedeliveredChangeReachesTheVersionBefore: the event of a redelivered
+// change (Duplicate) names only what the applied version contributes; the
+// entities only the version before contributed lose their items (or the
+// document's source in them) all the same, found by the items that cite it.
+func TestRedeliveredChangeReachesTheVersionBefore(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one by one", true: "batch"}[batch], func(t *testing.T) {
+			r := newVectorRig(t)
+			ctx := t.Context()
+			anyone := vector.Filter{Principal: "eve"}
+			apply := func(doc string, version int64, entities ...string) []string {
+				t.Helper()
+				_, err := r.st.Announce(ctx, "acme", store.Announcement{DocID: doc, Version: version, ACL: provenance.PublicACL()})
+				require.NoError(t, err)
+				c := store.Contributions{TextUnits: []events.TextUnit{{ID: "u0", Text: doc + " version text"}}}
+				for _, id := range entities {
+					c.Entities = append(c.Entities, store.EntityContribution{ID: id, Type: "service", Name: id, NameRank: 2,
+						TextUnits: []string{"u0"}, Description: id + " as " + doc + " tells it."})
+				}
+				_, err = r.st.Apply(ctx, "acme", doc, version, c)
+				require.NoError(t, err)
+				return entities
+			}
+			announce := func(ev *events.GraphChanged) {
+				t.Helper()
+				if !batch {
+					r.handle(events.KindGraphChanged, ev)
+					return
+				}
+				data, err := events.Encode(ev)
+				require.NoError(t, err)
+				errs := r.w.HandleVectors(ctx, []*stream.Message{{Kind: events.KindGraphChanged, Tenant: "acme", Data: data}})
+				require.NoError(t, errs[0])
+			}
+			v1 := apply("INC-1", 1, "service:api", "service:db")
+			apply("INC-2", 1, "service:db")
+			announce(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "INC-1", Version: 1, Touched: v1, Contributed: v1})
+			announce(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "INC-2", Version: 1, Touched: []string{"service:db"}, Contributed: []string{"service:db"}})
+			require.Equal(t, []string{"service:api", "service:db"}, ids(r.search(vector.KindEntity, anyone)))
+
+			// Version 2 drops both; its first announcement was lost, and the
+			// redelivery's event names only what version 2 contributes.
+			v2 := apply("INC-1", 2, "service:cache")
+			announce(&events.GraphChanged{Header: events.Header{Tenant: "acme"}, DocID: "INC-1", Version: 2, Duplicate: true, Contributed: v2})
+			ents := r.search(vector.KindEntity, anyone)
+			require.Equal(t, []string{"service:cache", "service:db"}, ids(ents), "the entity only version 1 contributed is gone")
+			require.Equal(t, []string{"INC-2"}, ents["service:db"].DocIDs(), "the shared entity lost version 1's source")
+		})
+	}
+}
