@@ -393,6 +393,10 @@ type derivedSet struct {
 	// (view.admittedReports), read-only once kept.
 	admitted     map[aggKey]map[string]bool
 	admittedReps map[aggKey]map[string]store.Report
+	// admissions are, per caller and registry generation, the answers
+	// admission gave for the communities and reports requests met
+	// (view.keptDerivedAdmissions).
+	admissions map[aggKey]*derivedAdmissions
 
 	// words indexes the words of every report (reportWords), made by the
 	// first request that needs it (wordsOnce).
@@ -442,6 +446,35 @@ func (v *view) admittedByCommunity(d *derivedSet) (map[string]bool, error) {
 		d.mu.Unlock()
 	}
 	return m, nil
+}
+
+// derivedAdmissions are whether one caller may see each community and
+// each report of a derived set that requests of that caller met at one
+// registry generation (id -> bool), as admissions are for entities: local
+// search and entity pages of one caller check the communities of the
+// entities they show, a hub's at every level, and their reports, whose
+// sources run into the thousands high in the hierarchy.
+type derivedAdmissions struct {
+	communities, reports sync.Map
+}
+
+// keptDerivedAdmissions returns the admissions of d's communities and
+// reports kept for this request's caller at its registry generation, made
+// when absent; nil when nothing can be kept (no registry generation, or
+// it could not be read: the admission that follows then fails on its own).
+func (v *view) keptDerivedAdmissions(d *derivedSet) *derivedAdmissions {
+	key, keep, err := v.aggregateKey("", Hop{})
+	if err != nil || !keep {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a, ok := d.admissions[key]; ok {
+		return a
+	}
+	a := &derivedAdmissions{}
+	d.admissions = keepKeyed(d.admissions, key, a)
+	return a
 }
 
 // graphSet is what requests have read of a tenant's graph; its maps fill

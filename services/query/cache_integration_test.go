@@ -288,3 +288,39 @@ func TestKeptGlobalPlanFollowsChanges(t *testing.T) {
 		return nil
 	})
 }
+
+// TestKeptReportAdmissionsArePerCallerAndGeneration: local search keeps
+// whether each community and report it met is admitted, per caller and
+// registry generation; one caller's answers are never another's, and a
+// revocation (a new generation, no event) counts on the next request.
+func TestKeptReportAdmissionsArePerCallerAndGeneration(t *testing.T) {
+	f, cs, _ := newCachingFixture(t)
+	ctx := t.Context()
+	// Every report of the seed is built on INC-101: readable by bob's
+	// group only from now on.
+	_, err := f.st.SetACL(ctx, tenantAcme, "INC-101", provenance.ACL{Groups: []string{"sre"}})
+	require.NoError(t, err)
+	globalQ := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
+	local := map[string]any{"mode": "local", "question": "Which teams were affected by incidents involving cert-manager?"}
+	// The derived set is kept (and with it the admissions) once the
+	// consumer runs.
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		cs.reset()
+		ask(t, f, tokAlice, globalQ)
+		ask(t, f, tokAlice, globalQ)
+		if n := cs.reset()["Reports"]; n > 1 {
+			return fmt.Errorf("%d report listings for two questions", n)
+		}
+		return nil
+	})
+	for range 2 { // the second time from what the first kept
+		require.NotEmpty(t, reportTitles(ask(t, f, tokBob, local)), "bob reads INC-101")
+		require.Empty(t, reportTitles(ask(t, f, tokAlice, local)), "alice does not")
+	}
+	_, err = f.st.SetACL(ctx, tenantAcme, "INC-101", provenance.ACL{Groups: []string{"nobody"}})
+	require.NoError(t, err)
+	require.Empty(t, reportTitles(ask(t, f, tokBob, local)), "revoked, without any event")
+	_, err = f.st.SetACL(ctx, tenantAcme, "INC-101", provenance.ACL{Groups: []string{"oncall"}})
+	require.NoError(t, err)
+	require.NotEmpty(t, reportTitles(ask(t, f, tokAlice, local)), "granted, without any event")
+}

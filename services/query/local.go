@@ -391,6 +391,7 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 
 	// entityItems are the seeds' items, then their neighbours'.
 	var entityItems, relItems, unitItems, reportItems []ContextItem
+	var reportCites [][]citation // the sources of reportItems[i], cited once taken
 	for _, sd := range seeds {
 		it, err := entityItem(v, sd, s.entityItemLimit(budget))
 		if err != nil {
@@ -538,7 +539,7 @@ collectUnits:
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))
 	})
 	unitItems = appendUnitItems(unitItems, extra)
-	if reportItems, err = s.reportItems(v, seedIDs, req.Level); err != nil {
+	if reportItems, reportCites, err = s.reportItems(v, seedIDs, req.Level); err != nil {
 		return QueryResponse{}, err
 	}
 	// Neighbour items, in order, until the entity section holds more than
@@ -571,11 +572,16 @@ collectUnits:
 
 	sections := [4][]ContextItem{entityItems, relItems, unitItems, reportItems}
 	taken, used := s.takeWithinBudget(budget, sections)
-	// Only the relationships taken are written out and cited.
+	// Only the relationships taken are written out and cited, and only the
+	// reports taken cite their sources (a report high in the hierarchy
+	// cites thousands, and a hub's seeds are in many such communities).
 	for _, i := range taken[1] {
 		if err := relRefs[i].item(v, &relItems[i]); err != nil {
 			return QueryResponse{}, err
 		}
+	}
+	for _, i := range taken[3] {
+		reportItems[i].Citations = slices.Clone(reportCites[i])
 	}
 	resp.Context, resp.UsedTokens = gatherTaken(sections, taken), used
 	// The passages the answer quotes are cited first, then the rest of
@@ -934,9 +940,11 @@ func (s *Service) entityItemLimit(budget int) int {
 }
 
 // reportItems returns the admitted reports of admitted communities holding a
-// seed, those covering more seeds first, then by rating. It reads only the
-// communities of the seeds (the member index) and their reports.
-func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]ContextItem, error) {
+// seed, those covering more seeds first, then by rating, without their
+// citations, and each one's sources, which the item cites once it is taken
+// into the context. It reads only the communities of the seeds (the member
+// index) and their reports.
+func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]ContextItem, [][]citation, error) {
 	ids := make([]string, 0, len(seeds))
 	for id := range seeds {
 		ids = append(ids, id)
@@ -944,14 +952,14 @@ func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]Con
 	slices.Sort(ids)
 	cs, err := v.admittedCommunitiesOf(ids)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if level != nil {
 		cs = slices.DeleteFunc(cs, func(c store.Community) bool { return c.Level != *level })
 	}
 	reports, err := v.admittedReportsOf(cs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	type ranked struct {
 		rep   store.Report
@@ -973,15 +981,16 @@ func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]Con
 		return cmp.Or(cmp.Compare(b.seeds, a.seeds), cmp.Compare(b.rep.Rating, a.rep.Rating), cmp.Compare(a.rep.ID, b.rep.ID))
 	})
 	out := make([]ContextItem, 0, len(rs))
+	cites := make([][]citation, 0, len(rs))
 	for _, r := range rs {
 		text := r.rep.Title + ": " + r.rep.Summary
 		for _, f := range r.rep.Findings {
 			text += " " + f.Summary
 		}
-		cites := slices.Clone(r.rep.Sources)
-		out = append(out, ContextItem{Kind: KindReport, ID: r.rep.ID, Text: text, Citations: cites, Tokens: ApproxTokens(text)})
+		out = append(out, ContextItem{Kind: KindReport, ID: r.rep.ID, Text: text, Tokens: ApproxTokens(text)})
+		cites = append(cites, r.rep.Sources)
 	}
-	return out, nil
+	return out, cites, nil
 }
 
 // extractiveAnswer answers from the context without generating text: the

@@ -8,6 +8,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/kgstream/kgstream/pkg/errkind"
 	"github.com/kgstream/kgstream/pkg/provenance"
@@ -591,23 +592,57 @@ func (v *view) admittedCommunities() ([]store.Community, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v.admitCommunities(d.communities)
+	return v.admitCommunities(d.communities, nil)
 }
 
 // admitCommunities keeps the communities of cs whose every source is
 // readable at its version, with one registry lookup for all of them.
-func (v *view) admitCommunities(cs []store.Community) ([]store.Community, error) {
-	if err := v.adm.PrefetchSeq(docsOf(cs, func(c store.Community) []citation { return c.Sources }, refDoc)); err != nil {
+// kept, when not nil, holds the answers known for this caller at this
+// registry generation (derivedAdmissions) and takes the new ones.
+func (v *view) admitCommunities(cs []store.Community, kept *derivedAdmissions) ([]store.Community, error) {
+	var m *sync.Map
+	if kept != nil {
+		m = &kept.communities
+	}
+	return admitDerived(v, cs, func(c store.Community) string { return c.ID }, func(c store.Community) []citation { return c.Sources }, m)
+}
+
+// admitDerived keeps the items of xs (communities or reports) whose every
+// source is readable at its version: each answer kept in kept (id -> bool;
+// nil: none kept) is taken from there, the others are decided with one
+// registry lookup for all of them and kept there. An answer depends only
+// on the item, which a derived set holds unchanged, and on the caller and
+// the registry, which kept's key names.
+func admitDerived[X any](v *view, xs []X, id func(X) string, sources func(X) []citation, kept *sync.Map) ([]X, error) {
+	out := make([]X, 0, len(xs))
+	todo := xs
+	if kept != nil {
+		todo = make([]X, 0, len(xs))
+		for _, x := range xs {
+			switch ok, known := kept.Load(id(x)); {
+			case !known:
+				todo = append(todo, x)
+			case ok.(bool):
+				out = append(out, x)
+			}
+		}
+		if len(todo) == 0 {
+			return out, nil
+		}
+	}
+	if err := v.adm.PrefetchSeq(docsOf(todo, sources, refDoc)); err != nil {
 		return nil, err
 	}
-	out := make([]store.Community, 0, len(cs))
-	for _, c := range cs {
-		ok, err := v.adm.Derived(c.Sources)
+	for _, x := range todo {
+		ok, err := v.adm.Derived(sources(x))
 		if err != nil {
 			return nil, err
 		}
+		if kept != nil {
+			kept.Store(id(x), ok)
+		}
 		if ok {
-			out = append(out, c)
+			out = append(out, x)
 		}
 	}
 	return out, nil
@@ -624,13 +659,13 @@ func (v *view) admittedCommunitiesOf(entityIDs []string) ([]store.Community, err
 		return nil, err
 	}
 	if d != nil {
-		return v.admitCommunities(d.communitiesOf(entityIDs))
+		return v.admitCommunities(d.communitiesOf(entityIDs), v.keptDerivedAdmissions(d))
 	}
 	cs, err := v.s.st.CommunitiesOf(v.ctx, v.tenant, entityIDs)
 	if err != nil {
 		return nil, fmt.Errorf("reading communities of entities: %w", err)
 	}
-	return v.admitCommunities(cs)
+	return v.admitCommunities(cs, nil)
 }
 
 // reportIDOf is the id of a community's report, as the reporter names it.
@@ -651,7 +686,9 @@ func (v *view) admittedReportsOf(cs []store.Community) (map[string]store.Report,
 		return nil, err
 	}
 	var got map[string]store.Report
+	var kept *derivedAdmissions
 	if d != nil {
+		kept = v.keptDerivedAdmissions(d)
 		got = make(map[string]store.Report, len(ids))
 		for _, id := range ids {
 			if r, ok := d.byID[id]; ok {
@@ -667,7 +704,7 @@ func (v *view) admittedReportsOf(cs []store.Community) (map[string]store.Report,
 	for _, r := range got {
 		rs = append(rs, r)
 	}
-	return v.admitReports(rs)
+	return v.admitReports(rs, kept)
 }
 
 // admittedReports returns the admitted reports by community id. When a
@@ -696,7 +733,7 @@ func (v *view) admittedReportsIn(d *derivedSet) (map[string]store.Report, error)
 			return m, nil
 		}
 	}
-	m, err := v.admitReports(d.reports)
+	m, err := v.admitReports(d.reports, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -709,21 +746,20 @@ func (v *view) admittedReportsIn(d *derivedSet) (map[string]store.Report, error)
 }
 
 // admitReports keeps the admitted reports of rs by community id (one
-// registry lookup for all); when a community has several, the most
-// recently updated admitted one wins.
-func (v *view) admitReports(rs []store.Report) (map[string]store.Report, error) {
-	if err := v.adm.PrefetchSeq(docsOf(rs, func(r store.Report) []citation { return r.Sources }, refDoc)); err != nil {
+// registry lookup for all, answers kept in kept as admitCommunities
+// does); when a community has several, the most recently updated admitted
+// one wins.
+func (v *view) admitReports(rs []store.Report, kept *derivedAdmissions) (map[string]store.Report, error) {
+	var m *sync.Map
+	if kept != nil {
+		m = &kept.reports
+	}
+	rs, err := admitDerived(v, rs, func(r store.Report) string { return r.ID }, func(r store.Report) []citation { return r.Sources }, m)
+	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]store.Report)
 	for _, r := range rs {
-		ok, err := v.adm.Derived(r.Sources)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
 		if prev, dup := out[r.Community]; !dup || r.UpdatedAt.After(prev.UpdatedAt) {
 			out[r.Community] = r
 		}
