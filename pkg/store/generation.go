@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+)
 
 // RegistryGenerations is implemented by registries that count their
 // writes. RegistryGeneration returns a tenant's registry generation: a
@@ -13,6 +17,23 @@ import "context"
 // never written is at 0.
 type RegistryGenerations interface {
 	RegistryGeneration(ctx context.Context, tenant string) (uint64, error)
+}
+
+// RegistryChanges is implemented by registries that record which
+// document each registry write was of, so that a reader holding a copy of
+// the registry at one generation brings it up to date by reading what
+// changed instead of listing every document again.
+//
+// SourcesChangedSince returns the current states of the tenant's documents
+// that a registry write raising the generation past since wrote, sorted by
+// doc id (deleted ones included, as ListSources lists them), read after
+// the writes up to the generation at the call: a copy of the registry at
+// generation since, with these states put in, holds every write up to the
+// generation the caller read before calling. ok is false when the registry
+// cannot name them all (it began recording after since, as a store of a
+// build before this interface does): the caller lists the registry then.
+type RegistryChanges interface {
+	SourcesChangedSince(ctx context.Context, tenant string, since uint64) (states []provenance.SourceState, ok bool, err error)
 }
 
 // GraphGenerations is implemented by graph stores that count their

@@ -190,6 +190,14 @@ func (v *view) listRegistry() error {
 	if v.reg != nil {
 		return nil
 	}
+	if rv, err := v.updatedRegView(); err != nil || rv != nil {
+		if err != nil {
+			return err
+		}
+		v.useRegView(rv)
+		v.s.regs.put(v.tenant, rv)
+		return nil
+	}
 	states, err := v.s.st.ListSources(v.ctx, v.tenant)
 	if err != nil {
 		return fmt.Errorf("%w: listing sources: %w", errAdmissionUnavailable, err)
@@ -199,6 +207,50 @@ func (v *view) listRegistry() error {
 		v.s.regs.put(v.tenant, v.reg)
 	}
 	return nil
+}
+
+// updatedRegView returns the tenant's kept registry view brought up to the
+// request's generation with the states written since its own
+// (store.RegistryChanges), or nil when there is none to bring up to date
+// or the registry cannot name what changed: the registry is listed then.
+// Under live ingestion the generation moves with every announcement, and
+// listing every document for each request cost what the tenant holds.
+func (v *view) updatedRegView() (*regView, error) {
+	rc, ok := v.s.st.(store.RegistryChanges)
+	if !ok || !v.regGenOK {
+		return nil, nil
+	}
+	old := v.s.regs.get(v.tenant)
+	if old == nil || old.gen >= v.regGen {
+		return nil, nil
+	}
+	changed, ok, err := rc.SourcesChangedSince(v.ctx, v.tenant, old.gen)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading registry changes: %w", errAdmissionUnavailable, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return old.with(v.regGen, changed), nil
+}
+
+// with returns a new view at gen: rv's states with changed (sorted by doc
+// id) put in, replacing those of the same documents.
+func (rv *regView) with(gen uint64, changed []provenance.SourceState) *regView {
+	states := make([]provenance.SourceState, 0, len(rv.states)+len(changed))
+	i := 0
+	for _, st := range changed {
+		for i < len(rv.states) && rv.states[i].DocID < st.DocID {
+			states = append(states, rv.states[i])
+			i++
+		}
+		if i < len(rv.states) && rv.states[i].DocID == st.DocID {
+			i++
+		}
+		states = append(states, st)
+	}
+	states = append(states, rv.states[i:]...)
+	return newRegView(gen, states)
 }
 
 // lookupSources is the request's Admitter lookup: from the request's

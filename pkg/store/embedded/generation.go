@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 )
 
@@ -18,8 +20,9 @@ const bucketRegistryGen = "registry-gen"
 var _ store.RegistryGenerations = (*Store)(nil)
 
 // bumpRegistryGeneration raises tenant's registry generation inside the
-// registry write's transaction tx.
-func bumpRegistryGeneration(tx *bolt.Tx, tenant string) error {
+// registry write's transaction tx, and records that the write at the new
+// generation was of docID (see bucketRegistryLog).
+func bumpRegistryGeneration(tx *bolt.Tx, tenant, docID string) error {
 	b, err := tx.CreateBucketIfNotExists([]byte(bucketRegistryGen))
 	if err != nil {
 		return err
@@ -28,7 +31,118 @@ func bumpRegistryGeneration(tx *bolt.Tx, tenant string) error {
 	if v := b.Get([]byte(tenant)); len(v) == 8 {
 		n = binary.BigEndian.Uint64(v)
 	}
-	return b.Put([]byte(tenant), binary.BigEndian.AppendUint64(nil, n+1))
+	if err := b.Put([]byte(tenant), binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
+		return err
+	}
+	return logRegistryWrite(tx, tenant, docID, n, n+1)
+}
+
+// bucketRegistryLog holds, per tenant (a nested bucket), which document
+// each registry generation's write was of, for SourcesChangedSince:
+//
+//   - "g" + generation (8 bytes, big endian) -> doc id, for the last write
+//     of each document only;
+//   - "d" + doc id -> the generation of its last write (to drop the entry
+//     above when the document is written again);
+//   - "from" -> the generation from which every write is recorded: the
+//     generation before the first write of a build that keeps the log (a
+//     file written before it existed holds no record of older writes).
+//
+// One entry pair per document, however often it is written.
+const bucketRegistryLog = "registry-log"
+
+var registryLogFrom = []byte("from")
+
+func registryLogGenKey(gen uint64) []byte { return binary.BigEndian.AppendUint64([]byte{'g'}, gen) }
+
+// logRegistryWrite records in tx that the write raising tenant's registry
+// generation from before to gen was of docID.
+func logRegistryWrite(tx *bolt.Tx, tenant, docID string, before, gen uint64) error {
+	top, err := tx.CreateBucketIfNotExists([]byte(bucketRegistryLog))
+	if err != nil {
+		return err
+	}
+	b, err := top.CreateBucketIfNotExists([]byte(tenant))
+	if err != nil {
+		return err
+	}
+	if b.Get(registryLogFrom) == nil {
+		if err := b.Put(registryLogFrom, binary.BigEndian.AppendUint64(nil, before)); err != nil {
+			return err
+		}
+	}
+	docKey := append([]byte{'d'}, docID...)
+	if old := b.Get(docKey); len(old) == 8 {
+		if err := b.Delete(registryLogGenKey(binary.BigEndian.Uint64(old))); err != nil {
+			return err
+		}
+	}
+	if err := b.Put(registryLogGenKey(gen), []byte(docID)); err != nil {
+		return err
+	}
+	return b.Put(docKey, binary.BigEndian.AppendUint64(nil, gen))
+}
+
+var _ store.RegistryChanges = (*Store)(nil)
+
+// SourcesChangedSince returns the states of the documents written after
+// generation since (see store.RegistryChanges), read in one transaction.
+func (s *Store) SourcesChangedSince(ctx context.Context, tenant string, since uint64) ([]provenance.SourceState, bool, error) {
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, false, fmt.Errorf("reading registry changes: %w", err)
+	}
+	var out []provenance.SourceState
+	ok := false
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var gen uint64
+		if b := tx.Bucket([]byte(bucketRegistryGen)); b != nil {
+			if v := b.Get([]byte(tenant)); len(v) == 8 {
+				gen = binary.BigEndian.Uint64(v)
+			}
+		}
+		var log *bolt.Bucket
+		if top := tx.Bucket([]byte(bucketRegistryLog)); top != nil {
+			log = top.Bucket([]byte(tenant))
+		}
+		if log == nil {
+			// Nothing recorded: right only when nothing was written since.
+			ok = gen <= since
+			return nil
+		}
+		if v := log.Get(registryLogFrom); len(v) != 8 || binary.BigEndian.Uint64(v) > since {
+			return nil
+		}
+		ok = true
+		var ids []string
+		c := log.Cursor()
+		for k, v := c.Seek(registryLogGenKey(since + 1)); k != nil && k[0] == 'g'; k, v = c.Next() {
+			ids = append(ids, string(v))
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		slices.Sort(ids)
+		reg, err := tenantBucket(tx, bucketRegistry, tenant, false)
+		if err != nil || reg == nil {
+			return err
+		}
+		out = make([]provenance.SourceState, 0, len(ids))
+		for _, id := range ids {
+			var st provenance.SourceState
+			found, err := getJSON(reg, id, &st)
+			if err != nil {
+				return err
+			}
+			if found {
+				out = append(out, st)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading registry changes of %q: %w", tenant, err)
+	}
+	return out, ok, nil
 }
 
 // RegistryGeneration returns the tenant's registry generation (see

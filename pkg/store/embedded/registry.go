@@ -61,7 +61,7 @@ func (s *Store) registryUpdate(ctx context.Context, tenant, docID string,
 // unknown), into the tenant's registry bucket b, with the tenant's
 // registry generation and counts.
 func putRegistry(tx *bolt.Tx, b *bolt.Bucket, tenant, docID string, cur *provenance.SourceState, st provenance.SourceState) error {
-	if err := bumpRegistryGeneration(tx, tenant); err != nil {
+	if err := bumpRegistryGeneration(tx, tenant, docID); err != nil {
 		return err
 	}
 	if err := countRegistryWrite(tx, tenant, cur, st); err != nil {

@@ -102,7 +102,7 @@ func (s *Store) registryUpdateWith(ctx context.Context, tenant, docID string, cr
 				p.HIncrBy(ctx, k.regCount(), "deleted", int64(deleted))
 			}
 			record(p)
-			bumpRegistryGeneration(ctx, p, k)
+			bumpRegistryGeneration(ctx, p, k, docID)
 			return nil
 		})
 		return err

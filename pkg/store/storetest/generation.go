@@ -2,6 +2,12 @@ package storetest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -160,5 +166,90 @@ func generationOf(t *testing.T, read func(ctx context.Context, tenant string) (u
 		n, err := read(t.Context(), tn)
 		require.NoError(t, err)
 		return n
+	}
+}
+
+// testRegistryChanges checks what a reader's copy of the registry is
+// brought up to date with: a copy listed at any generation, with the
+// states changed since put in, equals the listing at the generation read
+// before asking, through random announcements, ACL changes, content
+// records and deletions of a few documents; another tenant's writes are
+// not among them.
+func testRegistryChanges(t *testing.T, s store.Stores) {
+	ctx := t.Context()
+	rc, ok := s.(store.RegistryChanges)
+	require.True(t, ok, "the registry records which document each write was of (store.RegistryChanges)")
+	g, ok := s.(store.RegistryGenerations)
+	require.True(t, ok)
+	gen := generationOf(t, g.RegistryGeneration)
+	changed := func(since uint64) []provenance.SourceState {
+		t.Helper()
+		states, ok, err := rc.SourcesChangedSince(ctx, tenant, since)
+		require.NoError(t, err)
+		require.True(t, ok, "a registry written by this build names every change since %d", since)
+		for i := 1; i < len(states); i++ {
+			require.Less(t, states[i-1].DocID, states[i].DocID, "sorted by doc id, each once")
+		}
+		return states
+	}
+	require.Empty(t, changed(0), "a tenant never written")
+	list := func() []provenance.SourceState {
+		t.Helper()
+		l, err := s.ListSources(ctx, tenant)
+		require.NoError(t, err)
+		return l
+	}
+	// patched is copy (a listing) with states put in, by doc id.
+	patched := func(copy, states []provenance.SourceState) []provenance.SourceState {
+		byID := map[string]provenance.SourceState{}
+		for _, st := range slices.Concat(copy, states) {
+			byID[st.DocID] = st
+		}
+		out := slices.AppendSeq(make([]provenance.SourceState, 0, len(byID)), maps.Values(byID))
+		slices.SortFunc(out, func(a, b provenance.SourceState) int { return strings.Compare(a.DocID, b.DocID) })
+		return out
+	}
+	type copyAt struct {
+		gen  uint64
+		list []provenance.SourceState
+	}
+	copies := []copyAt{{0, nil}}
+	rng := rand.New(rand.NewPCG(7, 11))
+	docs := []string{"a", "b", "c", "d", "e"}
+	acls := []provenance.ACL{provenance.PublicACL(), {Groups: []string{"sre"}}, {Principals: []string{"bob"}}}
+	for step := range 60 {
+		doc := docs[rng.IntN(len(docs))]
+		switch rng.IntN(4) {
+		case 0:
+			announce(t, s, tenant, store.Announcement{DocID: doc, ACL: acls[rng.IntN(len(acls))], Title: fmt.Sprintf("step %d", step)})
+		case 1:
+			_, err := s.SetACL(ctx, tenant, doc, acls[rng.IntN(len(acls))])
+			if !errors.Is(err, store.ErrNotFound) {
+				require.NoError(t, err)
+			}
+		case 2:
+			if st, err := s.Sources(ctx, tenant, []string{doc}); err == nil && st[doc].Version > 0 && !st[doc].Deleted {
+				acknowledge(t, s, tenant, nil, &store.ContentAck{DocID: doc, Version: st[doc].Version, Hash: fmt.Sprintf("h%d", step)})
+			}
+		case 3:
+			_, err := s.MarkDeleted(ctx, tenant, doc)
+			if !errors.Is(err, store.ErrNotFound) {
+				require.NoError(t, err)
+			}
+		}
+		if rng.IntN(3) == 0 {
+			announce(t, s, other, store.Announcement{DocID: "z" + doc, ACL: provenance.PublicACL()})
+		}
+		now := gen(tenant)
+		want := list()
+		for _, c := range copies {
+			got := changed(c.gen)
+			for _, st := range got {
+				require.NotEqual(t, "z", st.DocID[:1], "another tenant's write")
+			}
+			require.Equal(t, want, patched(c.list, got), "step %d: the copy at %d brought up to %d", step, c.gen, now)
+		}
+		require.Empty(t, changed(now), "nothing written since %d", now)
+		copies = append(copies, copyAt{now, want})
 	}
 }

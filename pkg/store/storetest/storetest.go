@@ -50,6 +50,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Registry/ContentHash", testContentHash},
 		{"Registry/IDsAsPeopleWriteThem", testIDsAsPeopleWriteThem},
 		{"Registry/Generation", testRegistryGeneration},
+		{"Registry/Changes", testRegistryChanges},
 		{"Registry/SourceCounts", testSourceCounts},
 
 		{"Graph/Apply", testApply},

@@ -1,0 +1,50 @@
+package redis_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kgstream/kgstream/pkg/provenance"
+	"github.com/kgstream/kgstream/pkg/store"
+)
+
+// TestRegistryLogOfAnOlderStore: a registry written before the log existed
+// cannot name what changed since a generation it did not log; the first
+// write after records from there on.
+func TestRegistryLogOfAnOlderStore(t *testing.T) {
+	ctx := t.Context()
+	s, c, prefix := freshStore(t)
+	for _, doc := range []string{"a", "b"} {
+		_, err := s.Announce(ctx, "acme", store.Announcement{DocID: doc, ACL: provenance.PublicACL()})
+		require.NoError(t, err)
+	}
+	// As a build before the log left it.
+	require.NoError(t, c.Del(ctx, prefix+":{acme}:reg-log", prefix+":{acme}:reg-log-from").Err())
+	since := func(g uint64) ([]string, bool) {
+		t.Helper()
+		states, ok, err := s.SourcesChangedSince(ctx, "acme", g)
+		require.NoError(t, err)
+		var ids []string
+		for _, st := range states {
+			ids = append(ids, st.DocID)
+		}
+		return ids, ok
+	}
+	_, ok := since(1)
+	require.False(t, ok, "writes after 1 were not logged")
+	ids, ok := since(2)
+	require.True(t, ok, "nothing written since the current generation")
+	require.Empty(t, ids)
+
+	_, err := s.SetACL(ctx, "acme", "a", provenance.ACL{Groups: []string{"sre"}})
+	require.NoError(t, err)
+	_, ok = since(1)
+	require.False(t, ok, "still not logged from 1")
+	ids, ok = since(2)
+	require.True(t, ok, "logged from the first write after")
+	require.Equal(t, []string{"a"}, ids)
+	_, ok, err = s.SourcesChangedSince(ctx, "globex", 0)
+	require.NoError(t, err)
+	require.True(t, ok, "a tenant never written")
+}
