@@ -1180,17 +1180,18 @@ func (s *Service) graphSet(ctx context.Context, tenant string) (*graphSet, error
 // patch) to be patched for ids, by the first request that needs it
 // (Service.nameIndexOf), and, when a request is making g's index, g
 // itself: that request's index then only needs the patch for ids.
-// Everything else starts over, as when the set is dropped: it depends on
-// the whole graph (relations, aggregates, traversals, plans, counts,
-// readable documents) or on entities that may have changed (admissions;
-// the entities and edges read by id, which a copy per event would cost
-// more than their reads). False when g has no name index to follow; the
-// index to patch is left out when so many changes are pending that a
-// build costs less than the patch.
+// The entities and edges read by id go on too, but for those of ids
+// (unchangedReads). Everything else starts over, as when the set is
+// dropped: it depends on the whole graph (relations, aggregates,
+// traversals, plans, counts, readable documents) or on entities that may
+// have changed (admissions). False when g has nothing to follow: no name
+// index and no read by id; the index to patch is left out when so many
+// changes are pending that a build costs less than the patch.
 func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	next := &graphSet{}
+	next.ents, next.edges = g.unchangedReads(ids)
 	switch {
 	case g.names != nil:
 		next.from, next.pending = g.names, ids
@@ -1211,7 +1212,50 @@ func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 	if g.names == nil && g.making && len(ids) <= recentMax {
 		next.prev, next.recent = g, ids
 	}
-	return next, next.from != nil || next.prev != nil
+	return next, next.from != nil || next.prev != nil || len(next.ents) > 0 || len(next.edges) > 0
+}
+
+// maxInheritedReads bounds the entities and edge lists read by id that a
+// set's successor takes over (unchangedReads): past it, the copy made at
+// every change would cost more than reading again what requests need.
+const maxInheritedReads = 20_000
+
+// unchangedReads returns copies of g's entities read by id and edge lists
+// read per entity and direction, but for the entities ids (sorted) and
+// their edges. Those are as stored still after the change that named ids:
+// an edge's ends are among its document's entities, so a change names
+// both ends of every edge it adds, removes or re-supports, and an entity
+// changes only with its own fragments, which name it too
+// (events.GraphChanged.NamesAll). Under live ingestion a hub's edge list,
+// thousands of edges, would otherwise be read again after every document
+// applied anywhere. The caller holds g.mu.
+func (g *graphSet) unchangedReads(ids []string) (map[string]storedEntity, map[edgeKey][]store.Edge) {
+	if len(g.ents)+len(g.edges) == 0 || len(g.ents)+len(g.edges) > maxInheritedReads {
+		return nil, nil
+	}
+	named := func(id string) bool {
+		_, found := slices.BinarySearch(ids, id)
+		return found
+	}
+	var ents map[string]storedEntity
+	if len(g.ents) > 0 {
+		ents = make(map[string]storedEntity, len(g.ents))
+		for id, se := range g.ents {
+			if !named(id) {
+				ents[id] = se
+			}
+		}
+	}
+	var edges map[edgeKey][]store.Edge
+	if len(g.edges) > 0 {
+		edges = make(map[edgeKey][]store.Edge, len(g.edges))
+		for k, es := range g.edges {
+			if !named(k.id) {
+				edges[k] = es
+			}
+		}
+	}
+	return ents, edges
 }
 
 // minPatchBound is the least number of changed entities a name index is

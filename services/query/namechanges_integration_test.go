@@ -147,6 +147,8 @@ func TestNameIndexFollowsGraphChanges(t *testing.T) {
 	calls := cs.reset()
 	require.Zero(t, calls["EntitiesByType()"], "the name index is patched, not built again: %v", calls)
 	require.NotZero(t, calls["Entities"], "the changed entities are read by id: %v", calls)
+	require.Zero(t, calls["Edges component:certmanager"], "the edges of an entity the change does not name are read once: %v", calls)
+	require.NotZero(t, calls["Edges component:zookeeperquorum"], "those of one it names are read again: %v", calls)
 
 	// An edit renaming one and dropping the other.
 	v2 := v1

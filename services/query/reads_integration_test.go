@@ -56,6 +56,11 @@ func (c *countingStores) Entities(ctx context.Context, tenant string, ids []stri
 	return c.Stores.Entities(ctx, tenant, ids)
 }
 
+func (c *countingStores) Edges(ctx context.Context, tenant, id string, dir store.Direction) ([]store.Edge, error) {
+	c.add("Edges " + id)
+	return c.Stores.Edges(ctx, tenant, id, dir)
+}
+
 func (c *countingStores) EdgesByRelation(ctx context.Context, tenant, relation, sourceType string) ([]store.Edge, error) {
 	c.add("EdgesByRelation")
 	return c.Stores.EdgesByRelation(ctx, tenant, relation, sourceType)
