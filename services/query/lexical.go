@@ -161,8 +161,12 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	// The listing is this request's registry snapshot, which the admitter
 	// would serve these states from: the rule is applied to them directly.
 	caller := v.adm.Caller()
-	var readable []provenance.SourceState
-	var ids, deleted []string
+	// Sized for every state at once: a tenant's readable documents are
+	// most of its registry, and growing through every size on the way
+	// copied the states over and over.
+	readable := make([]provenance.SourceState, 0, len(states))
+	ids := make([]string, 0, len(states))
+	var deleted []string
 	for _, st := range states {
 		switch {
 		case st.Deleted:
@@ -187,7 +191,7 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 			return nil, err
 		}
 	}
-	var out []readableDoc
+	out := make([]readableDoc, 0, len(readable))
 	for i, st := range readable {
 		d := cached[i]
 		if d == nil {
