@@ -44,14 +44,22 @@ func bumpRegistryGeneration(tx *bolt.Tx, tenant, docID string) error {
 //     of each document only;
 //   - "d" + doc id -> the generation of its last write (to drop the entry
 //     above when the document is written again);
-//   - "from" -> the generation from which every write is recorded: the
-//     generation before the first write of a build that keeps the log (a
-//     file written before it existed holds no record of older writes).
+//   - "last" -> the generation of the last write recorded;
+//   - "from" -> the generation from which every write is recorded: a write
+//     finding "last" other than the generation before its own (absent in a
+//     file written before the log existed; older after a write of such a
+//     build, which raises the generation without recording) records from
+//     the generation before its own on.
 //
-// One entry pair per document, however often it is written.
+// So the log names every write after "from" exactly when "last" is the
+// current generation. One entry pair per document, however often it is
+// written.
 const bucketRegistryLog = "registry-log"
 
-var registryLogFrom = []byte("from")
+var (
+	registryLogFrom = []byte("from")
+	registryLogLast = []byte("last")
+)
 
 func registryLogGenKey(gen uint64) []byte { return binary.BigEndian.AppendUint64([]byte{'g'}, gen) }
 
@@ -66,10 +74,13 @@ func logRegistryWrite(tx *bolt.Tx, tenant, docID string, before, gen uint64) err
 	if err != nil {
 		return err
 	}
-	if b.Get(registryLogFrom) == nil {
+	if last := b.Get(registryLogLast); len(last) != 8 || binary.BigEndian.Uint64(last) != before {
 		if err := b.Put(registryLogFrom, binary.BigEndian.AppendUint64(nil, before)); err != nil {
 			return err
 		}
+	}
+	if err := b.Put(registryLogLast, binary.BigEndian.AppendUint64(nil, gen)); err != nil {
+		return err
 	}
 	docKey := append([]byte{'d'}, docID...)
 	if old := b.Get(docKey); len(old) == 8 {
@@ -108,6 +119,9 @@ func (s *Store) SourcesChangedSince(ctx context.Context, tenant string, since ui
 			// Nothing recorded: right only when nothing was written since.
 			ok = gen <= since
 			return nil
+		}
+		if v := log.Get(registryLogLast); len(v) != 8 || binary.BigEndian.Uint64(v) != gen {
+			return nil // a write was not recorded since the last one that was
 		}
 		if v := log.Get(registryLogFrom); len(v) != 8 || binary.BigEndian.Uint64(v) > since {
 			return nil

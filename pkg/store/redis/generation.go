@@ -21,21 +21,27 @@ func (k keys) regGen() string { return k.base + "reg-gen" }
 
 // regLog is the tenant's registry log: a sorted set of the doc ids its
 // registry writes were of, each scored with the generation of its last
-// write; regLogFrom the generation from which every write is in it (the
-// generation before the first write of a build that keeps it: a store
-// written before holds no record of older writes).
+// write; regLogLast the generation of the last write recorded, and
+// regLogFrom the generation from which every write is recorded: a write
+// finding regLogLast other than the generation before its own (absent in
+// a store written before the log existed; older after a write of such a
+// build, which raises the generation without recording) records from the
+// generation before its own on. So the log names every write after
+// regLogFrom exactly when regLogLast is the current generation.
 func (k keys) regLog() string     { return k.base + "reg-log" }
 func (k keys) regLogFrom() string { return k.base + "reg-log-from" }
+func (k keys) regLogLast() string { return k.base + "reg-log-last" }
 
 // bumpScript raises the registry generation and records the write's
-// document at the new generation (KEYS: regGen, regLog, regLogFrom; ARGV:
-// the doc id). One script, because the generation is known only once
-// raised.
+// document at the new generation (KEYS: regGen, regLog, regLogFrom,
+// regLogLast; ARGV: the doc id). One script, because the generation is
+// known only once raised.
 const bumpScript = `
 local g = redis.call('INCR', KEYS[1])
-if redis.call('EXISTS', KEYS[3]) == 0 then
+if redis.call('GET', KEYS[4]) ~= tostring(g - 1) then
   redis.call('SET', KEYS[3], g - 1)
 end
+redis.call('SET', KEYS[4], g)
 redis.call('ZADD', KEYS[2], g, ARGV[1])
 return g
 `
@@ -43,7 +49,7 @@ return g
 // bumpRegistryGeneration queues, on p, the registry write's transaction
 // pipeline, the raise of the generation and the log's record of docID.
 func bumpRegistryGeneration(ctx context.Context, p goredis.Pipeliner, k keys, docID string) {
-	p.Eval(ctx, bumpScript, []string{k.regGen(), k.regLog(), k.regLogFrom()}, docID)
+	p.Eval(ctx, bumpScript, []string{k.regGen(), k.regLog(), k.regLogFrom(), k.regLogLast()}, docID)
 }
 
 var _ store.RegistryChanges = (*Store)(nil)
@@ -57,10 +63,11 @@ func (s *Store) SourcesChangedSince(ctx context.Context, tenant string, since ui
 		return nil, false, fmt.Errorf("reading registry changes: %w", err)
 	}
 	k := s.tenantKeys(tenant)
-	var from, gen *goredis.StringCmd
+	var from, last, gen *goredis.StringCmd
 	var changed *goredis.StringSliceCmd
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		from = p.Get(ctx, k.regLogFrom())
+		last = p.Get(ctx, k.regLogLast())
 		gen = p.Get(ctx, k.regGen())
 		changed = p.ZRangeByScore(ctx, k.regLog(), &goredis.ZRangeBy{Min: "(" + strconv.FormatUint(since, 10), Max: "+inf"})
 		return nil
@@ -79,16 +86,20 @@ func (s *Store) SourcesChangedSince(ctx context.Context, tenant string, since ui
 	if err != nil {
 		return nil, false, fmt.Errorf("reading where the registry log of %q starts: %w", tenant, err)
 	}
+	g, _, err := number(gen)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the registry generation of %q: %w", tenant, err)
+	}
 	if !logged {
 		// Nothing recorded: right only when nothing was written since.
-		g, _, err := number(gen)
-		if err != nil {
-			return nil, false, fmt.Errorf("reading the registry generation of %q: %w", tenant, err)
-		}
 		return nil, g <= since, nil
 	}
-	if f > since {
-		return nil, false, nil
+	l, _, err := number(last)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the registry log of %q: %w", tenant, err)
+	}
+	if l != g || f > since {
+		return nil, false, nil // a write was not recorded since the last one that was, or before since
 	}
 	ids, err := changed.Result()
 	if err != nil {

@@ -43,6 +43,9 @@
 //	<p>:{<t>}:reg-docs               set of registry doc ids
 //	<p>:{<t>}:reg-count              hash: live, deleted (registry counts), counted (1: they cover every document)
 //	<p>:{<t>}:reg-gen                registry generation, INCR by every registry write (generation.go)
+//	<p>:{<t>}:reg-log                sorted set of doc ids, each scored with the generation of its last registry write (store.RegistryChanges)
+//	<p>:{<t>}:reg-log-from           the generation from which every registry write is in reg-log
+//	<p>:{<t>}:reg-log-last           the generation of the last registry write reg-log recorded
 //	<p>:{<t>}:g:src:<doc>            store.SourceRecord (JSON, tombstones too)
 //	<p>:{<t>}:g:srcs                 set of doc ids with a record
 //	<p>:{<t>}:g:live                 set of doc ids with a live record (Stats)
