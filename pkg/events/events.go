@@ -433,7 +433,12 @@ type GraphChanged struct {
 // alone. They do not for a redelivered change (Duplicate), and an event
 // naming no contributed entity cannot be told apart from one of a build
 // before Contributed (which named only what it touched): a consumer reads
-// afresh, or looks up what it holds of the document, for either.
+// afresh, or looks up what it holds of the document, for either. What it
+// cannot tell: a resolver of a build before Duplicate announced a
+// redelivered change without it (during an upgrade from such a build), and
+// Contributed comes from the document's record as the resolver read it
+// before applying, so two resolvers applying versions of one document at
+// once may leave out what the version between them held.
 func (e *GraphChanged) NamesAll() bool { return len(e.Contributed) > 0 && !e.Duplicate }
 
 // Validate checks the fields a consumer relies on.

@@ -185,7 +185,11 @@ func (r *Reextractor) handle(ctx context.Context, _ *stream.Message, evp *events
 	if !isCatalog {
 		return r.inFlight(ctx, ev, rec)
 	}
-	return r.CatalogChanged(ctx, ev.Tenant, catalogIDs(ev))
+	ids, err := r.catalogIDs(ctx, ev)
+	if err != nil {
+		return err
+	}
+	return r.CatalogChanged(ctx, ev.Tenant, ids)
 }
 
 // isCatalog reports whether rec is a catalog document (a deleted one: by
@@ -201,8 +205,13 @@ func (r *Reextractor) isCatalog(ctx context.Context, tenant string, rec store.So
 	return srcs[rec.DocID].Source == CatalogSource, nil
 }
 
-// catalogIDs are the entities of catalog types a catalog event names.
-func catalogIDs(ev events.GraphChanged) []string {
+// catalogIDs are the entities of catalog types a catalog event names; for
+// an event that does not name every entity its change altered (a
+// redelivered change, whose event names only what the applied version
+// contributes, or an older build's), every entity of a catalog type the
+// tenant has: an entity the catalog dropped lives on through the
+// documents that cite it, which must be extracted again.
+func (r *Reextractor) catalogIDs(ctx context.Context, ev events.GraphChanged) ([]string, error) {
 	types := map[string]bool{}
 	for _, t := range offline.CatalogTypes() {
 		types[t] = true
@@ -213,8 +222,19 @@ func catalogIDs(ev events.GraphChanged) []string {
 			out = append(out, id)
 		}
 	}
+	if !ev.NamesAll() {
+		for _, t := range offline.CatalogTypes() {
+			es, err := r.st.EntitiesByType(ctx, ev.Tenant, t)
+			if err != nil {
+				return nil, fmt.Errorf("listing the %s entities of tenant %s: %w", t, ev.Tenant, err)
+			}
+			for _, e := range es {
+				out = append(out, e.ID)
+			}
+		}
+	}
 	slices.Sort(out)
-	return slices.Compact(out)
+	return slices.Compact(out), nil
 }
 
 // CatalogChanged re-extracts the tenant's documents that the catalog

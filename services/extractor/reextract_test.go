@@ -333,3 +333,25 @@ func TestReextractStageReadsOnlyWhatMayConcernIt(t *testing.T) {
 	handle(events.GraphChanged{DocID: "inc-a", Version: 1, DocType: "incident", ReceivedAt: before})
 	require.Equal(t, reads+1, st.reads.Load(), "a document received before the catalog change is read")
 }
+
+// TestRedeliveredCatalogChangeReachesWhatItDropped: the event of a
+// redelivered catalog change names only what the applied catalog holds;
+// the documents citing a component the catalog dropped are extracted
+// again all the same.
+func TestRedeliveredCatalogChangeReachesWhatItDropped(t *testing.T) {
+	e := newRxEnv(t)
+	e.catalog(t, 1, map[string]string{"frobnicator": ""})
+	e.ingest(t, "inc-a", textA)
+	e.catalog(t, 2, map[string]string{"widgetizer": ""})
+	before := len(e.extractedMsgs(t))
+	ev := events.GraphChanged{Header: events.Header{Schema: events.SchemaVersion, Tenant: rxTenant}, DocID: "catalog", Version: 2,
+		DocType: extractor.CatalogDocType, ReceivedAt: time.Now(), Duplicate: true, Contributed: []string{"component:widgetizer"}}
+	data, err := events.Encode(&ev)
+	require.NoError(t, err)
+	require.NoError(t, e.rx.Handle(t.Context(), &stream.Message{Kind: events.KindGraphChanged, Tenant: rxTenant, Data: data}))
+	msgs := e.extractedMsgs(t)
+	require.Len(t, msgs, before+1, "inc-a, which cites the dropped frobnicator, is extracted again")
+	var got events.Extracted
+	require.NoError(t, events.Decode(msgs[len(msgs)-1].Data, &got))
+	require.Equal(t, "inc-a", got.DocID)
+}

@@ -1216,9 +1216,10 @@ func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 }
 
 // maxInheritedReads bounds the entities and edge lists read by id that a
-// set's successor takes over (unchangedReads): past it, the copy made at
-// every change would cost more than reading again what requests need.
-const maxInheritedReads = 20_000
+// set's successor takes over (unchangedReads): the copy is made at every
+// change, under the lock of every tenant's graph reads (tenantCache.mu),
+// so past this bound the set starts over instead.
+const maxInheritedReads = 5_000
 
 // unchangedReads returns copies of g's entities read by id and edge lists
 // read per entity and direction, but for the entities ids (sorted) and

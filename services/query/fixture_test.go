@@ -75,6 +75,16 @@ func (f *failingStores) RegistryGeneration(ctx context.Context, tenant string) (
 	return f.Stores.(store.RegistryGenerations).RegistryGeneration(ctx, tenant)
 }
 
+// SourcesChangedSince fails with the registry; otherwise it is the inner
+// store's, so the service brings its registry views up to date behind
+// failingStores as it does behind the adapters.
+func (f *failingStores) SourcesChangedSince(ctx context.Context, tenant string, since uint64) ([]provenance.SourceState, bool, error) {
+	if f.fail.Load() {
+		return nil, false, errors.New("registry down")
+	}
+	return f.Stores.(store.RegistryChanges).SourcesChangedSince(ctx, tenant, since)
+}
+
 type fixture struct {
 	t   *testing.T
 	st  *failingStores

@@ -161,11 +161,16 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	// The listing is this request's registry snapshot, which the admitter
 	// would serve these states from: the rule is applied to them directly.
 	caller := v.adm.Caller()
-	// Sized for every state at once: a tenant's readable documents are
-	// most of its registry, and growing through every size on the way
-	// copied the states over and over.
-	readable := make([]provenance.SourceState, 0, len(states))
-	ids := make([]string, 0, len(states))
+	// Counted first, so the lists are made at their size: growing them
+	// through every size on the way copied the states over and over.
+	n := 0
+	for _, st := range states {
+		if !st.Deleted && provenance.Readable(caller, st) {
+			n++
+		}
+	}
+	readable := make([]provenance.SourceState, 0, n)
+	ids := make([]string, 0, n)
 	var deleted []string
 	for _, st := range states {
 		switch {

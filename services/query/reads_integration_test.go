@@ -126,6 +126,13 @@ func (c *countingStores) RegistryGeneration(ctx context.Context, tenant string) 
 	return c.Stores.(store.RegistryGenerations).RegistryGeneration(ctx, tenant)
 }
 
+// SourcesChangedSince passes the registry's changes through, so the
+// service brings its registry views up to date behind countingStores too.
+func (c *countingStores) SourcesChangedSince(ctx context.Context, tenant string, since uint64) ([]provenance.SourceState, bool, error) {
+	c.add("SourcesChangedSince")
+	return c.Stores.(store.RegistryChanges).SourcesChangedSince(ctx, tenant, since)
+}
+
 func (c *countingStores) Source(ctx context.Context, tenant, docID string) (store.SourceRecord, error) {
 	c.add("Source")
 	return c.Stores.Source(ctx, tenant, docID)

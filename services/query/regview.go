@@ -14,10 +14,12 @@ import (
 // tenant, costs about what Sources of that many ids costs).
 const listThreshold = 256
 
-// regView is one listing of a tenant's registry, taken after reading the
-// registry generation gen: it holds every registry write up to gen, so it
-// is exact for every request that reads gen again (store.RegistryGenerations).
-// It is never modified once built.
+// regView is a copy of a tenant's registry as of generation gen: a listing
+// taken after reading gen, or an older view with the states written since
+// put in (view.updatedRegView), read after reading gen. Either way it
+// holds every registry write up to gen, so it is exact for every request
+// that reads gen again (store.RegistryGenerations). It is never modified
+// once built.
 type regView struct {
 	gen    uint64
 	states []provenance.SourceState // sorted by doc id, deleted ones included
@@ -99,8 +101,9 @@ func newRegView(gen uint64, states []provenance.SourceState) *regView {
 // regViews keeps the newest registry view of each tenant. A view is used
 // by a request only when the generation the request read equals the
 // view's: a revocation, deletion or edit raises the generation in the
-// transaction that records it, so the next request lists again and no
-// request ever admits against a registry older than its start.
+// transaction that records it, so the next request brings the view up to
+// date (or lists the registry again) and no request ever admits against a
+// registry older than its start.
 type regViews struct {
 	mu sync.Mutex
 	m  map[string]*regView

@@ -181,9 +181,11 @@ func (w *Worker) reindex(ctx context.Context, tenant string, changes []docChange
 		name(c.doc, c.entities)
 		if c.unnamed {
 			// A redelivered change names only what the applied version
-			// contributes: the entities the version before contributed,
-			// which lost the document's fragment, are found by their items,
-			// which still cite it.
+			// contributes (and an older build's event, or one of a
+			// document without entities, names nothing contributed): the
+			// entities the version before contributed, which lost the
+			// document's fragment, are found by their items, which still
+			// cite it.
 			cited, err := w.citedEntities(ctx, tenant, c.doc)
 			if err != nil {
 				return err
