@@ -469,12 +469,18 @@ func (v *view) keptDerivedAdmissions(d *derivedSet) *derivedAdmissions {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if a, ok := d.admissions[key]; ok {
-		return a
+	return keptOrNew(&d.admissions, key)
+}
+
+// keptOrNew returns (*m)[k], made (a new V) and kept there when absent;
+// the caller holds the lock that guards *m.
+func keptOrNew[V any](m *map[aggKey]*V, k aggKey) *V {
+	if v, ok := (*m)[k]; ok {
+		return v
 	}
-	a := &derivedAdmissions{}
-	d.admissions = keepKeyed(d.admissions, key, a)
-	return a
+	v := new(V)
+	*m = keepKeyed(*m, k, v)
+	return v
 }
 
 // graphSet is what requests have read of a tenant's graph; its maps fill
@@ -779,12 +785,7 @@ func (a *admissions) put(id string, ve *visibleEntity) {
 func (g *graphSet) admissionsFor(k aggKey) *admissions {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if a, ok := g.admissions[k]; ok {
-		return a
-	}
-	a := &admissions{}
-	g.admissions = keepKeyed(g.admissions, k, a)
-	return a
+	return keptOrNew(&g.admissions, k)
 }
 
 // keptAdmissions returns the entity admissions kept for this request's

@@ -47,6 +47,23 @@ func newCachingFixture(t *testing.T) (*fixture, *countingStores, *stream.Bus) {
 	return &fixture{t: t, st: st, srv: srv}, cs, bus
 }
 
+// waitDerivedKept waits until the service keeps the tenant's communities
+// and reports, which it does once its consumer runs: two global questions
+// then list the reports once.
+func waitDerivedKept(t *testing.T, f *fixture, cs *countingStores) {
+	t.Helper()
+	globalQ := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		cs.reset()
+		ask(t, f, tokAlice, globalQ)
+		ask(t, f, tokAlice, globalQ)
+		if n := cs.reset()["Reports"]; n > 1 {
+			return fmt.Errorf("%d report listings for two questions", n)
+		}
+		return nil
+	})
+}
+
 func reportTitles(r query.QueryResponse) []string {
 	var out []string
 	for _, it := range r.Context {
@@ -68,16 +85,7 @@ func TestCachesFollowEvents(t *testing.T) {
 	ctx := t.Context()
 	globalQ := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
 
-	// The cache is live once the consumer runs: two questions, one read.
-	streamtest.Eventually(t, 10*time.Second, func() error {
-		cs.reset()
-		ask(t, f, tokAlice, globalQ)
-		ask(t, f, tokAlice, globalQ)
-		if n := cs.reset()["Reports"]; n > 1 {
-			return fmt.Errorf("%d report listings for two questions", n)
-		}
-		return nil
-	})
+	waitDerivedKept(t, f, cs)
 	require.NotEmpty(t, reportTitles(ask(t, f, tokAlice, globalQ)))
 	require.Zero(t, cs.reset()["Reports"])
 
@@ -218,16 +226,7 @@ func TestKeptGlobalPlanFollowsChanges(t *testing.T) {
 	f, cs, bus := newCachingFixture(t)
 	ctx := t.Context()
 	q := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
-	// The caches are live once the consumer runs.
-	streamtest.Eventually(t, 10*time.Second, func() error {
-		cs.reset()
-		ask(t, f, tokAlice, q)
-		ask(t, f, tokAlice, q)
-		if n := cs.reset()["Reports"]; n > 1 {
-			return fmt.Errorf("%d report listings for two questions", n)
-		}
-		return nil
-	})
+	waitDerivedKept(t, f, cs)
 	first := ask(t, f, tokAlice, q)
 	require.NotEmpty(t, first.Global.Themes)
 	again := ask(t, f, tokAlice, q)
@@ -300,19 +299,8 @@ func TestKeptReportAdmissionsArePerCallerAndGeneration(t *testing.T) {
 	// group only from now on.
 	_, err := f.st.SetACL(ctx, tenantAcme, "INC-101", provenance.ACL{Groups: []string{"sre"}})
 	require.NoError(t, err)
-	globalQ := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
 	local := map[string]any{"mode": "local", "question": "Which teams were affected by incidents involving cert-manager?"}
-	// The derived set is kept (and with it the admissions) once the
-	// consumer runs.
-	streamtest.Eventually(t, 10*time.Second, func() error {
-		cs.reset()
-		ask(t, f, tokAlice, globalQ)
-		ask(t, f, tokAlice, globalQ)
-		if n := cs.reset()["Reports"]; n > 1 {
-			return fmt.Errorf("%d report listings for two questions", n)
-		}
-		return nil
-	})
+	waitDerivedKept(t, f, cs)
 	for range 2 { // the second time from what the first kept
 		require.NotEmpty(t, reportTitles(ask(t, f, tokBob, local)), "bob reads INC-101")
 		require.Empty(t, reportTitles(ask(t, f, tokAlice, local)), "alice does not")

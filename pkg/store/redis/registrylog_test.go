@@ -5,76 +5,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kgstream/kgstream/pkg/provenance"
-	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/storetest"
 )
 
-// TestRegistryLogOfAnOlderStore: a registry written before the log existed
-// cannot name what changed since a generation it did not log; the first
-// write after records from there on.
-func TestRegistryLogOfAnOlderStore(t *testing.T) {
-	ctx := t.Context()
+// TestRegistryLogGaps: a store written before the registry log existed,
+// and a write of such a build after recorded ones (storetest.RegistryLogGaps).
+func TestRegistryLogGaps(t *testing.T) {
 	s, c, prefix := freshStore(t)
-	for _, doc := range []string{"a", "b"} {
-		_, err := s.Announce(ctx, "acme", store.Announcement{DocID: doc, ACL: provenance.PublicACL()})
-		require.NoError(t, err)
-	}
-	// As a build before the log left it.
-	require.NoError(t, c.Del(ctx, prefix+":{acme}:reg-log", prefix+":{acme}:reg-log-from", prefix+":{acme}:reg-log-last").Err())
-	since := func(g uint64) ([]string, bool) {
-		t.Helper()
-		states, ok, err := s.SourcesChangedSince(ctx, "acme", g)
-		require.NoError(t, err)
-		var ids []string
-		for _, st := range states {
-			ids = append(ids, st.DocID)
-		}
-		return ids, ok
-	}
-	_, ok := since(1)
-	require.False(t, ok, "writes after 1 were not logged")
-	ids, ok := since(2)
-	require.True(t, ok, "nothing written since the current generation")
-	require.Empty(t, ids)
-
-	_, err := s.SetACL(ctx, "acme", "a", provenance.ACL{Groups: []string{"sre"}})
-	require.NoError(t, err)
-	_, ok = since(1)
-	require.False(t, ok, "still not logged from 1")
-	ids, ok = since(2)
-	require.True(t, ok, "logged from the first write after")
-	require.Equal(t, []string{"a"}, ids)
-	_, ok, err = s.SourcesChangedSince(ctx, "globex", 0)
-	require.NoError(t, err)
-	require.True(t, ok, "a tenant never written")
-}
-
-// TestRegistryLogAfterAnUnrecordedWrite: a write of a build without the
-// log, after recorded ones, raises the generation without naming its
-// document: nothing since before it can be named, until a recorded write
-// starts the log again from there.
-func TestRegistryLogAfterAnUnrecordedWrite(t *testing.T) {
-	ctx := t.Context()
-	s, c, prefix := freshStore(t)
-	for _, doc := range []string{"a", "b"} {
-		_, err := s.Announce(ctx, "acme", store.Announcement{DocID: doc, ACL: provenance.PublicACL()})
-		require.NoError(t, err)
-	}
-	// As an older build writes: the generation, no record.
-	require.NoError(t, c.Incr(ctx, prefix+":{acme}:reg-gen").Err())
-	for _, since := range []uint64{0, 1, 2} {
-		_, ok, err := s.SourcesChangedSince(ctx, "acme", since)
-		require.NoError(t, err)
-		require.False(t, ok, "the write at 3 is not recorded: since %d", since)
-	}
-	_, err := s.SetACL(ctx, "acme", "b", provenance.ACL{Groups: []string{"sre"}})
-	require.NoError(t, err)
-	_, ok, err := s.SourcesChangedSince(ctx, "acme", 2)
-	require.NoError(t, err)
-	require.False(t, ok, "still: the write at 3 is not recorded")
-	states, ok, err := s.SourcesChangedSince(ctx, "acme", 3)
-	require.NoError(t, err)
-	require.True(t, ok, "recorded again from 3")
-	require.Len(t, states, 1)
-	require.Equal(t, "b", states[0].DocID)
+	keys := prefix + ":{acme}:"
+	storetest.RegistryLogGaps(t, s,
+		func() {
+			require.NoError(t, c.Del(t.Context(), keys+"reg-log", keys+"reg-log-from", keys+"reg-log-last").Err())
+		},
+		func(string) { require.NoError(t, c.Incr(t.Context(), keys+"reg-gen").Err()) })
 }

@@ -253,3 +253,61 @@ func testRegistryChanges(t *testing.T, s store.Stores) {
 		copies = append(copies, copyAt{now, want})
 	}
 }
+
+// RegistryLogGaps checks store.RegistryChanges across the writes its log
+// did not record: forget leaves the tenant's registry as a build before
+// the log did (every write kept, none recorded), unrecorded writes docID
+// as such a build does (its state and a raised generation, no record).
+// Nothing since before an unrecorded write can be named; a recorded write
+// starts the log again from the generation before its own.
+func RegistryLogGaps(t *testing.T, s store.Stores, forget func(), unrecorded func(docID string)) {
+	ctx := t.Context()
+	rc, ok := s.(store.RegistryChanges)
+	require.True(t, ok, "the registry records which document each write was of (store.RegistryChanges)")
+	since := func(g uint64) ([]string, bool) {
+		t.Helper()
+		states, ok, err := rc.SourcesChangedSince(ctx, tenant, g)
+		require.NoError(t, err)
+		var ids []string
+		for _, st := range states {
+			ids = append(ids, st.DocID)
+		}
+		return ids, ok
+	}
+	setACL := func(doc string) {
+		t.Helper()
+		_, err := s.SetACL(ctx, tenant, doc, provenance.ACL{Groups: []string{"sre"}})
+		require.NoError(t, err)
+	}
+	announce(t, s, tenant, store.Announcement{DocID: "a", ACL: provenance.PublicACL()})
+	announce(t, s, tenant, store.Announcement{DocID: "b", ACL: provenance.PublicACL()}) // generation 2
+
+	forget()
+	_, ok = since(1)
+	require.False(t, ok, "writes after 1 were not recorded")
+	ids, ok := since(2)
+	require.True(t, ok, "nothing written since the current generation")
+	require.Empty(t, ids)
+	setACL("a") // 3
+	_, ok = since(1)
+	require.False(t, ok, "still not recorded from 1")
+	ids, ok = since(2)
+	require.True(t, ok, "recorded from the first write after")
+	require.Equal(t, []string{"a"}, ids)
+
+	unrecorded("b") // 4
+	for g := range uint64(4) {
+		_, ok := since(g)
+		require.False(t, ok, "the write at 4 is not recorded: since %d", g)
+	}
+	setACL("b") // 5
+	_, ok = since(3)
+	require.False(t, ok, "still: the write at 4 is not recorded")
+	ids, ok = since(4)
+	require.True(t, ok, "recorded again from 4")
+	require.Equal(t, []string{"b"}, ids)
+
+	_, ok, err := rc.SourcesChangedSince(ctx, other, 0)
+	require.NoError(t, err)
+	require.True(t, ok, "a tenant never written")
+}
