@@ -458,6 +458,22 @@ type derivedAdmissions struct {
 	communities, reports sync.Map
 }
 
+// communityAnswers and reportAnswers are the kept answers for communities
+// and for reports; nil for a nil a (nothing kept).
+func (a *derivedAdmissions) communityAnswers() *sync.Map {
+	if a == nil {
+		return nil
+	}
+	return &a.communities
+}
+
+func (a *derivedAdmissions) reportAnswers() *sync.Map {
+	if a == nil {
+		return nil
+	}
+	return &a.reports
+}
+
 // keptDerivedAdmissions returns the admissions of d's communities and
 // reports kept for this request's caller at its registry generation, made
 // when absent; nil when nothing can be kept (no registry generation, or
@@ -1239,25 +1255,24 @@ func (g *graphSet) unchangedReads(ids []string) (map[string]storedEntity, map[ed
 		_, found := slices.BinarySearch(ids, id)
 		return found
 	}
-	var ents map[string]storedEntity
-	if len(g.ents) > 0 {
-		ents = make(map[string]storedEntity, len(g.ents))
-		for id, se := range g.ents {
-			if !named(id) {
-				ents[id] = se
-			}
-		}
-	}
-	var edges map[edgeKey][]store.Edge
-	if len(g.edges) > 0 {
-		edges = make(map[edgeKey][]store.Edge, len(g.edges))
-		for k, es := range g.edges {
-			if !named(k.id) {
-				edges[k] = es
-			}
-		}
-	}
+	ents := withoutNamed(g.ents, func(id string) string { return id }, named)
+	edges := withoutNamed(g.edges, func(k edgeKey) string { return k.id }, named)
 	return ents, edges
+}
+
+// withoutNamed returns a copy of m without the entries whose entity (of
+// the key) is named; nil for an empty m.
+func withoutNamed[K comparable, V any](m map[K]V, entity func(K) string, named func(string) bool) map[K]V {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		if !named(entity(k)) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // minPatchBound is the least number of changed entities a name index is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math/bits"
 	"slices"
 	"strings"
 	"unicode"
@@ -160,23 +161,22 @@ func (v *view) readableDocs() ([]readableDoc, error) {
 	states := v.reg.states
 	// The listing is this request's registry snapshot, which the admitter
 	// would serve these states from: the rule is applied to them directly.
-	caller := v.adm.Caller()
-	// Counted first, so the lists are made at their size: growing them
-	// through every size on the way copied the states over and over.
+	// Which states the caller reads, as the view keeps them per caller;
+	// counted first, so the lists are made at their size (growing them
+	// through every size on the way copied the states over and over).
+	readBits, _ := v.reg.readableBits(v.callerKey(), v.adm.Caller())
 	n := 0
-	for _, st := range states {
-		if !st.Deleted && provenance.Readable(caller, st) {
-			n++
-		}
+	for _, w := range readBits {
+		n += bits.OnesCount64(w)
 	}
 	readable := make([]provenance.SourceState, 0, n)
 	ids := make([]string, 0, n)
 	var deleted []string
-	for _, st := range states {
+	for i, st := range states {
 		switch {
 		case st.Deleted:
 			deleted = append(deleted, st.DocID)
-		case provenance.Readable(caller, st):
+		case hasBit(readBits, i):
 			readable = append(readable, st)
 			ids = append(ids, st.DocID)
 		}

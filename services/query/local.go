@@ -391,7 +391,6 @@ func (s *Service) local(v *view, req QueryRequest, budget int) (QueryResponse, e
 
 	// entityItems are the seeds' items, then their neighbours'.
 	var entityItems, relItems, unitItems, reportItems []ContextItem
-	var reportCites [][]citation // the sources of reportItems[i], cited once taken
 	for _, sd := range seeds {
 		it, err := entityItem(v, sd, s.entityItemLimit(budget))
 		if err != nil {
@@ -539,7 +538,7 @@ collectUnits:
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.docID, b.docID), cmp.Compare(a.unit, b.unit))
 	})
 	unitItems = appendUnitItems(unitItems, extra)
-	if reportItems, reportCites, err = s.reportItems(v, seedIDs, req.Level); err != nil {
+	if reportItems, err = s.reportItems(v, seedIDs, req.Level); err != nil {
 		return QueryResponse{}, err
 	}
 	// Neighbour items, in order, until the entity section holds more than
@@ -573,15 +572,16 @@ collectUnits:
 	sections := [4][]ContextItem{entityItems, relItems, unitItems, reportItems}
 	taken, used := s.takeWithinBudget(budget, sections)
 	// Only the relationships taken are written out and cited, and only the
-	// reports taken cite their sources (a report high in the hierarchy
-	// cites thousands, and a hub's seeds are in many such communities).
+	// reports taken get a citation list of their own (a report high in the
+	// hierarchy cites thousands, and a hub's seeds are in many such
+	// communities): the others share the kept report's, never written.
 	for _, i := range taken[1] {
 		if err := relRefs[i].item(v, &relItems[i]); err != nil {
 			return QueryResponse{}, err
 		}
 	}
 	for _, i := range taken[3] {
-		reportItems[i].Citations = slices.Clone(reportCites[i])
+		reportItems[i].Citations = slices.Clone(reportItems[i].Citations)
 	}
 	resp.Context, resp.UsedTokens = gatherTaken(sections, taken), used
 	// The passages the answer quotes are cited first, then the rest of
@@ -940,11 +940,11 @@ func (s *Service) entityItemLimit(budget int) int {
 }
 
 // reportItems returns the admitted reports of admitted communities holding a
-// seed, those covering more seeds first, then by rating, without their
-// citations, and each one's sources, which the item cites once it is taken
-// into the context. It reads only the communities of the seeds (the member
-// index) and their reports.
-func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]ContextItem, [][]citation, error) {
+// seed, those covering more seeds first, then by rating. Their citations
+// are the reports' sources themselves, shared with the kept reports: the
+// caller copies those of the items it takes. It reads only the communities
+// of the seeds (the member index) and their reports.
+func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]ContextItem, error) {
 	ids := make([]string, 0, len(seeds))
 	for id := range seeds {
 		ids = append(ids, id)
@@ -952,14 +952,14 @@ func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]Con
 	slices.Sort(ids)
 	cs, err := v.admittedCommunitiesOf(ids)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if level != nil {
 		cs = slices.DeleteFunc(cs, func(c store.Community) bool { return c.Level != *level })
 	}
 	reports, err := v.admittedReportsOf(cs)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	type ranked struct {
 		rep   store.Report
@@ -981,16 +981,14 @@ func (s *Service) reportItems(v *view, seeds map[string]bool, level *int) ([]Con
 		return cmp.Or(cmp.Compare(b.seeds, a.seeds), cmp.Compare(b.rep.Rating, a.rep.Rating), cmp.Compare(a.rep.ID, b.rep.ID))
 	})
 	out := make([]ContextItem, 0, len(rs))
-	cites := make([][]citation, 0, len(rs))
 	for _, r := range rs {
 		text := r.rep.Title + ": " + r.rep.Summary
 		for _, f := range r.rep.Findings {
 			text += " " + f.Summary
 		}
-		out = append(out, ContextItem{Kind: KindReport, ID: r.rep.ID, Text: text, Tokens: ApproxTokens(text)})
-		cites = append(cites, r.rep.Sources)
+		out = append(out, ContextItem{Kind: KindReport, ID: r.rep.ID, Text: text, Citations: r.rep.Sources, Tokens: ApproxTokens(text)})
 	}
-	return out, cites, nil
+	return out, nil
 }
 
 // extractiveAnswer answers from the context without generating text: the

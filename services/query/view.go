@@ -600,11 +600,7 @@ func (v *view) admittedCommunities() ([]store.Community, error) {
 // kept, when not nil, holds the answers known for this caller at this
 // registry generation (derivedAdmissions) and takes the new ones.
 func (v *view) admitCommunities(cs []store.Community, kept *derivedAdmissions) ([]store.Community, error) {
-	var m *sync.Map
-	if kept != nil {
-		m = &kept.communities
-	}
-	return admitDerived(v, cs, func(c store.Community) string { return c.ID }, func(c store.Community) []citation { return c.Sources }, m)
+	return admitDerived(v, cs, func(c store.Community) string { return c.ID }, func(c store.Community) []citation { return c.Sources }, kept.communityAnswers())
 }
 
 // admitDerived keeps the items of xs (communities or reports) whose every
@@ -750,11 +746,7 @@ func (v *view) admittedReportsIn(d *derivedSet) (map[string]store.Report, error)
 // does); when a community has several, the most recently updated admitted
 // one wins.
 func (v *view) admitReports(rs []store.Report, kept *derivedAdmissions) (map[string]store.Report, error) {
-	var m *sync.Map
-	if kept != nil {
-		m = &kept.reports
-	}
-	rs, err := admitDerived(v, rs, func(r store.Report) string { return r.ID }, func(r store.Report) []citation { return r.Sources }, m)
+	rs, err := admitDerived(v, rs, func(r store.Report) string { return r.ID }, func(r store.Report) []citation { return r.Sources }, kept.reportAnswers())
 	if err != nil {
 		return nil, err
 	}

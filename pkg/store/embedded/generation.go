@@ -27,14 +27,31 @@ func bumpRegistryGeneration(tx *bolt.Tx, tenant, docID string) error {
 	if err != nil {
 		return err
 	}
-	var n uint64
-	if v := b.Get([]byte(tenant)); len(v) == 8 {
-		n = binary.BigEndian.Uint64(v)
-	}
+	n := registryGenerationIn(tx, tenant)
 	if err := b.Put([]byte(tenant), binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
 		return err
 	}
 	return logRegistryWrite(tx, tenant, docID, n, n+1)
+}
+
+// registryGenerationIn is tenant's registry generation as tx reads it (0
+// for a tenant never written, or a file written before generations).
+func registryGenerationIn(tx *bolt.Tx, tenant string) uint64 {
+	if b := tx.Bucket([]byte(bucketRegistryGen)); b != nil {
+		if v := b.Get([]byte(tenant)); len(v) == 8 {
+			return binary.BigEndian.Uint64(v)
+		}
+	}
+	return 0
+}
+
+// logValue is a generation as the registry log stores it (8 bytes, big
+// endian), ok false when v is not one.
+func logValue(v []byte) (uint64, bool) {
+	if len(v) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(v), true
 }
 
 // bucketRegistryLog holds, per tenant (a nested bucket), which document
@@ -74,7 +91,7 @@ func logRegistryWrite(tx *bolt.Tx, tenant, docID string, before, gen uint64) err
 	if err != nil {
 		return err
 	}
-	if last := b.Get(registryLogLast); len(last) != 8 || binary.BigEndian.Uint64(last) != before {
+	if last, ok := logValue(b.Get(registryLogLast)); !ok || last != before {
 		if err := b.Put(registryLogFrom, binary.BigEndian.AppendUint64(nil, before)); err != nil {
 			return err
 		}
@@ -83,8 +100,8 @@ func logRegistryWrite(tx *bolt.Tx, tenant, docID string, before, gen uint64) err
 		return err
 	}
 	docKey := append([]byte{'d'}, docID...)
-	if old := b.Get(docKey); len(old) == 8 {
-		if err := b.Delete(registryLogGenKey(binary.BigEndian.Uint64(old))); err != nil {
+	if old, ok := logValue(b.Get(docKey)); ok {
+		if err := b.Delete(registryLogGenKey(old)); err != nil {
 			return err
 		}
 	}
@@ -105,26 +122,21 @@ func (s *Store) SourcesChangedSince(ctx context.Context, tenant string, since ui
 	var out []provenance.SourceState
 	ok := false
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		var gen uint64
-		if b := tx.Bucket([]byte(bucketRegistryGen)); b != nil {
-			if v := b.Get([]byte(tenant)); len(v) == 8 {
-				gen = binary.BigEndian.Uint64(v)
-			}
+		if registryGenerationIn(tx, tenant) <= since {
+			ok = true // nothing written since
+			return nil
 		}
 		var log *bolt.Bucket
 		if top := tx.Bucket([]byte(bucketRegistryLog)); top != nil {
 			log = top.Bucket([]byte(tenant))
 		}
 		if log == nil {
-			// Nothing recorded: right only when nothing was written since.
-			ok = gen <= since
-			return nil
+			return nil // written, and nothing recorded
 		}
-		if v := log.Get(registryLogLast); len(v) != 8 || binary.BigEndian.Uint64(v) != gen {
-			return nil // a write was not recorded since the last one that was
-		}
-		if v := log.Get(registryLogFrom); len(v) != 8 || binary.BigEndian.Uint64(v) > since {
-			return nil
+		last, hasLast := logValue(log.Get(registryLogLast))
+		from, hasFrom := logValue(log.Get(registryLogFrom))
+		if !hasLast || !hasFrom || last != registryGenerationIn(tx, tenant) || from > since {
+			return nil // a write since was not recorded
 		}
 		ok = true
 		var ids []string
@@ -132,26 +144,9 @@ func (s *Store) SourcesChangedSince(ctx context.Context, tenant string, since ui
 		for k, v := c.Seek(registryLogGenKey(since + 1)); k != nil && k[0] == 'g'; k, v = c.Next() {
 			ids = append(ids, string(v))
 		}
-		if len(ids) == 0 {
-			return nil
-		}
 		slices.Sort(ids)
-		reg, err := tenantBucket(tx, bucketRegistry, tenant, false)
-		if err != nil || reg == nil {
-			return err
-		}
 		out = make([]provenance.SourceState, 0, len(ids))
-		for _, id := range ids {
-			var st provenance.SourceState
-			found, err := getJSON(reg, id, &st)
-			if err != nil {
-				return err
-			}
-			if found {
-				out = append(out, st)
-			}
-		}
-		return nil
+		return statesIn(tx, tenant, ids, func(st provenance.SourceState) { out = append(out, st) })
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("reading registry changes of %q: %w", tenant, err)
@@ -167,11 +162,7 @@ func (s *Store) RegistryGeneration(ctx context.Context, tenant string) (uint64, 
 	}
 	var n uint64
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		if b := tx.Bucket([]byte(bucketRegistryGen)); b != nil {
-			if v := b.Get([]byte(tenant)); len(v) == 8 {
-				n = binary.BigEndian.Uint64(v)
-			}
-		}
+		n = registryGenerationIn(tx, tenant)
 		return nil
 	})
 	if err != nil {

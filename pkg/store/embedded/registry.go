@@ -92,26 +92,32 @@ func (s *Store) Sources(ctx context.Context, tenant string, docIDs []string) (ma
 	}
 	out := make(map[string]provenance.SourceState, len(docIDs))
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b, err := tenantBucket(tx, bucketRegistry, tenant, false)
-		if err != nil || b == nil {
-			return err
-		}
-		for _, id := range docIDs {
-			var st provenance.SourceState
-			found, err := getJSON(b, id, &st)
-			if err != nil {
-				return err
-			}
-			if found {
-				out[id] = st
-			}
-		}
-		return nil
+		return statesIn(tx, tenant, docIDs, func(st provenance.SourceState) { out[st.DocID] = st })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("looking up sources in %q: %w", tenant, err)
 	}
 	return out, nil
+}
+
+// statesIn calls fn with the registry state of each of docIDs the tenant's
+// registry holds, in the order of docIDs.
+func statesIn(tx *bolt.Tx, tenant string, docIDs []string, fn func(provenance.SourceState)) error {
+	b, err := tenantBucket(tx, bucketRegistry, tenant, false)
+	if err != nil || b == nil {
+		return err
+	}
+	for _, id := range docIDs {
+		var st provenance.SourceState
+		found, err := getJSON(b, id, &st)
+		if err != nil {
+			return err
+		}
+		if found {
+			fn(st)
+		}
+	}
+	return nil
 }
 
 // ListSources returns every document of a tenant, sorted by doc id.

@@ -82,24 +82,23 @@ func (s *Store) SourcesChangedSince(ctx context.Context, tenant string, since ui
 		}
 		return n, err == nil, err
 	}
-	f, logged, err := number(from)
-	if err != nil {
-		return nil, false, fmt.Errorf("reading where the registry log of %q starts: %w", tenant, err)
-	}
 	g, _, err := number(gen)
 	if err != nil {
 		return nil, false, fmt.Errorf("reading the registry generation of %q: %w", tenant, err)
 	}
-	if !logged {
-		// Nothing recorded: right only when nothing was written since.
-		return nil, g <= since, nil
+	if g <= since {
+		return nil, true, nil // nothing written since
 	}
-	l, _, err := number(last)
+	l, hasLast, err := number(last)
 	if err != nil {
 		return nil, false, fmt.Errorf("reading the registry log of %q: %w", tenant, err)
 	}
-	if l != g || f > since {
-		return nil, false, nil // a write was not recorded since the last one that was, or before since
+	f, hasFrom, err := number(from)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading where the registry log of %q starts: %w", tenant, err)
+	}
+	if !hasLast || !hasFrom || l != g || f > since {
+		return nil, false, nil // a write since was not recorded
 	}
 	ids, err := changed.Result()
 	if err != nil {
