@@ -475,12 +475,27 @@ func (v *view) edges(id string, dir store.Direction) ([]store.Edge, error) {
 	if err != nil {
 		return nil, err
 	}
+	es, err := v.storedEdges(g, k)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.prefetchEdges(es); err != nil {
+		return nil, err
+	}
+	v.edgeCache[k] = es
+	return es, nil
+}
+
+// storedEdges returns the stored edges of k from the tenant's graph reads
+// g, read and kept there when g has not read them yet.
+func (v *view) storedEdges(g *graphSet, k edgeKey) ([]store.Edge, error) {
 	g.mu.Lock()
 	es, hit := g.edges[k]
 	g.mu.Unlock()
 	if !hit {
-		if es, err = v.s.st.Edges(v.ctx, v.tenant, id, dir); err != nil {
-			return nil, fmt.Errorf("reading edges of %q: %w", id, err)
+		var err error
+		if es, err = v.s.st.Edges(v.ctx, v.tenant, k.id, k.dir); err != nil {
+			return nil, fmt.Errorf("reading edges of %q: %w", k.id, err)
 		}
 		g.internEdges(v.s.cache.graph.isLive(), es)
 		g.mu.Lock()
@@ -490,10 +505,6 @@ func (v *view) edges(id string, dir store.Direction) ([]store.Edge, error) {
 		g.edges[k] = es
 		g.mu.Unlock()
 	}
-	if err := v.prefetchEdges(es); err != nil {
-		return nil, err
-	}
-	v.edgeCache[k] = es
 	return es, nil
 }
 

@@ -4,8 +4,8 @@ package app_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,7 +32,7 @@ import (
 	"github.com/kgstream/kgstream/services/resolver"
 )
 
-// BenchmarkQueryChurn measures p50/p99 of local questions through the
+// BenchmarkQueryChurn measures p50/p99 of queries through the
 // query service's HTTP handler, with 1 and 8 concurrent clients, first on
 // a quiet index and then while documents are being applied at a steady
 // rate (KG_QUERY_CHURN_RATE a second, default 40): half edits of
@@ -46,6 +46,11 @@ import (
 // meanwhile, the CPU time the process used and the machine's load
 // average: two runs on a shared machine compare only with those.
 // KG_QUERY_SCALE_PPROF names a directory for a CPU profile of each.
+// KG_QUERY_CHURN_MODES lists the kinds of request measured, by
+// BenchmarkQueryScale's names (comma-separated; default local, the
+// question about the corpus's hub); each mode is measured on its own,
+// quiet then under churn, so the documents applied accumulate from one
+// mode to the next.
 func BenchmarkQueryChurn(b *testing.B) {
 	n := envInt(b, "KG_QUERY_SCALE_DOCS", 10000)
 	rate := envInt(b, "KG_QUERY_CHURN_RATE", 40)
@@ -75,12 +80,12 @@ func BenchmarkQueryChurn(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(g.Entities)), "entities")
 	b.ReportMetric(float64(len(g.Edges)), "edges")
-	hub, _, _ := scaleWorkload(g)
+	hub, hubRel, agg := scaleWorkload(g)
 	hubName := ""
 	if e, err := st.Entity(ctx, scaleTenant, hub); err == nil {
 		hubName = e.Name
 	}
-	b.Logf("%d documents: %d entities, %d edges; local question about %s", n, len(g.Entities), len(g.Edges), hub)
+	b.Logf("%d documents: %d entities, %d edges; questions about %s", n, len(g.Entities), len(g.Edges), hub)
 	g = store.Graph{}
 
 	// The documents applied while the clients ask: extracted beforehand
@@ -121,14 +126,15 @@ func BenchmarkQueryChurn(b *testing.B) {
 	srv := httptest.NewServer(svc.Handler())
 	b.Cleanup(srv.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	body, _ := json.Marshal(map[string]string{"mode": "local", "question": "What happened to " + hubName + " in our incidents?"})
-	local := func(int) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/query", bytes.NewReader(body))
+	call := func(method, path string, body []byte) error {
+		req, err := http.NewRequestWithContext(ctx, method, srv.URL+path, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
 		req.Header.Set("Authorization", "Bearer t-alice")
-		req.Header.Set("Content-Type", "application/json")
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			return err
@@ -136,10 +142,14 @@ func BenchmarkQueryChurn(b *testing.B) {
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			out, _ := io.ReadAll(resp.Body)
-			return fmt.Errorf("local: %d %s", resp.StatusCode, out)
+			return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, out)
 		}
 		_, err = io.Copy(io.Discard, resp.Body)
 		return err
+	}
+	modes := selectModes(benchQueryModes(call, hub, hubRel, hubName, agg), cmp.Or(os.Getenv("KG_QUERY_CHURN_MODES"), "local"))
+	if len(modes) == 0 {
+		b.Fatalf("KG_QUERY_CHURN_MODES=%q names no mode", os.Getenv("KG_QUERY_CHURN_MODES"))
 	}
 
 	rw, err := resolver.New(resolver.Config{}, bus, st, nil, nil)
@@ -195,31 +205,33 @@ func BenchmarkQueryChurn(b *testing.B) {
 	}
 
 	for range b.N {
-		if err := local(0); err != nil { // the mode's caches warm
-			b.Fatal(err)
-		}
-		for _, churn := range []bool{false, true} {
-			for _, clients := range []int{1, 8} {
-				name := fmt.Sprintf("local-%dc", clients)
-				var stop func() (int, time.Duration)
-				if churn {
-					name = fmt.Sprintf("local-churn-%dc", clients)
-					stop = churning()
+		for _, m := range modes {
+			if err := m.do(0); err != nil { // the mode's caches warm
+				b.Fatal(err)
+			}
+			for _, churn := range []bool{false, true} {
+				for _, clients := range []int{1, 8} {
+					name := fmt.Sprintf("%s-%dc", m.name, clients)
+					var stop func() (int, time.Duration)
+					if churn {
+						name = fmt.Sprintf("%s-churn-%dc", m.name, clients)
+						stop = churning()
+					}
+					stopProfile := cpuProfile(b, name)
+					cpu0 := processCPU()
+					p50, p99, count := scaleLatencies(b, clients, max(20, clients), 100000, budget, m.do)
+					cpu := processCPU() - cpu0
+					stopProfile()
+					note := ""
+					if stop != nil {
+						docs, took := stop()
+						note = fmt.Sprintf(", while %d documents were applied (%.1f a second)", docs, float64(docs)/took.Seconds())
+					}
+					b.ReportMetric(p50, name+"-p50-ms")
+					b.ReportMetric(p99, name+"-p99-ms")
+					b.Logf("%s: p50 %.1f ms, p99 %.1f ms over %d requests%s; the process used %.1f s of CPU; load average %s",
+						name, p50, p99, count, note, cpu.Seconds(), loadAverage())
 				}
-				stopProfile := cpuProfile(b, name)
-				cpu0 := processCPU()
-				p50, p99, count := scaleLatencies(b, clients, max(20, clients), 100000, budget, local)
-				cpu := processCPU() - cpu0
-				stopProfile()
-				note := ""
-				if stop != nil {
-					docs, took := stop()
-					note = fmt.Sprintf(", while %d documents were applied (%.1f a second)", docs, float64(docs)/took.Seconds())
-				}
-				b.ReportMetric(p50, name+"-p50-ms")
-				b.ReportMetric(p99, name+"-p99-ms")
-				b.Logf("%s: p50 %.1f ms, p99 %.1f ms over %d requests%s; the process used %.1f s of CPU; load average %s",
-					name, p50, p99, count, note, cpu.Seconds(), loadAverage())
 			}
 		}
 	}

@@ -470,15 +470,57 @@ func BenchmarkQueryScale(b *testing.B) {
 		lastSize.Store(n)
 		return nil
 	}
+	modes := selectModes(benchQueryModes(call, hub, hubRel, hubName, agg), os.Getenv("KG_QUERY_SCALE_MODES"))
+	minN := envInt(b, "KG_QUERY_SCALE_MIN", 20)
+	for range b.N {
+		for _, m := range modes {
+			stop := profile(m.name + "-first")
+			began := time.Now()
+			if err := m.do(0); err != nil { // warm the caches
+				b.Fatal(err)
+			}
+			stop()
+			b.Logf("%s: a response is %d bytes; the first request (caches cold for this mode) took %.1f ms",
+				m.name, lastSize.Load(), float64(time.Since(began).Microseconds())/1000)
+			heapProfile(b, profDir, m.name)
+			for _, clients := range []int{1, 8} {
+				stop := profile(fmt.Sprintf("%s-%d", m.name, clients))
+				p50, p99, count := scaleLatencies(b, clients, max(minN, clients), 400, budget, m.do)
+				stop()
+				b.ReportMetric(p50, fmt.Sprintf("%s-%dc-p50-ms", m.name, clients))
+				b.ReportMetric(p99, fmt.Sprintf("%s-%dc-p99-ms", m.name, clients))
+				b.Logf("%s %d clients: p50 %.1f ms, p99 %.1f ms over %d requests", m.name, clients, p50, p99, count)
+			}
+			if body := lastBody.Load(); keepDir != "" && body != nil {
+				if err := os.WriteFile(filepath.Join(keepDir, m.name+".json"), *body, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// benchMode is one kind of request a query benchmark measures: do asks it
+// once.
+type benchMode struct {
+	name string
+	do   func(i int) error
+}
+
+// benchQueryModes is every kind of request BenchmarkQueryScale measures,
+// made with call (an HTTP request to the query service as the benchmark's
+// caller; body nil for a GET): questions about the hub (hubName), paths
+// from it over ~hubRel, aggregates of incidents by failure mode and of
+// the largest (subject type, relation) pair agg, a bounded page of each
+// path and aggregate answer, the documents list, the status.
+func benchQueryModes(call func(method, path string, body []byte) error, hub, hubRel, hubName string, agg []string) []benchMode {
 	ask := func(mode, q string) error {
 		body, _ := json.Marshal(map[string]string{"mode": mode, "question": q})
 		return call(http.MethodPost, "/v1/query", body)
 	}
 	question := "What happened to " + hubName + " in our incidents?"
-	modes := []struct {
-		name string
-		do   func(i int) error
-	}{
+	return []benchMode{
 		{"paths", func(int) error {
 			return call(http.MethodGet, "/v1/paths?start="+url.QueryEscape(hub)+"&rels="+url.QueryEscape("~"+hubRel), nil)
 		}},
@@ -509,43 +551,16 @@ func BenchmarkQueryScale(b *testing.B) {
 		{"global", func(int) error { return ask("global", "What are the recurring root causes of our incidents?") }},
 		{"drift", func(int) error { return ask("drift", question) }},
 	}
-	minN := envInt(b, "KG_QUERY_SCALE_MIN", 20)
-	if v := os.Getenv("KG_QUERY_SCALE_MODES"); v != "" {
-		want := strings.Split(v, ",")
-		modes = slices.DeleteFunc(modes, func(m struct {
-			name string
-			do   func(i int) error
-		}) bool {
-			return !slices.Contains(want, m.name)
-		})
+}
+
+// selectModes keeps the modes the comma-separated list names, in their
+// order; an empty list keeps them all.
+func selectModes(modes []benchMode, list string) []benchMode {
+	if list == "" {
+		return modes
 	}
-	for range b.N {
-		for _, m := range modes {
-			stop := profile(m.name + "-first")
-			began := time.Now()
-			if err := m.do(0); err != nil { // warm the caches
-				b.Fatal(err)
-			}
-			stop()
-			b.Logf("%s: a response is %d bytes; the first request (caches cold for this mode) took %.1f ms",
-				m.name, lastSize.Load(), float64(time.Since(began).Microseconds())/1000)
-			heapProfile(b, profDir, m.name)
-			for _, clients := range []int{1, 8} {
-				stop := profile(fmt.Sprintf("%s-%d", m.name, clients))
-				p50, p99, count := scaleLatencies(b, clients, max(minN, clients), 400, budget, m.do)
-				stop()
-				b.ReportMetric(p50, fmt.Sprintf("%s-%dc-p50-ms", m.name, clients))
-				b.ReportMetric(p99, fmt.Sprintf("%s-%dc-p99-ms", m.name, clients))
-				b.Logf("%s %d clients: p50 %.1f ms, p99 %.1f ms over %d requests", m.name, clients, p50, p99, count)
-			}
-			if body := lastBody.Load(); keepDir != "" && body != nil {
-				if err := os.WriteFile(filepath.Join(keepDir, m.name+".json"), *body, 0o644); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-	}
-	b.ReportMetric(0, "ns/op")
+	want := strings.Split(list, ",")
+	return slices.DeleteFunc(modes, func(m benchMode) bool { return !slices.Contains(want, m.name) })
 }
 
 // heapProfile writes, when dir is set, the live heap after a collection
