@@ -692,9 +692,10 @@ func (v *view) admitIDs(ix *nameIndex, ids []string) ([]visibleEntity, error) {
 }
 
 // builtNameIndex returns the tenant's cached name index when the graph
-// cache is live and a request has built it since the last graph change,
-// else nil: readers that need only some entities use it when it is there
-// but never build it (that reads every entity).
+// cache is live and a request has built it (patched for the graph changes
+// since, the few entities they name read by id), else nil: readers that
+// need only some entities use it when it is there but never build it
+// (that reads every entity).
 func (v *view) builtNameIndex() (*nameIndex, error) {
 	if v.names != nil || !v.s.cache.graph.isLive() {
 		return v.names, nil
@@ -703,9 +704,10 @@ func (v *view) builtNameIndex() (*nameIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.names, nil
+	if !g.nameIndexBuilt() {
+		return nil, nil
+	}
+	return v.nameIndex()
 }
 
 // loadEntities admits ids into the request's entity cache like
@@ -735,12 +737,18 @@ func (v *view) loadEntities(ids []string) error {
 }
 
 // entitiesOfType returns the visible entities of typ, sorted by id: from
-// the tenant's cached entities when the name index is built, else listed
-// from the store.
+// the tenant's name index when the graph cache is live (built by the
+// first such request: a type is most of a tenant's entities, and a list
+// of them read again after every graph change costs what the index's
+// build does once; the index is then patched for each change), else
+// listed from the store.
 func (v *view) entitiesOfType(typ string) ([]visibleEntity, error) {
-	ix, err := v.builtNameIndex()
-	if err != nil {
-		return nil, err
+	var ix *nameIndex
+	if v.s.cache.graph.isLive() {
+		var err error
+		if ix, err = v.nameIndex(); err != nil {
+			return nil, err
+		}
 	}
 	if ix == nil {
 		es, err := v.s.st.EntitiesByType(v.ctx, v.tenant, typ)

@@ -25,6 +25,7 @@ import (
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/embed"
 	"github.com/kgstream/kgstream/pkg/events"
+	kgstatus "github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
@@ -123,7 +124,16 @@ func BenchmarkQueryChurn(b *testing.B) {
 	case <-time.After(10 * time.Minute):
 		b.Fatal("the query service did not warm its caches within 10 minutes")
 	}
-	srv := httptest.NewServer(svc.Handler())
+	// GET /v1/status as the query service serves it beside the query
+	// routes (query.Compose).
+	coll, err := kgstatus.NewCollector(st, bus, kgstatus.Stages, nil, prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/status", coll.Handler(a))
+	mux.Handle("/", svc.Handler())
+	srv := httptest.NewServer(mux)
 	b.Cleanup(srv.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	call := func(method, path string, body []byte) error {
