@@ -46,6 +46,19 @@ func TestAggregatesFollowGraphChanges(t *testing.T) {
 			return nil
 		})
 	}
+	// A global question counts the entities of its theme types
+	// (visibleCount): the first builds the tenant's name index, and later
+	// ones take it patched for the changes since.
+	globalQ := map[string]any{"mode": "global", "question": "What are the recurring root causes of our incidents?"}
+	streamtest.Eventually(t, 10*time.Second, func() error {
+		cs.reset()
+		ask(t, f, tokAlice, globalQ)
+		ask(t, f, tokAlice, globalQ)
+		if n := cs.reset()["EntitiesByType()"]; n != 1 {
+			return fmt.Errorf("%d listings of every entity for two global questions", n)
+		}
+		return nil
+	})
 	streamtest.Eventually(t, 10*time.Second, func() error {
 		cs.reset()
 		for range 2 {
@@ -86,6 +99,11 @@ func TestAggregatesFollowGraphChanges(t *testing.T) {
 		require.Zero(t, calls["EdgesByRelation"], "%s: the relation lists are patched, not read again: %v", s.name, calls)
 		require.NotZero(t, calls["Edges incident:inc170"], "%s: the named incident's edges are read: %v", s.name, calls)
 		require.Zero(t, calls["Edges incident:inc101"], "%s: those of an incident not named are not: %v", s.name, calls)
+		ask(t, f, tokAlice, globalQ)
+		calls = cs.reset()
+		for _, typ := range []string{"", "incident", "failure_mode"} {
+			require.Zero(t, calls["EntitiesByType("+typ+")"], "%s: the name index is patched, no type listed: %v", s.name, calls)
+		}
 	}
 
 	// An event naming no entity: the lists are read again.
