@@ -271,6 +271,10 @@ func Writable(c Caller, s SourceState) bool {
 
 // Lookup gives the registry's current state of a set of documents of one
 // tenant. A document the registry does not know is absent from the map.
+// A lookup may instead give the admitter a complete snapshot (UseSnapshot
+// or UseSnapshotReadable, as a request that lists the whole registry for
+// a large lookup does) and return nothing: the admitter then answers
+// every id from the snapshot, with no copy of the states asked for.
 type Lookup func(docIDs []string) (map[string]SourceState, error)
 
 // Admitter applies the admission rule for one caller against one registry
@@ -371,6 +375,9 @@ func (a *Admitter) Prefetch(ids []string) error {
 	got, err := a.lookup(missing)
 	if err != nil {
 		return fmt.Errorf("looking up sources: %w", err)
+	}
+	if a.snap != nil {
+		return nil // the lookup gave a snapshot: it answers every id
 	}
 	for _, id := range missing {
 		a.known[id] = true

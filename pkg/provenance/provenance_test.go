@@ -176,6 +176,32 @@ func TestAdmitterSnapshot(t *testing.T) {
 	require.Equal(t, 1, lookups, "after the snapshot nothing is looked up")
 }
 
+// TestAdmitterLookupGivesSnapshot: a lookup that hands the admitter a
+// snapshot and returns nothing (as a request listing the registry for a
+// large lookup does) leaves every id, those it was asked for included,
+// to the snapshot: none is taken as unknown for its absence from the
+// lookup's answer.
+func TestAdmitterLookupGivesSnapshot(t *testing.T) {
+	snap := snapshotStates()
+	var ad *provenance.Admitter
+	lookups := 0
+	ad = provenance.NewAdmitter(provenance.Caller{Tenant: "acme", Principal: "sam", Groups: []string{"sre"}}, func([]string) (map[string]provenance.SourceState, error) {
+		lookups++
+		ad.UseSnapshot(snapshot(snap))
+		return nil, nil
+	})
+	require.NoError(t, ad.Prefetch([]string{"b", "c", "z"}))
+	for id, want := range map[string]bool{"b": true, "c": false, "z": false} {
+		got, err := ad.Direct(id)
+		require.NoError(t, err)
+		require.Equal(t, want, got, id)
+	}
+	got, err := ad.Derived([]provenance.SourceRef{{DocID: "b", Version: 4}})
+	require.NoError(t, err)
+	require.True(t, got, "Derived admits from the snapshot too")
+	require.Equal(t, 1, lookups)
+}
+
 // TestAdmitterBeforeFirstUse: the hook runs once, before the first lookup
 // (so it can hand over a snapshot that answers even that one); its error
 // fails the call closed and it runs again on the next.

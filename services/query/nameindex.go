@@ -691,23 +691,35 @@ func (v *view) admitIDs(ix *nameIndex, ids []string) ([]visibleEntity, error) {
 	return v.admitAll(es)
 }
 
-// builtNameIndex returns the tenant's cached name index when the graph
-// cache is live and a request has built it (patched for the graph changes
-// since, the few entities they name read by id), else nil: readers that
-// need only some entities use it when it is there but never build it
-// (that reads every entity).
+// builtNameIndex returns the tenant's name index when the graph cache is
+// live and a request has built it, else nil: readers that need only some
+// entities use it when it is there but never build it (that reads every
+// entity). See exactNameIndex.
 func (v *view) builtNameIndex() (*nameIndex, error) {
-	if v.names != nil || !v.s.cache.graph.isLive() {
-		return v.names, nil
+	return v.exactNameIndex(false)
+}
+
+// exactNameIndex returns the name index of this request's graph reads,
+// exact for them: the set's own, or the one it was to patch, patched now
+// for the graph changes since (the few entities they name read by id),
+// or, when build is set and there is neither, built from every entity;
+// nil when the graph cache is not live, or when build is not set and no
+// request has built one. Readers that count (aggregates, the entities of
+// a type) take this one, never the index a background patch left
+// (recentNames), which local search may take and which lacks the latest
+// changes.
+func (v *view) exactNameIndex(build bool) (*nameIndex, error) {
+	if !v.s.cache.graph.isLive() {
+		return nil, nil
 	}
 	g, err := v.graphSet()
 	if err != nil {
 		return nil, err
 	}
-	if !g.nameIndexBuilt() {
+	if !build && !g.nameIndexBuilt() {
 		return nil, nil
 	}
-	return v.nameIndex()
+	return v.s.nameIndexOf(v.ctx, v.tenant, g)
 }
 
 // loadEntities admits ids into the request's entity cache like
@@ -743,12 +755,9 @@ func (v *view) loadEntities(ids []string) error {
 // build does once; the index is then patched for each change), else
 // listed from the store.
 func (v *view) entitiesOfType(typ string) ([]visibleEntity, error) {
-	var ix *nameIndex
-	if v.s.cache.graph.isLive() {
-		var err error
-		if ix, err = v.nameIndex(); err != nil {
-			return nil, err
-		}
+	ix, err := v.exactNameIndex(true)
+	if err != nil {
+		return nil, err
 	}
 	if ix == nil {
 		es, err := v.s.st.EntitiesByType(v.ctx, v.tenant, typ)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -87,4 +88,62 @@ func TestIndexMadeDuringAChangeIsPatched(t *testing.T) {
 	require.True(t, slices.Contains(ix.list(kindKey, "beta"), "component:beta"))
 	require.True(t, slices.Contains(ix.list(kindKey, "alpha"), "component:alpha"))
 	require.EqualValues(t, 1, st.lists.Load(), "one listing of every entity")
+}
+
+// TestCountsTakeTheExactNameIndex: the entities of a type and the
+// entities an aggregate loads come from the name index patched for every
+// graph change the request's graph reads follow, never from the one a
+// background patch left (recentNames), which local search may take: a
+// component applied after that patch is counted at once.
+func TestCountsTakeTheExactNameIndex(t *testing.T) {
+	ctx := t.Context()
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	apply := func(doc, id, name string) {
+		t.Helper()
+		_, err := db.Announce(ctx, "acme", store.Announcement{DocID: doc, ACL: provenance.PublicACL()})
+		require.NoError(t, err)
+		res, err := db.Apply(ctx, "acme", doc, 1, store.Contributions{Title: doc, DocType: "postmortem",
+			TextUnits: []events.TextUnit{{ID: "u0", Text: name + " failed.", End: len(name) + 8}},
+			Entities:  []store.EntityContribution{{ID: id, Type: "component", Name: name, NameRank: 2, TextUnits: []string{"u0"}}}})
+		require.NoError(t, err)
+		require.Equal(t, store.Applied, res.Outcome)
+	}
+	apply("INC-1", "component:alpha", "alpha")
+	a, err := auth.New(nil, nil)
+	require.NoError(t, err)
+	s, err := New(Config{}, db, a, nil, nil)
+	require.NoError(t, err)
+	s.cache.setLive(true)
+	g, err := s.graphSet(ctx, "acme")
+	require.NoError(t, err)
+	_, err = s.nameIndexOf(ctx, "acme", g)
+	require.NoError(t, err)
+	s.namesKept.Store("acme", time.Now()) // as after a background patch
+
+	apply("INC-2", "component:beta", "beta")
+	s.cache.graph.change("acme", []string{"component:beta"})
+	caller := provenance.Caller{Tenant: "acme", Principal: "sam"}
+	stale, err := newView(ctx, s, caller).nameIndex()
+	require.NoError(t, err)
+	_, ok := stale.entity("component:beta")
+	require.False(t, ok, "local search may take the index of the last background patch")
+
+	v := newView(ctx, s, caller)
+	require.NoError(t, v.loadEntities([]string{"component:beta"}))
+	require.True(t, v.known("component:beta").ok, "loaded from the patched index")
+
+	// Once more, for the entities of a type.
+	s.namesKept.Store("acme", time.Now())
+	apply("INC-3", "component:gamma", "gamma")
+	s.cache.graph.change("acme", []string{"component:gamma"})
+	v = newView(ctx, s, caller)
+	visible, err := v.entitiesOfType("component")
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range visible {
+		ids = append(ids, e.out.ID)
+	}
+	require.Equal(t, []string{"component:alpha", "component:beta", "component:gamma"}, ids)
 }

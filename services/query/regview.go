@@ -257,8 +257,10 @@ func (rv *regView) with(gen uint64, changed []provenance.SourceState) *regView {
 }
 
 // lookupSources is the request's Admitter lookup: from the request's
-// registry view when it has one (or when ids are many enough to list),
-// else from the registry itself.
+// registry view when it has one, else from the registry itself; ids many
+// enough to list the registry for make the listing the admitter's
+// snapshot, and nothing is returned. Only the admitter may call it with
+// more than listThreshold ids.
 func (v *view) lookupSources(ids []string) (map[string]provenance.SourceState, error) {
 	if err := v.checkRegistry(); err != nil {
 		return nil, err
@@ -267,6 +269,10 @@ func (v *view) lookupSources(ids []string) (map[string]provenance.SourceState, e
 		if err := v.listRegistry(); err != nil {
 			return nil, err
 		}
+		// The listing is the admitter's snapshot now (useRegView): it
+		// answers the ids itself, without a copy of thousands of states
+		// (provenance.Lookup).
+		return nil, nil
 	}
 	out := make(map[string]provenance.SourceState, len(ids))
 	if v.reg != nil {
