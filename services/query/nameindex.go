@@ -545,8 +545,8 @@ func (v *view) nameIndex() (*nameIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ix := v.s.recentNames(v.tenant, g); ix != nil {
-		v.names = ix
+	if ix, pending := v.s.recentNames(v.tenant, g); ix != nil {
+		v.names, v.namesPending = ix, pending
 		return ix, nil
 	}
 	ix, err := v.s.nameIndexOf(v.ctx, v.tenant, g)
@@ -561,7 +561,9 @@ func (v *view) nameIndex() (*nameIndex, error) {
 // name index may be for requests to use the index it made (recentNames).
 const namesStaleFor = 3 * keepWarmEvery
 
-// recentNames returns the name index g was to be patched from, when
+// recentNames returns the name index g was to be patched from and the
+// entities changed since (pending: the index's entries of those may be
+// older than the graph), when
 // keepWarm patches this tenant's index in the background and did so less
 // than namesStaleFor ago; nil otherwise (the request patches it, as
 // nameIndexOf does). While documents are applied every set has changes
@@ -571,17 +573,17 @@ const namesStaleFor = 3 * keepWarmEvery
 // at most about namesStaleFor for the entities it finds; what it finds
 // is still admitted per request against the registry, so a revocation or
 // a deletion counts at once.
-func (s *Service) recentNames(tenant string, g *graphSet) *nameIndex {
+func (s *Service) recentNames(tenant string, g *graphSet) (ix *nameIndex, pending []string) {
 	at, ok := s.namesKept.Load(tenant)
 	if !ok || time.Since(at.(time.Time)) > namesStaleFor {
-		return nil
+		return nil, nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.names != nil {
-		return g.names
+		return g.names, nil
 	}
-	return g.from
+	return g.from, g.pending
 }
 
 // nameIndexOf returns the name index g keeps for tenant, made when g has
@@ -680,7 +682,9 @@ func foldBound(ix *nameIndex) int {
 }
 
 // admitIDs admits the entities of ix with ids, in order, and keeps the
-// visible ones.
+// visible ones. When ix is this request's index of the last background
+// patch (recentNames), its entries of the entities changed since are
+// admitted for this request only (admitStale).
 func (v *view) admitIDs(ix *nameIndex, ids []string) ([]visibleEntity, error) {
 	es := make([]store.Entity, 0, len(ids))
 	for _, id := range ids {
@@ -688,7 +692,13 @@ func (v *view) admitIDs(ix *nameIndex, ids []string) ([]visibleEntity, error) {
 			es = append(es, e)
 		}
 	}
-	return v.admitAll(es)
+	if ix != v.names || len(v.namesPending) == 0 {
+		return v.admitAll(es)
+	}
+	return v.admitStale(es, func(id string) bool {
+		_, found := slices.BinarySearch(v.namesPending, id)
+		return found
+	})
 }
 
 // builtNameIndex returns the tenant's name index when the graph cache is
@@ -735,7 +745,7 @@ func (v *view) loadEntities(ids []string) error {
 	}
 	var es []store.Entity
 	for _, id := range ids {
-		if _, hit := v.lookup(id); hit {
+		if _, hit := v.exactLookup(id); hit {
 			continue
 		}
 		if e, ok := ix.entity(id); ok {

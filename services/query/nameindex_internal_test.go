@@ -315,14 +315,22 @@ func TestRecentNamesServesTheLastBackgroundPatch(t *testing.T) {
 	s := &Service{}
 	from := &nameIndex{}
 	g := &graphSet{from: from, pending: []string{"service:a"}}
-	require.Nil(t, s.recentNames("acme", g), "no background patch yet")
+	recent := func(tenant string, g *graphSet) *nameIndex {
+		ix, _ := s.recentNames(tenant, g)
+		return ix
+	}
+	require.Nil(t, recent("acme", g), "no background patch yet")
 	s.namesKept.Store("acme", time.Now().Add(-2*namesStaleFor))
-	require.Nil(t, s.recentNames("acme", g), "the last background patch is too old")
+	require.Nil(t, recent("acme", g), "the last background patch is too old")
 	s.namesKept.Store("acme", time.Now())
-	require.Same(t, from, s.recentNames("acme", g))
-	require.Nil(t, s.recentNames("globex", g), "another tenant's background patch")
+	ix, pending := s.recentNames("acme", g)
+	require.Same(t, from, ix)
+	require.Equal(t, []string{"service:a"}, pending, "what changed since")
+	require.Nil(t, recent("globex", g), "another tenant's background patch")
 	own := &nameIndex{}
 	g.names = own
-	require.Same(t, own, s.recentNames("acme", g))
-	require.Nil(t, s.recentNames("acme", &graphSet{}), "neither: the request makes it")
+	ix, pending = s.recentNames("acme", g)
+	require.Same(t, own, ix)
+	require.Empty(t, pending, "the set's own index is exact")
+	require.Nil(t, recent("acme", &graphSet{}), "neither: the request makes it")
 }

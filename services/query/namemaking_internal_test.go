@@ -146,4 +146,52 @@ func TestCountsTakeTheExactNameIndex(t *testing.T) {
 		ids = append(ids, e.out.ID)
 	}
 	require.Equal(t, []string{"component:alpha", "component:beta", "component:gamma"}, ids)
+
+	// An entity local search admitted from the background patch's index,
+	// as it was before a change (alpha renamed), counts as stored now, in
+	// that request and in the caller's next ones.
+	s.namesKept.Store("acme", time.Now())
+	_, err = db.Announce(ctx, "acme", store.Announcement{DocID: "INC-1", Version: 2, ACL: provenance.PublicACL()})
+	require.NoError(t, err)
+	_, err = db.Apply(ctx, "acme", "INC-1", 2, store.Contributions{Title: "INC-1", DocType: "postmortem",
+		TextUnits: []events.TextUnit{{ID: "u0", Text: "alpha prime failed.", End: 19}},
+		Entities:  []store.EntityContribution{{ID: "component:alpha", Type: "component", Name: "alpha prime", NameRank: 2, TextUnits: []string{"u0"}}}})
+	require.NoError(t, err)
+	s.cache.graph.change("acme", []string{"component:alpha"})
+	names := func(v *view) map[string]string {
+		t.Helper()
+		visible, err := v.entitiesOfType("component")
+		require.NoError(t, err)
+		out := map[string]string{}
+		for _, e := range visible {
+			out[e.out.ID] = e.out.Name
+		}
+		return out
+	}
+	v = newView(ctx, s, caller)
+	ix, err := v.nameIndex()
+	require.NoError(t, err)
+	old, err := v.admitIDs(ix, []string{"component:alpha"})
+	require.NoError(t, err)
+	require.Equal(t, "alpha", old[0].out.Name, "local search may take the name before the change")
+	require.Equal(t, "alpha prime", names(v)["component:alpha"], "counted as stored, in the same request")
+	require.True(t, v.known("component:alpha").ok)
+	require.Equal(t, "alpha prime", v.known("component:alpha").out.Name, "and the request sees it so from then on")
+	// Renamed again: one request's local search takes the name before,
+	// the caller's next request counts it as stored.
+	s.namesKept.Store("acme", time.Now())
+	_, err = db.Announce(ctx, "acme", store.Announcement{DocID: "INC-1", Version: 3, ACL: provenance.PublicACL()})
+	require.NoError(t, err)
+	_, err = db.Apply(ctx, "acme", "INC-1", 3, store.Contributions{Title: "INC-1", DocType: "postmortem",
+		TextUnits: []events.TextUnit{{ID: "u0", Text: "alpha second failed.", End: 20}},
+		Entities:  []store.EntityContribution{{ID: "component:alpha", Type: "component", Name: "alpha second", NameRank: 2, TextUnits: []string{"u0"}}}})
+	require.NoError(t, err)
+	s.cache.graph.change("acme", []string{"component:alpha"})
+	v = newView(ctx, s, caller)
+	ix, err = v.nameIndex()
+	require.NoError(t, err)
+	old, err = v.admitIDs(ix, []string{"component:alpha"})
+	require.NoError(t, err)
+	require.Equal(t, "alpha prime", old[0].out.Name)
+	require.Equal(t, "alpha second", names(newView(ctx, s, caller))["component:alpha"], "the next request of the caller does not take it kept")
 }

@@ -4,12 +4,16 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kgstream/kgstream/pkg/auth"
+	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
+	"github.com/kgstream/kgstream/pkg/store/embedded"
 )
 
 // TestSucceedKeepsUnchangedReads: the set that follows a graph change
@@ -27,8 +31,8 @@ func TestSucceedKeepsUnchangedReads(t *testing.T) {
 	g := &graphSet{
 		ents: map[string]storedEntity{"incident:a": {found: true}, "incident:b": {found: true}, "incident:gone": {}},
 		edges: map[edgeKey][]store.Edge{
-			{"incident:a", store.Out}: {edge("incident:a", "failure_mode:x")},
-			{"incident:b", store.Out}: {edge("incident:b", "failure_mode:x")},
+			{"incident:a", store.Out}:    {edge("incident:a", "failure_mode:x")},
+			{"incident:b", store.Out}:    {edge("incident:b", "failure_mode:x")},
 			{"failure_mode:x", store.In}: {edge("incident:a", "failure_mode:x"), edge("incident:b", "failure_mode:x")},
 		},
 		relations: map[relKey]relList{rel: {edges: []store.Edge{edge("incident:a", "failure_mode:x"), edge("incident:b", "failure_mode:x")}}},
@@ -70,4 +74,47 @@ func sortedEdgeKeys(m map[edgeKey][]store.Edge) []edgeKey {
 	}
 	slices.SortFunc(out, func(a, b edgeKey) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.dir, b.dir)) })
 	return out
+}
+
+// TestPatchRelation: a relation list taken over by a successor is patched
+// for its stale entities from their outgoing edge lists: the edges
+// leaving them are dropped and read again, those of the relation only and
+// of sources of the list's source type only, and the shared edge lists
+// they come from keep what the relation's copy strips.
+func TestPatchRelation(t *testing.T) {
+	ctx := t.Context()
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	a, err := auth.New(nil, nil)
+	require.NoError(t, err)
+	s, err := New(Config{}, db, a, nil, nil)
+	require.NoError(t, err)
+	s.cache.setLive(true)
+	edge := func(src, rel, dst string) store.Edge {
+		return store.Edge{ID: store.EdgeID(src, rel, dst), Source: src, Relation: rel, Target: dst,
+			Supports: []store.Fragment{{DocID: "d", Description: "said so", Name: "n", Weight: 1}}}
+	}
+	k := relKey{"failure", "incident"}
+	g := &graphSet{edges: map[edgeKey][]store.Edge{
+		{"incident:a", store.Out}:     {edge("incident:a", "failure", "failure_mode:y"), edge("incident:a", "involved", "component:c")},
+		{"failure_mode:x", store.Out}: {edge("failure_mode:x", "failure", "failure_mode:z")},
+	}}
+	l := relList{
+		edges: []store.Edge{edge("incident:a", "failure", "failure_mode:x"), edge("incident:b", "failure", "failure_mode:x")},
+		stale: []string{"failure_mode:x", "incident:a"},
+	}
+	v := newView(ctx, s, provenance.Caller{Tenant: "acme"})
+	es, err := v.patchRelation(g, k, l)
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range es {
+		ids = append(ids, store.EdgeID(e.Source, e.Relation, e.Target))
+		if e.Source == "incident:a" {
+			require.Empty(t, e.Supports[0].Description, "the relation's copy is stripped")
+		}
+	}
+	slices.Sort(ids)
+	require.Equal(t, []string{"incident:a|failure|failure_mode:y", "incident:b|failure|failure_mode:x"}, ids)
+	require.Equal(t, "said so", g.edges[edgeKey{"incident:a", store.Out}][0].Supports[0].Description, "the shared list is left as read")
 }

@@ -68,9 +68,15 @@ type view struct {
 	edgeCache   map[edgeKey][]store.Edge
 	all         []store.Entity
 	allLoaded   bool
-	names       *nameIndex    // the tenant's name index, once per request
-	docs        []readableDoc // readableDocs, loaded once
-	docsLoaded  bool
+	names       *nameIndex // the tenant's name index, once per request
+	// namesPending are the entities changed since names was patched, when
+	// names is the index of the last background patch (recentNames): its
+	// entries of those may be older than the graph. stale holds those this
+	// request admitted from it (admitStale).
+	namesPending []string
+	stale        map[string]bool
+	docs         []readableDoc // readableDocs, loaded once
+	docsLoaded   bool
 	// reg is the registry snapshot this request admits against once it
 	// has one (regview.go); regGen the generation read at its first need.
 	reg        *regView
@@ -319,7 +325,7 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 // entity returns the entity with id as this caller sees it (ok=false when
 // absent or not visible: the two are indistinguishable on purpose).
 func (v *view) entity(id string) (visibleEntity, error) {
-	if ve, hit := v.lookup(id); hit {
+	if ve, hit := v.exactLookup(id); hit {
 		return *ve, nil
 	}
 	if err := v.entities([]string{id}); err != nil {
@@ -343,6 +349,16 @@ func (v *view) known(id string) visibleEntity {
 // lookup returns what this request knows of id: read and admitted by the
 // request itself (entityCache), or by an earlier request of its caller at
 // its registry generation (keptAdmissions), which is not copied.
+// exactLookup is lookup but for the entities this request admitted from
+// an index older than the graph (admitStale): readers that count take
+// those as they are stored now.
+func (v *view) exactLookup(id string) (*visibleEntity, bool) {
+	if v.stale[id] {
+		return nil, false
+	}
+	return v.lookup(id)
+}
+
 func (v *view) lookup(id string) (*visibleEntity, bool) {
 	if ve, ok := v.entityCache[id]; ok {
 		return ve, true
@@ -358,7 +374,7 @@ func (v *view) entities(ids []string) error {
 	var asked map[string]bool
 	kept := v.keptAdmissions()
 	for _, id := range ids {
-		if _, hit := v.lookup(id); hit {
+		if _, hit := v.exactLookup(id); hit {
 			continue
 		}
 		if asked == nil {
@@ -408,9 +424,10 @@ func (v *view) entities(ids []string) error {
 		return err
 	}
 	for _, id := range missing {
-		if _, hit := v.entityCache[id]; hit {
+		if _, hit := v.entityCache[id]; hit && !v.stale[id] {
 			continue // a duplicate id
 		}
+		delete(v.stale, id)
 		se := got[id]
 		if !se.found {
 			v.entityCache[id] = noEntity
@@ -442,21 +459,45 @@ func (v *view) allEntities() ([]visibleEntity, error) {
 
 // admitAll admits es (prefetching their sources) and keeps the visible ones.
 func (v *view) admitAll(es []store.Entity) ([]visibleEntity, error) {
+	return v.admitStale(es, nil)
+}
+
+// admitStale is admitAll of es, of which those stale says may be older
+// than the graph (read from the index of the last background patch) are
+// admitted for this request only: not kept for its caller's later
+// requests, and marked so that readers that count read them again
+// (exactLookup).
+func (v *view) admitStale(es []store.Entity, stale func(id string) bool) ([]visibleEntity, error) {
 	if err := v.prefetchEntities(es); err != nil {
 		return nil, err
 	}
 	out := make([]visibleEntity, 0, len(es))
 	kept := v.keptAdmissions()
 	for _, e := range es {
-		ve, hit := v.lookup(e.ID)
+		old := stale != nil && stale(e.ID)
+		var ve *visibleEntity
+		var hit bool
+		if old {
+			ve, hit = v.lookup(e.ID)
+		} else {
+			ve, hit = v.exactLookup(e.ID)
+		}
 		if !hit {
 			admitted, err := v.admit(e)
 			if err != nil {
 				return nil, err
 			}
 			ve = &admitted
-			kept.put(e.ID, ve)
 			v.entityCache[e.ID] = ve
+			if old {
+				if v.stale == nil {
+					v.stale = map[string]bool{}
+				}
+				v.stale[e.ID] = true
+			} else {
+				kept.put(e.ID, ve)
+				delete(v.stale, e.ID)
+			}
 		}
 		if ve.ok {
 			out = append(out, *ve)
