@@ -150,6 +150,7 @@ type Collector struct {
 	vstale   *prometheus.GaugeVec
 	recorder *Recorder
 	counts   countCache
+	indexes  indexCache
 }
 
 // WithVectors lets the audit compare the vector index's ACL copies with
@@ -430,12 +431,12 @@ func (c *Collector) collectFor(ctx context.Context, caller provenance.Caller, au
 	if err != nil {
 		return Report{Tenant: caller.Tenant}, fmt.Errorf("listing sources: %w", err)
 	}
-	var readable []string
+	var readable []provenance.SourceState
 	hidden := false
 	for _, s := range srcs {
 		switch {
 		case provenance.Readable(caller, s):
-			readable = append(readable, s.DocID)
+			readable = append(readable, s)
 		case s.Deleted && s.ACL.Admits(caller):
 			// A deletion of a document the caller could read hides nothing.
 		default:
@@ -452,29 +453,43 @@ func (c *Collector) collectFor(ctx context.Context, caller provenance.Caller, au
 // in one call.
 const sourceIndexChunk = 1024
 
-// readableReport counts the readable documents of tenant and the entities
-// and edges they support.
-func (c *Collector) readableReport(ctx context.Context, tenant string, readable []string) (Report, error) {
+// readableReport counts the readable documents of tenant (their registry
+// states) and the entities and edges they support.
+func (c *Collector) readableReport(ctx context.Context, tenant string, readable []provenance.SourceState) (Report, error) {
 	r := Report{Tenant: tenant, Scope: ScopeReadable, Documents: len(readable), Build: buildinfo.Read()}
 	entities, edges := map[string]struct{}{}, map[string]struct{}{}
-	// The records' contribution indexes alone, a chunk at a time: not
-	// their text units nor their stored extractions (store.IndexesOf).
-	for start := 0; start < len(readable); start += sourceIndexChunk {
-		ixs, err := store.IndexesOf(ctx, c.st, tenant, readable[start:min(start+sourceIndexChunk, len(readable))])
+	count := func(ix store.SourceIndex) {
+		if ix.Deleted {
+			return
+		}
+		r.Applied++
+		for _, e := range ix.Entities {
+			entities[e] = struct{}{}
+		}
+		for _, e := range ix.Edges {
+			edges[e] = struct{}{}
+		}
+	}
+	// The indexes kept (see indexCache); the others read, the records'
+	// contribution indexes alone, a chunk at a time: not their text units
+	// nor their stored extractions (store.IndexesOf).
+	from := c.indexes.begin()
+	var unread []string
+	for _, s := range readable {
+		if ix, ok := c.indexes.get(tenant, s); ok {
+			count(ix)
+		} else {
+			unread = append(unread, s.DocID)
+		}
+	}
+	for start := 0; start < len(unread); start += sourceIndexChunk {
+		ixs, err := store.IndexesOf(ctx, c.st, tenant, unread[start:min(start+sourceIndexChunk, len(unread))])
 		if err != nil {
 			return r, fmt.Errorf("reading source indexes: %w", err)
 		}
+		c.indexes.keep(tenant, ixs, from)
 		for _, ix := range ixs {
-			if ix.Deleted {
-				continue
-			}
-			r.Applied++
-			for _, e := range ix.Entities {
-				entities[e] = struct{}{}
-			}
-			for _, e := range ix.Edges {
-				edges[e] = struct{}{}
-			}
+			count(ix)
 		}
 	}
 	r.Entities, r.Edges = len(entities), len(edges)

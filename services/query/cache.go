@@ -303,11 +303,28 @@ type caches struct {
 	// successor (graphSet.succeed) or, when the event does not say which
 	// entities changed, drops it.
 	graph tenantCache[*graphSet]
+	// docs, when set, is told when the caches go live or not and of the
+	// document of every graph change followed (see DocFollower).
+	docs DocFollower
+}
+
+// DocFollower keeps what it reads of documents while a Service's caches
+// are live, and drops it as the graph changes the Service follows say:
+// status's counts (status.Collector).
+type DocFollower interface {
+	// Following says whether the graph changes are followed from now on.
+	Following(live bool)
+	// DocChanged says a change of doc of tenant was applied, or, doc "",
+	// that any document of tenant may have changed.
+	DocChanged(tenant, doc string)
 }
 
 func (c *caches) setLive(live bool) {
 	c.derived.setLive(live)
 	c.graph.setLive(live)
+	if c.docs != nil {
+		c.docs.Following(live)
+	}
 }
 
 func (c *caches) setRefresh(run func(func(context.Context))) {
@@ -337,7 +354,13 @@ func (c *caches) graphChanged(tenant string, data []byte) (string, error) {
 	ev, ids, err := changedEntities(tenant, data)
 	if err != nil {
 		c.graph.invalidate(tenant)
+		if c.docs != nil {
+			c.docs.DocChanged(tenant, "")
+		}
 		return "", err
+	}
+	if c.docs != nil {
+		c.docs.DocChanged(tenant, ev.DocID)
 	}
 	if len(ids) == 0 {
 		c.graph.invalidate(tenant)
@@ -1272,7 +1295,7 @@ func (s *Service) graphSet(ctx context.Context, tenant string) (*graphSet, error
 // dropped: it depends on the whole graph (aggregates,
 // traversals, plans, counts, readable documents) or on entities that may
 // have changed (admissions). False when g has nothing to follow: no name
-// index and no read by id; the index to patch is left out when so many
+// index, no read by id and no relation list; the index to patch is left out when so many
 // changes are pending that a build costs less than the patch.
 func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 	g.mu.Lock()

@@ -80,6 +80,7 @@ func NewService(cfg ServiceConfig, d service.Deps) (*Service, error) {
 	if d.Recorder != nil {
 		c.status.WithRecorder(d.Recorder)
 	}
+	s.FollowDocsFor(c.status)
 	c.routes = serve.NewRoutes()
 	c.routes.Handle("GET /v1/status", c.status.Handler(d.Auth))
 	c.routes.Handle("/v1/status/", c.status.DeadLetterHandler(d.Auth))
@@ -90,6 +91,11 @@ func NewService(cfg ServiceConfig, d service.Deps) (*Service, error) {
 	s.composed = c
 	return s, nil
 }
+
+// FollowDocsFor has f told when the service's caches go live or not and
+// of the document of every graph change they follow (DocFollower). Call it
+// before Run.
+func (s *Service) FollowDocsFor(f DocFollower) { s.cache.docs = f }
 
 // Status is the status collector of GET /v1/status.
 func (s *Service) Status() *status.Collector { return s.composed.status }

@@ -115,6 +115,13 @@ func BenchmarkQueryChurn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// GET /v1/status as the query service serves it beside the query
+	// routes (query.Compose).
+	coll, err := kgstatus.NewCollector(st, bus, kgstatus.Stages, nil, prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc.FollowDocsFor(coll) // as query.NewService composes them
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(rctx) }()
@@ -123,12 +130,6 @@ func BenchmarkQueryChurn(b *testing.B) {
 	case <-svc.Warmed():
 	case <-time.After(10 * time.Minute):
 		b.Fatal("the query service did not warm its caches within 10 minutes")
-	}
-	// GET /v1/status as the query service serves it beside the query
-	// routes (query.Compose).
-	coll, err := kgstatus.NewCollector(st, bus, kgstatus.Stages, nil, prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/status", coll.Handler(a))
