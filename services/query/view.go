@@ -325,7 +325,7 @@ func (v *view) admit(e store.Entity) (visibleEntity, error) {
 // entity returns the entity with id as this caller sees it (ok=false when
 // absent or not visible: the two are indistinguishable on purpose).
 func (v *view) entity(id string) (visibleEntity, error) {
-	if ve, hit := v.exactLookup(id); hit {
+	if ve, hit := v.lookup(id); hit {
 		return *ve, nil
 	}
 	if err := v.entities([]string{id}); err != nil {
@@ -351,7 +351,8 @@ func (v *view) known(id string) visibleEntity {
 // its registry generation (keptAdmissions), which is not copied.
 // exactLookup is lookup but for the entities this request admitted from
 // an index older than the graph (admitStale): readers that count take
-// those as they are stored now.
+// those as they are stored now (loadEntities, entitiesOfType); local
+// search and paths take them as admitted, as the index they matched.
 func (v *view) exactLookup(id string) (*visibleEntity, bool) {
 	if v.stale[id] {
 		return nil, false
@@ -374,7 +375,7 @@ func (v *view) entities(ids []string) error {
 	var asked map[string]bool
 	kept := v.keptAdmissions()
 	for _, id := range ids {
-		if _, hit := v.exactLookup(id); hit {
+		if _, hit := v.lookup(id); hit {
 			continue
 		}
 		if asked == nil {
@@ -424,10 +425,9 @@ func (v *view) entities(ids []string) error {
 		return err
 	}
 	for _, id := range missing {
-		if _, hit := v.entityCache[id]; hit && !v.stale[id] {
+		if _, hit := v.entityCache[id]; hit {
 			continue // a duplicate id
 		}
-		delete(v.stale, id)
 		se := got[id]
 		if !se.found {
 			v.entityCache[id] = noEntity
