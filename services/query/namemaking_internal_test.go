@@ -38,25 +38,35 @@ func (s *slowListing) EntitiesByType(ctx context.Context, tenant, typ string) ([
 	return es, err
 }
 
+// componentStore opens an embedded store and returns it with a function
+// that announces doc at version (public) and applies it as naming one
+// component, id, called name.
+func componentStore(t *testing.T) (*embedded.Store, func(doc string, version int64, id, name string)) {
+	t.Helper()
+	ctx := t.Context()
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db, func(doc string, version int64, id, name string) {
+		t.Helper()
+		_, err := db.Announce(ctx, "acme", store.Announcement{DocID: doc, Version: version, ACL: provenance.PublicACL()})
+		require.NoError(t, err)
+		res, err := db.Apply(ctx, "acme", doc, version, store.Contributions{Title: doc, DocType: "postmortem",
+			TextUnits: []events.TextUnit{{ID: "u0", Text: name + " failed.", End: len(name) + 8}},
+			Entities:  []store.EntityContribution{{ID: id, Type: "component", Name: name, NameRank: 2, TextUnits: []string{"u0"}}}})
+		require.NoError(t, err)
+		require.Equal(t, store.Applied, res.Outcome)
+	}
+}
+
 // TestIndexMadeDuringAChangeIsPatched: a change arriving while a request
 // builds the tenant's first name index (from every entity) is not lost
 // and costs no second listing: the set that follows waits for that index
 // and patches it for the entities the change named.
 func TestIndexMadeDuringAChangeIsPatched(t *testing.T) {
 	ctx := t.Context()
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	apply := func(doc, id, name string) {
-		t.Helper()
-		_, err := db.Announce(ctx, "acme", store.Announcement{DocID: doc, ACL: provenance.PublicACL()})
-		require.NoError(t, err)
-		res, err := db.Apply(ctx, "acme", doc, 1, store.Contributions{Title: doc, DocType: "postmortem",
-			TextUnits: []events.TextUnit{{ID: "u0", Text: name + " failed.", End: len(name) + 8}},
-			Entities:  []store.EntityContribution{{ID: id, Type: "component", Name: name, NameRank: 2, TextUnits: []string{"u0"}}}})
-		require.NoError(t, err)
-		require.Equal(t, store.Applied, res.Outcome)
-	}
+	db, applyAt := componentStore(t)
+	apply := func(doc, id, name string) { t.Helper(); applyAt(doc, 1, id, name) }
 	apply("INC-1", "component:alpha", "alpha")
 	st := &slowListing{Stores: db, read: make(chan struct{}), release: make(chan struct{})}
 	a, err := auth.New(nil, nil)
@@ -97,19 +107,8 @@ func TestIndexMadeDuringAChangeIsPatched(t *testing.T) {
 // component applied after that patch is counted at once.
 func TestCountsTakeTheExactNameIndex(t *testing.T) {
 	ctx := t.Context()
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	apply := func(doc, id, name string) {
-		t.Helper()
-		_, err := db.Announce(ctx, "acme", store.Announcement{DocID: doc, ACL: provenance.PublicACL()})
-		require.NoError(t, err)
-		res, err := db.Apply(ctx, "acme", doc, 1, store.Contributions{Title: doc, DocType: "postmortem",
-			TextUnits: []events.TextUnit{{ID: "u0", Text: name + " failed.", End: len(name) + 8}},
-			Entities:  []store.EntityContribution{{ID: id, Type: "component", Name: name, NameRank: 2, TextUnits: []string{"u0"}}}})
-		require.NoError(t, err)
-		require.Equal(t, store.Applied, res.Outcome)
-	}
+	db, applyAt := componentStore(t)
+	apply := func(doc, id, name string) { t.Helper(); applyAt(doc, 1, id, name) }
 	apply("INC-1", "component:alpha", "alpha")
 	a, err := auth.New(nil, nil)
 	require.NoError(t, err)
@@ -151,12 +150,7 @@ func TestCountsTakeTheExactNameIndex(t *testing.T) {
 	// as it was before a change (alpha renamed), counts as stored now, in
 	// that request and in the caller's next ones.
 	s.namesKept.Store("acme", time.Now())
-	_, err = db.Announce(ctx, "acme", store.Announcement{DocID: "INC-1", Version: 2, ACL: provenance.PublicACL()})
-	require.NoError(t, err)
-	_, err = db.Apply(ctx, "acme", "INC-1", 2, store.Contributions{Title: "INC-1", DocType: "postmortem",
-		TextUnits: []events.TextUnit{{ID: "u0", Text: "alpha prime failed.", End: 19}},
-		Entities:  []store.EntityContribution{{ID: "component:alpha", Type: "component", Name: "alpha prime", NameRank: 2, TextUnits: []string{"u0"}}}})
-	require.NoError(t, err)
+	applyAt("INC-1", 2, "component:alpha", "alpha prime")
 	s.cache.graph.change("acme", []string{"component:alpha"})
 	names := func(v *view) map[string]string {
 		t.Helper()
@@ -180,12 +174,7 @@ func TestCountsTakeTheExactNameIndex(t *testing.T) {
 	// Renamed again: one request's local search takes the name before,
 	// the caller's next request counts it as stored.
 	s.namesKept.Store("acme", time.Now())
-	_, err = db.Announce(ctx, "acme", store.Announcement{DocID: "INC-1", Version: 3, ACL: provenance.PublicACL()})
-	require.NoError(t, err)
-	_, err = db.Apply(ctx, "acme", "INC-1", 3, store.Contributions{Title: "INC-1", DocType: "postmortem",
-		TextUnits: []events.TextUnit{{ID: "u0", Text: "alpha second failed.", End: 20}},
-		Entities:  []store.EntityContribution{{ID: "component:alpha", Type: "component", Name: "alpha second", NameRank: 2, TextUnits: []string{"u0"}}}})
-	require.NoError(t, err)
+	applyAt("INC-1", 3, "component:alpha", "alpha second")
 	s.cache.graph.change("acme", []string{"component:alpha"})
 	v = newView(ctx, s, caller)
 	ix, err = v.nameIndex()
