@@ -34,8 +34,12 @@ type countCache struct {
 	flight  singleflight.Group
 }
 
-// generations are what an entry was computed at.
-type generations struct{ registry, graph uint64 }
+// generations are what an entry was computed at: the tenant's registry
+// and graph generations, and how many changes of its documents the
+// index cache had been told of (indexCache.generation): counts computed
+// with an index an apply had replaced before its event came are not
+// served once the event has come.
+type generations struct{ registry, graph, docs uint64 }
 
 type countEntry struct {
 	at  generations
@@ -58,7 +62,7 @@ func generationsOf(ctx context.Context, st Stores, tenant string) (generations, 
 	if err != nil {
 		return generations{}, false
 	}
-	return generations{r, g}, true
+	return generations{registry: r, graph: g}, true
 }
 
 // collect returns caller's counts, kept or computed now (and kept); ok is
@@ -71,6 +75,7 @@ func (cc *countCache) collect(ctx context.Context, c *Collector, caller provenan
 	if !ok {
 		return Report{}, false
 	}
+	at.docs = c.indexes.generation(caller.Tenant)
 	key := caller.ReadKey()
 	cc.mu.Lock()
 	e, found := cc.entries[key]
@@ -79,7 +84,7 @@ func (cc *countCache) collect(ctx context.Context, c *Collector, caller provenan
 		return e.rep.clone(), true
 	}
 	// Not cancelled with the first caller's context: the others share it.
-	ch := cc.flight.DoChan(fmt.Sprintf("%s\x00%d\x00%d", key, at.registry, at.graph), func() (any, error) {
+	ch := cc.flight.DoChan(fmt.Sprintf("%s\x00%d\x00%d\x00%d", key, at.registry, at.graph, at.docs), func() (any, error) {
 		r, err := c.collectFor(context.WithoutCancel(ctx), caller, false)
 		if err == nil {
 			cc.put(key, countEntry{at: at, rep: r})
@@ -102,7 +107,7 @@ func (cc *countCache) collect(ctx context.Context, c *Collector, caller provenan
 func (cc *countCache) put(key string, e countEntry) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if old, ok := cc.entries[key]; ok && (old.at.registry > e.at.registry || old.at.graph > e.at.graph) {
+	if old, ok := cc.entries[key]; ok && (old.at.registry > e.at.registry || old.at.graph > e.at.graph || old.at.docs > e.at.docs) {
 		return
 	}
 	if cc.entries == nil {

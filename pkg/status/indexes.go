@@ -2,6 +2,7 @@ package status
 
 import (
 	"sync"
+	"time"
 
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
@@ -22,7 +23,12 @@ import (
 // changes its index too. An entry read before such a change and kept
 // after it would hold the index before the change: keep drops what was
 // changed after the read began (the epochs). Between a change's commit
-// and its event, the counts may take the index before it.
+// and its event, the counts may take the index before it; counts kept
+// (countCache) are kept at the tenant's generation here too, so the
+// event makes them computed again. An entry is used for maxIndexAge at
+// most: an event lost (a resolver that committed and never published)
+// cannot keep an index wrong for longer, as the query caches' age limit
+// bounds theirs.
 type indexCache struct {
 	mu    sync.Mutex
 	live  bool
@@ -32,15 +38,45 @@ type indexCache struct {
 	since   uint64
 	tenants map[string]*tenantIndexes
 	n       int
+	now     func() time.Time // time.Now when nil
 }
 
 type tenantIndexes struct {
-	ixs map[string]store.SourceIndex
+	ixs map[string]keptIndex
 	// changed holds, per document, the epoch of its last change followed.
 	changed map[string]uint64
 	// all is the epoch of the last change that named no document: reads
-	// begun before it keep nothing of the tenant.
-	all uint64
+	// begun before it keep nothing of the tenant. last is the epoch of
+	// the tenant's last change of any kind.
+	all, last uint64
+}
+
+type keptIndex struct {
+	ix store.SourceIndex
+	at time.Time
+}
+
+// maxIndexAge is how long a kept index is used.
+const maxIndexAge = time.Minute
+
+func (c *indexCache) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
+}
+
+// generation changes whenever what the cache holds of tenant may have
+// been dropped: a change of one of its documents, or the cache going live
+// or not.
+func (c *indexCache) generation(tenant string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.since
+	if t := c.tenants[tenant]; t != nil {
+		g = max(g, t.last)
+	}
+	return g
 }
 
 // maxKeptIndexes bounds the indexes an indexCache keeps; past it the
@@ -63,8 +99,11 @@ func (c *indexCache) get(tenant string, s provenance.SourceState) (store.SourceI
 	if !c.live || t == nil {
 		return store.SourceIndex{}, false
 	}
-	ix, ok := t.ixs[s.DocID]
-	return ix, ok && ix.Version == s.Version
+	k, ok := t.ixs[s.DocID]
+	if !ok || k.ix.Version != s.Version || c.clock().Sub(k.at) > maxIndexAge {
+		return store.SourceIndex{}, false
+	}
+	return k.ix, true
 }
 
 // keep keeps ixs, read from epoch from on, but those of documents changed
@@ -86,6 +125,7 @@ func (c *indexCache) keep(tenant string, ixs map[string]store.SourceIndex, from 
 		}
 		c.n = 0
 	}
+	at := c.clock()
 	for doc, ix := range ixs {
 		if t.changed[doc] > from {
 			continue
@@ -93,7 +133,7 @@ func (c *indexCache) keep(tenant string, ixs map[string]store.SourceIndex, from 
 		if _, ok := t.ixs[doc]; !ok {
 			c.n++
 		}
-		t.ixs[doc] = ix
+		t.ixs[doc] = keptIndex{ix, at}
 	}
 }
 
@@ -103,7 +143,7 @@ func (c *indexCache) tenant(tenant string) *tenantIndexes {
 		if c.tenants == nil {
 			c.tenants = map[string]*tenantIndexes{}
 		}
-		t = &tenantIndexes{ixs: map[string]store.SourceIndex{}, changed: map[string]uint64{}}
+		t = &tenantIndexes{ixs: map[string]keptIndex{}, changed: map[string]uint64{}}
 		c.tenants[tenant] = t
 	}
 	return t
@@ -116,6 +156,7 @@ func (c *indexCache) changed(tenant, doc string) {
 	defer c.mu.Unlock()
 	c.epoch++
 	t := c.tenant(tenant)
+	t.last = c.epoch
 	if doc == "" {
 		c.n -= len(t.ixs)
 		clear(t.ixs)

@@ -2,6 +2,7 @@ package status
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,10 +52,28 @@ func TestIndexCacheKeepsNothingChangedSinceTheRead(t *testing.T) {
 	_, ok = c.get("acme", state("d2", 1))
 	require.False(t, ok, "read before it")
 
+	now := time.Now()
+	c.now = func() time.Time { return now }
 	c.keep("acme", ix(1), c.begin())
 	_, ok = c.get("acme", state("d1", 1))
 	require.True(t, ok)
+	now = now.Add(maxIndexAge + time.Second)
+	_, ok = c.get("acme", state("d1", 1))
+	require.False(t, ok, "past its age: read again, in case an event was lost")
+	c.keep("acme", ix(1), c.begin())
+	_, ok = c.get("acme", state("d1", 1))
+	require.True(t, ok)
+
+	// The generation moves with every change of the tenant and with the
+	// cache going live or not, and not with another tenant's change.
+	g := c.generation("acme")
+	c.changed("globex", "d9")
+	require.Equal(t, g, c.generation("acme"))
+	c.changed("acme", "d2")
+	require.Greater(t, c.generation("acme"), g)
+	g = c.generation("acme")
 	c.following(false)
 	_, ok = c.get("acme", state("d1", 1))
 	require.False(t, ok)
+	require.Greater(t, c.generation("acme"), g)
 }
