@@ -541,6 +541,10 @@ func (v *view) nameIndex() (*nameIndex, error) {
 		return v.names, nil
 	}
 	v.s.noteNamesAsked(v.tenant)
+	// The caller's kept admissions are those of this set or of one before
+	// it, never of a later one: what is admitted from the index is kept
+	// only with graph reads no newer than the index (admitStale).
+	v.keptAdmissions()
 	g, err := v.graphSet()
 	if err != nil {
 		return nil, err
@@ -752,6 +756,7 @@ func (v *view) loadEntities(ids []string) error {
 			es = append(es, e)
 		} else {
 			v.entityCache[id] = noEntity
+			delete(v.stale, id)
 		}
 	}
 	_, err = v.admitAll(es)

@@ -183,4 +183,16 @@ func TestCountsTakeTheExactNameIndex(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "alpha prime", old[0].out.Name)
 	require.Equal(t, "alpha second", names(newView(ctx, s, caller))["component:alpha"], "the next request of the caller does not take it kept")
+
+	// A change between a request's index and its admissions: what it
+	// admits from the index is not kept for the set after the change.
+	v = newView(ctx, s, caller)
+	ix, err = v.nameIndex()
+	require.NoError(t, err)
+	applyAt("INC-1", 4, "component:alpha", "alpha third")
+	s.cache.graph.change("acme", []string{"component:alpha"})
+	old, err = v.admitIDs(ix, []string{"component:alpha"})
+	require.NoError(t, err)
+	require.Equal(t, "alpha second", old[0].out.Name)
+	require.Equal(t, "alpha third", names(newView(ctx, s, caller))["component:alpha"], "not kept with the later set")
 }

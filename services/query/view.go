@@ -346,13 +346,11 @@ func (v *view) known(id string) visibleEntity {
 	return visibleEntity{}
 }
 
-// lookup returns what this request knows of id: read and admitted by the
-// request itself (entityCache), or by an earlier request of its caller at
-// its registry generation (keptAdmissions), which is not copied.
 // exactLookup is lookup but for the entities this request admitted from
 // an index older than the graph (admitStale): readers that count take
-// those as they are stored now (loadEntities, entitiesOfType); local
-// search and paths take them as admitted, as the index they matched.
+// those as they are stored now (loadEntities with a name index,
+// entitiesOfType); local search and paths take them as admitted, as the
+// index they matched.
 func (v *view) exactLookup(id string) (*visibleEntity, bool) {
 	if v.stale[id] {
 		return nil, false
@@ -360,6 +358,9 @@ func (v *view) exactLookup(id string) (*visibleEntity, bool) {
 	return v.lookup(id)
 }
 
+// lookup returns what this request knows of id: read and admitted by the
+// request itself (entityCache), or by an earlier request of its caller at
+// its registry generation (keptAdmissions), which is not copied.
 func (v *view) lookup(id string) (*visibleEntity, bool) {
 	if ve, ok := v.entityCache[id]; ok {
 		return ve, true
