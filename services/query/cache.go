@@ -1308,7 +1308,7 @@ func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 		next.from, next.pending = g.names, ids
 	case g.from != nil:
 		next.from = g.from
-		next.pending = slices.Compact(slices.Sorted(slices.Values(slices.Concat(g.pending, ids))))
+		next.pending = unionSorted(g.pending, ids)
 	}
 	if next.from != nil && len(next.pending) > max(minPatchBound, len(next.from.base.byID)/4) {
 		next.from, next.pending = nil, nil
@@ -1334,10 +1334,7 @@ func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 func (g *graphSet) staleRelations(ids []string) map[relKey]relList {
 	var out map[relKey]relList
 	for k, l := range g.relations {
-		stale := ids
-		if len(l.stale) > 0 {
-			stale = slices.Compact(slices.Sorted(slices.Values(slices.Concat(l.stale, ids))))
-		}
+		stale := unionSorted(l.stale, ids)
 		if len(stale) > maxStaleRelation {
 			continue
 		}
@@ -1347,6 +1344,15 @@ func (g *graphSet) staleRelations(ids []string) map[relKey]relList {
 		out[k] = relList{edges: l.edges, stale: stale}
 	}
 	return out
+}
+
+// unionSorted returns the ids of a and b (each sorted), sorted, each once;
+// b itself when a is empty.
+func unionSorted(a, b []string) []string {
+	if len(a) == 0 {
+		return b
+	}
+	return slices.Compact(slices.Sorted(slices.Values(slices.Concat(a, b))))
 }
 
 // maxInheritedReads bounds the entities and edge lists read by id that a

@@ -705,20 +705,14 @@ func (v *view) admitIDs(ix *nameIndex, ids []string) ([]visibleEntity, error) {
 	})
 }
 
-// builtNameIndex returns the tenant's name index when the graph cache is
-// live and a request has built it, else nil: readers that need only some
-// entities use it when it is there but never build it (that reads every
-// entity). See exactNameIndex.
-func (v *view) builtNameIndex() (*nameIndex, error) {
-	return v.exactNameIndex(false)
-}
-
 // exactNameIndex returns the name index of this request's graph reads,
 // exact for them: the set's own, or the one it was to patch, patched now
 // for the graph changes since (the few entities they name read by id),
 // or, when build is set and there is neither, built from every entity;
 // nil when the graph cache is not live, or when build is not set and no
-// request has built one. Readers that count (aggregates, the entities of
+// request has built one (readers that need only some entities, as
+// loadEntities, use the index when it is there but never build it: that
+// reads every entity). Readers that count (aggregates, the entities of
 // a type) take this one, never the index a background patch left
 // (recentNames), which local search may take and which lacks the latest
 // changes.
@@ -740,7 +734,7 @@ func (v *view) exactNameIndex(build bool) (*nameIndex, error) {
 // v.entities, from the tenant's cached entities when the name index is
 // built (no store read), else from the store.
 func (v *view) loadEntities(ids []string) error {
-	ix, err := v.builtNameIndex()
+	ix, err := v.exactNameIndex(false)
 	if err != nil {
 		return err
 	}

@@ -209,7 +209,7 @@ func TestPatchedNameIndexIsRebuilt(t *testing.T) {
 		var pending []string
 		var folding *nameIndex // a patch whose fold is under way
 		for step := range 200 {
-			pending = slices.Compact(slices.Sorted(slices.Values(slices.Concat(pending, m.change()))))
+			pending = unionSorted(pending, m.change())
 			switch r := m.rng.IntN(10); {
 			case r < 3:
 				continue // another event before any request

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -25,7 +24,6 @@ import (
 	"github.com/kgstream/kgstream/pkg/auth"
 	"github.com/kgstream/kgstream/pkg/embed"
 	"github.com/kgstream/kgstream/pkg/events"
-	kgstatus "github.com/kgstream/kgstream/pkg/status"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/stream"
 	"github.com/kgstream/kgstream/pkg/stream/streamtest"
@@ -115,13 +113,7 @@ func BenchmarkQueryChurn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// GET /v1/status as the query service serves it beside the query
-	// routes (query.Compose).
-	coll, err := kgstatus.NewCollector(st, bus, kgstatus.Stages, nil, prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc.FollowDocsFor(coll) // as query.NewService composes them
+	coll := statusBeside(b, st, bus, svc)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(rctx) }()
@@ -131,11 +123,7 @@ func BenchmarkQueryChurn(b *testing.B) {
 	case <-time.After(10 * time.Minute):
 		b.Fatal("the query service did not warm its caches within 10 minutes")
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/status", coll.Handler(a))
-	mux.Handle("/", svc.Handler())
-	srv := httptest.NewServer(mux)
-	b.Cleanup(srv.Close)
+	srv := serveWithStatus(b, coll, a, svc)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	call := func(method, path string, body []byte) error {
 		req, err := http.NewRequestWithContext(ctx, method, srv.URL+path, bytes.NewReader(body))

@@ -401,6 +401,7 @@ func BenchmarkQueryScale(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	coll := statusBeside(b, d.st, d.bus, svc)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(rctx) }()
@@ -416,17 +417,7 @@ func BenchmarkQueryScale(b *testing.B) {
 	}
 	stopWarm()
 	b.Logf("caches warmed in %.1f s after the start", time.Since(warmBegan).Seconds())
-	// GET /v1/status as the query service serves it beside the query
-	// routes (query.Compose).
-	coll, err := kgstatus.NewCollector(d.st, d.bus, kgstatus.Stages, nil, prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/status", coll.Handler(a))
-	mux.Handle("/", svc.Handler())
-	srv := httptest.NewServer(mux)
-	b.Cleanup(srv.Close)
+	srv := serveWithStatus(b, coll, a, svc)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	var lastSize atomic.Int64 // the size of the last response, for the log
 	// KG_QUERY_SCALE_RESPONSES names a directory for each mode's last
@@ -499,6 +490,31 @@ func BenchmarkQueryScale(b *testing.B) {
 		}
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// statusBeside returns the collector of GET /v1/status for the query
+// service svc, as query.NewService composes them: told of every graph
+// change svc follows (Service.FollowDocsFor). Call it before svc.Run.
+func statusBeside(b *testing.B, st kgstatus.Stores, bus *stream.Bus, svc *query.Service) *kgstatus.Collector {
+	b.Helper()
+	coll, err := kgstatus.NewCollector(st, bus, kgstatus.Stages, nil, prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc.FollowDocsFor(coll)
+	return coll
+}
+
+// serveWithStatus serves svc's routes and coll's GET /v1/status, as the
+// query process does.
+func serveWithStatus(b *testing.B, coll *kgstatus.Collector, a *auth.Authenticator, svc *query.Service) *httptest.Server {
+	b.Helper()
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/status", coll.Handler(a))
+	mux.Handle("/", svc.Handler())
+	srv := httptest.NewServer(mux)
+	b.Cleanup(srv.Close)
+	return srv
 }
 
 // benchMode is one kind of request a query benchmark measures: do asks it
