@@ -51,7 +51,7 @@ bench:
 	$(BENCH) -bench 'Global|Basic' -benchtime 1x ./services/query/
 	$(BENCH) -bench BenchmarkLocalRanking -benchtime 20x -benchmem ./services/query/
 	KG_QUERY_SCALE_DOCS=$${KG_QUERY_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkQueryScale -benchtime 1x ./cmd/kgstream/app/
-	KG_QUERY_SCALE_DOCS=$${KG_QUERY_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkQueryChurn -benchtime 1x ./cmd/kgstream/app/
+	KG_QUERY_SCALE_DOCS=$${KG_QUERY_SCALE_DOCS:-10000} KG_QUERY_CHURN_MODES=$${KG_QUERY_CHURN_MODES:-paths,aggregate,global,status,local,basic} $(BENCH) -v -bench BenchmarkQueryChurn -benchtime 1x ./cmd/kgstream/app/
 	$(BENCH) -bench Regenerate -benchtime 3x ./services/reporter/
 	$(BENCH) -bench BenchmarkLLMReports -benchtime 3x ./services/reporter/
 	cd pkg && $(BENCH) -bench Search -benchtime 1000x ./vector/embedded/ ./vector/weaviate/
