@@ -21,9 +21,19 @@ type Client struct {
 	HTTP    *http.Client
 }
 
-// NewClient returns a Client for base with an optional bearer token.
+// maxIdlePerHost is how many idle connections a Client keeps to its
+// server. net/http's default (2) makes a Client used by many goroutines at
+// once (an import, a benchmark, the MCP server) dial and the server accept
+// a new connection for most requests.
+const maxIdlePerHost = 64
+
+// NewClient returns a Client for base with an optional bearer token. It may
+// be used by concurrent goroutines.
 func NewClient(base, token string) *Client {
-	return &Client{BaseURL: strings.TrimRight(base, "/"), Token: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = maxIdlePerHost
+	t.MaxIdleConns = max(t.MaxIdleConns, maxIdlePerHost)
+	return &Client{BaseURL: strings.TrimRight(base, "/"), Token: token, HTTP: &http.Client{Timeout: 60 * time.Second, Transport: t}}
 }
 
 // APIError is a non-2xx answer.
