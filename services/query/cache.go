@@ -54,13 +54,71 @@ type tenantCache[T any] struct {
 	// reload of it is under way, the generations changes made and their
 	// ids (invalidate and the reload's end clear it), so a reload that a
 	// change overtook can be followed up rather than thrown away.
-	succeed func(v T, ids []string) (T, bool)
+	succeed func(v T, ch namedChange) (T, bool)
 	changes map[string][]loggedChange
+}
+
+// namedChange is what one change, or several in a row, named: the
+// entities (ids, sorted) and, per document whose application changed
+// them, the entities its changes named (docs: sorted ids; nil when not
+// known, as after changes of more than maxChangeDocs documents). Of a
+// change that names every entity it altered (events.GraphChanged.NamesAll),
+// only the fragments of its document changed: the fragments of an entity
+// by other documents are as they were.
+type namedChange struct {
+	ids  []string
+	docs map[string][]string
+}
+
+// changeOf is the change of doc naming ids (sorted).
+func changeOf(doc string, ids []string) namedChange {
+	return namedChange{ids: ids, docs: map[string][]string{doc: ids}}
+}
+
+// maxChangeDocs bounds the documents a run of changes keeps: past it
+// their documents are not known (docs nil), and a reader of what they
+// changed reads the entities whole.
+const maxChangeDocs = 256
+
+// then is c followed by next: the union of their ids and of their
+// documents' (unknown when either's are, or past maxChangeDocs). Neither
+// is modified.
+func (c namedChange) then(next namedChange) namedChange {
+	out := namedChange{ids: unionSorted(c.ids, next.ids)}
+	if c.docs == nil || next.docs == nil {
+		return out
+	}
+	docs := maps.Clone(c.docs)
+	for doc, ids := range next.docs {
+		docs[doc] = unionSorted(docs[doc], ids)
+	}
+	if len(docs) <= maxChangeDocs {
+		out.docs = docs
+	}
+	return out
+}
+
+// byEntity is, per entity of c, the documents whose changes named it
+// (sorted); nil when c's documents are not known.
+func (c namedChange) byEntity() map[string][]string {
+	if c.docs == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(c.ids))
+	for doc, ids := range c.docs {
+		for _, id := range ids {
+			out[id] = append(out[id], doc)
+		}
+	}
+	for _, docs := range out {
+		slices.Sort(docs)
+	}
+	return out
 }
 
 type loggedChange struct {
 	gen uint64
-	ids []string
+	ch  namedChange
 }
 
 // maxLoggedIDs bounds the ids a tenant's change log holds: past it the
@@ -149,7 +207,7 @@ func (c *tenantCache[T]) reload(ctx context.Context, tenant string, old cached[T
 		// Changes came meanwhile: the value reloaded is followed up for
 		// them when only changes came (no invalidation) and the log still
 		// has them all, else thrown away.
-		ids, ok := c.since(tenant, old.gen)
+		ch, ok := c.since(tenant, old.gen)
 		if err != nil {
 			// As below: not served on past its age.
 			delete(c.vals, tenant)
@@ -158,7 +216,7 @@ func (c *tenantCache[T]) reload(ctx context.Context, tenant string, old cached[T
 		if !ok || c.succeed == nil {
 			return
 		}
-		if v, ok = c.succeed(v, ids); ok {
+		if v, ok = c.succeed(v, ch); ok {
 			c.vals[tenant] = cached[T]{v: v, gen: gen, when: time.Now()}
 		}
 		return
@@ -172,21 +230,25 @@ func (c *tenantCache[T]) reload(ctx context.Context, tenant string, old cached[T
 	c.vals[tenant] = cached[T]{v: v, gen: old.gen, when: time.Now()}
 }
 
-// since returns the ids the changes after generation gen named, false
+// since returns what the changes after generation gen named, false
 // when an invalidation came after gen or the log no longer holds them
 // all; the caller holds c.mu.
-func (c *tenantCache[T]) since(tenant string, gen uint64) ([]string, bool) {
+func (c *tenantCache[T]) since(tenant string, gen uint64) (namedChange, bool) {
 	log := c.changes[tenant]
 	i := slices.IndexFunc(log, func(l loggedChange) bool { return l.gen == gen+1 })
 	if i < 0 || log[len(log)-1].gen != c.gen[tenant] {
-		return nil, false
+		return namedChange{}, false
 	}
 	var ids []string
 	for _, l := range log[i:] {
-		ids = append(ids, l.ids...)
+		ids = append(ids, l.ch.ids...)
 	}
 	slices.Sort(ids)
-	return slices.Compact(ids), true
+	ch := namedChange{ids: slices.Compact(ids), docs: map[string][]string{}}
+	for _, l := range log[i:] {
+		ch = ch.then(namedChange{docs: l.ch.docs})
+	}
+	return ch, true
 }
 
 // change records a change of tenant naming ids: the tenant's value is
@@ -194,7 +256,7 @@ func (c *tenantCache[T]) since(tenant string, gen uint64) ([]string, bool) {
 // it still loads the value whole), or dropped as invalidate drops it
 // when there is nothing to follow it. Either way the generation moves
 // on, so a value read meanwhile is not kept as it was read.
-func (c *tenantCache[T]) change(tenant string, ids []string) {
+func (c *tenantCache[T]) change(tenant string, ch namedChange) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen == nil {
@@ -208,13 +270,13 @@ func (c *tenantCache[T]) change(tenant string, ids []string) {
 		if c.changes == nil {
 			c.changes = map[string][]loggedChange{}
 		}
-		log := append(c.changes[tenant], loggedChange{gen: c.gen[tenant], ids: ids})
+		log := append(c.changes[tenant], loggedChange{gen: c.gen[tenant], ch: ch})
 		n := 0
 		for _, l := range log {
-			n += len(l.ids)
+			n += len(l.ch.ids)
 		}
 		for len(log) > 1 && n > maxLoggedIDs {
-			n -= len(log[0].ids)
+			n -= len(log[0].ch.ids)
 			log = log[1:]
 		}
 		c.changes[tenant] = log
@@ -226,7 +288,7 @@ func (c *tenantCache[T]) change(tenant string, ids []string) {
 		delete(c.vals, tenant)
 		return
 	}
-	v, ok := c.succeed(e.v, ids)
+	v, ok := c.succeed(e.v, ch)
 	if !ok {
 		delete(c.vals, tenant)
 		return
@@ -365,7 +427,7 @@ func (c *caches) graphChanged(tenant string, data []byte) (string, error) {
 	if len(ids) == 0 {
 		c.graph.invalidate(tenant)
 	} else {
-		c.graph.change(tenant, ids)
+		c.graph.change(tenant, changeOf(ev.DocID, ids))
 	}
 	if ev.Deleted {
 		return "", nil
@@ -533,16 +595,16 @@ type graphSet struct {
 	relations map[relKey]relList
 	names     *nameIndex
 	// from, until names is made, is the name index of the set this one
-	// succeeds (succeed), and pending the entities changed since, sorted:
+	// succeeds (succeed), and pending what the changes since named:
 	// names is then from patched for them (Service.nameIndexOf).
 	from    *nameIndex
-	pending []string
+	pending namedChange
 	// prev, until names is made, is the set g succeeds when a request was
-	// making its name index then, and recent the entities changed since
-	// (sorted): names is then prev's patched for them. making is set
+	// making its name index then, and recent what the changes since
+	// named: names is then prev's patched for them. making is set
 	// while a request makes names.
 	prev   *graphSet
-	recent []string
+	recent namedChange
 	making bool
 	// namesMu is held while names is built (Service.nameIndexOf).
 	namesMu sync.Mutex
@@ -1297,21 +1359,22 @@ func (s *Service) graphSet(ctx context.Context, tenant string) (*graphSet, error
 // have changed (admissions). False when g has nothing to follow: no name
 // index, no read by id and no relation list; the index to patch is left out when so many
 // changes are pending that a build costs less than the patch.
-func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
+func (g *graphSet) succeed(ch namedChange) (*graphSet, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	ids := ch.ids
 	next := &graphSet{}
 	next.ents, next.edges = g.unchangedReads(ids)
 	next.relations = g.staleRelations(ids)
 	switch {
 	case g.names != nil:
-		next.from, next.pending = g.names, ids
+		next.from, next.pending = g.names, ch
 	case g.from != nil:
 		next.from = g.from
-		next.pending = unionSorted(g.pending, ids)
+		next.pending = g.pending.then(ch)
 	}
-	if next.from != nil && len(next.pending) > max(minPatchBound, len(next.from.base.byID)/4) {
-		next.from, next.pending = nil, nil
+	if next.from != nil && len(next.pending.ids) > max(minPatchBound, len(next.from.base.byID)/4) {
+		next.from, next.pending = nil, namedChange{}
 	}
 	// The index a request is making gets the patch for ids only while
 	// that costs less than a build (as for pending above; the size of a
@@ -1321,7 +1384,7 @@ func (g *graphSet) succeed(ids []string) (*graphSet, bool) {
 		recentMax = max(minPatchBound, len(g.from.base.byID)/4)
 	}
 	if g.names == nil && g.making && len(ids) <= recentMax {
-		next.prev, next.recent = g, ids
+		next.prev, next.recent = g, ch
 	}
 	return next, next.from != nil || next.prev != nil || len(next.ents) > 0 || len(next.edges) > 0 || len(next.relations) > 0
 }

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -124,33 +125,34 @@ func TestChangesSucceedValues(t *testing.T) {
 	ctx := t.Context()
 	var c tenantCache[[]string]
 	c.setLive(true)
-	var followed [][]string
-	c.succeed = func(v []string, ids []string) ([]string, bool) {
-		followed = append(followed, ids)
-		if len(ids) == 1 && ids[0] == "none" {
+	var followed []namedChange
+	c.succeed = func(v []string, ch namedChange) ([]string, bool) {
+		followed = append(followed, ch)
+		if len(ch.ids) == 1 && ch.ids[0] == "none" {
 			return nil, false
 		}
-		return slices.Concat(v, ids), true
+		return slices.Concat(v, ch.ids), true
 	}
+	named := func(doc string, ids ...string) namedChange { return changeOf(doc, ids) }
 	load := func(context.Context, []string, bool) ([]string, error) { return []string{"loaded"}, nil }
 	got, err := c.get(ctx, "acme", load)
 	require.NoError(t, err)
 	require.Equal(t, []string{"loaded"}, got)
-	c.change("acme", []string{"a", "b"})
+	c.change("acme", named("doc-1", "a", "b"))
 	got, err = c.get(ctx, "acme", func(context.Context, []string, bool) ([]string, error) {
 		t.Fatal("a successor is served, not loaded")
 		return nil, nil
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{"loaded", "a", "b"}, got)
-	c.change("acme", []string{"none"})
+	c.change("acme", named("doc-1", "none"))
 	got, err = c.get(ctx, "acme", func(context.Context, []string, bool) ([]string, error) { return []string{"again"}, nil })
 	require.NoError(t, err)
 	require.Equal(t, []string{"again"}, got, "no successor: dropped and loaded")
 
 	// A value read while a change came is not kept.
 	got, err = c.get(ctx, "globex", func(context.Context, []string, bool) ([]string, error) {
-		c.change("globex", []string{"x"})
+		c.change("globex", named("doc-1", "x"))
 		return []string{"read"}, nil
 	})
 	require.NoError(t, err)
@@ -170,27 +172,66 @@ func TestChangesSucceedValues(t *testing.T) {
 	}
 	_, err = c.get(ctx, "acme", reloadWith) // past its age: reloaded in the background
 	require.NoError(t, err)
-	c.change("acme", []string{"c"})
-	c.change("acme", []string{"b", "d"})
+	c.change("acme", named("doc-3", "c"))
+	c.change("acme", named("doc-2", "b", "d"))
 	close(release)
 	reloads.Wait()
 	c.maxAge = time.Hour
 	got, err = c.get(ctx, "acme", load)
 	require.NoError(t, err)
 	require.Equal(t, []string{"reloaded", "b", "c", "d"}, got)
+	require.Equal(t, namedChange{ids: []string{"b", "c", "d"}, docs: map[string][]string{"doc-2": {"b", "d"}, "doc-3": {"c"}}}, followed[len(followed)-1],
+		"the reload is followed up for the changes' entities and documents")
 
 	// An invalidation too: the reload is thrown away.
 	c.maxAge = time.Nanosecond
 	release = make(chan struct{})
 	_, err = c.get(ctx, "acme", reloadWith)
 	require.NoError(t, err)
-	c.change("acme", []string{"e"})
+	c.change("acme", named("doc-1", "e"))
 	c.invalidate("acme")
-	c.change("acme", []string{"f"})
+	c.change("acme", named("doc-1", "f"))
 	close(release)
 	reloads.Wait()
 	c.maxAge = time.Hour
 	got, err = c.get(ctx, "acme", load)
 	require.NoError(t, err)
 	require.Equal(t, []string{"loaded"}, got)
+
+	// A change whose documents are not known: nor are the follow-up's.
+	c.maxAge = time.Nanosecond
+	release = make(chan struct{})
+	_, err = c.get(ctx, "acme", reloadWith)
+	require.NoError(t, err)
+	c.change("acme", named("doc-4", "g"))
+	c.change("acme", namedChange{ids: []string{"h"}})
+	close(release)
+	reloads.Wait()
+	c.maxAge = time.Hour
+	got, err = c.get(ctx, "acme", load)
+	require.NoError(t, err)
+	require.Equal(t, []string{"reloaded", "g", "h"}, got)
+	require.Equal(t, namedChange{ids: []string{"g", "h"}}, followed[len(followed)-1])
+}
+
+// TestNamedChangeThen: a run of changes names the union of their
+// entities and, per document, of the entities its changes named; no
+// documents once one change's are not known or past maxChangeDocs.
+func TestNamedChangeThen(t *testing.T) {
+	a := changeOf("d1", []string{"x", "z"})
+	b := namedChange{ids: []string{"y", "z"}, docs: map[string][]string{"d0": {"y"}, "d1": {"z"}}}
+	ab := a.then(b)
+	require.Equal(t, namedChange{ids: []string{"x", "y", "z"}, docs: map[string][]string{"d0": {"y"}, "d1": {"x", "z"}}}, ab)
+	require.Equal(t, map[string][]string{"x": {"d1"}, "y": {"d0"}, "z": {"d1"}}, ab.byEntity())
+	require.Equal(t, map[string][]string{"y": {"d0", "d2"}}, namedChange{ids: []string{"y"}, docs: map[string][]string{"d2": {"y"}, "d0": {"y"}}}.byEntity())
+	require.Equal(t, []string{"x", "z"}, a.docs["d1"], "the changes followed are left as they were")
+	require.Nil(t, a.then(namedChange{ids: []string{"y"}}).docs)
+	require.Nil(t, namedChange{ids: []string{"y"}}.then(a).docs)
+	require.Nil(t, namedChange{ids: []string{"y"}}.byEntity())
+	run := namedChange{docs: map[string][]string{}}
+	for i := range maxChangeDocs {
+		run = run.then(changeOf(fmt.Sprintf("d%04d", i), []string{"x"}))
+	}
+	require.Len(t, run.docs, maxChangeDocs)
+	require.Nil(t, run.then(changeOf("another", []string{"x"})).docs)
 }

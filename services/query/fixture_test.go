@@ -85,6 +85,28 @@ func (f *failingStores) SourcesChangedSince(ctx context.Context, tenant string, 
 	return f.Stores.(store.RegistryChanges).SourcesChangedSince(ctx, tenant, since)
 }
 
+// EntityParts is the inner store's, so the service reads parts of
+// entities behind failingStores as it does behind the adapters; a store
+// without it is read whole (store.PartOf).
+func (f *failingStores) EntityParts(ctx context.Context, tenant string, ids []string, textBytes int, docs map[string][]string) (map[string]store.EntityPart, error) {
+	return entityParts(ctx, f.Stores, tenant, ids, textBytes, docs)
+}
+
+func entityParts(ctx context.Context, st query.Stores, tenant string, ids []string, textBytes int, docs map[string][]string) (map[string]store.EntityPart, error) {
+	if ep, ok := st.(store.EntityParts); ok {
+		return ep.EntityParts(ctx, tenant, ids, textBytes, docs)
+	}
+	es, err := st.Entities(ctx, tenant, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.EntityPart, len(es))
+	for id, e := range es {
+		out[id] = store.PartOf(e, textBytes, docs[id])
+	}
+	return out, nil
+}
+
 type fixture struct {
 	t   *testing.T
 	st  *failingStores

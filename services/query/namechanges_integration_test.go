@@ -146,7 +146,7 @@ func TestNameIndexFollowsGraphChanges(t *testing.T) {
 	same(certQ)
 	calls := cs.reset()
 	require.Zero(t, calls["EntitiesByType()"], "the name index is patched, not built again: %v", calls)
-	require.NotZero(t, calls["Entities"], "the changed entities are read by id: %v", calls)
+	require.NotZero(t, calls["EntityParts"], "the changed entities are read by id, by their parts: %v", calls)
 	require.Zero(t, calls["Edges component:certmanager"], "the edges of an entity the change does not name are read once: %v", calls)
 	require.NotZero(t, calls["Edges component:zookeeperquorum"], "those of one it names are read again: %v", calls)
 

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -587,7 +588,7 @@ func (s *Service) recentNames(tenant string, g *graphSet) (ix *nameIndex, pendin
 	if g.names != nil {
 		return g.names, nil
 	}
-	return g.from, g.pending
+	return g.from, g.pending.ids
 }
 
 // nameIndexOf returns the name index g keeps for tenant, made when g has
@@ -647,26 +648,27 @@ func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (
 		ix = newNameIndex(es, s.names.words)
 	}
 	g.mu.Lock()
-	g.names, g.from, g.pending, g.prev, g.recent = ix, nil, nil, nil, nil
+	g.names, g.from, g.pending, g.prev, g.recent = ix, nil, namedChange{}, nil, namedChange{}
 	g.mu.Unlock()
 	return ix, nil
 }
 
-// patchNames returns from patched for the entities ids (sorted), read
-// again in one read. Their strings are not interned: the set's interner
+// patchNames returns from patched for what ch names, the entities
+// ch.ids read again in one read (readChanged). Their strings are not
+// interned: the set's interner
 // holds none of the strings the index shares, and interning a hub
 // entity's fragments at every change costs more than it saves. When the
 // patches' overlay has grown past its bound (foldBound), a fold of it
 // starts in the background: a later patch starts from it (rebased).
-func (s *Service) patchNames(ctx context.Context, tenant string, from *nameIndex, ids []string) (*nameIndex, error) {
+func (s *Service) patchNames(ctx context.Context, tenant string, from *nameIndex, ch namedChange) (*nameIndex, error) {
 	// Numbered before the read: a later number is a later read.
 	seq := from.folds.next.Add(1)
-	read, err := s.st.Entities(ctx, tenant, ids)
+	read, err := s.readChanged(ctx, tenant, from, ch)
 	if err != nil {
 		return nil, fmt.Errorf("reading changed entities: %w", err)
 	}
-	changes := make([]nameChange, len(ids))
-	for i, id := range ids {
+	changes := make([]nameChange, len(ch.ids))
+	for i, id := range ch.ids {
 		e, ok := read[id]
 		changes[i] = nameChange{id: id, e: e, found: ok, seq: seq}
 	}
@@ -677,6 +679,73 @@ func (s *Service) patchNames(ctx context.Context, tenant string, from *nameIndex
 		}
 	}
 	return ix, nil
+}
+
+// readChanged returns the entities ch.ids as stored now (those absent
+// left out). When the documents that changed them are known and the
+// store reads parts of entities (store.EntityParts), an entity from
+// holds is not decoded whole: its head and its fragments by the
+// documents whose changes named it are read, and its other fragments
+// taken from from's record of it, as only the fragments of a change's
+// document change (namedChange). An entity whose fragments do not then
+// number what its head counts (one from had not, a change not yet
+// followed) is read whole. A hub thousands of documents name, named by
+// a quarter of the changes while documents are applied, then costs a
+// few fragments, not thousands.
+func (s *Service) readChanged(ctx context.Context, tenant string, from *nameIndex, ch namedChange) (map[string]store.Entity, error) {
+	ep, ok := s.st.(store.EntityParts)
+	docs := ch.byEntity()
+	if !ok || docs == nil {
+		return s.st.Entities(ctx, tenant, ch.ids)
+	}
+	parts, err := ep.EntityParts(ctx, tenant, ch.ids, 0, docs)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.Entity, len(parts))
+	var whole []string
+	for _, id := range ch.ids {
+		p, ok := parts[id]
+		if !ok {
+			continue // absent now
+		}
+		prev, _ := from.entity(id)
+		if e, ok := entityFromPart(prev, p, docs[id]); ok {
+			out[id] = e
+		} else {
+			whole = append(whole, id)
+		}
+	}
+	if len(whole) == 0 {
+		return out, nil
+	}
+	read, err := s.st.Entities(ctx, tenant, whole)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(out, read)
+	return out, nil
+}
+
+// entityFromPart is the entity p is part of: its head, its fragments by
+// docs (sorted) from p, the others from prev (the entity as it was
+// before documents docs changed it; zero when it did not exist). False
+// when those do not number the fragments p's head counts.
+func entityFromPart(prev store.Entity, p store.EntityPart, docs []string) (store.Entity, bool) {
+	srcs := make([]store.Fragment, 0, p.Fragments)
+	for _, f := range prev.Sources {
+		if _, changed := slices.BinarySearch(docs, f.DocID); !changed {
+			srcs = append(srcs, f)
+		}
+	}
+	if len(srcs)+len(p.Of) != p.Fragments {
+		return store.Entity{}, false
+	}
+	for _, f := range p.Of {
+		srcs = append(srcs, f)
+	}
+	slices.SortFunc(srcs, func(a, b store.Fragment) int { return cmp.Compare(a.DocID, b.DocID) })
+	return store.Entity{ID: p.ID, Type: p.Type, Name: p.Name, Sources: srcs}, true
 }
 
 // foldBound is the overlay size past which an index's patches are folded
@@ -742,7 +811,13 @@ func (v *view) loadEntities(ids []string) error {
 		return v.entities(ids)
 	}
 	var es []store.Entity
+	// Each id once: an aggregate names a target at every edge to it.
+	seen := make(map[string]struct{}, len(ids)/2)
 	for _, id := range ids {
+		if _, dup := seen[id]; dup {
+			continue
+		}
+		seen[id] = struct{}{}
 		if _, hit := v.exactLookup(id); hit {
 			continue
 		}

@@ -249,26 +249,27 @@ func TestPatchedNameIndexIsRebuilt(t *testing.T) {
 func TestGraphSetSucceeds(t *testing.T) {
 	ix := newNameIndex([]store.Entity{{ID: "component:api", Type: "component", Name: "api"}}, nameWords)
 	g := &graphSet{names: ix}
-	next, ok := g.succeed([]string{"component:b"})
+	next, ok := g.succeed(changeOf("d2", []string{"component:b"}))
 	require.True(t, ok)
 	require.Same(t, ix, next.from)
-	require.Equal(t, []string{"component:b"}, next.pending)
+	require.Equal(t, changeOf("d2", []string{"component:b"}), next.pending)
 	require.True(t, next.nameIndexBuilt(), "a reload past its age builds the index the set was to patch")
-	again, ok := next.succeed([]string{"component:a", "component:b"})
+	again, ok := next.succeed(changeOf("d1", []string{"component:a", "component:b"}))
 	require.True(t, ok)
 	require.Same(t, ix, again.from)
-	require.Equal(t, []string{"component:a", "component:b"}, again.pending)
-	_, ok = (&graphSet{}).succeed([]string{"component:a"})
+	require.Equal(t, namedChange{ids: []string{"component:a", "component:b"}, docs: map[string][]string{"d1": {"component:a", "component:b"}, "d2": {"component:b"}}}, again.pending,
+		"the entities and the documents of both changes")
+	_, ok = (&graphSet{}).succeed(changeOf("d1", []string{"component:a"}))
 	require.False(t, ok, "no name index: dropped")
 	// While a request makes the index of the set, the next set waits for
 	// it and patches it for its own change only.
-	making := &graphSet{from: ix, pending: []string{"component:b"}, making: true}
-	next, ok = making.succeed([]string{"component:c"})
+	making := &graphSet{from: ix, pending: changeOf("d2", []string{"component:b"}), making: true}
+	next, ok = making.succeed(changeOf("d3", []string{"component:c"}))
 	require.True(t, ok)
 	require.Same(t, making, next.prev)
-	require.Equal(t, []string{"component:c"}, next.recent)
-	require.Equal(t, []string{"component:b", "component:c"}, next.pending)
-	next, ok = (&graphSet{making: true}).succeed([]string{"component:c"})
+	require.Equal(t, changeOf("d3", []string{"component:c"}), next.recent)
+	require.Equal(t, namedChange{ids: []string{"component:b", "component:c"}, docs: map[string][]string{"d2": {"component:b"}, "d3": {"component:c"}}}, next.pending)
+	next, ok = (&graphSet{making: true}).succeed(changeOf("d3", []string{"component:c"}))
 	require.True(t, ok, "a build under way is followed too")
 	require.Nil(t, next.from)
 	require.True(t, next.nameIndexBuilt())
@@ -276,7 +277,7 @@ func TestGraphSetSucceeds(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprintf("component:e%04d", i)
 	}
-	_, ok = g.succeed(many)
+	_, ok = g.succeed(changeOf("d9", many))
 	require.False(t, ok, "more changes than a build costs: dropped")
 }
 
@@ -314,7 +315,7 @@ func BenchmarkPatchSharedKeys(b *testing.B) {
 func TestRecentNamesServesTheLastBackgroundPatch(t *testing.T) {
 	s := &Service{}
 	from := &nameIndex{}
-	g := &graphSet{from: from, pending: []string{"service:a"}}
+	g := &graphSet{from: from, pending: namedChange{ids: []string{"service:a"}}}
 	recent := func(tenant string, g *graphSet) *nameIndex {
 		ix, _ := s.recentNames(tenant, g)
 		return ix

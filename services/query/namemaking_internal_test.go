@@ -84,7 +84,7 @@ func TestIndexMadeDuringAChangeIsPatched(t *testing.T) {
 	}()
 	<-st.read // the listing has read alpha only
 	apply("INC-2", "component:beta", "beta")
-	s.cache.graph.change("acme", []string{"component:beta"})
+	s.cache.graph.change("acme", changeOf("INC-2", []string{"component:beta"}))
 	close(st.release)
 	require.NoError(t, <-built)
 
@@ -122,7 +122,7 @@ func TestCountsTakeTheExactNameIndex(t *testing.T) {
 	s.namesKept.Store("acme", time.Now()) // as after a background patch
 
 	apply("INC-2", "component:beta", "beta")
-	s.cache.graph.change("acme", []string{"component:beta"})
+	s.cache.graph.change("acme", changeOf("INC-2", []string{"component:beta"}))
 	caller := provenance.Caller{Tenant: "acme", Principal: "sam"}
 	stale, err := newView(ctx, s, caller).nameIndex()
 	require.NoError(t, err)
@@ -136,7 +136,7 @@ func TestCountsTakeTheExactNameIndex(t *testing.T) {
 	// Once more, for the entities of a type.
 	s.namesKept.Store("acme", time.Now())
 	apply("INC-3", "component:gamma", "gamma")
-	s.cache.graph.change("acme", []string{"component:gamma"})
+	s.cache.graph.change("acme", changeOf("INC-3", []string{"component:gamma"}))
 	v = newView(ctx, s, caller)
 	visible, err := v.entitiesOfType("component")
 	require.NoError(t, err)
@@ -151,7 +151,7 @@ func TestCountsTakeTheExactNameIndex(t *testing.T) {
 	// that request and in the caller's next ones.
 	s.namesKept.Store("acme", time.Now())
 	applyAt("INC-1", 2, "component:alpha", "alpha prime")
-	s.cache.graph.change("acme", []string{"component:alpha"})
+	s.cache.graph.change("acme", changeOf("INC-1", []string{"component:alpha"}))
 	names := func(v *view) map[string]string {
 		t.Helper()
 		visible, err := v.entitiesOfType("component")
@@ -175,7 +175,7 @@ func TestCountsTakeTheExactNameIndex(t *testing.T) {
 	// the caller's next request counts it as stored.
 	s.namesKept.Store("acme", time.Now())
 	applyAt("INC-1", 3, "component:alpha", "alpha second")
-	s.cache.graph.change("acme", []string{"component:alpha"})
+	s.cache.graph.change("acme", changeOf("INC-1", []string{"component:alpha"}))
 	v = newView(ctx, s, caller)
 	ix, err = v.nameIndex()
 	require.NoError(t, err)
@@ -190,7 +190,7 @@ func TestCountsTakeTheExactNameIndex(t *testing.T) {
 	ix, err = v.nameIndex()
 	require.NoError(t, err)
 	applyAt("INC-1", 4, "component:alpha", "alpha third")
-	s.cache.graph.change("acme", []string{"component:alpha"})
+	s.cache.graph.change("acme", changeOf("INC-1", []string{"component:alpha"}))
 	old, err = v.admitIDs(ix, []string{"component:alpha"})
 	require.NoError(t, err)
 	require.Equal(t, "alpha second", old[0].out.Name)

@@ -56,6 +56,12 @@ func (c *countingStores) Entities(ctx context.Context, tenant string, ids []stri
 	return c.Stores.Entities(ctx, tenant, ids)
 }
 
+// EntityParts counts the reads of changed entities by their parts.
+func (c *countingStores) EntityParts(ctx context.Context, tenant string, ids []string, textBytes int, docs map[string][]string) (map[string]store.EntityPart, error) {
+	c.add("EntityParts")
+	return entityParts(ctx, c.Stores, tenant, ids, textBytes, docs)
+}
+
 func (c *countingStores) Edges(ctx context.Context, tenant, id string, dir store.Direction) ([]store.Edge, error) {
 	c.add("Edges " + id)
 	return c.Stores.Edges(ctx, tenant, id, dir)

@@ -37,7 +37,7 @@ func TestSucceedKeepsUnchangedReads(t *testing.T) {
 		},
 		relations: map[relKey]relList{rel: {edges: []store.Edge{edge("incident:a", "failure_mode:x"), edge("incident:b", "failure_mode:x")}}},
 	}
-	next, ok := g.succeed([]string{"failure_mode:x", "incident:a"})
+	next, ok := g.succeed(namedChange{ids: []string{"failure_mode:x", "incident:a"}})
 	require.True(t, ok)
 	require.Equal(t, []string{"incident:b", "incident:gone"}, slices.Sorted(maps.Keys(next.ents)))
 	require.Equal(t, []edgeKey{{"incident:b", store.Out}}, sortedEdgeKeys(next.edges))
@@ -46,7 +46,7 @@ func TestSucceedKeepsUnchangedReads(t *testing.T) {
 	require.Len(t, g.ents, 3, "the set followed is left as it was")
 	require.Len(t, g.edges, 3)
 
-	again, ok := next.succeed([]string{"incident:c"})
+	again, ok := next.succeed(namedChange{ids: []string{"incident:c"}})
 	require.True(t, ok)
 	require.Equal(t, []string{"failure_mode:x", "incident:a", "incident:c"}, again.relations[rel].stale)
 
@@ -54,7 +54,7 @@ func TestSucceedKeepsUnchangedReads(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprintf("incident:m%04d", i)
 	}
-	last, ok := again.succeed(many)
+	last, ok := again.succeed(namedChange{ids: many})
 	require.True(t, ok)
 	require.NotContains(t, last.relations, rel, "more entities to patch for than a read costs: read again")
 	require.Len(t, last.ents, 2)
@@ -63,7 +63,7 @@ func TestSucceedKeepsUnchangedReads(t *testing.T) {
 	for i := range maxInheritedReads + 1 {
 		big.ents[fmt.Sprintf("incident:e%06d", i)] = storedEntity{found: true}
 	}
-	_, ok = big.succeed([]string{"incident:a"})
+	_, ok = big.succeed(namedChange{ids: []string{"incident:a"}})
 	require.False(t, ok, "more reads than a change should copy: dropped")
 }
 
