@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // EntityPart is what a reader of an entity's first fragments needs (a
@@ -140,4 +142,59 @@ func IndexesOf(ctx context.Context, gs GraphStore, tenant string, ids []string) 
 		out[id] = SourceIndex{Version: rec.Version, Deleted: rec.Deleted, Entities: rec.Entities, Edges: rec.Edges}
 	}
 	return out, nil
+}
+
+// EdgesAmong is implemented by graph stores that can read, of an
+// entity's edges in one direction, those whose other end is one of some
+// entities, without decoding the others (an entity thousands of
+// documents name has thousands of edges, which Edges decodes every one
+// of). EdgesAmong returns the edges of entityID in dir whose other end
+// (the target of an out edge, the source of an in edge) is among others
+// (sorted), sorted by id, read in one read transaction: what Edges
+// returns of them.
+type EdgesAmong interface {
+	EdgesAmong(ctx context.Context, tenant, entityID string, dir Direction, others []string) ([]Edge, error)
+}
+
+// FarEnd is the other end of e seen from an entity's edges in dir: the
+// target of an out edge, the source of an in edge.
+func FarEnd(e Edge, dir Direction) string {
+	if dir == In {
+		return e.Source
+	}
+	return e.Target
+}
+
+// MayEndAmong reports whether the edge with id, one of entityID's edges
+// in dir, may have its other end among others (sorted): false only when
+// it cannot, whatever its relation and the ends' spellings (an edge id is
+// source|relation|target, and ids and relations may hold '|'). A reader
+// of an adjacency index by edge id decodes only the edges it keeps and
+// then checks their ends (FarEnd).
+func MayEndAmong(id, entityID string, dir Direction, others []string) bool {
+	var rest string
+	var ok bool
+	if dir == In {
+		rest, ok = strings.CutSuffix(id, "|"+entityID)
+	} else {
+		rest, ok = strings.CutPrefix(id, entityID+"|")
+	}
+	if !ok {
+		return true // not as an adjacency index names it: decode and check
+	}
+	// Out: rest is relation|target, the target after one of its '|';
+	// In: rest is source|relation, the source before one of them.
+	for i := range len(rest) {
+		if rest[i] != '|' {
+			continue
+		}
+		far := rest[i+1:]
+		if dir == In {
+			far = rest[:i]
+		}
+		if _, found := slices.BinarySearch(others, far); found {
+			return true
+		}
+	}
+	return false
 }

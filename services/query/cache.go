@@ -612,6 +612,10 @@ type graphSet struct {
 	// edges read per entity and direction: unadmitted, as stored.
 	ents  map[string]storedEntity
 	edges map[edgeKey][]store.Edge
+	// staleEdges are edge lists a set this one succeeds read, of entities
+	// changes named since: to be patched by their first reader for the
+	// entities those changes named (view.storedEdges).
+	staleEdges map[edgeKey]staleEdgeList
 	// aggs are aggregates computed by earlier requests, per caller and
 	// registry generation (aggregateKey); read-only once kept. paths are
 	// traversals, likewise (keptTraversal).
@@ -1364,7 +1368,7 @@ func (g *graphSet) succeed(ch namedChange) (*graphSet, bool) {
 	defer g.mu.Unlock()
 	ids := ch.ids
 	next := &graphSet{}
-	next.ents, next.edges = g.unchangedReads(ids)
+	next.ents, next.edges, next.staleEdges = g.unchangedReads(ids)
 	next.relations = g.staleRelations(ids)
 	switch {
 	case g.names != nil:
@@ -1386,7 +1390,8 @@ func (g *graphSet) succeed(ch namedChange) (*graphSet, bool) {
 	if g.names == nil && g.making && len(ids) <= recentMax {
 		next.prev, next.recent = g, ch
 	}
-	return next, next.from != nil || next.prev != nil || len(next.ents) > 0 || len(next.edges) > 0 || len(next.relations) > 0
+	return next, next.from != nil || next.prev != nil || len(next.ents) > 0 || len(next.edges) > 0 || len(next.staleEdges) > 0 ||
+		len(next.relations) > 0
 }
 
 // staleRelations returns g's relation lists for its successor after a
@@ -1426,18 +1431,32 @@ func unionSorted(a, b []string) []string {
 // 10,000-document tenant reads some 11,000 entities.
 const maxInheritedReads = 50_000
 
+// staleEdgeList is an entity's edge list in one direction as read
+// before changes that named the entity, and the entities those changes
+// named (sorted): of its edges, those whose other end is not among them
+// are as stored still (see unchangedReads).
+type staleEdgeList struct {
+	edges []store.Edge
+	stale []string
+}
+
 // unchangedReads returns copies of g's entities read by id and edge lists
-// read per entity and direction, but for the entities ids (sorted) and
-// their edges. Those are as stored still after the change that named ids:
-// an edge's ends are among its document's entities, so a change names
-// both ends of every edge it adds, removes or re-supports, and an entity
-// changes only with its own fragments, which name it too
-// (events.GraphChanged.NamesAll). Under live ingestion a hub's edge list,
-// thousands of edges, would otherwise be read again after every document
-// applied anywhere. The caller holds g.mu.
-func (g *graphSet) unchangedReads(ids []string) (map[string]storedEntity, map[edgeKey][]store.Edge) {
-	if len(g.ents)+len(g.edges) == 0 || len(g.ents)+len(g.edges) > maxInheritedReads {
-		return nil, nil
+// read per entity and direction, but for the entities ids (sorted), and,
+// apart, the edge lists of those (stale, to be patched for ids). The
+// others are as stored still after the change that named ids: an edge's
+// ends are among its document's entities, so a change names both ends of
+// every edge it adds, removes or re-supports, and an entity changes only
+// with its own fragments, which name it too
+// (events.GraphChanged.NamesAll). For the same reason, of a named
+// entity's edges, those whose other end the change does not name are as
+// stored still. Under live ingestion a hub's edge list, thousands of
+// edges, would otherwise be read again after every document applied
+// anywhere, and whole after every one naming it. A list named by changes
+// naming more than maxStaleRelation entities since it was read is left
+// out (read again whole). The caller holds g.mu.
+func (g *graphSet) unchangedReads(ids []string) (map[string]storedEntity, map[edgeKey][]store.Edge, map[edgeKey]staleEdgeList) {
+	if n := len(g.ents) + len(g.edges) + len(g.staleEdges); n == 0 || n > maxInheritedReads {
+		return nil, nil, nil
 	}
 	// A clone, then the few named entries deleted: cloning copies the
 	// map's tables whole, several times faster than inserting each entry.
@@ -1449,14 +1468,41 @@ func (g *graphSet) unchangedReads(ids []string) (map[string]storedEntity, map[ed
 		}
 	}
 	var edges map[edgeKey][]store.Edge
+	var stale map[edgeKey]staleEdgeList
+	if len(g.staleEdges) > 0 {
+		stale = maps.Clone(g.staleEdges)
+	}
+	named := func(k edgeKey, l staleEdgeList) {
+		if l.stale = unionSorted(l.stale, ids); len(l.stale) > maxStaleRelation {
+			delete(stale, k)
+			return
+		}
+		if stale == nil {
+			stale = map[edgeKey]staleEdgeList{}
+		}
+		stale[k] = l
+	}
 	if len(g.edges) > 0 {
 		edges = maps.Clone(g.edges)
 		for _, id := range ids {
-			delete(edges, edgeKey{id, store.Out})
-			delete(edges, edgeKey{id, store.In})
+			for _, dir := range []store.Direction{store.Out, store.In} {
+				k := edgeKey{id, dir}
+				if es, ok := edges[k]; ok {
+					delete(edges, k)
+					named(k, staleEdgeList{edges: es})
+				}
+			}
 		}
 	}
-	return ents, edges
+	for _, id := range ids {
+		for _, dir := range []store.Direction{store.Out, store.In} {
+			k := edgeKey{id, dir}
+			if l, ok := g.staleEdges[k]; ok {
+				named(k, l)
+			}
+		}
+	}
+	return ents, edges, stale
 }
 
 // minPatchBound is the least number of changed entities a name index is

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -103,6 +104,30 @@ func entityParts(ctx context.Context, st query.Stores, tenant string, ids []stri
 	out := make(map[string]store.EntityPart, len(es))
 	for id, e := range es {
 		out[id] = store.PartOf(e, textBytes, docs[id])
+	}
+	return out, nil
+}
+
+// EdgesAmong is the inner store's, so the service patches edge lists
+// behind failingStores as it does behind the adapters; a store without it
+// is read whole and filtered.
+func (f *failingStores) EdgesAmong(ctx context.Context, tenant, id string, dir store.Direction, others []string) ([]store.Edge, error) {
+	return edgesAmong(ctx, f.Stores, tenant, id, dir, others)
+}
+
+func edgesAmong(ctx context.Context, st query.Stores, tenant, id string, dir store.Direction, others []string) ([]store.Edge, error) {
+	if ea, ok := st.(store.EdgesAmong); ok {
+		return ea.EdgesAmong(ctx, tenant, id, dir, others)
+	}
+	es, err := st.Edges(ctx, tenant, id, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := []store.Edge{}
+	for _, e := range es {
+		if _, among := slices.BinarySearch(others, store.FarEnd(e, dir)); among {
+			out = append(out, e)
+		}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -144,4 +145,124 @@ func TestReadChangedIsTheEntitiesAsStored(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want[hub], got[hub])
 	require.Contains(t, st.taken(), hub)
+}
+
+// edgeReads is an embedded store (its EdgesAmong too) that records
+// which edge lists were read whole.
+type edgeReads struct {
+	*embedded.Store
+	mu    sync.Mutex
+	whole []edgeKey
+}
+
+func (w *edgeReads) Edges(ctx context.Context, tenant, id string, dir store.Direction) ([]store.Edge, error) {
+	w.mu.Lock()
+	w.whole = append(w.whole, edgeKey{id, dir})
+	w.mu.Unlock()
+	return w.Store.Edges(ctx, tenant, id, dir)
+}
+
+func (w *edgeReads) taken() []edgeKey {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.whole
+	w.whole = nil
+	return out
+}
+
+// TestPatchedEdgesAreTheEdgesAsStored: after random runs of applies,
+// edits and deletions of documents linking a hub and a few other
+// entities (relations and ids holding '|' among them), the edge lists a
+// set's successors patch for the entities the changes named are the
+// lists as stored, in the store's order; the hub's lists are not read
+// whole again, and no list of an entity the changes did not name is read.
+func TestPatchedEdgesAreTheEdgesAsStored(t *testing.T) {
+	ctx := t.Context()
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	st := &edgeReads{Store: db}
+	a, err := auth.New(nil, nil)
+	require.NoError(t, err)
+	s, err := New(Config{}, st, a, nil, nil)
+	require.NoError(t, err)
+	s.cache.setLive(true)
+
+	rng := rand.New(rand.NewPCG(11, 12))
+	const hub = "service:hub"
+	pool := []string{"component:c0", "component:c1", "component:c|x", "component:c1|uses|service:hub", "service:db", "service:q"}
+	rels := []string{"uses", "a|b", "uses|component:c1", "affected"}
+	versions := map[string]int64{}
+	change := func(doc string) namedChange {
+		t.Helper()
+		var named []string
+		if rec, err := db.Source(ctx, "acme", doc); err == nil {
+			named = slices.Clone(rec.Entities)
+		}
+		versions[doc]++
+		v := versions[doc]
+		var res store.ApplyResult
+		if named != nil && rng.IntN(5) == 0 {
+			_, err = db.MarkDeleted(ctx, "acme", doc)
+			require.NoError(t, err)
+			res, err = db.Delete(ctx, "acme", doc, v)
+			require.NoError(t, err)
+		} else {
+			_, err = db.Announce(ctx, "acme", store.Announcement{DocID: doc, Version: v, ACL: provenance.PublicACL()})
+			require.NoError(t, err)
+			ents := []store.EntityContribution{{ID: hub, Type: "service", Name: "hub", TextUnits: []string{"u0"}}}
+			var edges []store.EdgeContribution
+			for _, j := range rng.Perm(len(pool))[:1+rng.IntN(3)] {
+				x := pool[j]
+				typ, _, _ := strings.Cut(x, ":")
+				ents = append(ents, store.EntityContribution{ID: x, Type: typ, Name: x, TextUnits: []string{"u0"}})
+				e := store.EdgeContribution{Source: hub, Relation: rels[rng.IntN(len(rels))], Target: x, Weight: 1,
+					Description: fmt.Sprintf("%s v%d", doc, v), TextUnits: []string{"u0"}}
+				if rng.IntN(2) == 0 {
+					e.Source, e.Target = x, hub
+				}
+				edges = append(edges, e)
+			}
+			res, err = db.Apply(ctx, "acme", doc, v, store.Contributions{Title: doc, DocType: "postmortem",
+				TextUnits: []events.TextUnit{{ID: "u0", Text: "text", End: 4}}, Entities: ents, Edges: edges})
+			require.NoError(t, err)
+			for _, e := range ents {
+				named = append(named, e.ID)
+			}
+		}
+		require.Equal(t, store.Applied, res.Outcome)
+		named = append(named, res.Touched...)
+		slices.Sort(named)
+		return changeOf(doc, slices.Compact(named))
+	}
+	for i := range 16 {
+		change(fmt.Sprintf("INC-%02d", i))
+	}
+	keys := []edgeKey{{hub, store.Out}, {hub, store.In}, {"service:other", store.Out}}
+	for _, x := range pool {
+		keys = append(keys, edgeKey{x, store.Out}, edgeKey{x, store.In})
+	}
+	// Every list read once; the set then follows runs of changes.
+	g := &graphSet{}
+	v := newView(ctx, s, provenance.Caller{Tenant: "acme"})
+	for _, k := range keys {
+		_, err := v.storedEdges(g, k)
+		require.NoError(t, err)
+	}
+	st.taken()
+	for round := range 40 {
+		for range 1 + rng.IntN(3) {
+			next, ok := g.succeed(change(fmt.Sprintf("INC-%02d", rng.IntN(20))))
+			require.True(t, ok)
+			g = next
+		}
+		for _, k := range keys {
+			got, err := v.storedEdges(g, k)
+			require.NoError(t, err)
+			want, err := db.Edges(ctx, "acme", k.id, k.dir)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "round %d: edges of %s (%v)", round, k.id, k.dir)
+		}
+		require.Empty(t, st.taken(), "round %d: every list patched, none read whole", round)
+	}
 }

@@ -62,6 +62,12 @@ func (c *countingStores) EntityParts(ctx context.Context, tenant string, ids []s
 	return entityParts(ctx, c.Stores, tenant, ids, textBytes, docs)
 }
 
+// EdgesAmong counts the patches of an entity's edge list.
+func (c *countingStores) EdgesAmong(ctx context.Context, tenant, id string, dir store.Direction, others []string) ([]store.Edge, error) {
+	c.add("EdgesAmong " + id)
+	return edgesAmong(ctx, c.Stores, tenant, id, dir, others)
+}
+
 func (c *countingStores) Edges(ctx context.Context, tenant, id string, dir store.Direction) ([]store.Edge, error) {
 	c.add("Edges " + id)
 	return c.Stores.Edges(ctx, tenant, id, dir)

@@ -43,12 +43,23 @@ func TestSucceedKeepsUnchangedReads(t *testing.T) {
 	require.Equal(t, []edgeKey{{"incident:b", store.Out}}, sortedEdgeKeys(next.edges))
 	require.Equal(t, []string{"failure_mode:x", "incident:a"}, next.relations[rel].stale)
 	require.Len(t, next.relations[rel].edges, 2, "the list as it was, to be patched by its first reader")
+	require.Equal(t, map[edgeKey]staleEdgeList{
+		{"incident:a", store.Out}:    {edges: g.edges[edgeKey{"incident:a", store.Out}], stale: []string{"failure_mode:x", "incident:a"}},
+		{"failure_mode:x", store.In}: {edges: g.edges[edgeKey{"failure_mode:x", store.In}], stale: []string{"failure_mode:x", "incident:a"}},
+	}, next.staleEdges, "the named entities' lists, to be patched for the named entities")
 	require.Len(t, g.ents, 3, "the set followed is left as it was")
 	require.Len(t, g.edges, 3)
+	require.Empty(t, g.staleEdges)
 
 	again, ok := next.succeed(namedChange{ids: []string{"incident:c"}})
 	require.True(t, ok)
 	require.Equal(t, []string{"failure_mode:x", "incident:a", "incident:c"}, again.relations[rel].stale)
+	require.Equal(t, next.staleEdges, again.staleEdges, "a change not naming a list's entity leaves it as it was")
+	third, ok := again.succeed(namedChange{ids: []string{"incident:a", "incident:d"}})
+	require.True(t, ok)
+	require.Equal(t, []string{"failure_mode:x", "incident:a", "incident:d"}, third.staleEdges[edgeKey{"incident:a", store.Out}].stale)
+	require.Equal(t, []string{"failure_mode:x", "incident:a"}, third.staleEdges[edgeKey{"failure_mode:x", store.In}].stale)
+	require.NotContains(t, third.edges, edgeKey{"incident:a", store.Out})
 
 	many := make([]string, maxStaleRelation)
 	for i := range many {
@@ -58,6 +69,10 @@ func TestSucceedKeepsUnchangedReads(t *testing.T) {
 	require.True(t, ok)
 	require.NotContains(t, last.relations, rel, "more entities to patch for than a read costs: read again")
 	require.Len(t, last.ents, 2)
+	manyNamed, ok := third.succeed(namedChange{ids: slices.Sorted(slices.Values(append(slices.Clone(many), "incident:a")))})
+	require.True(t, ok)
+	require.NotContains(t, manyNamed.staleEdges, edgeKey{"incident:a", store.Out}, "more entities to patch a list for than a read costs: read again")
+	require.Contains(t, manyNamed.staleEdges, edgeKey{"failure_mode:x", store.In})
 
 	big := &graphSet{ents: map[string]storedEntity{}}
 	for i := range maxInheritedReads + 1 {

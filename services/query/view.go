@@ -1,12 +1,14 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
 	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -529,25 +531,66 @@ func (v *view) edges(id string, dir store.Direction) ([]store.Edge, error) {
 }
 
 // storedEdges returns the stored edges of k from the tenant's graph reads
-// g, read and kept there when g has not read them yet.
+// g, read and kept there when g has not read them yet: patched when g
+// holds them as read before changes naming k's entity (staleEdges), else
+// read whole.
 func (v *view) storedEdges(g *graphSet, k edgeKey) ([]store.Edge, error) {
 	g.mu.Lock()
 	es, hit := g.edges[k]
+	stale, patch := g.staleEdges[k]
 	g.mu.Unlock()
-	if !hit {
-		var err error
-		if es, err = v.s.st.Edges(v.ctx, v.tenant, k.id, k.dir); err != nil {
-			return nil, fmt.Errorf("reading edges of %q: %w", k.id, err)
-		}
-		g.internEdges(v.s.cache.graph.isLive(), es)
-		g.mu.Lock()
-		if g.edges == nil {
-			g.edges = map[edgeKey][]store.Edge{}
-		}
-		g.edges[k] = es
-		g.mu.Unlock()
+	if hit {
+		return es, nil
 	}
+	var err error
+	if patch {
+		es, err = v.patchedEdges(g, k, stale)
+	} else if es, err = v.s.st.Edges(v.ctx, v.tenant, k.id, k.dir); err == nil {
+		g.internEdges(v.s.cache.graph.isLive(), es)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading edges of %q: %w", k.id, err)
+	}
+	g.mu.Lock()
+	if g.edges == nil {
+		g.edges = map[edgeKey][]store.Edge{}
+	}
+	g.edges[k] = es
+	delete(g.staleEdges, k)
+	g.mu.Unlock()
 	return es, nil
+}
+
+// patchedEdges is the edge list l as stored now: its edges whose other
+// end is not among l.stale, as read, and those that are, read again
+// (store.EdgesAmong: a hub's thousands of edges are not decoded again
+// for the few that a change named; a store without it reads the list
+// whole). Sorted by id, as the store lists them. Only what it reads is
+// interned into g: the edges as read are shared with other lists.
+func (v *view) patchedEdges(g *graphSet, k edgeKey, l staleEdgeList) ([]store.Edge, error) {
+	live := v.s.cache.graph.isLive()
+	ea, ok := v.s.st.(store.EdgesAmong)
+	if !ok {
+		es, err := v.s.st.Edges(v.ctx, v.tenant, k.id, k.dir)
+		if err == nil {
+			g.internEdges(live, es)
+		}
+		return es, err
+	}
+	among, err := ea.EdgesAmong(v.ctx, v.tenant, k.id, k.dir, l.stale)
+	if err != nil {
+		return nil, err
+	}
+	g.internEdges(live, among)
+	out := make([]store.Edge, 0, len(l.edges)+len(among))
+	for _, e := range l.edges {
+		if _, named := slices.BinarySearch(l.stale, store.FarEnd(e, k.dir)); !named {
+			out = append(out, e)
+		}
+	}
+	out = append(out, among...)
+	slices.SortFunc(out, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 // citations returns the citations of e's readable supports, one per text

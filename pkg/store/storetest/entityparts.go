@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -86,4 +87,64 @@ func testSourceRecords(t *testing.T, s store.Stores) {
 	require.Empty(t, none)
 	_, err = sr.SourceRecords(ctx, "Bad Tenant", []string{"d1"})
 	require.ErrorIs(t, err, store.ErrInvalid)
+}
+
+// testEdgesAmong: the edges of an entity in either direction whose other
+// end is among some entities are those of Edges with such an end, for
+// random sets of entities, relations and ids holding '|' (an edge id is
+// source|relation|target), an edge to itself, an entity with no edges
+// and an absent one.
+func testEdgesAmong(t *testing.T, s store.Stores) {
+	ea, ok := s.(store.EdgesAmong)
+	require.True(t, ok, "%T reads edges among entities (store.EdgesAmong)", s)
+	ctx := t.Context()
+	const hub = "service:api"
+	pool := []string{"component:c0", "component:c1", "component:c|x", "component:c1|uses|service:api", "service:db", hub}
+	rels := []string{"uses", "a|b", "uses|component:c1", "depends"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 12 {
+		doc := fmt.Sprintf("d%02d", i)
+		ents := []store.EntityContribution{{ID: hub, Type: "service", Name: "API", TextUnits: []string{"u"}}}
+		var edges []store.EdgeContribution
+		for _, j := range rng.Perm(len(pool))[:3] {
+			x := pool[j]
+			if x != hub {
+				typ, _, _ := strings.Cut(x, ":")
+				ents = append(ents, store.EntityContribution{ID: x, Type: typ, Name: x, TextUnits: []string{"u"}})
+			}
+			e := store.EdgeContribution{Source: hub, Relation: rels[rng.IntN(len(rels))], Target: x, Weight: 1, TextUnits: []string{"u"}}
+			if rng.IntN(2) == 0 {
+				e.Source, e.Target = x, hub
+			}
+			edges = append(edges, e)
+		}
+		apply(t, s, tenant, doc, 1, store.Contributions{TextUnits: []events.TextUnit{{ID: "u", Text: "t"}}, Entities: ents, Edges: edges})
+	}
+	for _, id := range append(slices.Clone(pool), "service:none") {
+		for _, dir := range []store.Direction{store.Out, store.In} {
+			all, err := s.Edges(ctx, tenant, id, dir)
+			require.NoError(t, err)
+			for range 8 {
+				var others []string
+				for _, x := range pool {
+					if rng.IntN(2) == 0 {
+						others = append(others, x)
+					}
+				}
+				slices.Sort(others)
+				want := []store.Edge{}
+				for _, e := range all {
+					if slices.Contains(others, store.FarEnd(e, dir)) {
+						want = append(want, e)
+					}
+				}
+				got, err := ea.EdgesAmong(ctx, tenant, id, dir, others)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "edges of %s (%v) among %v", id, dir, others)
+			}
+		}
+	}
+	all, err := s.Edges(ctx, tenant, hub, store.Out)
+	require.NoError(t, err)
+	require.NotEmpty(t, all)
 }

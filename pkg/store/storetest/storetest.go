@@ -79,6 +79,7 @@ func Run(t *testing.T, newStores NewStores) {
 		{"Graph/ApplyBatch", testApplyBatch},
 		{"Graph/ApplyBatchDependent", testApplyBatchDependent},
 		{"Graph/EntityParts", testEntityParts},
+		{"Graph/EdgesAmong", testEdgesAmong},
 		{"Graph/SourceRecords", testSourceRecords},
 		{"Graph/SourceIndexes", testSourceIndexes},
 		{"Graph/Generation", testGraphGeneration},
