@@ -50,7 +50,9 @@ func cl100kSpecial() map[string]int {
 type Tokenizer struct {
 	enc *tiktoken.Tiktoken
 	// ranks are cl100k_base's mergeable ranks: token bytes -> rank.
-	ranks map[string]int
+	ranks *rankTable
+	// merged remembers how recent pieces that are no token split.
+	merged *mergeCache
 }
 
 // NewTokenizer loads cl100k_base.
@@ -70,7 +72,7 @@ func NewTokenizer() (*Tokenizer, error) {
 	}
 	enc := tiktoken.NewTiktoken(bpe, &tiktoken.Encoding{Name: "cl100k_base", PatStr: cl100kPattern,
 		MergeableRanks: ranks, SpecialTokens: specialTokens}, special)
-	return &Tokenizer{enc: enc, ranks: ranks}, nil
+	return &Tokenizer{enc: enc, ranks: newRankTable(ranks), merged: newMergeCache()}, nil
 }
 
 // Count returns the number of tokens of text. Special-token spellings in

@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"math"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -52,6 +53,27 @@ func skip(s string, i int, in func(rune) bool, n int) int {
 	return i
 }
 
+// skipLetters is skip(s, i, isLetter, -1), ASCII letters told by a
+// byte test rather than through the function and a decoded rune: most
+// pieces are words.
+func skipLetters(s string, i int) int {
+	for i < len(s) {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c|0x20 < 'a' || c|0x20 > 'z' {
+				return i
+			}
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsLetter(r) {
+			return i
+		}
+		i += w
+	}
+	return i
+}
+
 // contraction returns the length of a contraction at s[i:] that the
 // pattern's first alternative matches ((?i:'s|'t|'re|'ve|'m|'ll|'d), in
 // that order), or 0. Only ASCII letters fold to those letters.
@@ -95,11 +117,11 @@ func nextPiece(s string, i int) int {
 	c, w := runeAt(s, i)
 	// [^\r\n\p{L}\p{N}]?\p{L}+
 	if isLetter(c) {
-		return skip(s, i+w, isLetter, -1)
+		return skipLetters(s, i+w)
 	}
 	if c != '\r' && c != '\n' && !isNumber(c) {
 		if r, _ := runeAt(s, i+w); i+w < len(s) && isLetter(r) {
-			return skip(s, i+w, isLetter, -1)
+			return skipLetters(s, i+w)
 		}
 	}
 	// \p{N}{1,3}
@@ -141,13 +163,39 @@ func nextPiece(s string, i int) int {
 func (t *Tokenizer) tokenEnds(text string, ends []int) []int {
 	for i := 0; i < len(text); {
 		e := nextPiece(text, i)
-		if _, ok := t.ranks[text[i:e]]; ok {
+		if _, ok := t.ranks.rank(text[i:e]); ok {
 			ends = append(ends, e)
 		} else {
-			ends = t.mergeEnds(text[i:e], i, ends)
+			ends = t.mergedEnds(text[i:e], i, ends)
 		}
 		i = e
 	}
+	return ends
+}
+
+// mergedEnds is mergeEnds, the ends of a short piece remembered
+// (mergeCache).
+func (t *Tokenizer) mergedEnds(piece string, off int, ends []int) []int {
+	if len(piece) > maxMerged {
+		return t.mergeEnds(piece, off, ends)
+	}
+	slot := t.merged.slot(piece)
+	if mp := slot.Load(); mp != nil && mp.piece == piece {
+		for i := 0; i < len(mp.ends); i++ {
+			ends = append(ends, off+int(mp.ends[i]))
+		}
+		return ends
+	}
+	from := len(ends)
+	ends = t.mergeEnds(piece, off, ends)
+	var b strings.Builder
+	b.Grow(len(piece) + len(ends) - from)
+	b.WriteString(piece)
+	for _, e := range ends[from:] {
+		b.WriteByte(byte(e - off))
+	}
+	s := b.String()
+	slot.Store(&mergedPiece{piece: s[:len(piece)], ends: s[len(piece):]})
 	return ends
 }
 
@@ -164,7 +212,7 @@ func (t *Tokenizer) mergeEnds(piece string, off int, ends []int) []int {
 	}
 	rank := func(i, skip int) int {
 		if i+skip+2 < len(parts) {
-			if r, ok := t.ranks[piece[parts[i].start:parts[i+skip+2].start]]; ok {
+			if r, ok := t.ranks.rank(piece[parts[i].start:parts[i+skip+2].start]); ok {
 				return r
 			}
 		}

@@ -87,3 +87,43 @@ func TestEndsKeyNeverMissesAKey(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyTrieWideNodesStepAsTheirLabels: a node with a table by byte
+// (wideNode children or more) steps to the child its sorted labels give,
+// and to none for every other byte, for the bundled gazetteer's keys and
+// for keys whose nodes have just fewer and just more children than that.
+func TestKeyTrieWideNodesStepAsTheirLabels(t *testing.T) {
+	x, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"caf\u00e9", "caf\u00e8"}
+	for i := range wideNode + 1 {
+		keys = append(keys, "x"+string(rune('a'+i)), "y"+string(rune('0'+i%10))+string(rune('a'+i)))
+	}
+	for i := range wideNode - 1 {
+		keys = append(keys, "z"+string(rune('a'+i)))
+	}
+	for _, tr := range []*keyTrie{x.bundledMatcher.prefixes, newKeyTrie(keys)} {
+		wide := 0
+		for n := int32(1); n < int32(len(tr.term)); n++ {
+			if tr.wide[n] >= 0 {
+				wide++
+			}
+			for c := range 256 {
+				want := int32(-1)
+				for e := tr.first[n]; e < tr.first[n+1]; e++ {
+					if tr.labels[e] == byte(c) {
+						want = tr.child[e]
+					}
+				}
+				if got := tr.step(n, byte(c)); got != want {
+					t.Fatalf("node %d (wide %v) steps by %q to %d, its labels to %d", n, tr.wide[n] >= 0, byte(c), got, want)
+				}
+			}
+		}
+		if wide == 0 {
+			t.Fatal("no node has a table")
+		}
+	}
+}

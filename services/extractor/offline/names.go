@@ -32,8 +32,8 @@ const TypeHost = "host"
 
 // componentFinder finds names shaped like infrastructure components.
 type componentFinder struct {
-	ident, host, camel *regexp.Regexp
-	heads              map[string]string // head noun -> entity type
+	ident, host *regexp.Regexp
+	heads       map[string]string // head noun -> entity type
 }
 
 func newComponentFinder(components, services []string) *componentFinder {
@@ -48,10 +48,7 @@ func newComponentFinder(components, services []string) *componentFinder {
 		ident: regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b`),
 		// db1005, mw1234, labstore1005, cr2-esams, asw-d2-sdtpa,
 		// ip-10-0-32-54: lower-case letters with digits, maybe dashed.
-		host: regexp.MustCompile(`\b[a-z]{2,}[0-9]{3,}(?:\.[a-z]+)*\b|\b[a-z]+[0-9]+(?:-[a-z0-9]+)+\b|\b[a-z]+(?:-[a-z0-9]+)*-[a-z]*[0-9][a-z0-9]*(?:-[a-z0-9]+)*\b`),
-		// Both match whole words only (see wordRuns): camel is anchored and
-		// run on each word; acronym is a word of 3 to 6 capitals.
-		camel: regexp.MustCompile(`^[A-Z][a-z0-9]+(?:[A-Z]+[a-z0-9]+)+$`),
+		host:  regexp.MustCompile(`\b[a-z]{2,}[0-9]{3,}(?:\.[a-z]+)*\b|\b[a-z]+[0-9]+(?:-[a-z0-9]+)+\b|\b[a-z]+(?:-[a-z0-9]+)*-[a-z]*[0-9][a-z0-9]*(?:-[a-z0-9]+)*\b`),
 		heads: h,
 	}
 }
@@ -200,12 +197,86 @@ func inURL(text string, s, e int) bool {
 // exactly the whole words it matches, so it need not be searched for at
 // every byte.
 func wordRuns(text string, keep func(string) bool) [][]int {
+	return keepRuns(text, appendRuns(nil, text, wordBytes), keep)
+}
+
+// keepRuns returns the bounds of the runs of text for which keep holds.
+func keepRuns(text string, runs []run, keep func(string) bool) [][]int {
 	var out [][]int
-	byteRuns(text, wordBytes, func(i, j int) {
-		if keep(text[i:j]) {
-			out = append(out, []int{i, j})
+	for _, r := range runs {
+		if keep(text[r.start:r.end]) {
+			out = append(out, []int{r.start, r.end})
 		}
-	})
+	}
+	return out
+}
+
+// run is a maximal run of the bytes of a text in a byteSet,
+// text[start:end].
+type run struct{ start, end int }
+
+// appendRuns appends to out the runs of bytes of text in the set in, in
+// order, as byteRuns finds them.
+func appendRuns(out []run, text string, in *byteSet) []run {
+	byteRuns(text, in, func(i, j int) { out = append(out, run{i, j}) })
+	return out
+}
+
+// textRuns holds the runs of word bytes and of identifier bytes of a
+// text, which the component finder walks several times each, and its
+// word pairs: a unit's are found once, in storage kept from one unit to
+// the next.
+type textRuns struct {
+	words  []run
+	idents []identRun
+	pairs  [][6]int
+}
+
+// identRun is a run of identifier bytes and the classes of bytes it
+// holds (identClass).
+type identRun struct {
+	run
+	holds uint8
+}
+
+// Classes of identifier bytes, as bits.
+const (
+	dashOrUnderscore = 1 << iota
+	asciiDigit
+	asciiLower
+)
+
+// identClass is the class of each byte; 0 for a byte of none.
+var identClass = func() (c [256]uint8) {
+	c['-'], c['_'] = dashOrUnderscore, dashOrUnderscore
+	for b := '0'; b <= '9'; b++ {
+		c[b] = asciiDigit
+	}
+	for b := 'a'; b <= 'z'; b++ {
+		c[b] = asciiLower
+	}
+	return c
+}()
+
+// appendIdentRuns appends to out the runs of identifier bytes of text,
+// as byteRuns finds them, each with the classes of its bytes: which runs
+// hasDashOrUnderscore or hasDigitAndLower keeps is told from them
+// without reading a run again.
+func appendIdentRuns(out []identRun, text string) []identRun {
+	for i := 0; i < len(text); {
+		if !identBytes[text[i]] {
+			i++
+			continue
+		}
+		holds := identClass[text[i]]
+		j := i + 1
+		for j < len(text) && identBytes[text[j]] {
+			holds |= identClass[text[j]]
+			j++
+		}
+		out = append(out, identRun{run{i, j}, holds})
+		i = j
+	}
 	return out
 }
 
@@ -245,9 +316,28 @@ func wordByte(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_'
 }
 
-// camelWord is a CamelCase word: CertManager, DynamoDb.
-func (f *componentFinder) camelWord(w string) bool {
-	return len(w) >= 4 && w[0] >= 'A' && w[0] <= 'Z' && f.camel.MatchString(w)
+// camelWord is a CamelCase word: CertManager, DynamoDb. Like
+// acronymWord it matches whole words only (see wordRuns).
+func (f *componentFinder) camelWord(w string) bool { return camelCase(w) }
+
+// camelCase reports whether w matches ^[A-Z][a-z0-9]+(?:[A-Z]+[a-z0-9]+)+$:
+// over capitals and [a-z0-9], a capital, then one of [a-z0-9], a capital
+// later on, and one of [a-z0-9] last. TestCamelCaseIsTheExpression
+// compares the two.
+func camelCase(w string) bool {
+	lowerOrDigit := func(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
+	if len(w) < 4 || w[0] < 'A' || w[0] > 'Z' || !lowerOrDigit(w[1]) || !lowerOrDigit(w[len(w)-1]) {
+		return false
+	}
+	capital := false
+	for i := 2; i < len(w); i++ {
+		if c := w[i]; 'A' <= c && c <= 'Z' {
+			capital = true
+		} else if !lowerOrDigit(c) {
+			return false
+		}
+	}
+	return capital
 }
 
 // acronymWord is a word of 3 to 6 capital letters.
@@ -263,7 +353,11 @@ func acronymWord(w string) bool {
 	return true
 }
 
-func (f *componentFinder) find(text string) []span {
+// find finds the component-shaped names of text, its runs found in tr's
+// storage.
+func (f *componentFinder) find(text string, tr *textRuns) []span {
+	tr.words = appendRuns(tr.words[:0], text, wordBytes)
+	tr.idents = appendIdentRuns(tr.idents[:0], text)
 	quoted := quotedSpans(text)
 	var out []span
 	add := func(s span) {
@@ -274,7 +368,7 @@ func (f *componentFinder) find(text string) []span {
 	}
 	// An identifier has a hyphen or an underscore: runs without one are
 	// not searched.
-	for _, loc := range findInRunsIf(f.ident, text, hasDashOrUnderscore) {
+	for _, loc := range findInRunsHolding(f.ident, text, tr.idents, dashOrUnderscore) {
 		s, e := loc[0], loc[1]
 		// Not part of a longer dotted or slashed name (a URL, a path).
 		if (s > 0 && strings.ContainsRune("./-_", rune(text[s-1]))) || (e < len(text) && strings.ContainsRune("/-_", rune(text[e]))) {
@@ -291,14 +385,14 @@ func (f *componentFinder) find(text string) []span {
 		}
 		add(span{s, e, w, typ})
 	}
-	for _, loc := range findInRuns(f.host, text) {
+	for _, loc := range findInRunsHolding(f.host, text, tr.idents, asciiDigit|asciiLower) {
 		s, e := loc[0], loc[1]
 		if (s > 0 && strings.ContainsRune("./-_", rune(text[s-1]))) || inURL(text, s, e) || !hostName(text[s:e]) {
 			continue
 		}
 		add(span{s, e, text[s:e], TypeHost})
 	}
-	for _, loc := range wordRuns(text, f.camelWord) {
+	for _, loc := range keepRuns(text, tr.words, f.camelWord) {
 		s, e := loc[0], loc[1]
 		w := text[s:e]
 		if codeState(w) || operationName(w) || inURL(text, s, e) || (s > 0 && strings.ContainsRune("./-_$:", rune(text[s-1]))) {
@@ -308,7 +402,8 @@ func (f *componentFinder) find(text string) []span {
 	}
 	// Pairs may overlap ("The DNS resolver"): after each candidate the
 	// search resumes at its second word.
-	for _, m := range wordPairs(text) {
+	tr.pairs = appendWordPairs(tr.pairs[:0], text, tr.words)
+	for _, m := range tr.pairs {
 		first, head := text[m[2]:m[3]], text[m[4]:m[5]]
 		// Two words are a component name only: "AWS service" is prose.
 		if functionWord(first) || f.heads[strings.ToLower(head)] != "component" {
@@ -332,7 +427,7 @@ func (f *componentFinder) find(text string) []span {
 	// Acronyms the text uses at least twice ("KIAM", "OCG"), outside SQL
 	// and log lines written in capitals.
 	counts := map[string]int{}
-	locs := wordRuns(text, acronymWord)
+	locs := keepRuns(text, tr.words, acronymWord)
 	for _, loc := range locs {
 		counts[text[loc[0]:loc[1]]]++
 	}
@@ -356,15 +451,21 @@ func (f *componentFinder) find(text string) []span {
 // separates), so it is found by walking the runs, each with the next,
 // without the regexp.
 func wordPairs(text string) [][6]int {
-	var out [][6]int
+	return appendWordPairs(nil, text, appendRuns(nil, text, wordBytes))
+}
+
+// appendWordPairs appends to out the word pairs of text, whose runs of
+// word bytes are words.
+func appendWordPairs(out [][6]int, text string, words []run) [][6]int {
 	prevStart, prevEnd := -1, -1
-	byteRuns(text, wordBytes, func(i, j int) {
+	for _, w := range words {
+		i, j := w.start, w.end
 		if prevEnd >= 0 && i == prevEnd+1 && text[prevEnd] == ' ' && capitalisedAlnum(text[prevStart:prevEnd]) &&
 			asciiLetters(text[i:j]) {
 			out = append(out, [6]int{prevStart, j, prevStart, prevEnd, i, j})
 		}
 		prevStart, prevEnd = i, j
-	})
+	}
 	return out
 }
 
@@ -436,11 +537,32 @@ func findInRunsIf(re *regexp.Regexp, text string, need func(run string) bool) []
 	var out [][]int
 	byteRuns(text, identBytes, func(i, j int) {
 		if need(text[i:j]) {
-			for _, loc := range re.FindAllStringIndex(text[i:j], -1) {
-				out = append(out, []int{i + loc[0], i + loc[1]})
-			}
+			out = appendFound(out, re, text, i, j)
 		}
 	})
+	return out
+}
+
+// findInRunsHolding is findInRunsIf for a need that holds of a run
+// holding a byte of each class of holds (dashOrUnderscore:
+// hasDashOrUnderscore; asciiDigit|asciiLower: hasDigitAndLower), idents
+// the runs of identifier bytes of text.
+func findInRunsHolding(re *regexp.Regexp, text string, idents []identRun, holds uint8) [][]int {
+	var out [][]int
+	for _, r := range idents {
+		if r.holds&holds == holds {
+			out = appendFound(out, re, text, r.start, r.end)
+		}
+	}
+	return out
+}
+
+// appendFound appends to out the matches of re in text[i:j], as offsets
+// into text.
+func appendFound(out [][]int, re *regexp.Regexp, text string, i, j int) [][]int {
+	for _, loc := range re.FindAllStringIndex(text[i:j], -1) {
+		out = append(out, []int{i + loc[0], i + loc[1]})
+	}
 	return out
 }
 

@@ -66,15 +66,23 @@ type matcher struct {
 // walked a word at a time without hashing the run so far, node 0 the
 // empty prefix. Node n's children are labels[first[n]:first[n+1]], in
 // byte order, at child[first[n]:first[n+1]]; the root's are also in a
-// table by byte (-1: none), every walk starting there. term marks the
-// nodes that are whole keys.
+// table by byte (-1: none), every walk starting there, and so are those
+// of a node with at least wideNode children (a key's first letters),
+// rows[wide[n]:][:256] (wide[n] < 0: none), rather than searched. term
+// marks the nodes that are whole keys.
 type keyTrie struct {
 	first  []int32
 	labels []byte
 	child  []int32
 	root   [256]int32
+	wide   []int32
+	rows   []int32
 	term   []bool
 }
+
+// wideNode is the fewest children of a node whose children keyTrie
+// holds in a table by byte.
+const wideNode = 8
 
 func newKeyTrie(keys []string) *keyTrie {
 	kids := []map[byte]int32{{}} // node -> label -> node, while building
@@ -105,6 +113,21 @@ func newKeyTrie(keys []string) *keyTrie {
 	for b, c := range kids[0] {
 		t.root[b] = c
 	}
+	t.wide = make([]int32, len(kids))
+	for n, ks := range kids {
+		t.wide[n] = -1
+		if n == 0 || len(ks) < wideNode {
+			continue
+		}
+		t.wide[n] = int32(len(t.rows))
+		row := len(t.rows)
+		for range 256 {
+			t.rows = append(t.rows, -1)
+		}
+		for b, c := range ks {
+			t.rows[row+int(b)] = c
+		}
+	}
 	for _, k := range keys {
 		t.term[t.walk(0, k)] = true
 	}
@@ -115,6 +138,9 @@ func newKeyTrie(keys []string) *keyTrie {
 func (t *keyTrie) step(n int32, c byte) int32 {
 	if n == 0 {
 		return t.root[c]
+	}
+	if w := t.wide[n]; w >= 0 {
+		return t.rows[w+int32(c)]
 	}
 	for e := t.first[n]; e < t.first[n+1]; e++ {
 		if t.labels[e] == c {
@@ -262,7 +288,13 @@ type word struct{ start, end int }
 // words ws[:i] of text hold a byte outside ASCII: the words ws[i:j] are
 // ASCII when the counts at i and j are equal.
 func nonASCIIBefore(text string, ws []word) []int {
-	out := make([]int, len(ws)+1)
+	return appendNonASCIIBefore(nil, text, ws)
+}
+
+// appendNonASCIIBefore is nonASCIIBefore written over out's storage.
+func appendNonASCIIBefore(out []int, text string, ws []word) []int {
+	out = slices.Grow(out[:0], len(ws)+1)[:len(ws)+1]
+	out[0] = 0
 	for k, w := range ws {
 		out[k+1] = out[k]
 		for i := w.start; i < w.end; i++ {
@@ -283,7 +315,11 @@ type hit struct {
 
 // words splits text into maximal runs of letters and digits.
 func words(text string) []word {
-	ws := make([]word, 0, len(text)/6+1) // about one word in six bytes of prose
+	return appendWords(make([]word, 0, len(text)/6+1), text) // about one word in six bytes of prose
+}
+
+// appendWords appends the words of text to ws.
+func appendWords(ws []word, text string) []word {
 	start := -1
 	for i, r := range text {
 		var wordy bool
@@ -379,14 +415,34 @@ func isWordByte(b byte) bool {
 }
 
 func (m *matcher) find(text string) []hit {
+	var sc matchScratch
+	return m.findWith(&sc, text)
+}
+
+// matchScratch holds what find computes of one text and forgets: a
+// document's units are searched one after another in the same storage.
+type matchScratch struct {
+	ws       []word
+	nonASCII []int
+	owns     []int32
+	fbs      []int32
+}
+
+// findWith is find, its working storage in sc.
+func (m *matcher) findWith(sc *matchScratch, text string) []hit {
 	if len(m.byKey) == 0 && (m.fallback == nil || len(m.fallback.byKey) == 0) {
 		return nil
 	}
-	ws := words(text)
-	nonASCII := nonASCIIBefore(text, ws)
+	if sc.ws == nil {
+		sc.ws = make([]word, 0, len(text)/6+1) // about one word in six bytes of prose
+	}
+	sc.ws = appendWords(sc.ws[:0], text)
+	sc.nonASCII = appendNonASCIIBefore(sc.nonASCII, text, sc.ws)
+	ws, nonASCII := sc.ws, sc.nonASCII
 	var hits []hit
 	// The tries' nodes after each count of a run's leading words.
-	owns, fbs := make([]int32, m.maxWords+1), make([]int32, m.maxWords+1)
+	sc.owns, sc.fbs = slices.Grow(sc.owns[:0], m.maxWords+1)[:m.maxWords+1], slices.Grow(sc.fbs[:0], m.maxWords+1)[:m.maxWords+1]
+	owns, fbs := sc.owns, sc.fbs
 	for i := 0; i < len(ws); {
 		// The longest run of words from i joined into one name.
 		n := 1

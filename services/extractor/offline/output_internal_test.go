@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kgstream/kgstream/pkg/events"
+	"github.com/kgstream/kgstream/pkg/resolve"
 )
 
 // TestMentionDescriptionIsTheFormat: the mention description built by
@@ -40,6 +41,33 @@ func TestOutputKeysRelationshipsBySourceAsGiven(t *testing.T) {
 	for _, src := range []string{"service:a", "service:b", "component:a"} {
 		if !o.Related(src, "component:kafka") {
 			t.Fatalf("%s is not related to component:kafka", src)
+		}
+	}
+}
+
+// TestOutputIDsAreResolveIDs: the output's ids, their types' spellings
+// remembered, are resolve.ID's and EntityID's, for types and names of
+// every shape, each asked for twice and in turn with the others.
+func TestOutputIDsAreResolveIDs(t *testing.T) {
+	types := []string{"component", "Component", " component ", "failure_mode", "Failure Mode", "failure-mode", "", "_",
+		"a__b", "Ünïcode", "team/group", "a:b", "mentions", "MENTIONS", "caused by", "\u00a0x", "x1"}
+	names := []string{"Kafka", "cert-manager", "Cert Manager", "", " ", "DNS Servers", "caf\u00e9", "a:b", "policies", "K8s"}
+	o := NewOutput()
+	for range 2 {
+		for _, typ := range types {
+			for _, name := range names {
+				if got, want := o.id(typ, name), resolve.ID(typ, name); got != want {
+					t.Fatalf("id(%q, %q) = %q, resolve.ID %q", typ, name, got, want)
+				}
+				for _, e := range []events.RawEntity{{Type: typ, Name: name}, {Type: typ, Name: "x", Key: name}} {
+					if got, want := o.entityID(e), EntityID(e); got != want {
+						t.Fatalf("entityID(%+v) = %q, EntityID %q", e, got, want)
+					}
+				}
+				if got, want := o.typeOf(name), resolve.Type(name); got != want {
+					t.Fatalf("typeOf(%q) = %q, resolve.Type %q", name, got, want)
+				}
+			}
 		}
 	}
 }

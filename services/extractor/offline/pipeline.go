@@ -112,6 +112,10 @@ type Extractor struct {
 	// gazetteer gave last (see matcherFor).
 	mu       sync.Mutex
 	catalogs map[string]*catalogMatcher
+
+	// scratch holds *unitScratch: the working storage of a unit's
+	// analysis, kept from one document to the next.
+	scratch sync.Pool
 }
 
 // catalogMatcher is a matcher of a tenant's catalog entries (with the
@@ -405,12 +409,17 @@ func (x *Extractor) Analyse(ctx context.Context, doc *events.DocChanged, units [
 	if len(catalog) > 0 || x.bundledMatcher != nil {
 		m = x.matcherFor(doc.Tenant, catalog, EntityID(de))
 	}
+	sc, _ := x.scratch.Get().(*unitScratch)
+	if sc == nil {
+		sc = &unitScratch{}
+	}
+	defer x.scratch.Put(sc)
 	for _, u := range units {
 		au := Unit{TextUnit: u, Sentences: chunk.Sentences(u.Text)}
 		au.Hash = unitHash(u)
 		var known []hit
 		if m != nil {
-			known = m.find(u.Text)
+			known = m.findWith(&sc.match, u.Text)
 		}
 		for _, h := range known {
 			for _, e := range h.entries {
@@ -419,7 +428,7 @@ func (x *Extractor) Analyse(ctx context.Context, doc *events.DocChanged, units [
 			}
 		}
 		if x.components != nil {
-			for _, c := range x.components.find(u.Text) {
+			for _, c := range x.components.find(u.Text, &sc.runs) {
 				if overlaps(known, c.start, c.end) || resolve.Key(c.text) == resolve.Key(doc.DocID) {
 					continue
 				}
@@ -464,6 +473,12 @@ func sentenceOf(ss []taxonomy.Span, off int) int {
 	return -1
 }
 
+// unitScratch is what Analyse computes of each unit and forgets.
+type unitScratch struct {
+	match matchScratch
+	runs  textRuns
+}
+
 // Stage is one offline extractor of the pipeline: it adds what it finds
 // in an analysed document to out. Relationships must name entities that
 // are (or will be) in out: the document entity always is.
@@ -484,6 +499,34 @@ type Output struct {
 	// src is the last relationship source's type, name and id: a stage
 	// relates one source (the document) to many targets.
 	src [3]string
+	// types holds resolve.Type of the entity types and relations seen: a
+	// document's few, spelled again for every entity and relationship.
+	types map[string]string
+}
+
+// typeOf is resolve.Type(t).
+func (o *Output) typeOf(t string) string {
+	v, ok := o.types[t]
+	if !ok {
+		v = resolve.Type(t)
+		if o.types == nil {
+			o.types = map[string]string{}
+		}
+		o.types[t] = v
+	}
+	return v
+}
+
+// id is resolve.ID(typ, name): the type's canonical spelling, a colon and
+// the name's key.
+func (o *Output) id(typ, name string) string { return o.typeOf(typ) + ":" + resolve.Key(name) }
+
+// entityID is EntityID(e).
+func (o *Output) entityID(e events.RawEntity) string {
+	if e.Key != "" {
+		return o.id(e.Type, e.Key)
+	}
+	return o.id(e.Type, e.Name)
 }
 
 // NewOutput returns an empty output.
@@ -493,7 +536,7 @@ func NewOutput() *Output {
 
 // Entity adds e unless an entity of the same id and unit is there.
 func (o *Output) Entity(e events.RawEntity) {
-	k := EntityID(e) + "|" + e.TextUnit
+	k := o.entityID(e) + "|" + e.TextUnit
 	if o.entSeen[k] {
 		return
 	}
@@ -504,9 +547,9 @@ func (o *Output) Entity(e events.RawEntity) {
 // Relationship adds r unless it is there.
 func (o *Output) Relationship(r events.RawRelationship) {
 	if o.src[0] != r.SourceType || o.src[1] != r.Source || o.src[2] == "" {
-		o.src = [3]string{r.SourceType, r.Source, resolve.ID(r.SourceType, r.Source)}
+		o.src = [3]string{r.SourceType, r.Source, o.id(r.SourceType, r.Source)}
 	}
-	a, rel, b := o.src[2], resolve.Type(r.Relation), resolve.ID(r.TargetType, r.Target)
+	a, rel, b := o.src[2], o.typeOf(r.Relation), o.id(r.TargetType, r.Target)
 	k := a + "|" + rel + "|" + b + "|" + r.TextUnit
 	if o.relSeen[k] {
 		return
