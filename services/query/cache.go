@@ -246,7 +246,17 @@ func (c *tenantCache[T]) since(tenant string, gen uint64) (namedChange, bool) {
 	slices.Sort(ids)
 	ch := namedChange{ids: slices.Compact(ids), docs: map[string][]string{}}
 	for _, l := range log[i:] {
-		ch = ch.then(namedChange{docs: l.ch.docs})
+		if l.ch.docs == nil {
+			ch.docs = nil
+			break
+		}
+		for doc, named := range l.ch.docs {
+			ch.docs[doc] = unionSorted(ch.docs[doc], named)
+		}
+		if len(ch.docs) > maxChangeDocs {
+			ch.docs = nil
+			break
+		}
 	}
 	return ch, true
 }
@@ -294,6 +304,15 @@ func (c *tenantCache[T]) change(tenant string, ch namedChange) {
 		return
 	}
 	c.vals[tenant] = cached[T]{v: v, gen: c.gen[tenant], when: e.when}
+}
+
+// holds reports whether is says tenant's current value (kept, live, of
+// the tenant's generation) is the one it looks for.
+func (c *tenantCache[T]) holds(tenant string, is func(T) bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.vals[tenant]
+	return ok && c.live && e.gen == c.gen[tenant] && is(e.v)
 }
 
 // inBackground runs f as reloads run (setRefresh) and reports whether it
@@ -1360,7 +1379,8 @@ func (s *Service) graphSet(ctx context.Context, tenant string) (*graphSet, error
 // (staleRelations). Everything else starts over, as when the set is
 // dropped: it depends on the whole graph (aggregates,
 // traversals, plans, counts, readable documents) or on entities that may
-// have changed (admissions). False when g has nothing to follow: no name
+// have changed (admissions). The edge lists of ids go on too, to be
+// patched for ids (staleEdges). False when g has nothing to follow: no name
 // index, no read by id and no relation list; the index to patch is left out when so many
 // changes are pending that a build costs less than the patch.
 func (g *graphSet) succeed(ch namedChange) (*graphSet, bool) {

@@ -628,13 +628,13 @@ func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (
 		// those, rather than another of every change since from.
 		var pix *nameIndex
 		if pix, err = s.nameIndexOf(ctx, tenant, prev); err == nil {
-			ix, err = s.patchNames(ctx, tenant, pix, recent)
+			ix, err = s.patchNames(ctx, tenant, g, pix, recent)
 		}
 	}
 	switch {
 	case ix != nil:
 	case from != nil:
-		if ix, err = s.patchNames(ctx, tenant, from, pending); err != nil {
+		if ix, err = s.patchNames(ctx, tenant, g, from, pending); err != nil {
 			return nil, err
 		}
 	case err != nil:
@@ -660,9 +660,21 @@ func (s *Service) nameIndexOf(ctx context.Context, tenant string, g *graphSet) (
 // entity's fragments at every change costs more than it saves. When the
 // patches' overlay has grown past its bound (foldBound), a fold of it
 // starts in the background: a later patch starts from it (rebased).
-func (s *Service) patchNames(ctx context.Context, tenant string, from *nameIndex, ch namedChange) (*nameIndex, error) {
+//
+// The index is g's. A record read by parts (readChanged) is as stored
+// for the changes g follows, not for later ones: when g is no longer
+// the tenant's current set once the patch is numbered (a request that
+// took g before a change came), a set after it may have patched with a
+// lower number, and a record of g's, numbered later, would then be
+// taken for the newer one when indexes are rebased on a fold (rebased).
+// Then the changed entities are read whole, as stored at the read, later
+// than the number says, as every whole read is.
+func (s *Service) patchNames(ctx context.Context, tenant string, g *graphSet, from *nameIndex, ch namedChange) (*nameIndex, error) {
 	// Numbered before the read: a later number is a later read.
 	seq := from.folds.next.Add(1)
+	if !s.cache.graph.holds(tenant, func(cur *graphSet) bool { return cur == g }) {
+		ch.docs = nil
+	}
 	read, err := s.readChanged(ctx, tenant, from, ch)
 	if err != nil {
 		return nil, fmt.Errorf("reading changed entities: %w", err)

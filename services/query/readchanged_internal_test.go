@@ -153,6 +153,7 @@ type edgeReads struct {
 	*embedded.Store
 	mu    sync.Mutex
 	whole []edgeKey
+	among []string
 }
 
 func (w *edgeReads) Edges(ctx context.Context, tenant, id string, dir store.Direction) ([]store.Edge, error) {
@@ -160,6 +161,23 @@ func (w *edgeReads) Edges(ctx context.Context, tenant, id string, dir store.Dire
 	w.whole = append(w.whole, edgeKey{id, dir})
 	w.mu.Unlock()
 	return w.Store.Edges(ctx, tenant, id, dir)
+}
+
+func (w *edgeReads) EdgesAmong(ctx context.Context, tenant, id string, dir store.Direction, others []string) ([]store.Edge, error) {
+	w.mu.Lock()
+	w.among = append(w.among, id)
+	w.mu.Unlock()
+	return w.Store.EdgesAmong(ctx, tenant, id, dir, others)
+}
+
+// patched returns the entities whose lists were patched since the last
+// call.
+func (w *edgeReads) patched() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.among
+	w.among = nil
+	return out
 }
 
 func (w *edgeReads) taken() []edgeKey {
@@ -251,11 +269,15 @@ func TestPatchedEdgesAreTheEdgesAsStored(t *testing.T) {
 	}
 	st.taken()
 	for round := range 40 {
+		run := namedChange{docs: map[string][]string{}}
 		for range 1 + rng.IntN(3) {
-			next, ok := g.succeed(change(fmt.Sprintf("INC-%02d", rng.IntN(20))))
+			ch := change(fmt.Sprintf("INC-%02d", rng.IntN(20)))
+			run = run.then(ch)
+			next, ok := g.succeed(ch)
 			require.True(t, ok)
 			g = next
 		}
+		st.patched()
 		for _, k := range keys {
 			got, err := v.storedEdges(g, k)
 			require.NoError(t, err)
@@ -264,5 +286,67 @@ func TestPatchedEdgesAreTheEdgesAsStored(t *testing.T) {
 			require.Equal(t, want, got, "round %d: edges of %s (%v)", round, k.id, k.dir)
 		}
 		require.Empty(t, st.taken(), "round %d: every list patched, none read whole", round)
+		for _, id := range st.patched() {
+			require.Contains(t, run.ids, id, "round %d: only the lists of the entities the changes named are patched", round)
+		}
 	}
+}
+
+// TestLatePatchOfAnOlderSetIsReadWhole: a request that took the graph
+// reads before a change came, and patches their name index after a
+// newer set patched its own, reads the changed entities whole: a record
+// it made by parts (the fragments of its own changes' documents, the
+// others from the index before) would be older than the newer set's,
+// numbered later, and taken for the newer one when a fold of it is
+// rebased on.
+func TestLatePatchOfAnOlderSetIsReadWhole(t *testing.T) {
+	ctx := t.Context()
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "kg.db"), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	a, err := auth.New(nil, nil)
+	require.NoError(t, err)
+	s, err := New(Config{}, db, a, nil, nil)
+	require.NoError(t, err)
+	s.cache.setLive(true)
+	const x, y = "component:x", "component:y"
+	apply := func(doc string, v int64, id, desc string) namedChange {
+		t.Helper()
+		_, err := db.Announce(ctx, "acme", store.Announcement{DocID: doc, Version: v, ACL: provenance.PublicACL()})
+		require.NoError(t, err)
+		_, err = db.Apply(ctx, "acme", doc, v, store.Contributions{Title: doc, DocType: "postmortem",
+			TextUnits: []events.TextUnit{{ID: "u0", Text: "text", End: 4}},
+			Entities:  []store.EntityContribution{{ID: id, Type: "component", Name: "n", Description: desc, TextUnits: []string{"u0"}}}})
+		require.NoError(t, err)
+		return changeOf(doc, []string{id})
+	}
+	apply("A", 1, x, "A v1")
+	apply("B", 1, x, "B v1")
+	apply("Z", 1, y, "Z v1")
+	current := func() *graphSet {
+		t.Helper()
+		g, err := s.graphSet(ctx, "acme")
+		require.NoError(t, err)
+		return g
+	}
+	_, err = s.nameIndexOf(ctx, "acme", current())
+	require.NoError(t, err)
+	s.cache.graph.change("acme", apply("A", 2, x, "A v2"))
+	g1 := current() // a request takes the set following A's edit
+	s.cache.graph.change("acme", apply("B", 2, x, "B v2"))
+	g2 := current()
+	ix2, err := s.nameIndexOf(ctx, "acme", g2) // a request on the newer set
+	require.NoError(t, err)
+	ix1, err := s.nameIndexOf(ctx, "acme", g1) // the late request on the older one
+	require.NoError(t, err)
+	ix1.folds.finish(ix1.fold(), ix1) // its patch made the lineage's fold
+	s.cache.graph.change("acme", apply("Z", 2, y, "Z v2"))
+	g3 := current()
+	require.Same(t, ix2, g3.from)
+	ix3, err := s.nameIndexOf(ctx, "acme", g3)
+	require.NoError(t, err)
+	want, err := db.Entities(ctx, "acme", []string{x})
+	require.NoError(t, err)
+	got, _ := ix3.entity(x)
+	require.Equal(t, want[x], got, "B's fragment as stored")
 }
