@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kgstream/kgstream/pkg/events"
 	"github.com/kgstream/kgstream/pkg/provenance"
 	"github.com/kgstream/kgstream/pkg/store"
 	"github.com/kgstream/kgstream/pkg/store/embedded"
@@ -161,6 +162,62 @@ func BenchmarkCountSources(b *testing.B) {
 				b.Fatal(err)
 			}
 			_ = store.CountStates(all)
+		}
+	})
+}
+
+// BenchmarkHubChanged reads what a change of one document makes of a hub
+// named by 5,000 documents (5,000 fragments, 5,000 edges, one per
+// document to its own incident): the hub whole and its edge list whole,
+// against its head and that document's fragment (EntityParts) and its
+// edges to that document's entities (EdgesAmong).
+func BenchmarkHubChanged(b *testing.B) {
+	ctx := b.Context()
+	s, err := embedded.Open(filepath.Join(b.TempDir(), "kgstream.db"), embedded.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	const hub, docs = "service:hub", 5000
+	for i := range docs {
+		doc, inc := fmt.Sprintf("doc-%05d", i), fmt.Sprintf("incident:i%05d", i)
+		c := store.Contributions{Title: doc, DocType: "incident",
+			TextUnits: []events.TextUnit{{ID: "u0", Text: "the hub failed", End: 14}},
+			Entities: []store.EntityContribution{
+				{ID: hub, Type: "service", Name: "hub", NameRank: 2, Description: "the hub failed in " + doc, TextUnits: []string{"u0"}},
+				{ID: inc, Type: "incident", Name: inc, NameRank: 2, TextUnits: []string{"u0"}}},
+			Edges: []store.EdgeContribution{{Source: inc, Relation: "affected", Target: hub, Weight: 1, Description: "affected", TextUnits: []string{"u0"}}}}
+		if _, err := s.Apply(ctx, "bench", doc, 1, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	doc, named := "doc-02500", []string{"incident:i02500", hub}
+	b.Run("entity/whole", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Entities(ctx, "bench", []string{hub}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("entity/parts", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.EntityParts(ctx, "bench", []string{hub}, 0, map[string][]string{hub: {doc}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("edges/whole", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Edges(ctx, "bench", hub, store.In); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("edges/among", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.EdgesAmong(ctx, "bench", hub, store.In, named); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
