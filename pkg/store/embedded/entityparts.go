@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/kgstream/kgstream/pkg/store"
 )
@@ -82,29 +81,10 @@ var _ store.EdgesAmong = (*Store)(nil)
 // scanned, and only those that may end among others (store.MayEndAmong)
 // decoded.
 func (s *Store) EdgesAmong(ctx context.Context, tenant, entityID string, dir store.Direction, others []string) ([]store.Edge, error) {
-	out := []store.Edge{}
-	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
-		idx := g.out
-		if dir == store.In {
-			idx = g.in
-		}
-		return scanPrefix(idx, entityID, func(id string) error {
-			if !store.MayEndAmong(id, entityID, dir, others) {
-				return nil
-			}
-			e, found, err := g.edge(id)
-			if err != nil {
-				return err
-			}
-			if !found {
-				return fmt.Errorf("adjacency index lists missing edge %q", id)
-			}
-			if _, among := slices.BinarySearch(others, store.FarEnd(e, dir)); among {
-				out = append(out, e)
-			}
-			return nil
-		})
-	})
+	if others == nil {
+		others = []string{} // among none: none (adjacent takes nil for all)
+	}
+	out, err := s.adjacent(ctx, tenant, entityID, dir, others)
 	if err != nil {
 		return nil, fmt.Errorf("listing edges of %q among %d entities in %q: %w", entityID, len(others), tenant, err)
 	}

@@ -644,6 +644,17 @@ func (s *Store) EntityHeadsByType(ctx context.Context, tenant, typ string) ([]st
 // Edges returns the edges leaving (Out) or entering (In) an entity, sorted
 // by id, from the adjacency index.
 func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Direction) ([]store.Edge, error) {
+	out, err := s.adjacent(ctx, tenant, entityID, dir, nil)
+	if err != nil {
+		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
+	}
+	return out, nil
+}
+
+// adjacent returns the edges of entityID in dir, sorted by id, from the
+// adjacency index: every one when others is nil, else those whose other
+// end is among others (sorted), decoding only those that may be.
+func (s *Store) adjacent(ctx context.Context, tenant, entityID string, dir store.Direction, others []string) ([]store.Edge, error) {
 	out := []store.Edge{}
 	err := s.readGraph(ctx, tenant, func(g *graphBuckets) error {
 		idx := g.out
@@ -651,6 +662,9 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 			idx = g.in
 		}
 		return scanPrefix(idx, entityID, func(id string) error {
+			if others != nil && !store.MayEndAmong(id, entityID, dir, others) {
+				return nil
+			}
 			e, found, err := g.edge(id)
 			if err != nil {
 				return err
@@ -658,14 +672,16 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 			if !found {
 				return fmt.Errorf("adjacency index lists missing edge %q", id)
 			}
+			if others != nil {
+				if _, among := slices.BinarySearch(others, store.FarEnd(e, dir)); !among {
+					return nil
+				}
+			}
 			out = append(out, e)
 			return nil
 		})
 	})
-	if err != nil {
-		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // unindexNames removes an entity's name index entries.

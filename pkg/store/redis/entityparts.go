@@ -97,39 +97,8 @@ var _ store.EdgesAmong = (*Store)(nil)
 // only when they may end among others (store.MayEndAmong): the transfer
 // of the whole list is not spared, its decoding is.
 func (s *Store) EdgesAmong(ctx context.Context, tenant, entityID string, dir store.Direction, others []string) ([]store.Edge, error) {
-	if err := store.ValidateTenant(tenant); err != nil {
-		return nil, fmt.Errorf("listing edges of %q: %w", entityID, err)
+	if others == nil {
+		others = []string{} // among none: none (adjacent takes nil for all)
 	}
-	k := s.tenantKeys(tenant)
-	if err := s.ensureLayout(ctx); err != nil {
-		return nil, err
-	}
-	set, kind := k.out(entityID), "o:"+entityID
-	if dir == store.In {
-		set, kind = k.in(entityID), "i:"+entityID
-	}
-	svs, err := readSets(ctx, s.client, k.graph(), []string{set}, []string{kind})
-	if err != nil {
-		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
-	}
-	sv := svs[0]
-	kept := setValues{}
-	for i, id := range sv.ids {
-		if store.MayEndAmong(id, entityID, dir, others) {
-			kept.ids = append(kept.ids, id)
-			kept.vals = append(kept.vals, sv.vals[i])
-		}
-	}
-	es, err := decodeSet(set, kept, assembleEdge)
-	if err != nil {
-		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
-	}
-	out := []store.Edge{}
-	for _, e := range es {
-		if _, among := slices.BinarySearch(others, store.FarEnd(e, dir)); among {
-			out = append(out, e)
-		}
-	}
-	slices.SortFunc(out, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
-	return out, nil
+	return s.adjacent(ctx, tenant, entityID, dir, others)
 }

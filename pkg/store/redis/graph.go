@@ -923,6 +923,14 @@ func (s *Store) EntityHeadsByType(ctx context.Context, tenant, typ string) ([]st
 // Edges returns the edges leaving (Out) or entering (In) an entity, sorted
 // by id, from the adjacency hashes.
 func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Direction) ([]store.Edge, error) {
+	return s.adjacent(ctx, tenant, entityID, dir, nil)
+}
+
+// adjacent returns the edges of entityID in dir, sorted by id, read in
+// one script (the adjacency hash and every edge it names): every one
+// when others is nil, else those whose other end is among others
+// (sorted), decoding only those that may be (store.MayEndAmong).
+func (s *Store) adjacent(ctx context.Context, tenant, entityID string, dir store.Direction, others []string) ([]store.Edge, error) {
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("listing edges of %q: %w", entityID, err)
 	}
@@ -934,9 +942,30 @@ func (s *Store) Edges(ctx context.Context, tenant, entityID string, dir store.Di
 	if dir == store.In {
 		set, kind = k.in(entityID), "i:"+entityID
 	}
-	out, err := readSet(ctx, s.client, k, set, kind, assembleEdge)
+	svs, err := readSets(ctx, s.client, k.graph(), []string{set}, []string{kind})
 	if err != nil {
 		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
+	}
+	sv := svs[0]
+	if others != nil {
+		kept := setValues{}
+		for i, id := range sv.ids {
+			if store.MayEndAmong(id, entityID, dir, others) {
+				kept.ids = append(kept.ids, id)
+				kept.vals = append(kept.vals, sv.vals[i])
+			}
+		}
+		sv = kept
+	}
+	out, err := decodeSet(set, sv, assembleEdge)
+	if err != nil {
+		return nil, fmt.Errorf("listing edges of %q in %q: %w", entityID, tenant, err)
+	}
+	if others != nil {
+		out = slices.DeleteFunc(out, func(e store.Edge) bool {
+			_, among := slices.BinarySearch(others, store.FarEnd(e, dir))
+			return !among
+		})
 	}
 	slices.SortFunc(out, func(a, b store.Edge) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil

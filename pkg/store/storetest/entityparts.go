@@ -147,4 +147,7 @@ func testEdgesAmong(t *testing.T, s store.Stores) {
 	all, err := s.Edges(ctx, tenant, hub, store.Out)
 	require.NoError(t, err)
 	require.NotEmpty(t, all)
+	none, err := ea.EdgesAmong(ctx, tenant, hub, store.Out, nil)
+	require.NoError(t, err)
+	require.Empty(t, none, "among no entity: no edge")
 }
