@@ -47,6 +47,8 @@ bench:
 	KG_SCALE_STORE=redis KG_SCALE_DOCS=$${KG_SCALE_DOCS:-10000} $(BENCH) -v -bench BenchmarkScale -benchtime 1x ./cmd/kgstream/app/
 	$(BENCH) -bench . -benchtime 1x -benchmem ./pkg/leiden/
 	$(BENCH) -bench BenchmarkOfflineExtraction -benchtime 5x ./services/extractor/offline/
+	$(BENCH) -bench BenchmarkChunk -benchtime 5x ./services/extractor/chunk/
+	$(BENCH) -bench BenchmarkHubChanged -benchmem ./pkg/store/embedded/
 	$(BENCH) -bench 'BenchmarkExtractionCatalogSize|BenchmarkCatalogGazetteerRefresh' -benchtime 5x ./services/extractor/offline/
 	$(BENCH) -bench 'Global|Basic' -benchtime 1x ./services/query/
 	$(BENCH) -bench BenchmarkLocalRanking -benchtime 20x -benchmem ./services/query/
