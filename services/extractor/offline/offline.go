@@ -284,14 +284,10 @@ func newMatcher(entries []Entry, exclude string, minKey, maxWords int) *matcher 
 
 type word struct{ start, end int }
 
-// nonASCIIBefore returns, for each i in [0, len(ws)], how many of the
-// words ws[:i] of text hold a byte outside ASCII: the words ws[i:j] are
-// ASCII when the counts at i and j are equal.
-func nonASCIIBefore(text string, ws []word) []int {
-	return appendNonASCIIBefore(nil, text, ws)
-}
-
-// appendNonASCIIBefore is nonASCIIBefore written over out's storage.
+// appendNonASCIIBefore returns, written over out's storage, for each i
+// in [0, len(ws)], how many of the words ws[:i] of text hold a byte
+// outside ASCII: the words ws[i:j] are ASCII when the counts at i and j
+// are equal.
 func appendNonASCIIBefore(out []int, text string, ws []word) []int {
 	out = slices.Grow(out[:0], len(ws)+1)[:len(ws)+1]
 	out[0] = 0
