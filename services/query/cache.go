@@ -84,18 +84,23 @@ const maxChangeDocs = 256
 // documents' (unknown when either's are, or past maxChangeDocs). Neither
 // is modified.
 func (c namedChange) then(next namedChange) namedChange {
-	out := namedChange{ids: unionSorted(c.ids, next.ids)}
-	if c.docs == nil || next.docs == nil {
-		return out
+	return namedChange{ids: unionSorted(c.ids, next.ids), docs: addDocs(maps.Clone(c.docs), next.docs)}
+}
+
+// addDocs adds to docs (modified) the documents of more and the entities
+// their changes named; nil when either's are not known, or past
+// maxChangeDocs.
+func addDocs(docs, more map[string][]string) map[string][]string {
+	if docs == nil || more == nil {
+		return nil
 	}
-	docs := maps.Clone(c.docs)
-	for doc, ids := range next.docs {
+	for doc, ids := range more {
 		docs[doc] = unionSorted(docs[doc], ids)
 	}
-	if len(docs) <= maxChangeDocs {
-		out.docs = docs
+	if len(docs) > maxChangeDocs {
+		return nil
 	}
-	return out
+	return docs
 }
 
 // byEntity is, per entity of c, the documents whose changes named it
@@ -246,15 +251,7 @@ func (c *tenantCache[T]) since(tenant string, gen uint64) (namedChange, bool) {
 	slices.Sort(ids)
 	ch := namedChange{ids: slices.Compact(ids), docs: map[string][]string{}}
 	for _, l := range log[i:] {
-		if l.ch.docs == nil {
-			ch.docs = nil
-			break
-		}
-		for doc, named := range l.ch.docs {
-			ch.docs[doc] = unionSorted(ch.docs[doc], named)
-		}
-		if len(ch.docs) > maxChangeDocs {
-			ch.docs = nil
+		if ch.docs = addDocs(ch.docs, l.ch.docs); ch.docs == nil {
 			break
 		}
 	}

@@ -93,6 +93,16 @@ var (
 	hubRels = []string{"uses", "a|b", "uses|component:c1", "affected"}
 )
 
+// newHubDocs returns hubDocs over db, its randomness seeded with seed,
+// having applied documents INC-00 to INC-<n-1>.
+func newHubDocs(t *testing.T, db *embedded.Store, seed uint64, n int) *hubDocs {
+	h := &hubDocs{t: t, db: db, rng: rand.New(rand.NewPCG(seed, seed+1)), versions: map[string]int64{}}
+	for i := range n {
+		h.change(fmt.Sprintf("INC-%02d", i))
+	}
+	return h
+}
+
 // change applies (or deletes) a new version of doc and returns what its
 // event names, as the resolver names it.
 func (h *hubDocs) change(doc string) namedChange {
@@ -153,10 +163,7 @@ func (h *hubDocs) change(doc string) namedChange {
 func TestReadChangedIsTheEntitiesAsStored(t *testing.T) {
 	ctx := t.Context()
 	s, st := partsService(t)
-	docs := &hubDocs{t: t, db: st.Store, rng: rand.New(rand.NewPCG(7, 10)), versions: map[string]int64{}}
-	for i := range 20 {
-		docs.change(fmt.Sprintf("INC-%02d", i))
-	}
+	docs := newHubDocs(t, st.Store, 7, 20)
 	for round := range 60 {
 		all, err := st.EntitiesByType(ctx, "acme", "")
 		require.NoError(t, err)
@@ -208,10 +215,7 @@ func TestReadChangedIsTheEntitiesAsStored(t *testing.T) {
 func TestPatchedEdgesAreTheEdgesAsStored(t *testing.T) {
 	ctx := t.Context()
 	s, st := partsService(t)
-	docs := &hubDocs{t: t, db: st.Store, rng: rand.New(rand.NewPCG(11, 12)), versions: map[string]int64{}}
-	for i := range 16 {
-		docs.change(fmt.Sprintf("INC-%02d", i))
-	}
+	docs := newHubDocs(t, st.Store, 11, 16)
 	keys := []edgeKey{{hub, store.Out}, {hub, store.In}, {"service:other", store.Out}}
 	for _, x := range hubPool {
 		keys = append(keys, edgeKey{x, store.Out}, edgeKey{x, store.In})
